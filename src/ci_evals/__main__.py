@@ -1,0 +1,3 @@
+from ci_evals.cli import main
+
+raise SystemExit(main())

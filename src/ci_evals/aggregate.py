@@ -1,0 +1,211 @@
+"""Streaming aggregation of result records into per-metric aggregates and gate verdicts.
+
+The same code serves a live run (records fed as samples finish), ``merge`` of shard folders and
+recomputation from a ``results.jsonl``: the summary is a function of the records and the suite's
+``config`` block only. With ``num_runs > 1`` each sample's runs are reduced to one outcome per
+metric (``mean``, ``median``, ``max``, ``pass_at_k``, ``pass_all_k``, ``majority``) before
+aggregating; samples whose verdict differs across runs are reported as flaky.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import defaultdict
+from statistics import median
+from typing import Any
+
+from ci_evals.gate import GateSpec, evaluate, passes, rule_text
+from ci_evals.stats import summarize
+
+
+def reduce_runs(reducer: str, runs: list[tuple[float, bool, bool]], rule: tuple[str, float]) -> tuple[float, bool, bool]:
+    """One (score, passed, errored) from a sample's k runs. ``errored``: every run errored."""
+    scores = [r[0] for r in runs]
+    oks = [r[1] for r in runs]
+    errored = all(r[2] for r in runs)
+    if reducer == "mean":
+        s = math.fsum(scores) / len(scores)
+    elif reducer == "median":
+        s = median(scores)
+    elif reducer == "max":
+        s = max(scores)
+    elif reducer == "pass_at_k":
+        return (1.0 if any(oks) else 0.0), any(oks), errored
+    elif reducer == "pass_all_k":
+        return (1.0 if all(oks) else 0.0), all(oks), errored
+    elif reducer == "majority":
+        ok = sum(oks) * 2 > len(oks)
+        return (1.0 if ok else 0.0), ok, errored
+    else:
+        raise ValueError(f"unknown reducer {reducer!r}")
+    return s, passes(s, *rule), errored
+
+
+class _Metric:
+    __slots__ = ("scores", "passed", "errors")
+
+    def __init__(self) -> None:
+        self.scores = array("d")
+        self.passed = 0
+        self.errors = 0
+
+    def add(self, score: float, ok: bool, errored: bool) -> None:
+        self.scores.append(score)
+        self.passed += ok
+        self.errors += errored
+
+
+class Aggregator:
+    """Feed result records with :meth:`add`; get the summary parts with :meth:`finish`.
+
+    Args:
+        config: the ``config`` block of summary.json: ``graders`` {name: {label, kind, rule: [op, v]}},
+            ``gates`` (GateSpec dumps), ``num_runs``, ``reducer``.
+    """
+
+    def __init__(self, config: dict[str, Any], *, keep_outcomes: bool = False) -> None:
+        self.config = config
+        # (model, sample id) -> {metric: passed}; kept only when a baseline comparison needs it.
+        self.outcomes: dict[tuple, dict[str, bool]] | None = {} if keep_outcomes else None
+        self.names = list(config["graders"])
+        self.rules = {n: tuple(g["rule"]) for n, g in config["graders"].items()}
+        self.num_runs = config.get("num_runs", 1)
+        self.reducer = config.get("reducer", "mean")
+        self.metrics: dict[str | None, dict[str, _Metric]] = defaultdict(lambda: {n: _Metric() for n in self.names})
+        self.pending: dict[tuple, list[dict]] = {}
+        self.flaky: list[dict[str, Any]] = []
+        self.records = 0
+        self.errors_by_category = {"target": 0, "extraction": 0, "grading": 0}
+        self.usage: dict[str, dict[str, int]] = defaultdict(lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+        self.cache_hits = 0
+        self.retries = 0
+        self.samples: set = set()
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self.records += 1
+        grades = rec["grades"]
+        if rec.get("error"):
+            self.errors_by_category[rec["error"].get("category", "target")] += 1
+        else:
+            for g in grades.values():
+                if g.get("error"):
+                    cat = g.get("error_category", "grading")
+                    self.errors_by_category[cat] = self.errors_by_category.get(cat, 0) + 1
+        self._usage("target", rec.get("usage"))
+        self.cache_hits += rec.get("cache_hits", 0) or 0
+        self.retries += rec.get("retries", 0) or 0
+        for name, g in grades.items():
+            meta = g.get("metadata") or {}
+            self._usage(name, meta.get("usage"))
+            self.cache_hits += meta.get("cache_hits", 0) or 0
+            self.retries += meta.get("retries", 0) or 0
+        model = rec.get("model")
+        self.samples.add((model, str(rec["sample_id"])))
+        outcome = {n: (float(grades[n]["score"]), bool(grades[n]["passed"]), bool(grades[n].get("error")))
+                   for n in self.names if n in grades}
+        if self.num_runs == 1:
+            self._push(model, outcome, str(rec["sample_id"]))
+            return
+        key = (model, str(rec["sample_id"]))
+        runs = self.pending.setdefault(key, [])
+        runs.append(outcome)
+        if len(runs) == self.num_runs:
+            del self.pending[key]
+            self._reduce(key, runs)
+
+    def _usage(self, bucket: str, usage: dict | None) -> None:
+        if usage:
+            u = self.usage[bucket]
+            u["prompt_tokens"] += usage.get("prompt_tokens", 0) or 0
+            u["completion_tokens"] += usage.get("completion_tokens", 0) or 0
+
+    def _push(self, model, outcome: dict[str, tuple[float, bool, bool]], sid: str) -> None:
+        for name, (s, ok, err) in outcome.items():
+            self.metrics[model][name].add(s, ok, err)
+        if self.outcomes is not None:
+            self.outcomes[(model, sid)] = {name: o[1] for name, o in outcome.items()}
+
+    def _reduce(self, key: tuple, runs: list[dict]) -> None:
+        model, sid = key
+        reduced = {}
+        for name in self.names:
+            per = [r[name] for r in runs if name in r]
+            if not per:
+                continue
+            if len({ok for _, ok, _ in per}) > 1:
+                self.flaky.append({"sample_id": sid, "model": model, "metric": name,
+                                   "passes": sum(ok for _, ok, _ in per), "runs": len(per)})
+            reduced[name] = reduce_runs(self.reducer, per, self.rules[name])
+        self._push(model, reduced, sid)
+
+    def flush_pending(self) -> None:
+        """Reduce samples whose runs did not all finish (an interrupted or resumed run)."""
+        for key in sorted(self.pending, key=lambda k: (str(k[0]), k[1])):
+            self._reduce(key, self.pending[key])
+        self.pending.clear()
+
+    def scores(self, name: str, model=None) -> list[float]:
+        """Sorted per-sample scores of one metric (all models when ``model`` is None)."""
+        models = [model] if model is not None else list(self.metrics)
+        return sorted(s for m in models for s in self.metrics[m][name].scores)
+
+    def finish(self, baseline_for=None) -> dict[str, Any]:
+        """Aggregates, gates and counts. ``baseline_for(gate, model)`` gives regression-gate facts."""
+        self.flush_pending()
+        models = sorted(self.metrics, key=lambda m: "" if m is None else str(m))
+        gates = [GateSpec.model_validate(g) for g in self.config.get("gates", [])]
+        confidence = 0.95
+
+        def block(metric_map: dict[str, _Metric]) -> dict[str, Any]:
+            out = {}
+            for name in self.names:
+                m = metric_map[name]
+                info = self.config["graders"][name]
+                agg = summarize(sorted(m.scores), m.passed, m.errors, confidence=confidence)
+                op, v = self.rules[name]
+                out[name] = {"label": info.get("label", name), "kind": info.get("kind"),
+                             **agg, "pass_rule": rule_text(op, v)}
+            return out
+
+        def gate_results(metric_map: dict[str, _Metric], aggs: dict[str, Any], model) -> list[dict]:
+            results = []
+            for gate in gates:
+                scores = sorted(metric_map[gate.metric_key].scores)
+                base = baseline_for(gate, model) if baseline_for else None
+                results.append(evaluate(gate, list(scores), aggs[gate.metric_key], model=model, baseline=base))
+            return results
+
+        combined: dict[str, _Metric] = {n: _Metric() for n in self.names}
+        for model in models:
+            for name in self.names:
+                src = self.metrics[model][name]
+                dst = combined[name]
+                dst.scores.extend(src.scores)
+                dst.passed += src.passed
+                dst.errors += src.errors
+        metrics = block(combined)
+        out: dict[str, Any] = {"metrics": metrics}
+        multi = len(models) > 1 or (models and models[0] is not None)
+        if multi:
+            per_model = {}
+            all_gates = []
+            for model in models:
+                aggs = block(self.metrics[model])
+                g = gate_results(self.metrics[model], aggs, model)
+                per_model[str(model)] = {"metrics": aggs, "gates": g}
+                all_gates.extend(g)
+            out["models"] = per_model
+            out["gates"] = all_gates
+        else:
+            out["gates"] = gate_results(combined, metrics, None)
+        out["gate"] = {"passed": all(g["passed"] for g in out["gates"])}
+        out["n_samples"] = len({sid for _, sid in self.samples})
+        out["errors"] = {"total": sum(self.errors_by_category.values()), "by_category": dict(self.errors_by_category)}
+        out["flaky"] = self.flaky
+        out["records"] = self.records
+        out["cache"] = {"hits": self.cache_hits}
+        out["retries"] = self.retries
+        return out
+
+

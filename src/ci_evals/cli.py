@@ -1,0 +1,148 @@
+"""The ``ci-evals`` command line: run, validate, merge, list, schema, action.
+
+Exit codes: 0 every gate passed; 1 a gate failed; 2 invalid configuration or input (one line, no
+traceback); 3 internal error; 130 interrupted (SIGINT), 143 terminated (SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_PASS, EXIT_GATE, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_SIGNAL = {2: 130, 15: 143}
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _non_negative(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
+    return n
+
+
+def _shard(text: str) -> tuple[int, int]:
+    k, sep, n = text.partition("/")
+    if not sep or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
+    return int(k), int(n)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ci_evals import __version__
+
+    p = argparse.ArgumentParser(prog="ci-evals", description="A CI-native evaluation gate for LLM agents.")
+    p.add_argument("--version", action="version", version=f"ci-evals {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run one or more suites and check their gates")
+    run.add_argument("suites", nargs="+", metavar="SUITE", help="suite YAML file(s) or glob(s)")
+    run.add_argument("--output", "-o", type=Path, default=None, help="results folder (default ci-evals-results/)")
+    run.add_argument("--max-concurrent", type=_positive, default=None, help="samples in flight (default: YAML, else 10)")
+    run.add_argument("--max-samples", type=_non_negative, default=None, help="run only the first N samples")
+    run.add_argument("--sample-tags", default=None, help="comma-separated tags; run samples having any of them")
+    run.add_argument("--num-runs", type=_positive, default=None, help="repeat each sample N times")
+    run.add_argument("--dry-run", action="store_true", help="run everything but post nothing; print the PR comment")
+    run.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")
+    run.add_argument("--baseline", type=Path, default=None, help="an earlier results folder to compare with")
+    run.add_argument("--shard", type=_shard, default=None, help="run shard K of N (stable hash of the sample id)")
+    run.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                     help="finish an interrupted run in DIR (only missing samples run)")
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress and no table; just the verdict")
+
+    val = sub.add_parser("validate", help="check suites without calling anything")
+    val.add_argument("suites", nargs="+", metavar="SUITE")
+
+    merge = sub.add_parser("merge", help="combine shard result folders into one")
+    merge.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
+    merge.add_argument("--output", "-o", type=Path, required=True)
+    merge.add_argument("--baseline", type=Path, default=None)
+    merge.add_argument("--dry-run", action="store_true", help="print the PR comment the merged result gives")
+
+    sub.add_parser("list", help="list targets, extractors and graders")
+    sub.add_parser("schema", help="print the suite JSON Schema")
+    sub.add_parser("action", help="GitHub Action mode (reads INPUT_* variables)", add_help=False)
+    return p
+
+
+def expand_suites(patterns: list[str]) -> list[Path]:
+    """Paths and globs -> suite files, in order, without duplicates. A glob matching nothing is an error."""
+    import glob
+
+    from ci_evals.errors import ConfigError
+
+    out: list[Path] = []
+    for pat in patterns:
+        if any(ch in pat for ch in "*?["):
+            found = sorted(glob.glob(pat, recursive=True))
+            if not found:
+                raise ConfigError(f"no suite file matches '{pat}'")
+            out.extend(Path(f) for f in found)
+        else:
+            out.append(Path(pat))
+    seen: set[Path] = set()
+    return [p for p in out if not (p.resolve() in seen or seen.add(p.resolve()))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "action":
+        from ci_evals.action import main as action_main
+
+        return action_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.command is None:
+        build_parser().print_help()
+        return EXIT_CONFIG
+    from ci_evals.errors import ConfigError
+
+    try:
+        if args.command == "run":
+            from ci_evals.commands import cmd_run
+
+            return cmd_run(args)
+        if args.command == "validate":
+            from ci_evals.commands import cmd_validate
+
+            return cmd_validate(args)
+        if args.command == "merge":
+            from ci_evals.commands import cmd_merge
+
+            return cmd_merge(args)
+        if args.command == "list":
+            from ci_evals.commands import cmd_list
+
+            return cmd_list()
+        if args.command == "schema":
+            import json
+
+            from ci_evals.schema import suite_schema
+
+            print(json.dumps(suite_schema(), indent=2))
+            return EXIT_PASS
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    except Exception:  # a bug of ours: say so, with the traceback, and exit 3
+        import traceback
+
+        traceback.print_exc()
+        print("internal error: this is a bug in ci-evals, please report it with the traceback above",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+    return EXIT_CONFIG

@@ -1,0 +1,225 @@
+"""Datasets: JSONL and CSV rows -> :class:`~ci_evals.models.Sample`, strictly validated, streamed.
+
+Every error names the file and line. CSV cells keep their text (ground truth ``4`` stays ``"4"``);
+``metadata``, ``agent_args`` and ``rubric_vars`` cells hold JSON objects; an ``input`` cell that
+looks like a JSON list is a multi-turn input. Blank JSONL lines are skipped. Columns other than the
+known fields are kept in ``Sample.extra_vars`` for templates.
+
+Samples are parsed lazily so a 100k-row dataset never needs 100k objects alive at once.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ci_evals.errors import ConfigError
+from ci_evals.models import Sample
+
+KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars")
+
+
+def shard_of(sample_id: int | str, count: int) -> int:
+    """Stable 0-based shard of a sample id (crc32 of its text), the same on every machine."""
+    return zlib.crc32(str(sample_id).encode("utf-8")) % count
+
+
+class Dataset:
+    """A dataset file plus the filters that select which samples run.
+
+    Args:
+        path: a .jsonl or .csv file.
+        sample_tags: run only samples having any of these tags.
+        max_samples: the first N selected samples (0 or None = all).
+        shard: (k, n), 1-based k: run only samples whose id hashes to shard k of n.
+        skip: sample ids to leave out (already done, for ``--resume``).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        sample_tags: list[str] | None = None,
+        max_samples: int | None = None,
+        shard: tuple[int, int] | None = None,
+        skip: set[str] | None = None,
+    ) -> None:
+        self.path = path
+        self.sample_tags = set(sample_tags) if sample_tags else None
+        self.max_samples = max_samples or None
+        self.shard = shard
+        self.skip = skip or set()
+        suffix = path.suffix.lower()
+        if suffix not in (".jsonl", ".csv"):
+            raise ConfigError(
+                f"unsupported dataset format '{suffix or path.name}'; use .jsonl or .csv", file=str(path)
+            )
+        if not path.exists():
+            raise ConfigError("dataset file not found", file=str(path))
+        if path.is_dir():
+            raise ConfigError("dataset is a folder, expected a .jsonl or .csv file", file=str(path))
+        self.format = suffix[1:]
+        self.total = 0  # rows in the file, set by scan()
+        self.count = 0  # selected samples, set by scan()
+
+    # -- parsing -------------------------------------------------------------------------------
+
+    def _err(self, line: int, msg: str) -> ConfigError:
+        return ConfigError(msg, file=str(self.path), line=line)
+
+    def _sample(self, line: int, index: int, row: dict[str, Any], from_csv: bool) -> Sample:
+        def need(cond: bool, msg: str) -> None:
+            if not cond:
+                raise self._err(line, msg)
+
+        need("input" in row, "missing required field 'input'")
+        inp = row["input"]
+        if from_csv:
+            text = inp.strip()
+            if text.startswith("[") and text.endswith("]"):
+                try:
+                    inp = json.loads(text)
+                except ValueError as exc:
+                    raise self._err(line, f"'input' looks like a JSON list but is invalid: {exc}") from None
+        if isinstance(inp, list):
+            need(bool(inp) and all(isinstance(x, str) for x in inp),
+                 "'input' must be a string or a non-empty list of strings")
+        else:
+            need(isinstance(inp, str), f"'input' must be a string or a list of strings, got {type(inp).__name__}")
+
+        gt = row.get("ground_truth")
+        if from_csv and gt == "":
+            gt = None
+        if isinstance(gt, bool):
+            gt = "true" if gt else "false"
+        elif isinstance(gt, (int, float)):
+            gt = json.dumps(gt)
+        need(gt is None or isinstance(gt, str), "'ground_truth' must be a string (or a number)")
+
+        def obj(name: str) -> dict[str, Any] | None:
+            value = row.get(name)
+            if from_csv:
+                if value in (None, ""):
+                    return None
+                try:
+                    value = json.loads(value)
+                except ValueError as exc:
+                    raise self._err(line, f"'{name}' cell is not valid JSON: {exc}") from None
+            need(value is None or isinstance(value, dict), f"'{name}' must be a JSON object")
+            return value
+
+        tags = row.get("tags")
+        if from_csv and isinstance(tags, str):
+            t = tags.strip()
+            tags = json.loads(t) if t.startswith("[") else [x.strip() for x in t.split(",") if x.strip()]
+        tags = tags or []
+        need(isinstance(tags, list) and all(isinstance(x, str) for x in tags), "'tags' must be a list of strings")
+
+        sid = row.get("id")
+        if from_csv and isinstance(sid, str):
+            sid = sid.strip()
+            sid = int(sid) if sid.isdigit() and str(int(sid)) == sid else (sid or None)
+        if sid is None:
+            sid = index
+        need(isinstance(sid, (int, str)) and not isinstance(sid, bool), "'id' must be a string or an integer")
+
+        extra = {k: v for k, v in row.items() if k not in KNOWN and k is not None}
+        return Sample.model_construct(
+            id=sid, input=inp, ground_truth=gt, metadata=obj("metadata") or {}, tags=tags,
+            agent_args=obj("agent_args"), rubric_vars=obj("rubric_vars"), extra_vars=extra,
+        )
+
+    def _jsonl(self) -> Iterator[tuple[int, Sample]]:
+        index = 0
+        with self.path.open("rb") as fh:
+            for line_no, raw in enumerate(fh, 1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise self._err(line_no, f"not UTF-8 text (byte {exc.start})") from None
+                if not text.strip():
+                    continue
+                try:
+                    row = json.loads(text)
+                except ValueError as exc:
+                    raise self._err(line_no, f"invalid JSON: {exc}") from None
+                if not isinstance(row, dict):
+                    raise self._err(line_no, f"each line must be a JSON object, got {type(row).__name__}")
+                yield line_no, self._sample(line_no, index, row, from_csv=False)
+                index += 1
+
+    def _csv(self) -> Iterator[tuple[int, Sample]]:
+        try:
+            fh = self.path.open(newline="", encoding="utf-8")
+            with fh:
+                reader = csv.DictReader(fh)
+                header = reader.fieldnames
+                if not header:
+                    raise self._err(1, "CSV file is empty (no header row)")
+                if "input" not in header:
+                    raise self._err(1, f"missing required column 'input'. Found columns: {header}")
+                for index, row in enumerate(reader):
+                    if None in row:
+                        raise self._err(reader.line_num, f"row has {len(header) + len(row[None])} cells, header has {len(header)}")
+                    yield reader.line_num, self._sample(reader.line_num, index, row, from_csv=True)
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=str(self.path)) from None
+        except csv.Error as exc:
+            raise ConfigError(f"malformed CSV: {exc}", file=str(self.path)) from None
+
+    def rows(self) -> Iterator[tuple[int, Sample]]:
+        """Every row of the file as (line, Sample), unfiltered."""
+        return self._jsonl() if self.format == "jsonl" else self._csv()
+
+    # -- selection -----------------------------------------------------------------------------
+
+    def _selected(self) -> Iterator[tuple[int, Sample]]:
+        taken = 0
+        for line, sample in self.rows():
+            if self.sample_tags is not None and not self.sample_tags.intersection(sample.tags):
+                continue
+            if self.max_samples is not None and taken >= self.max_samples:
+                break
+            taken += 1
+            if self.shard is not None and shard_of(sample.id, self.shard[1]) != self.shard[0] - 1:
+                continue
+            yield line, sample
+
+    def scan(self, on_sample=None) -> int:
+        """Validate the whole file once: parse every row, reject duplicate ids, count the selection.
+
+        ``on_sample(sample)`` is called for each selected sample (pre-run checks such as
+        rubric_vars). Returns the number of selected samples, excluding ``skip``.
+        """
+        seen: dict[str, int] = {}
+        total = 0
+        for line, sample in self.rows():
+            total += 1
+            key = str(sample.id)
+            if key in seen:
+                raise self._err(line, f"duplicate sample id {sample.id!r} (first on line {seen[key]})")
+            seen[key] = line
+        if total == 0:
+            raise ConfigError("dataset is empty", file=str(self.path))
+        self.total = total
+        count = 0
+        for _, sample in self._selected():
+            if str(sample.id) in self.skip:
+                continue
+            if on_sample is not None:
+                on_sample(sample)
+            count += 1
+        if count == 0 and not self.skip:
+            why = f" with any of the tags {sorted(self.sample_tags)}" if self.sample_tags else ""
+            raise ConfigError(f"no sample selected{why}", file=str(self.path))
+        self.count = count
+        return count
+
+    def __iter__(self) -> Iterator[Sample]:
+        for _, sample in self._selected():
+            if str(sample.id) not in self.skip:
+                yield sample

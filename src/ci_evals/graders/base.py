@@ -1,0 +1,87 @@
+"""The grader interface every kind implements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from ci_evals.models import GradeResult, Sample
+from ci_evals.specs import Context, GraderSpec
+from ci_evals.trajectory import Trajectory
+
+
+class Grader:
+    """A configured grader.
+
+    Subclasses set ``spec_model`` and implement :meth:`grade`. Construction validates everything
+    that can be checked without calling out (files, templates, expressions) and raises
+    ConfigError; :meth:`grade` never raises for a sample-level problem, it returns a GradeResult
+    with ``error`` set (the runner also catches anything that escapes).
+
+    LLM-backed graders put ``usage`` ({prompt_tokens, completion_tokens}), ``cache_hits`` and
+    ``retries`` in ``GradeResult.metadata``; the runner sums them for the reports.
+    """
+
+    spec_model: ClassVar[type[GraderSpec]] = GraderSpec
+
+    def __init__(self, name: str, spec: GraderSpec, ctx: Context) -> None:
+        self.name = name
+        self.spec = spec
+        self.ctx = ctx
+
+    @classmethod
+    def resolve(cls, raw: dict[str, Any]) -> type[Grader]:
+        """The class that handles this raw spec (lets ``kind: rubric`` + ``agent_file`` pick the agent judge)."""
+        return cls
+
+    @property
+    def label(self) -> str:
+        return self.spec.display_name or self.name
+
+    def check_samples(self, samples: Iterable[Sample]) -> None:
+        """Validate every sample before anything runs (e.g. required rubric_vars); raise ConfigError."""
+
+    async def start(self) -> None:
+        """Set up clients; called once before the first sample."""
+
+    async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release clients and delete anything the grader created."""
+
+
+def normalize_raw(raw: dict[str, Any]) -> dict[str, Any]:
+    """Accept an OpenAI grader object verbatim: ``type`` -> ``kind``, ``name`` -> ``display_name``."""
+    raw = dict(raw)
+    if "kind" not in raw and "type" in raw:
+        raw["kind"] = raw.pop("type")
+    if "name" in raw and "display_name" not in raw and raw.get("kind") not in ("tool",):
+        raw["display_name"] = raw.pop("name")
+    return raw
+
+
+def build_grader(
+    name: str, raw: Any, ctx: Context, *, key: str | None = None, file: str | None = None, lines=None
+) -> Grader:
+    """Validate one ``graders.<name>`` entry with its kind's spec model and construct the grader."""
+    from ci_evals.errors import ConfigError
+    from ci_evals.registry import GRADER_KINDS
+    from ci_evals.specs import validate_model
+
+    key = key or f"graders.{name}"
+    if not isinstance(raw, dict):
+        raise ConfigError("a grader must be a mapping with a 'kind'", file=file, key=key)
+    raw = normalize_raw(raw)
+    if "kind" not in raw:
+        raise ConfigError("missing 'kind' (or 'type')", file=file, key=key, line=(lines or {}).get(key))
+    cls = GRADER_KINDS.get(str(raw["kind"]), key=f"{key}.kind").resolve(raw)
+    spec = validate_model(cls.spec_model, raw, key, file, lines)
+    try:
+        return cls(name, spec, ctx)
+    except ConfigError as exc:
+        if exc.key is None:
+            exc.key = key
+        if exc.file is None:
+            exc.file = file
+        raise

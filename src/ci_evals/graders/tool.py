@@ -1,0 +1,147 @@
+"""Tool graders: the four built-in functions of the seeds and custom ``@grader`` functions.
+
+Exact rules (seed ``002``):
+
+* ``exact_match``: ``submission.strip() == ground_truth.strip()``, case-sensitive.
+* ``contains``: ``ground_truth.lower() in submission.lower()``, no trimming.
+* ``regex_match``: ``re.search(ground_truth, submission)``; an invalid pattern scores 0 with the
+  regex error as rationale.
+* ``ascii_printable_only``: every character is in 32..126 after removing ``\\n`` and ``\\r``
+  (a tab fails; an empty submission passes). No ground truth needed.
+
+The three that need a ground truth score 0 with "No ground_truth answer provided" without one.
+A custom grader that raises, returns something other than a GradeResult, or a score outside
+[0, 1], gives a grade with ``error`` set and score 0.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from ci_evals.errors import ConfigError
+from ci_evals.graders.base import Grader
+from ci_evals.models import GradeResult, Sample
+from ci_evals.registry import GRADER_FUNCTIONS
+from ci_evals.specs import Context, GraderSpec
+from ci_evals.trajectory import Trajectory
+
+NO_GT = "No ground_truth answer provided"
+
+
+def _needs_gt(fn):
+    def wrapped(sample: Sample, submission: str) -> GradeResult:
+        if not sample.ground_truth:
+            return GradeResult(score=0.0, rationale=NO_GT)
+        return fn(sample, submission)
+
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+def _verdict(label: str, ok: bool) -> GradeResult:
+    return GradeResult(score=1.0 if ok else 0.0, rationale=f"{label}: {'true' if ok else 'false'}")
+
+
+@_needs_gt
+def exact_match(sample: Sample, submission: str) -> GradeResult:
+    """Case-sensitive equality after trimming whitespace on both sides."""
+    return _verdict("Exact match", submission.strip() == sample.ground_truth.strip())
+
+
+@_needs_gt
+def contains(sample: Sample, submission: str) -> GradeResult:
+    """Case-insensitive substring: the ground truth appears in the submission."""
+    return _verdict("Contains ground_truth", sample.ground_truth.lower() in submission.lower())
+
+
+@_needs_gt
+def regex_match(sample: Sample, submission: str) -> GradeResult:
+    """``re.search`` of the ground truth (a pattern) in the submission."""
+    try:
+        rx = re.compile(sample.ground_truth)
+    except re.error as exc:
+        return GradeResult(score=0.0, rationale=f"Invalid regex pattern: {exc}")
+    return _verdict("Regex match", rx.search(submission) is not None)
+
+
+def ascii_printable_only(sample: Sample, submission: str) -> GradeResult:
+    """Every character is printable ASCII (32..126); newlines and carriage returns are allowed."""
+    bad = [ch for ch in submission if ch not in "\n\r" and not (32 <= ord(ch) <= 126)]
+    if not bad:
+        return GradeResult(score=1.0, rationale="All characters are printable ASCII")
+    unique = list(dict.fromkeys(bad))
+    shown = ", ".join(repr(c) for c in unique[:5])
+    more = f" (+{len(unique) - 5} more)" if len(unique) > 5 else ""
+    return GradeResult(score=0.0, rationale=f"Non-printable-ASCII characters: {shown}{more}")
+
+
+for _fn in (exact_match, contains, regex_match, ascii_printable_only):
+    _fn._is_grader = True
+    GRADER_FUNCTIONS.register(_fn.__name__, _fn)
+
+BUILTIN_FUNCTIONS = ("exact_match", "contains", "regex_match", "ascii_printable_only")
+
+
+class ToolSpec(GraderSpec):
+    function: str
+
+
+def resolve_function(name: str, base_dir: Path, key: str) -> Callable:
+    """A grader function: ``file.py:func``, a built-in, or a ``@grader`` from custom_evaluators.py."""
+    from ci_evals.customcode import load_module, load_object, split_ref
+
+    if split_ref(name):
+        fn = load_object(name, base_dir, key=key)
+        if not callable(fn):
+            raise ConfigError(f"'{name}' is not a function", key=key)
+        return fn
+    if name not in GRADER_FUNCTIONS:
+        beside = base_dir / "custom_evaluators.py"
+        if beside.exists():
+            load_module(beside, key=key)
+    return GRADER_FUNCTIONS.get(name, key=key)
+
+
+class ToolGrader(Grader):
+    spec_model = ToolSpec
+
+    def __init__(self, name: str, spec: ToolSpec, ctx: Context) -> None:
+        super().__init__(name, spec, ctx)
+        self.fn = resolve_function(spec.function, ctx.base_dir, f"graders.{name}.function")
+        self.is_async = inspect.iscoroutinefunction(self.fn)
+        self.builtin = self.fn in (exact_match, contains, regex_match, ascii_printable_only)
+
+    def grade_sync(self, sample: Sample, submission: str) -> GradeResult:
+        """Grade without the event loop (the built-ins are pure and fast)."""
+        return self._check(self.fn(sample, submission))
+
+    async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
+        try:
+            out = self.fn(sample, submission)
+            if self.is_async or inspect.isawaitable(out):
+                out = await out
+        except Exception as exc:  # a user's grader failing is that sample's grading error
+            msg = f"grader '{self.spec.function}' raised {type(exc).__name__}: {exc}"
+            return GradeResult(score=0.0, rationale=msg, error=msg)
+        return self._check(out)
+
+    def _check(self, out) -> GradeResult:
+        if not isinstance(out, GradeResult):
+            # Accept foreign GradeResult-like objects (e.g. a real letta_evals GradeResult).
+            score = getattr(out, "score", None)
+            if score is None:
+                msg = f"grader '{self.spec.function}' returned {type(out).__name__}, expected GradeResult"
+                return GradeResult(score=0.0, rationale=msg, error=msg)
+            out = GradeResult(score=score, rationale=getattr(out, "rationale", None),
+                              metadata=dict(getattr(out, "metadata", None) or {}))
+        if not (isinstance(out.score, (int, float)) and math.isfinite(out.score) and 0.0 <= out.score <= 1.0):
+            msg = f"grader '{self.spec.function}' returned score {out.score!r}, outside [0, 1]"
+            return GradeResult(score=0.0, rationale=msg, error=msg, metadata=out.metadata)
+        return out
+
+

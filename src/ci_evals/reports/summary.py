@@ -1,0 +1,126 @@
+"""summary.json: build it from the aggregator, write every report file into the results folder."""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+def versions(kinds: set[str]) -> dict[str, str]:
+    """ci-evals, Python and the libraries this suite's graders use (so scores can be reproduced)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import ci_evals
+
+    out = {"ci_evals": ci_evals.__version__, "python": platform.python_version()}
+    libs = ["pydantic"]
+    if kinds & {"rubric", "model_judge", "score_model", "label_model", "model", "text_similarity"}:
+        libs.append("openai")
+    if kinds & {"agent", "letta_agent", "letta_judge"}:
+        libs.append("letta-client")
+    if "text_similarity" in kinds or "multi" in kinds:
+        libs += ["rapidfuzz", "nltk", "rouge-score"]
+    for lib in libs:
+        try:
+            out[lib] = version(lib)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def cost_usd(usage: dict[str, dict[str, int]], models: dict[str, str | None], pricing: dict[str, Any]) -> float | None:
+    """Cost of the run's tokens when the suite gives prices for the models it used, else None."""
+    if not pricing:
+        return None
+    total = 0.0
+    priced = False
+    for bucket, u in usage.items():
+        price = pricing.get(models.get(bucket) or "")
+        if price:
+            priced = True
+            total += u["prompt_tokens"] / 1e6 * price["input_per_mtok"]
+            total += u["completion_tokens"] / 1e6 * price["output_per_mtok"]
+    return round(total, 6) if priced else None
+
+
+def build_summary(suite, config: dict[str, Any], agg, *, started: datetime, duration: float, partial: bool,
+                  extra: dict[str, Any] | None = None, baseline=None) -> dict[str, Any]:
+    """The summary.json document (see the README's output contract)."""
+    extra = extra or {}
+    baseline = extra.get("baseline_obj", baseline)
+    parts = agg.finish(baseline.gate_facts if baseline is not None else None)
+    usage = {k: dict(v) for k, v in agg.usage.items()}
+    target_usage = usage.pop("target", {"prompt_tokens": 0, "completion_tokens": 0})
+    total = {"prompt_tokens": target_usage["prompt_tokens"] + sum(u["prompt_tokens"] for u in usage.values()),
+             "completion_tokens": target_usage["completion_tokens"] + sum(u["completion_tokens"] for u in usage.values())}
+    model_of = config.get("usage_models", {})
+    pricing = config.get("pricing", {})
+    kinds = {g["kind"] for g in config["graders"].values()} | {config["target"]["kind"]}
+    summary: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "suite": suite.spec.name if suite else extra.get("suite"),
+        "suite_file": str(suite.path) if suite else extra.get("suite_file"),
+        "description": suite.spec.description if suite else extra.get("description"),
+        "started_at": started.isoformat(),
+        "finished_at": (started + timedelta(seconds=duration)).isoformat() if duration else datetime.now(UTC).isoformat(),
+        "duration_s": round(duration, 3),
+        "partial": partial,
+        "target": config["target"],
+        "num_runs": config["num_runs"],
+        "reducer": config["reducer"],
+        "n_samples": parts["n_samples"],
+        "records": parts["records"],
+        "gate": parts["gate"],
+        "gates": parts["gates"],
+        "metrics": parts["metrics"],
+    }
+    if "models" in parts:
+        summary["models"] = parts["models"]
+    summary.update({
+        "errors": parts["errors"],
+        "flaky": parts["flaky"],
+        "usage": {"target": target_usage, "graders": usage, "total": total,
+                  "cost_usd": cost_usd({"target": target_usage, **usage}, model_of, pricing)},
+        "cache": parts["cache"],
+        "retries": parts["retries"],
+        "versions": versions(kinds),
+        "config": config,
+        "baseline": baseline.summary_block(summary_metrics=parts["metrics"]) if baseline is not None else None,
+    })
+    for k, v in extra.items():
+        if k != "baseline_obj":
+            summary[k] = v
+    return summary
+
+
+def iter_results(path: Path) -> Iterator[dict[str, Any]]:
+    """Stream the records of a results.jsonl (skipping a torn last line)."""
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue
+
+
+def write_outputs(out: Path, summary: dict[str, Any]) -> None:
+    """summary.json, summary.md and junit.xml in ``out`` (results.jsonl is already there)."""
+    from ci_evals.reports.junit import write_junit
+    from ci_evals.reports.markdown import render_summary_md
+
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    tmp.replace(out / "summary.json")
+    results = out / "results.jsonl"
+    (out / "summary.md").write_text(render_summary_md(summary, iter_results(results)), encoding="utf-8")
+    write_junit(summary, iter_results(results), out / "junit.xml")

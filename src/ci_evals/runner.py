@@ -1,0 +1,330 @@
+"""Async orchestration: every (model, sample, run) job under one concurrency cap, results streamed.
+
+A fixed pool of ``max_concurrent`` workers pulls jobs from a lazy iterator, so memory stays flat
+however large the dataset. Each job runs the target, extracts each grader's submission and runs
+the sample's graders concurrently; the finished record is appended to ``results.jsonl`` at once
+and fed to the :class:`~ci_evals.aggregate.Aggregator`. Failures are data: a target, extraction or
+grading failure becomes an errored grade (score 0, counted), never a dropped sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ci_evals.aggregate import Aggregator
+from ci_evals.errors import ConfigError, SampleError
+from ci_evals.gate import passes
+from ci_evals.graders.tool import ToolGrader
+from ci_evals.models import GradeResult, Sample
+from ci_evals.suite import GraderSlot, LoadedSuite
+from ci_evals.trajectory import Trajectory
+
+FLUSH_SECONDS = 0.5
+
+
+class Interrupted(Exception):
+    """The run was stopped by SIGINT/SIGTERM; ``signum`` tells which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def suite_config(suite: LoadedSuite) -> dict[str, Any]:
+    """The machine-readable config block of summary.json (what ``merge`` and recomputation need)."""
+    return {
+        "graders": {
+            name: {"label": s.grader.label, "kind": s.grader.spec.kind, "rule": list(s.rule),
+                   "extractor": s.extractor.name}
+            for name, s in suite.graders.items()
+        },
+        "gates": [g.model_dump(exclude_none=True) for g in suite.gates],
+        "num_runs": suite.spec.num_runs,
+        "reducer": suite.spec.reducer,
+        "target": {"kind": suite.spec.target.get("kind")},
+        "pricing": suite.ctx.pricing,
+        # Which model each usage bucket's tokens were spent on, for cost.
+        "usage_models": {"target": suite.spec.target.get("model"),
+                         **{n: getattr(s.grader.spec, "model", None) for n, s in suite.graders.items()}},
+    }
+
+
+def _error_grade(message: str, category: str) -> dict[str, Any]:
+    return {"score": 0.0, "passed": False, "rationale": message, "error": message,
+            "error_category": category, "metadata": {}}
+
+
+def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> dict[str, Any]:
+    score = g.score
+    if g.error:
+        return {"score": 0.0, "passed": False, "rationale": g.rationale or g.error, "error": g.error,
+                "error_category": "grading", "metadata": g.metadata}
+    return {"score": score, "passed": passes(score, *rule), "rationale": g.rationale, "error": None,
+            "metadata": g.metadata}
+
+
+@dataclass
+class RunOptions:
+    output: Path
+    max_concurrent: int = 10
+    resume: bool = False
+    progress: bool = True
+    dry_run: bool = False
+    extra_summary: dict[str, Any] = field(default_factory=dict)
+
+
+class Runner:
+    def __init__(self, suite: LoadedSuite, options: RunOptions) -> None:
+        self.suite = suite
+        self.opts = options
+        self.config = suite_config(suite)
+        self.agg = Aggregator(self.config)
+        self.done_keys: set[tuple] = set()
+        self.completed = 0
+        self._last_flush = 0.0
+
+    # -- jobs ------------------------------------------------------------------------------------
+
+    def jobs(self) -> Iterator[tuple[str | None, Sample, int]]:
+        for model in self.suite.target.models():
+            for sample in self.suite.dataset:
+                for run in range(self.suite.spec.num_runs):
+                    if (model, str(sample.id), run) not in self.done_keys:
+                        yield model, sample, run
+
+    def total_jobs(self) -> int:
+        models = len(self.suite.target.models())
+        return self.suite.dataset.count * models * self.suite.spec.num_runs - len(self.done_keys)
+
+    async def _grade_one(self, slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[dict, str]:
+        try:
+            submission = slot.extractor(traj)
+        except Exception as exc:  # a custom extractor failing is that sample's extraction error
+            return _error_grade(f"extractor '{slot.extractor.name}' failed: {type(exc).__name__}: {exc}",
+                                "extraction"), ""
+        grader = slot.grader
+        try:
+            if isinstance(grader, ToolGrader) and grader.builtin:
+                g = grader.grade_sync(sample, submission)
+            else:
+                g = await grader.grade(sample, submission, traj)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # graders should not raise, but a bug must not lose the sample
+            msg = f"grader '{slot.name}' raised {type(exc).__name__}: {exc}"
+            return _error_grade(msg, "grading"), submission
+        return _grade_dict(g, slot.rule), submission
+
+    async def run_job(self, model: str | None, sample: Sample, run: int) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        rec: dict[str, Any] = {
+            "sample_id": sample.id, "run": run, "model": model, "input": sample.input,
+            "ground_truth": sample.ground_truth, "tags": sample.tags, "error": None,
+        }
+        try:
+            traj = await self.suite.target.run(sample, run=run, model=model, need_memory=self.suite.needs_memory)
+            if not any(True for _ in traj.messages()) and not traj.memory_blocks:
+                raise SampleError("target returned an empty trajectory (no messages)")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            msg = str(exc) if isinstance(exc, SampleError) else f"{type(exc).__name__}: {exc}"
+            category = exc.category if isinstance(exc, SampleError) else "target"
+            rec["error"] = {"category": category, "message": msg}
+            rec["grades"] = {n: _error_grade(f"{category} error: {msg}", category) for n in self.suite.graders}
+            rec["submission"] = {n: "" for n in self.suite.graders}
+            rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
+            rec["duration_s"] = round(time.perf_counter() - t0, 6)
+            return rec
+        slots = list(self.suite.graders.values())
+        if len(slots) == 1 or all(isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots):
+            pairs = [await self._grade_one(s, sample, traj) for s in slots]
+        else:
+            pairs = await asyncio.gather(*(self._grade_one(s, sample, traj) for s in slots))
+        rec["grades"] = {s.name: p[0] for s, p in zip(slots, pairs, strict=True)}
+        rec["submission"] = {s.name: p[1] for s, p in zip(slots, pairs, strict=True)}
+        rec["usage"] = traj.usage.to_dict()
+        for k in ("cache_hits", "retries"):
+            if traj.metadata.get(k):
+                rec[k] = traj.metadata[k]
+        extra = {k: v for k, v in traj.metadata.items() if k not in ("cache_hits", "retries")}
+        if extra:
+            rec["target"] = extra
+        rec["duration_s"] = round(time.perf_counter() - t0, 6)
+        return rec
+
+    # -- the run ---------------------------------------------------------------------------------
+
+    def _load_previous(self, results: Path) -> None:
+        """For ``--resume``: feed the records already written, remember which jobs are done."""
+        if not results.exists():
+            return
+        with results.open(encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line from a hard kill: that job runs again
+                key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
+                if key in self.done_keys:
+                    continue
+                self.done_keys.add(key)
+                self.agg.add(rec)
+
+    async def _call_setup(self) -> None:
+        fn = self.suite.setup
+        if fn is None:
+            return
+        params = list(inspect.signature(fn).parameters)
+        args = []
+        if params:
+            args = [self.suite.spec if params[0] == "suite" else getattr(self.suite.target, "client", None)]
+        try:
+            out = fn(*args)
+            if inspect.isawaitable(out):
+                await out
+        except Exception as exc:
+            raise ConfigError(f"setup script raised {type(exc).__name__}: {exc}", key="setup_script",
+                              file=str(self.suite.path)) from None
+
+    async def execute(self) -> dict[str, Any]:
+        """Run every job; write results.jsonl and return the summary (``partial`` if interrupted)."""
+        out = self.opts.output
+        out.mkdir(parents=True, exist_ok=True)
+        results_path = out / "results.jsonl"
+        if self.opts.resume:
+            self._load_previous(results_path)
+        started = datetime.now(UTC)
+        t0 = time.perf_counter()
+        fh = results_path.open("a" if self.opts.resume else "w", encoding="utf-8")
+        interrupted: int | None = None
+        loop = asyncio.get_running_loop()
+        main_task = asyncio.current_task()
+        installed = []
+
+        def on_signal(signum: int) -> None:
+            nonlocal interrupted
+            if interrupted is None:
+                interrupted = signum
+                main_task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal, sig)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        progress = Progress(self.total_jobs(), enabled=self.opts.progress)
+        try:
+            try:
+                await self._run_all(fh, progress)
+            except asyncio.CancelledError:
+                if interrupted is None:
+                    raise
+                main_task.uncancel()
+        finally:
+            fh.flush()
+            fh.close()
+            progress.close()
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            await self._close()
+        summary = self.summarize(started, time.perf_counter() - t0, partial=interrupted is not None)
+        if interrupted is not None:
+            summary["interrupted_by"] = signal.Signals(interrupted).name
+        return summary
+
+    async def _run_all(self, fh, progress: Progress) -> None:
+        await self._call_setup()
+        await self.suite.target.start()
+        for slot in self.suite.graders.values():
+            await slot.grader.start()
+        jobs = self.jobs()
+
+        async def worker() -> None:
+            for model, sample, run in jobs:
+                rec = await self.run_job(model, sample, run)
+                self._write(fh, rec)
+                progress.advance(rec)
+
+        n_workers = max(1, min(self.opts.max_concurrent, self.total_jobs() or 1))
+        workers = [asyncio.create_task(worker()) for _ in range(n_workers)]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+
+    async def _close(self) -> None:
+        for closer in [self.suite.target.aclose] + [s.grader.aclose for s in self.suite.graders.values()]:
+            try:
+                await closer()
+            except Exception as exc:  # cleanup problems must not hide the verdict
+                print(f"warning: cleanup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def _write(self, fh, rec: dict[str, Any]) -> None:
+        fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+        now = time.monotonic()
+        if now - self._last_flush > FLUSH_SECONDS:
+            fh.flush()
+            self._last_flush = now
+        self.agg.add(rec)
+        self.completed += 1
+
+    def summarize(self, started: datetime, duration: float, *, partial: bool) -> dict[str, Any]:
+        from ci_evals.reports.summary import build_summary
+
+        return build_summary(self.suite, self.config, self.agg, started=started, duration=duration,
+                             partial=partial, extra=self.opts.extra_summary)
+
+
+class Progress:
+    """A progress bar on a TTY (rich), plain lines every ~10 % otherwise, nothing when disabled."""
+
+    def __init__(self, total: int, *, enabled: bool) -> None:
+        self.total = total
+        self.done = 0
+        self.errors = 0
+        self.enabled = enabled and total > 0
+        self.tty = self.enabled and sys.stderr.isatty()
+        self.next_mark = max(1, total // 10)
+        self._bar = None
+        self._last = time.monotonic()
+        if self.tty:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TimeElapsedColumn
+
+            self._bar = RichProgress("[progress.description]{task.description}", BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("evaluating", total=total)
+
+    def advance(self, rec: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        self.done += 1
+        if rec.get("error") or any(g.get("error") for g in rec["grades"].values()):
+            self.errors += 1
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, description=f"evaluating ({self.errors} errors)")
+        elif self.done == self.total or (self.done >= self.next_mark and time.monotonic() - self._last >= 2.0):
+            print(f"progress: {self.done}/{self.total} samples ({self.errors} with errors)", file=sys.stderr)
+            self.next_mark = self.done + max(1, self.total // 10)
+            self._last = time.monotonic()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -1,0 +1,49 @@
+"""The suite's JSON Schema, generated from the same pydantic models that validate it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ci_evals.registry import GRADER_KINDS, TARGETS
+
+
+def _kind_schema(model, kinds: list[str], defs: dict[str, Any]) -> dict[str, Any]:
+    schema = model.model_json_schema(ref_template="#/$defs/{model}")
+    defs.update(schema.pop("$defs", {}))
+    props = schema.setdefault("properties", {})
+    props["kind"] = {"enum": kinds, "title": "Kind"}
+    return schema
+
+
+def suite_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of a suite file, with one branch per target and grader kind."""
+    from ci_evals.suite import SuiteSpec
+
+    schema = SuiteSpec.model_json_schema(ref_template="#/$defs/{model}")
+    defs = schema.setdefault("$defs", {})
+
+    def branches(registry) -> list[dict[str, Any]]:
+        by_class: dict[Any, list[str]] = {}
+        for kind in registry.names():
+            cls = registry.get(kind)
+            by_class.setdefault(cls, []).append(kind)
+        out = []
+        for cls, kinds in by_class.items():
+            variants = {cls}
+            resolve = getattr(cls, "resolve", None)
+            if resolve is not None and "rubric" in kinds:
+                variants.add(cls.resolve({"agent_file": "x.af"}))
+            for v in variants:
+                out.append(_kind_schema(v.spec_model, kinds, defs))
+        return out
+
+    schema["properties"]["target"] = {"anyOf": branches(TARGETS), "title": "Target"}
+    grader_branches = branches(GRADER_KINDS)
+    # OpenAI grader objects may be pasted verbatim with `type` instead of `kind`.
+    schema["properties"]["graders"] = {
+        "type": "object", "title": "Graders", "minProperties": 1,
+        "additionalProperties": {"anyOf": grader_branches},
+    }
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "ci-evals suite"
+    return schema

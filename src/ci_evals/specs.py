@@ -1,0 +1,113 @@
+"""Base pydantic models shared by the suite, target and grader specs (strict everywhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    """Every spec model forbids unknown keys, so a typo is an error, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class TargetSpec(Strict):
+    kind: str
+
+
+class GraderSpec(Strict):
+    """Fields every grader kind shares."""
+
+    kind: str
+    display_name: str | None = None
+    extractor: str = "last_assistant"
+    extractor_config: dict[str, Any] = Field(default_factory=dict)
+    pass_threshold: float | None = Field(
+        default=None, description="Per-sample pass: score >= pass_threshold (default: the gate's rule)."
+    )
+
+
+class Context:
+    """What every target and grader may need from the suite: where it lives and run options.
+
+    Args:
+        base_dir: the suite file's folder; relative paths resolve against it.
+        suite_file: the suite file itself (for messages).
+        cache_dir: LLM response cache folder, or None when caching is off.
+        offline: True for ``validate``: nothing may be called, nothing created.
+    """
+
+    def __init__(
+        self,
+        base_dir: Path,
+        suite_file: Path | None = None,
+        *,
+        cache_dir: Path | None = None,
+        offline: bool = False,
+        pricing: dict[str, Any] | None = None,
+    ) -> None:
+        self.base_dir = base_dir
+        self.suite_file = suite_file
+        self.cache_dir = cache_dir
+        self.offline = offline
+        self.pricing = pricing or {}
+
+    def resolve(self, path: str | Path) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p)
+
+
+def _loc(prefix: str, loc: tuple) -> str:
+    parts = [prefix] if prefix else []
+    for p in loc:
+        if isinstance(p, int):
+            parts[-1:] = [f"{parts[-1]}[{p}]"] if parts else [f"[{p}]"]
+        else:
+            parts.append(str(p))
+    return ".".join(parts)
+
+
+def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | None = None, lines=None):
+    """Validate ``raw`` with ``model``; turn the first pydantic error into a one-line ConfigError.
+
+    The message names the YAML path and, for an unknown key, the closest valid key. ``lines`` maps
+    a dotted YAML path to its line number (see :mod:`ci_evals.yamlio`).
+    """
+    from pydantic import ValidationError
+
+    from ci_evals.errors import ConfigError, did_you_mean
+
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        # A typo shows up as an unknown key plus a missing one: report the unknown key first.
+        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+        loc = tuple(err.get("loc", ()))
+        path = _loc(key, loc)
+        line = lines.get(path) if lines else None
+        if err["type"] == "extra_forbidden":
+            # Find the model that owns the parent path to list its valid keys.
+            owner: Any = model
+            for part in loc[:-1]:
+                field = getattr(owner, "model_fields", {}).get(part) if isinstance(part, str) else None
+                ann = getattr(field, "annotation", None) if field else None
+                owner = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+                if owner is None:
+                    break
+            valid = list(getattr(owner, "model_fields", {})) if owner is not None else []
+            hint = did_you_mean(str(loc[-1]), valid) if valid else ""
+            msg = f"unknown key '{loc[-1]}'{hint}"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        else:
+            msg = err["msg"]
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+            given = err.get("input")
+            if err["type"] not in ("value_error", "assertion_error") and not isinstance(given, (dict, list)):
+                msg += f" (got {given!r})"
+        raise ConfigError(msg, file=file, line=line, key=path or None) from None

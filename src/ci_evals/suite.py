@@ -1,0 +1,207 @@
+"""The suite YAML as strict pydantic models, and loading a suite into runnable parts.
+
+:func:`load_suite` does everything that can be checked without calling anything: YAML syntax,
+unknown keys (with the closest valid key and the line), the dataset (every row), the target and
+grader specs, extractor configs, custom code, prompt files, per-sample rubric variables, and gates
+referring to real graders. ``validate`` and ``run`` share it, so a suite that validates runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from ci_evals.dataset import Dataset
+from ci_evals.errors import ConfigError, did_you_mean
+from ci_evals.extractors import Extractor, make_extractor
+from ci_evals.gate import GateSpec, rule_text
+from ci_evals.graders.base import Grader, build_grader
+from ci_evals.registry import TARGETS
+from ci_evals.specs import Context, Strict, validate_model
+from ci_evals.targets.base import Target
+from ci_evals.yamlio import load_yaml
+
+Reducer = Literal["mean", "median", "max", "pass_at_k", "pass_all_k", "majority"]
+
+
+class Price(Strict):
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+
+class SuiteSpec(Strict):
+    """Top level of a suite file. ``target`` and ``graders.*`` are validated per kind."""
+
+    name: str
+    description: str | None = None
+    dataset: str
+    target: dict[str, Any]
+    graders: dict[str, dict[str, Any]]
+    gate: GateSpec | None = None
+    gates: list[GateSpec] = Field(default_factory=list)
+    max_samples: int | None = Field(default=None, ge=0)
+    sample_tags: list[str] | None = None
+    num_runs: int = Field(default=1, ge=1)
+    reducer: Reducer = "mean"
+    max_concurrent: int | None = Field(default=None, ge=1)
+    setup_script: str | None = None
+    output: str | None = None
+    cache: bool | str = True
+    pricing: dict[str, Price] = Field(default_factory=dict)
+
+    @field_validator("graders")
+    @classmethod
+    def _some(cls, v: dict) -> dict:
+        if not v:
+            raise ValueError("a suite needs at least one grader")
+        return v
+
+
+@dataclass
+class GraderSlot:
+    """A grader with its extractor and its per-sample pass rule."""
+
+    name: str
+    grader: Grader
+    extractor: Extractor
+    rule: tuple[str, float]
+
+    @property
+    def rule_text(self) -> str:
+        return rule_text(*self.rule)
+
+
+@dataclass
+class LoadedSuite:
+    path: Path
+    spec: SuiteSpec
+    ctx: Context
+    dataset: Dataset
+    target: Target
+    graders: dict[str, GraderSlot]
+    gates: list[GateSpec]
+    lines: dict[str, int] = field(default_factory=dict)
+    setup: Any = None
+
+    @property
+    def needs_memory(self) -> bool:
+        return any(s.extractor.needs_memory for s in self.graders.values())
+
+
+def _line(lines: dict[str, int], key: str) -> int | None:
+    return lines.get(key)
+
+
+def load_suite(
+    path: str | Path,
+    *,
+    offline: bool = False,
+    max_samples: int | None = None,
+    sample_tags: list[str] | None = None,
+    num_runs: int | None = None,
+    shard: tuple[int, int] | None = None,
+    skip: set[str] | None = None,
+    cache_dir: Path | None | Literal[False] = None,
+) -> LoadedSuite:
+    """Load and fully validate a suite; raise ConfigError naming file, line and key on any problem.
+
+    CLI overrides (``max_samples``, ``sample_tags``, ``num_runs``) win over the YAML.
+    ``cache_dir=False`` turns the LLM cache off; None uses the YAML's ``cache`` setting.
+    """
+    from ci_evals.customcode import load_object
+
+    path = Path(path)
+    file = str(path)
+    raw, lines = load_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError("a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file)
+    spec: SuiteSpec = validate_model(SuiteSpec, raw, "", file, lines)
+    base = path.resolve().parent
+
+    if cache_dir is None:
+        cache_dir = None if spec.cache is False else (
+            base / spec.cache if isinstance(spec.cache, str) else Path(".ci-evals-cache"))
+    ctx = Context(base, path, cache_dir=cache_dir or None, offline=offline,
+                  pricing={k: v.model_dump() for k, v in spec.pricing.items()})
+    if num_runs is not None:
+        spec.num_runs = num_runs
+
+    setup = None
+    if spec.setup_script:
+        setup = load_object(spec.setup_script, base, key="setup_script")
+        if not callable(setup):
+            raise ConfigError(f"'{spec.setup_script}' is not a function", file=file, key="setup_script")
+
+    # Target
+    traw = spec.target
+    if "kind" not in traw:
+        raise ConfigError("missing 'kind'" + did_you_mean("", TARGETS.names()), file=file, key="target",
+                          line=_line(lines, "target"))
+    tcls = TARGETS.get(str(traw["kind"]), key="target.kind")
+    tspec = validate_model(tcls.spec_model, traw, "target", file, lines)
+    target = _construct(lambda: tcls(tspec, ctx), file, "target", lines)
+
+    # Graders and their extractors
+    graders: dict[str, tuple[Grader, Extractor]] = {}
+    for name, graw in spec.graders.items():
+        key = f"graders.{name}"
+        grader = build_grader(name, graw, ctx, key=key, file=file, lines=lines)
+        extractor = make_extractor(grader.spec.extractor, grader.spec.extractor_config, base, key=key,
+                                   file=file, lines=lines)
+        graders[name] = (grader, extractor)
+
+    # Gates
+    gates = ([spec.gate] if spec.gate else []) + list(spec.gates)
+    names = list(graders)
+    for i, gate in enumerate(gates):
+        gkey = "gate" if (spec.gate is not None and i == 0) else f"gates[{i - (1 if spec.gate else 0)}]"
+        if gate.metric_key is None:
+            gate.metric_key = names[0]
+        elif gate.metric_key not in graders:
+            raise ConfigError(
+                f"metric_key '{gate.metric_key}' names no grader{did_you_mean(gate.metric_key, names)}",
+                file=file, key=f"{gkey}.metric_key", line=_line(lines, f"{gkey}.metric_key"))
+
+    # Per-sample pass rule of each metric: its own pass_threshold, else its gate's, else the first gate's.
+    slots: dict[str, GraderSlot] = {}
+    for name, (grader, extractor) in graders.items():
+        if grader.spec.pass_threshold is not None:
+            rule = ("gte", grader.spec.pass_threshold)
+        else:
+            own = next((g for g in gates if g.metric_key == name and g.op is not None), None)
+            first = next((g for g in gates if g.op is not None), None)
+            rule = (own or first).sample_rule() if (own or first) else ("gte", 1.0)
+        slots[name] = GraderSlot(name, grader, extractor, rule)
+
+    # Dataset, scanned once: every row parsed, ids unique, per-sample grader checks.
+    ds_path = ctx.resolve(spec.dataset)
+    dataset = Dataset(
+        ds_path,
+        sample_tags=sample_tags if sample_tags is not None else spec.sample_tags,
+        max_samples=max_samples if max_samples is not None else spec.max_samples,
+        shard=shard, skip=skip,
+    )
+    checkers = [g for g, _ in graders.values() if type(g).check_samples is not Grader.check_samples]
+    if checkers:
+        selected: list = []
+        dataset.scan(selected.append)
+        for g in checkers:
+            g.check_samples(selected)
+    else:
+        dataset.scan()
+
+    return LoadedSuite(path, spec, ctx, dataset, target, slots, gates, lines, setup)
+
+
+def _construct(make, file: str, key: str, lines: dict[str, int]):
+    try:
+        return make()
+    except ConfigError as exc:
+        exc.file = exc.file or file
+        exc.key = exc.key or key
+        if exc.line is None and exc.key:
+            exc.line = lines.get(exc.key)
+        raise

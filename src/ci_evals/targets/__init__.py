@@ -1,0 +1,5 @@
+"""Targets produce a Trajectory per sample. Kinds are registered lazily in :mod:`ci_evals.registry`."""
+
+from ci_evals.targets.base import Target
+
+__all__ = ["Target"]

@@ -1,0 +1,39 @@
+"""The target interface every kind implements."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ci_evals.models import Sample
+from ci_evals.specs import Context, TargetSpec
+from ci_evals.trajectory import Trajectory
+
+
+class Target:
+    """A configured target.
+
+    Construction validates the spec offline (files exist, commands parse) and raises ConfigError.
+    :meth:`run` produces one trajectory; any exception it raises is recorded as a ``target`` error
+    for that sample (use :class:`ci_evals.errors.SampleError` for a clean message).
+    """
+
+    spec_model: ClassVar[type[TargetSpec]] = TargetSpec
+
+    def __init__(self, spec: TargetSpec, ctx: Context) -> None:
+        self.spec = spec
+        self.ctx = ctx
+
+    def models(self) -> list[str | None]:
+        """The model variants the suite runs once each (Letta ``model_handles``); [None] = one."""
+        return [None]
+
+    async def start(self) -> None:
+        """Open clients; called once before the first sample."""
+
+    async def run(
+        self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
+    ) -> Trajectory:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close clients and delete anything the run created."""

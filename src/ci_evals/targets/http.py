@@ -1,0 +1,76 @@
+"""``kind: http``: POST each sample as JSON to the user's agent service.
+
+Header values may come from environment variables (``headers: {Authorization: {env: TOKEN,
+prefix: "Bearer "}}``) so secrets never sit in the suite file. The response body is the answer
+(plain text, or JSON ``{output}``/``{messages}``); a non-2xx status is an error for that sample.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import Field
+
+from ci_evals.errors import ConfigError, SampleError
+from ci_evals.models import Sample
+from ci_evals.specs import Context, Strict, TargetSpec
+from ci_evals.targets.base import Target
+from ci_evals.targets.io import parse_answer, sample_payload, tail
+from ci_evals.trajectory import Trajectory
+
+
+class EnvValue(Strict):
+    env: str
+    prefix: str = ""
+
+
+class HttpSpec(TargetSpec):
+    url: str
+    headers: dict[str, str | EnvValue] = Field(default_factory=dict)
+    timeout: float = Field(default=300.0, gt=0)
+
+
+class HttpTarget(Target):
+    spec_model = HttpSpec
+
+    def __init__(self, spec: HttpSpec, ctx: Context) -> None:
+        super().__init__(spec, ctx)
+        if not spec.url.startswith(("http://", "https://")):
+            raise ConfigError("'url' must start with http:// or https://", key="target.url")
+        self.client = None
+
+    def _headers(self) -> dict[str, str]:
+        out = {}
+        for name, value in self.spec.headers.items():
+            if isinstance(value, EnvValue):
+                if value.env not in os.environ:
+                    raise ConfigError(f"environment variable {value.env} is not set",
+                                      key=f"target.headers.{name}")
+                out[name] = value.prefix + os.environ[value.env]
+            else:
+                out[name] = value
+        return out
+
+    async def start(self) -> None:
+        import httpx
+
+        self.client = httpx.AsyncClient(timeout=self.spec.timeout, headers=self._headers(),
+                                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=200))
+
+    async def run(self, sample: Sample, *, run: int = 0, model: str | None = None,
+                  need_memory: bool = False) -> Trajectory:
+        import httpx
+
+        try:
+            resp = await self.client.post(self.spec.url, json=sample_payload(sample, run, model))
+        except httpx.TimeoutException:
+            raise SampleError(f"HTTP target timed out after {self.spec.timeout:g} s") from None
+        except httpx.HTTPError as exc:
+            raise SampleError(f"HTTP target request failed: {type(exc).__name__}: {exc}") from None
+        if not 200 <= resp.status_code < 300:
+            raise SampleError(f"HTTP target returned {resp.status_code}: {tail(resp.text)}")
+        return parse_answer(resp.text)
+
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()

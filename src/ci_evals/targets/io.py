@@ -1,0 +1,39 @@
+"""Shared by the ``command`` and ``http`` targets: what a sample looks like on the wire and how a
+program's answer becomes a trajectory."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ci_evals.models import Sample
+from ci_evals.trajectory import Trajectory, trajectory_from_record
+
+
+def sample_payload(sample: Sample, run: int, model: str | None) -> dict[str, Any]:
+    """The JSON a user's program receives for one sample."""
+    payload = sample.model_dump(mode="json")
+    payload["run"] = run
+    if model is not None:
+        payload["model"] = model
+    return payload
+
+
+def parse_answer(text: str) -> Trajectory:
+    """Plain text -> one assistant message; a JSON object with ``output``/``messages`` -> as given."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and ("output" in obj or "messages" in obj):
+            return trajectory_from_record(obj)
+    return Trajectory.from_text(text.rstrip("\n"))
+
+
+def tail(text: str | bytes, limit: int = 500) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = text.strip()
+    return text if len(text) <= limit else "…" + text[-limit:]

@@ -1,0 +1,61 @@
+"""``kind: replay``: grade recorded outputs instead of running anything.
+
+Each line of ``outputs`` (JSONL) has the sample ``id`` and either ``output`` (a string: one
+assistant message) or ``messages`` (normalized or OpenAI chat-completions shape), optionally
+``memory_blocks`` and ``usage``. A sample with no recorded output is an error for that sample;
+malformed lines are configuration errors naming the line.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ci_evals.errors import ConfigError, SampleError
+from ci_evals.models import Sample
+from ci_evals.specs import Context, TargetSpec
+from ci_evals.targets.base import Target
+from ci_evals.trajectory import Trajectory, trajectory_from_record
+
+
+class ReplaySpec(TargetSpec):
+    outputs: str
+
+
+class ReplayTarget(Target):
+    spec_model = ReplaySpec
+
+    def __init__(self, spec: ReplaySpec, ctx: Context) -> None:
+        super().__init__(spec, ctx)
+        self.path = ctx.resolve(spec.outputs)
+        self.records: dict[str, dict] = {}
+        if not self.path.exists():
+            raise ConfigError("replay outputs file not found", file=str(self.path), key="target.outputs")
+        with self.path.open("rb") as fh:
+            for line_no, raw in enumerate(fh, 1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=str(self.path), line=line_no) from None
+                if not text.strip():
+                    continue
+                try:
+                    rec = json.loads(text)
+                except ValueError as exc:
+                    raise ConfigError(f"invalid JSON: {exc}", file=str(self.path), line=line_no) from None
+                if not isinstance(rec, dict) or "id" not in rec:
+                    raise ConfigError("each line must be an object with an 'id'", file=str(self.path), line=line_no)
+                if "output" not in rec and "messages" not in rec:
+                    raise ConfigError("a record needs 'output' or 'messages'", file=str(self.path), line=line_no)
+                # Keep the raw record; it becomes a Trajectory when its sample runs.
+                self.records[str(rec["id"])] = rec
+                rec["_line"] = line_no
+
+    async def run(self, sample: Sample, *, run: int = 0, model: str | None = None,
+                  need_memory: bool = False) -> Trajectory:
+        rec = self.records.get(str(sample.id))
+        if rec is None:
+            raise SampleError(f"no recorded output for sample id {sample.id!r} in {self.path.name}")
+        try:
+            return trajectory_from_record(rec)
+        except ValueError as exc:
+            raise SampleError(f"{self.path.name}:{rec['_line']}: {exc}") from None

@@ -1,0 +1,98 @@
+"""The one templating module: ``{{ item.x }}`` / ``{{ sample.x }}`` paths and ``{name}`` placeholders.
+
+Two syntaxes, used by every grader that renders text:
+
+* ``{{ item.metadata.topic }}``, ``{{ sample.output_tools[0].function.name }}``: OpenAI grader
+  templating. Namespaces are ``item`` (the dataset row) and ``sample`` (the target's output).
+  A missing variable raises :class:`TemplateError` (an error for that sample, never ""). Strings
+  render as they are; other values as JSON.
+* ``{input}``, ``{submission}``, ``{ground_truth}`` and declared rubric variables: letta-evals
+  rubric placeholders. Only the listed names are replaced, in a single pass, so other braces
+  (JSON examples in a rubric) and braces inside substituted values are left untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MUSTACHE = re.compile(r"\{\{\s*((?:item|sample)(?:\.[A-Za-z_][\w-]*|\[\d+\])*)\s*\}\}")
+_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]")
+
+
+class TemplateError(ValueError):
+    """A template refers to a variable the sample does not have."""
+
+
+def variables(template: str) -> list[str]:
+    """The ``{{ ... }}`` paths a template uses, in order (``item.x``, ``sample.output_text``)."""
+    return MUSTACHE.findall(template)
+
+
+def lookup(path: str, context: dict[str, Any]) -> Any:
+    """Follow ``item.a.b[0]`` through ``context``; raise TemplateError naming the missing part."""
+    head = re.match(r"\w+", path).group(0)
+    rest = path[len(head):]
+    if head not in context:
+        raise TemplateError(f"unknown template namespace '{head}' in {{{{ {path} }}}}")
+    value = context[head]
+    for m in _STEP.finditer(rest):
+        key, index = m.group(1), m.group(2)
+        if key is not None:
+            if not isinstance(value, dict) or key not in value:
+                raise TemplateError(f"template variable {{{{ {path} }}}} is missing ('{key}' not found)")
+            value = value[key]
+        else:
+            i = int(index)
+            if not isinstance(value, list) or i >= len(value):
+                raise TemplateError(f"template variable {{{{ {path} }}}} is missing (no index {i})")
+            value = value[i]
+    if value is None:
+        raise TemplateError(f"template variable {{{{ {path} }}}} is missing (null)")
+    return value
+
+
+def to_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def render(template: str, context: dict[str, Any]) -> str:
+    """Replace every ``{{ item.x }}`` / ``{{ sample.x }}``; other text is left as it is."""
+    if "{{" not in template:
+        return template
+    return MUSTACHE.sub(lambda m: to_text(lookup(m.group(1), context)), template)
+
+
+def render_value(template: str, context: dict[str, Any]) -> Any:
+    """Like :func:`render`, but a template that is exactly one variable keeps the value's type."""
+    m = MUSTACHE.fullmatch(template.strip())
+    if m:
+        return lookup(m.group(1), context)
+    return render(template, context)
+
+
+def placeholders(template: str, names: list[str] | tuple[str, ...]) -> list[str]:
+    """Which of ``names`` appear as ``{name}`` in ``template``."""
+    return [n for n in names if "{" + n + "}" in template]
+
+
+def fill(template: str, values: dict[str, Any]) -> str:
+    """Replace ``{name}`` for the names in ``values`` only, in one pass; other braces stay."""
+    if not values:
+        return template
+    pattern = re.compile(r"\{(" + "|".join(re.escape(k) for k in values) + r")\}")
+    return pattern.sub(lambda m: to_text(values[m.group(1)]), template)
+
+
+def grader_context(item: dict[str, Any], submission: str, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``item``/``sample`` namespaces for OpenAI-style templates.
+
+    ``sample.output_json`` is the submission parsed as JSON, or absent when it is not JSON.
+    """
+    sample: dict[str, Any] = {"output_text": submission, "output_tools": tool_calls}
+    try:
+        sample["output_json"] = json.loads(submission)
+    except (ValueError, TypeError):
+        pass
+    return {"item": item, "sample": sample}
