@@ -70,6 +70,19 @@ def _loc(prefix: str, loc: tuple) -> str:
     return ".".join(parts)
 
 
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation such as ``Gate | None`` or ``list[Gate]``."""
+    from typing import get_args
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
 def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | None = None, lines=None):
     """Validate ``raw`` with ``model``; turn the first pydantic error into a one-line ConfigError.
 
@@ -93,9 +106,10 @@ def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | 
             # Find the model that owns the parent path to list its valid keys.
             owner: Any = model
             for part in loc[:-1]:
-                field = getattr(owner, "model_fields", {}).get(part) if isinstance(part, str) else None
-                ann = getattr(field, "annotation", None) if field else None
-                owner = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+                if isinstance(part, int):
+                    continue  # a list index: the owner is the list's item model
+                field = getattr(owner, "model_fields", {}).get(part)
+                owner = _model_in(field.annotation) if field else None
                 if owner is None:
                     break
             valid = list(getattr(owner, "model_fields", {})) if owner is not None else []

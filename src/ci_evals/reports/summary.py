@@ -34,7 +34,9 @@ def versions(kinds: set[str]) -> dict[str, str]:
     return out
 
 
-def cost_usd(usage: dict[str, dict[str, int]], models: dict[str, str | None], pricing: dict[str, Any]) -> float | None:
+def cost_usd(
+    usage: dict[str, dict[str, int]], models: dict[str, str | None], pricing: dict[str, Any]
+) -> float | None:
     """Cost of the run's tokens when the suite gives prices for the models it used, else None."""
     if not pricing:
         return None
@@ -49,16 +51,29 @@ def cost_usd(usage: dict[str, dict[str, int]], models: dict[str, str | None], pr
     return round(total, 6) if priced else None
 
 
-def build_summary(suite, config: dict[str, Any], agg, *, started: datetime, duration: float, partial: bool,
-                  extra: dict[str, Any] | None = None, baseline=None) -> dict[str, Any]:
+def build_summary(
+    suite,
+    config: dict[str, Any],
+    agg,
+    *,
+    started: datetime,
+    duration: float,
+    partial: bool,
+    extra: dict[str, Any] | None = None,
+    baseline=None,
+) -> dict[str, Any]:
     """The summary.json document (see the README's output contract)."""
     extra = extra or {}
     baseline = extra.get("baseline_obj", baseline)
     parts = agg.finish(baseline.gate_facts if baseline is not None else None)
     usage = {k: dict(v) for k, v in agg.usage.items()}
     target_usage = usage.pop("target", {"prompt_tokens": 0, "completion_tokens": 0})
-    total = {"prompt_tokens": target_usage["prompt_tokens"] + sum(u["prompt_tokens"] for u in usage.values()),
-             "completion_tokens": target_usage["completion_tokens"] + sum(u["completion_tokens"] for u in usage.values())}
+    total = {
+        "prompt_tokens": target_usage["prompt_tokens"]
+        + sum(u["prompt_tokens"] for u in usage.values()),
+        "completion_tokens": target_usage["completion_tokens"]
+        + sum(u["completion_tokens"] for u in usage.values()),
+    }
     model_of = config.get("usage_models", {})
     pricing = config.get("pricing", {})
     kinds = {g["kind"] for g in config["graders"].values()} | {config["target"]["kind"]}
@@ -68,7 +83,9 @@ def build_summary(suite, config: dict[str, Any], agg, *, started: datetime, dura
         "suite_file": str(suite.path) if suite else extra.get("suite_file"),
         "description": suite.spec.description if suite else extra.get("description"),
         "started_at": started.isoformat(),
-        "finished_at": (started + timedelta(seconds=duration)).isoformat() if duration else datetime.now(UTC).isoformat(),
+        "finished_at": (started + timedelta(seconds=duration)).isoformat()
+        if duration
+        else datetime.now(UTC).isoformat(),
         "duration_s": round(duration, 3),
         "partial": partial,
         "target": config["target"],
@@ -82,17 +99,25 @@ def build_summary(suite, config: dict[str, Any], agg, *, started: datetime, dura
     }
     if "models" in parts:
         summary["models"] = parts["models"]
-    summary.update({
-        "errors": parts["errors"],
-        "flaky": parts["flaky"],
-        "usage": {"target": target_usage, "graders": usage, "total": total,
-                  "cost_usd": cost_usd({"target": target_usage, **usage}, model_of, pricing)},
-        "cache": parts["cache"],
-        "retries": parts["retries"],
-        "versions": versions(kinds),
-        "config": config,
-        "baseline": baseline.summary_block(summary_metrics=parts["metrics"]) if baseline is not None else None,
-    })
+    summary.update(
+        {
+            "errors": parts["errors"],
+            "flaky": parts["flaky"],
+            "usage": {
+                "target": target_usage,
+                "graders": usage,
+                "total": total,
+                "cost_usd": cost_usd({"target": target_usage, **usage}, model_of, pricing),
+            },
+            "cache": parts["cache"],
+            "retries": parts["retries"],
+            "versions": versions(kinds),
+            "config": config,
+            "baseline": baseline.summary_block(summary_metrics=parts["metrics"])
+            if baseline is not None
+            else None,
+        }
+    )
     for k, v in extra.items():
         if k != "baseline_obj":
             summary[k] = v
@@ -119,8 +144,12 @@ def write_outputs(out: Path, summary: dict[str, Any]) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(
+        json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
+    )
     tmp.replace(out / "summary.json")
     results = out / "results.jsonl"
-    (out / "summary.md").write_text(render_summary_md(summary, iter_results(results)), encoding="utf-8")
+    (out / "summary.md").write_text(
+        render_summary_md(summary, iter_results(results)), encoding="utf-8"
+    )
     write_junit(summary, iter_results(results), out / "junit.xml")

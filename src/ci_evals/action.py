@@ -1,0 +1,446 @@
+"""The GitHub Action mode (``ci-evals action``, the image's entrypoint).
+
+Reads the ``INPUT_*`` variables GitHub sets (hyphens kept: ``INPUT_GITHUB-TOKEN``), runs each
+suite through the normal CLI, then writes the step summary, the step outputs, annotations and one
+PR comment per suite. The step summary is written on every outcome, the comment is best effort, and
+the exit code is the gate's: 0 passed, 1 gate failed, 2 configuration error, 3 internal error
+(a failed gate exits 0 when ``fail-on-gate`` is false). Given a subcommand (``run suite.yaml
+--dry-run``) it is the plain CLI, so ``docker run IMAGE run suite.yaml`` works locally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import io
+import json
+import os
+import re
+import shlex
+import sys
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+EXIT_PASSED, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
+SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY")
+STEP_SUMMARY_LIMIT = 1_000_000
+"""GitHub rejects a step summary over 1 MiB; we stay below it."""
+
+
+class InputError(Exception):
+    """An action input that cannot be used (exit 2, shown in the step summary)."""
+
+
+# ---------------------------------------------------------------- workflow commands
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_prop(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(name: str, message: str = "", out: TextIO | None = None, **props: str) -> None:
+    """Print a workflow command (``::error title=..::message``) with GitHub's escaping."""
+    stream = out or sys.stdout
+    params = ",".join(f"{k}={_escape_prop(v)}" for k, v in props.items() if v)
+    stream.write(f"::{name}{' ' + params if params else ''}::{_escape_data(message)}\n")
+    stream.flush()
+
+
+def secrets_to_mask(env: Mapping[str, str]) -> list[str]:
+    """Values to ``::add-mask::``: the token input and every ``*_API_KEY``/``*_TOKEN``-style variable."""
+    values = []
+    for name, value in env.items():
+        upper = name.upper()
+        secretish = upper.endswith(SECRET_SUFFIXES) or upper in (
+            "INPUT_GITHUB-TOKEN",
+            "INPUT_GITHUB_TOKEN",
+        )
+        if secretish and value:
+            values += [line.strip() for line in value.splitlines() if len(line.strip()) >= 4]
+    return sorted(set(values))
+
+
+def set_outputs(path: str | None, outputs: Mapping[str, str]) -> None:
+    """Append step outputs to ``$GITHUB_OUTPUT`` in the multi-line-safe heredoc form."""
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        for name, value in outputs.items():
+            delim = f"ghadelimiter_{uuid.uuid4().hex}"
+            while delim in value:
+                delim = f"ghadelimiter_{uuid.uuid4().hex}"
+            f.write(f"{name}<<{delim}\n{value}\n{delim}\n")
+
+
+def append_step_summary(path: str | None, text: str) -> None:
+    """Append markdown to ``$GITHUB_STEP_SUMMARY`` (no-op outside GitHub), kept under GitHub's limit."""
+    if not path:
+        return
+    data = text.encode("utf-8")
+    if len(data) > STEP_SUMMARY_LIMIT:
+        text = data[: STEP_SUMMARY_LIMIT - 200].decode("utf-8", "ignore")
+        text = text[: text.rfind("\n")] + "\n\n… (step summary truncated; see summary.md)\n"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text + "\n")
+
+
+# ---------------------------------------------------------------- inputs
+
+
+@dataclass
+class Inputs:
+    """The action's inputs, parsed and checked."""
+
+    suites: list[str]
+    output_dir: Path
+    max_concurrent: int | None = None
+    token: str | None = None
+    comment: str = "auto"
+    fail_on_gate: bool = True
+    baseline: str | None = None
+    args: list[str] = field(default_factory=list)
+    comment_key: str | None = None
+
+
+def get_input(env: Mapping[str, str], name: str, default: str = "") -> str:
+    """``INPUT_<NAME>`` as GitHub sets it (hyphens kept), falling back to underscores for local shells."""
+    key = "INPUT_" + name.upper().replace(" ", "_")
+    value = env.get(key)
+    if value is None:
+        value = env.get(key.replace("-", "_"))
+    return default if value is None or value.strip() == "" else value.strip()
+
+
+def _bool(name: str, raw: str) -> bool:
+    low = raw.lower()
+    if low in ("true", "yes", "1", "on"):
+        return True
+    if low in ("false", "no", "0", "off"):
+        return False
+    raise InputError(f"input '{name}' must be true or false, got {raw!r}")
+
+
+def resolve_suites(spec: str) -> list[str]:
+    """The suite files named by the ``suite`` input: paths or globs, one per line."""
+    if not spec:
+        raise InputError(
+            "input 'suite' is required: a suite YAML path or a glob such as evals/**/suite.yaml"
+        )
+    found: list[str] = []
+    for pattern in (p.strip() for p in spec.splitlines()):
+        if not pattern:
+            continue
+        if glob.has_magic(pattern):
+            matches = sorted(m for m in glob.glob(pattern, recursive=True) if os.path.isfile(m))
+            if not matches:
+                raise InputError(f"input 'suite': the glob {pattern!r} matches no file")
+            found += [m for m in matches if m not in found]
+        elif pattern not in found:
+            found.append(pattern)
+    return found
+
+
+def parse_inputs(env: Mapping[str, str]) -> Inputs:
+    """Read and check every input; raise InputError naming the input at fault."""
+    comment = get_input(env, "comment", "auto").lower()
+    if comment not in ("auto", "always", "never"):
+        raise InputError(f"input 'comment' must be auto, always or never, got {comment!r}")
+    raw_max = get_input(env, "max-concurrent")
+    max_concurrent = None
+    if raw_max:
+        if not raw_max.isdigit() or int(raw_max) < 1:
+            raise InputError(f"input 'max-concurrent' must be a positive integer, got {raw_max!r}")
+        max_concurrent = int(raw_max)
+    try:
+        args = shlex.split(get_input(env, "args"))
+    except ValueError as exc:
+        raise InputError(f"input 'args' cannot be split like a shell line: {exc}") from None
+    return Inputs(
+        suites=resolve_suites(get_input(env, "suite")),
+        output_dir=Path(get_input(env, "output-dir", "ci-evals-results")),
+        max_concurrent=max_concurrent,
+        token=get_input(env, "github-token") or None,
+        comment=comment,
+        fail_on_gate=_bool("fail-on-gate", get_input(env, "fail-on-gate", "true")),
+        baseline=get_input(env, "baseline") or None,
+        args=args,
+        comment_key=get_input(env, "comment-key") or None,
+    )
+
+
+# ---------------------------------------------------------------- running one suite
+
+
+class _Tail(io.TextIOBase):
+    """A stream that passes writes through and keeps the last few kilobytes for the step summary."""
+
+    def __init__(self, target: TextIO, keep: int = 8000) -> None:
+        self.target, self.keep, self.buf = target, keep, ""
+
+    def write(self, s: str) -> int:
+        self.target.write(s)
+        self.buf = (self.buf + s)[-self.keep :]
+        return len(s)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+
+@dataclass
+class SuiteRun:
+    """The outcome of one suite: its exit code, output folder and, when written, its summary."""
+
+    suite_file: str
+    out_dir: Path
+    exit_code: int
+    summary: dict[str, Any] | None
+    log_tail: str = ""
+
+    @property
+    def name(self) -> str:
+        return str((self.summary or {}).get("suite") or Path(self.suite_file).stem)
+
+    def results(self) -> Iterator[dict[str, Any]]:
+        from ci_evals.reports.summary import iter_results
+
+        return iter_results(self.out_dir / "results.jsonl")
+
+
+def _slug(suite_file: str) -> str:
+    stem = os.path.splitext(os.path.normpath(suite_file))[0]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
+
+
+def _baseline_for(baseline: str | None, slug: str, several: bool) -> str | None:
+    if baseline and several and (Path(baseline) / slug / "summary.json").exists():
+        return str(Path(baseline) / slug)
+    return baseline
+
+
+def cli_args(inputs: Inputs, suite_file: str, out_dir: Path, baseline: str | None) -> list[str]:
+    """The ``ci-evals run`` command line for one suite."""
+    argv = ["run", suite_file, "--output", str(out_dir)]
+    if inputs.max_concurrent:
+        argv += ["--max-concurrent", str(inputs.max_concurrent)]
+    if baseline:
+        argv += ["--baseline", baseline]
+    return argv + inputs.args
+
+
+def run_cli(argv: list[str]) -> tuple[int, str]:
+    """Run the normal CLI in-process; (exit code, tail of what it wrote to stderr)."""
+    from ci_evals.cli import main as cli_main
+
+    tail = _Tail(sys.stderr)
+    try:
+        with contextlib.redirect_stderr(tail):
+            rc = cli_main(argv)
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_CONFIG)
+    except Exception as exc:  # the CLI maps its own errors; anything left is ours
+        tail.write(f"internal error: {type(exc).__name__}: {exc}\n")
+        rc = EXIT_INTERNAL
+    return int(rc or 0), tail.buf
+
+
+def run_suite(inputs: Inputs, suite_file: str, several: bool) -> SuiteRun:
+    """Run one suite inside a log group and read back its summary."""
+    slug = _slug(suite_file)
+    out_dir = inputs.output_dir / slug if several else inputs.output_dir
+    argv = cli_args(inputs, suite_file, out_dir, _baseline_for(inputs.baseline, slug, several))
+    command("group", f"ci-evals {shlex.join(argv)}")
+    try:
+        rc, tail = run_cli(argv)
+    finally:
+        command("endgroup")
+    summary = None
+    summary_file = out_dir / "summary.json"
+    if summary_file.exists() and rc in (EXIT_PASSED, EXIT_GATE_FAILED, 130, 143):
+        try:
+            summary = json.loads(summary_file.read_text(encoding="utf-8"))
+        except ValueError:
+            summary = None
+    return SuiteRun(suite_file, out_dir, rc, summary, tail)
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def annotate(run: SuiteRun) -> None:
+    """``::error::`` per failed gate (or failed run), ``::warning::`` when samples errored."""
+    if run.summary is None:
+        last = [ln for ln in run.log_tail.strip().splitlines() if ln.strip()]
+        kind = (
+            "configuration error"
+            if run.exit_code == EXIT_CONFIG
+            else f"error (exit {run.exit_code})"
+        )
+        command(
+            "error", last[-1] if last else f"{run.suite_file}: {kind}", title=f"ci-evals {kind}"
+        )
+        return
+    for gate in run.summary.get("gates") or []:
+        if not gate.get("passed"):
+            from ci_evals.reports.markdown import gate_description
+
+            actual = gate.get("actual")
+            shown = "none" if actual is None else f"{float(actual):.3f}"
+            status = gate.get("status") or "failed"
+            command(
+                "error",
+                f"{run.name}: {gate_description(gate)} {status} (actual {shown})",
+                title="ci-evals gate failed",
+                file=run.suite_file,
+            )
+    errors = run.summary.get("errors") or {}
+    if errors.get("total"):
+        cats = ", ".join(f"{k} {v}" for k, v in (errors.get("by_category") or {}).items() if v)
+        command(
+            "warning",
+            f"{run.name}: {errors['total']} errored samples ({cats})",
+            title="ci-evals errored samples",
+        )
+
+
+def step_summary(run: SuiteRun) -> str:
+    """The step-summary markdown of one suite, whatever its outcome."""
+    from ci_evals.reports.markdown import render_error_md, render_summary_md
+
+    if run.summary is not None:
+        return render_summary_md(run.summary, run.results())
+    kind = (
+        "configuration error"
+        if run.exit_code == EXIT_CONFIG
+        else f"run failed (exit {run.exit_code})"
+    )
+    return render_error_md(f"{run.suite_file}: {kind}", run.log_tail.strip() or "no output")
+
+
+def should_comment(mode: str, env: Mapping[str, str], number: int | None) -> bool:
+    """``always`` when there is a PR; ``auto`` only on pull_request events; never with ``never``."""
+    if mode == "never":
+        return False
+    if mode == "always":
+        return True
+    return (env.get("GITHUB_EVENT_NAME") or "").startswith("pull_request")
+
+
+def post_comments(
+    inputs: Inputs, runs: list[SuiteRun], env: Mapping[str, str], dry_run: bool
+) -> list[str]:
+    """Render one comment per suite and upsert it (a dry run posts nothing); the comment URLs."""
+    from ci_evals.reports.comment import marker, render_comment
+    from ci_evals.reports.github import pr_number_from_event, run_url, upsert_pr_comment
+
+    number = pr_number_from_event(env.get("GITHUB_EVENT_PATH"))
+    if not (dry_run or should_comment(inputs.comment, env, number)):
+        return []
+    job = inputs.comment_key or env.get("GITHUB_JOB") or "evals"
+    urls = []
+    for run in runs:
+        if run.summary is None:
+            continue
+        if dry_run:
+            print(f"ci-evals: dry run, the PR comment for {run.name} was not posted")
+            continue
+        key = f"{run.name}:{job}"
+        body = render_comment(run.summary, run.results(), run_url=run_url(env), marker_key=key)
+        url = upsert_pr_comment(
+            body,
+            marker(key),
+            token=inputs.token,
+            repository=env.get("GITHUB_REPOSITORY"),
+            number=number,
+            api_url=env.get("GITHUB_API_URL"),
+            warn=lambda msg: command("warning", msg, title="ci-evals PR comment"),
+        )
+        if url:
+            urls.append(url)
+    return urls
+
+
+def metrics_output(runs: list[SuiteRun]) -> dict[str, Any]:
+    """``{metric: {mean, pass_rate, n, errors}}``; with several suites the keys are ``suite/metric``."""
+    out: dict[str, Any] = {}
+    for run in runs:
+        for name, m in ((run.summary or {}).get("metrics") or {}).items():
+            key = f"{run.name}/{name}" if len(runs) > 1 else name
+            out[key] = {k: m.get(k) for k in ("mean", "pass_rate", "n", "errors")}
+    return out
+
+
+def combined_exit(codes: list[int]) -> int:
+    """The worst exit code: interruption > internal > configuration > gate failed > passed."""
+    return max(codes, default=EXIT_PASSED)
+
+
+def run_action(env: Mapping[str, str]) -> int:
+    """The action: inputs, suites, step summary, outputs, annotations, comment, exit code."""
+    for secret in secrets_to_mask(env):
+        command("add-mask", secret)
+    summary_path, output_path = env.get("GITHUB_STEP_SUMMARY"), env.get("GITHUB_OUTPUT")
+    try:
+        inputs = parse_inputs(env)
+    except InputError as exc:
+        from ci_evals.reports.markdown import render_error_md
+
+        command("error", str(exc), title="ci-evals configuration error")
+        append_step_summary(summary_path, render_error_md("action input error", str(exc)))
+        set_outputs(output_path, {"passed": "false", "exit-code": str(EXIT_CONFIG)})
+        return EXIT_CONFIG
+    os.environ.pop("INPUT_GITHUB-TOKEN", None)  # user code run by the suite never sees our token
+    several = len(inputs.suites) > 1
+    runs: list[SuiteRun] = []
+    for suite_file in inputs.suites:
+        run = run_suite(inputs, suite_file, several)
+        runs.append(run)
+        append_step_summary(summary_path, step_summary(run))
+        annotate(run)
+    code = combined_exit([r.exit_code for r in runs])
+    urls = post_comments(inputs, runs, env, dry_run="--dry-run" in inputs.args)
+    summaries = [str(r.out_dir / "summary.json") for r in runs if r.summary is not None]
+    set_outputs(
+        output_path,
+        {
+            "passed": "true" if code == EXIT_PASSED else "false",
+            "exit-code": str(code),
+            "summary-json": "\n".join(summaries),
+            "metrics": json.dumps(metrics_output(runs), sort_keys=True),
+            "comment-url": "\n".join(urls),
+        },
+    )
+    if code == EXIT_GATE_FAILED and not inputs.fail_on_gate:
+        print("ci-evals: the gate failed, but fail-on-gate is false: exiting 0")
+        return EXIT_PASSED
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``ci-evals action [SUBCOMMAND ...]``: the Action, or the plain CLI when given a subcommand."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["action"]:
+        args = args[1:]
+    if args:
+        from ci_evals.cli import main as cli_main
+
+        return cli_main(args)
+    try:
+        return run_action(os.environ)
+    except Exception as exc:  # the last line of defence: report, summarise, exit 3
+        command(
+            "error", f"internal error: {type(exc).__name__}: {exc}", title="ci-evals internal error"
+        )
+        from ci_evals.reports.markdown import render_error_md
+
+        append_step_summary(
+            os.environ.get("GITHUB_STEP_SUMMARY"),
+            render_error_md("internal error", f"{type(exc).__name__}: {exc}"),
+        )
+        return EXIT_INTERNAL

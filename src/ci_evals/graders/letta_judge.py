@@ -1,0 +1,269 @@
+"""Agent-as-judge: a Letta agent from an .af file grades each submission through a tool call.
+
+Used for ``kind: rubric`` with ``agent_file`` (the seeds' form) and for letta-evals 0.5's
+``kind: letta_judge`` (without ``agent_file`` it uses the judge bundled in ``ci_evals/data``).
+
+Before anything runs, the .af is read offline and must hold a judge tool (``judge_tool_name``,
+default ``submit_grade``) attached to its agent, taking ``score: float`` and ``rationale: str``.
+For each sample a fresh judge agent is imported, sent the rubric (``{input}``, ``{submission}``,
+``{ground_truth}`` and rubric variables filled in), and deleted afterwards, also on failure. The
+first call of the judge tool gives the grade, its score clamped to [0, 1]; a judge that never
+calls it gives score 0 with an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ci_evals.errors import ConfigError
+from ci_evals.graders.base import Grader
+from ci_evals.models import GradeResult, Sample
+from ci_evals.specs import Context, GraderSpec
+from ci_evals.targets.letta import (
+    FAILED_STOPS,
+    AgentFile,
+    LettaServer,
+    add_usage,
+    base_url_of,
+    calls_of,
+    delete_agent,
+    describe,
+    dump,
+    import_agent,
+    make_client,
+    project_of,
+    read_agent_file,
+    to_turn,
+)
+from ci_evals.templating import fill
+from ci_evals.trajectory import Trajectory, Usage
+
+DEFAULT_JUDGE = Path(__file__).resolve().parent.parent / "data" / "letta_judge.af"
+DEFAULT_TOOL = "submit_grade"
+RESERVED = ("input", "submission", "ground_truth")
+TOOL_INSTRUCTION = (
+    "Submit your evaluation by calling the `{tool}` tool exactly once, with `score` (a number from "
+    "0.0 to 1.0) and `rationale` (a short explanation). Do not reply with text alone."
+)
+_SCHEMA_TYPES = {"number": "float", "string": "str", "integer": "int", "boolean": "bool",
+                 "array": "list", "object": "dict"}
+
+
+class LettaJudgeSpec(GraderSpec, LettaServer):
+    kind: Literal["rubric", "letta_judge"]
+    prompt: str | None = Field(None, description="The rubric text (or use prompt_path).")
+    prompt_path: str | None = Field(None, description="A file holding the rubric, relative to the suite.")
+    agent_file: str | None = Field(None, description="The judge agent's .af (letta_judge: default built-in).")
+    judge_tool_name: str = Field(DEFAULT_TOOL, description="The tool the judge calls with score and rationale.")
+    model: str | None = Field(None, description="A Letta model handle for the judge agent, e.g. openai/gpt-4o-mini.")
+    rubric_vars: list[str] | None = Field(None, description="Variables every sample's rubric_vars must provide.")
+
+
+# -- offline checks of the judge's .af ------------------------------------------------------------
+
+
+def _source_params(source: str, name: str) -> dict[str, str] | None:
+    """``{param: annotation}`` of function ``name`` in the tool's source; None if not found."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            return {a.arg: ast.unparse(a.annotation) if a.annotation else "" for a in args}
+    return None
+
+
+def _schema_params(schema: Any) -> dict[str, str] | None:
+    """``{param: python type}`` from the tool's JSON schema; None when it has none."""
+    props = ((schema or {}).get("parameters") or {}).get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return None
+    return {k: _SCHEMA_TYPES.get((v or {}).get("type"), str((v or {}).get("type", ""))) for k, v in props.items()}
+
+
+def _signature(params: dict[str, str]) -> str:
+    return "(" + ", ".join(f"{k}: {v}" if v else k for k, v in params.items()) + ")"
+
+
+def check_judge_tool(af: AgentFile, tool_name: str) -> None:
+    """The judge tool exists, is attached, needs no approval, and takes score: float, rationale: str."""
+    names = [t.get("name") for t in af.tools]
+    tool = next((t for t in af.tools if t.get("name") == tool_name), None)
+    if tool is None:
+        raise ConfigError(f"Judge tool '{tool_name}' not found in agent file {af.ref}. Available tools: {names}")
+    attached = af.agent.get("tool_ids")
+    if isinstance(attached, list) and tool.get("id") is not None and tool["id"] not in attached:
+        raise ConfigError(f"Judge tool '{tool_name}' is in agent file {af.ref} but not attached to its agent "
+                          f"(its id '{tool['id']}' is not in the agent's tool_ids)")
+    rules = af.agent.get("tool_rules") or []
+    needs_approval = tool.get("default_requires_approval") or any(
+        isinstance(r, dict) and r.get("type") == "requires_approval" and r.get("tool_name") == tool_name
+        for r in rules)
+    if needs_approval:
+        raise ConfigError(f"Judge tool '{tool_name}' in agent file {af.ref} requires approval, "
+                          "so the judge could never submit a grade")
+    found = [p for p in (_source_params(tool.get("source_code") or "", tool_name),
+                         _schema_params(tool.get("json_schema"))) if p is not None]
+    if not found:
+        raise ConfigError(f"Judge tool '{tool_name}' in agent file {af.ref} has neither source code defining "
+                          f"{tool_name}() nor a JSON schema, so its parameters cannot be checked")
+    for params in found:
+        if params.get("score") != "float" or params.get("rationale") != "str":
+            raise ConfigError(f"Judge tool '{tool_name}' in agent file {af.ref} must take parameters "
+                              f"score: float and rationale: str; it takes {_signature(params)}")
+
+
+# -- the grader -----------------------------------------------------------------------------------
+
+
+class LettaJudgeGrader(Grader):
+    """Grades with a Letta judge agent imported fresh for every submission."""
+
+    spec_model = LettaJudgeSpec
+
+    def __init__(self, name: str, spec: LettaJudgeSpec, ctx: Context) -> None:
+        super().__init__(name, spec, ctx)
+        self.spec: LettaJudgeSpec = spec
+        if (spec.prompt is None) == (spec.prompt_path is None):
+            raise ConfigError("an agent judge needs exactly one of prompt or prompt_path"
+                              + (" (both given)" if spec.prompt is not None else ""))
+        if spec.prompt_path is not None:
+            path = ctx.resolve(spec.prompt_path)
+            if not path.is_file():
+                raise ConfigError(f"prompt_path file not found: {path}")
+            self.rubric = path.read_text(encoding="utf-8")
+        else:
+            self.rubric = spec.prompt
+        if not self.rubric.strip():
+            raise ConfigError("the rubric is empty")
+        clash = [v for v in spec.rubric_vars or [] if v in RESERVED]
+        if clash:
+            raise ConfigError(f"rubric_vars cannot use the reserved names {', '.join(RESERVED)}; got {clash[0]}")
+        if spec.model is not None and "/" not in spec.model:
+            raise ConfigError(f"model on an agent judge is a Letta model handle like 'openai/{spec.model}', "
+                              f"got '{spec.model}'")
+        if spec.agent_file is None:
+            if spec.kind == "rubric":
+                raise ConfigError("an agent judge needs agent_file (kind: rubric without it is the LLM judge)")
+            if spec.judge_tool_name != DEFAULT_TOOL:
+                raise ConfigError(f"judge_tool_name can only be changed together with agent_file: the built-in "
+                                  f"judge's tool is {DEFAULT_TOOL}")
+            self.agent_file = read_agent_file(str(DEFAULT_JUDGE), ctx, f"graders.{name}.agent_file")
+        else:
+            self.agent_file = read_agent_file(spec.agent_file, ctx, f"graders.{name}.agent_file")
+        check_judge_tool(self.agent_file, spec.judge_tool_name)
+        self.base_url = base_url_of(spec)
+        self._client: Any = None
+        self._live: set[str] = set()
+
+    def check_samples(self, samples: Iterable[Sample]) -> None:
+        """Every sample provides the declared rubric_vars."""
+        need = self.spec.rubric_vars or []
+        if not need:
+            return
+        for s in samples:
+            missing = [v for v in need if v not in (s.rubric_vars or {})]
+            if missing:
+                raise ConfigError(f"sample {s.id} is missing rubric_vars {', '.join(missing)} "
+                                  f"required by grader '{self.name}'", key=f"graders.{self.name}.rubric_vars")
+
+    def build_prompt(self, sample: Sample, submission: str) -> str:
+        """The message to the judge: the filled rubric, the material it lacks, the tool instruction."""
+        text_input = sample.input if isinstance(sample.input, str) else "\n".join(
+            f"turn {i}: {t}" for i, t in enumerate(sample.input, 1))
+        values: dict[str, Any] = {k: v for k, v in (sample.rubric_vars or {}).items() if isinstance(k, str)}
+        values.update(input=text_input, submission=submission, ground_truth=sample.ground_truth or "")
+        parts = [fill(self.rubric, values).strip()]
+        if "{submission}" not in self.rubric:
+            parts.append("You are grading another agent's answer; do not answer the task yourself.")
+            parts.append(f"## Task given to the agent\n{text_input}")
+            if sample.ground_truth and "{ground_truth}" not in self.rubric:
+                parts.append(f"## Expected answer (ground truth)\n{sample.ground_truth}")
+            parts.append(f"## Submission to evaluate\n{submission}")
+        parts.append(TOOL_INSTRUCTION.format(tool=self.spec.judge_tool_name))
+        return "\n\n".join(parts)
+
+    async def start(self) -> None:
+        if self._client is None:
+            self._client = make_client(self.spec)
+
+    async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
+        await self.start()
+        client, tool = self._client, self.spec.judge_tool_name
+        usage = Usage()
+        meta: dict[str, Any] = {"agent_file": self.agent_file.ref, "usage": usage.to_dict(),
+                                "cache_hits": 0, "retries": 0}
+        created: list[str] = []
+        try:
+            judge_id = await import_agent(client, self.agent_file, project_of(self.spec), created)
+            self._live.update(created)
+            meta["judge_agent_id"] = judge_id
+            if self.spec.model:
+                await client.agents.update(judge_id, model=self.spec.model)
+            resp = await client.agents.messages.create(
+                judge_id, messages=[{"role": "user", "content": self.build_prompt(sample, submission)}])
+            add_usage(usage, resp.usage)
+            meta["usage"] = usage.to_dict()
+            messages = dump(resp.messages)
+            stop = resp.stop_reason.stop_reason if resp.stop_reason else None
+            return self._verdict(messages, stop, tool, meta)
+        except Exception as exc:
+            return GradeResult(score=0.0, error=f"Letta judge failed: {describe(exc, self.base_url)}",
+                               metadata=meta)
+        finally:
+            for agent_id in created:
+                if await delete_agent(client, agent_id):
+                    self._live.discard(agent_id)
+
+    @staticmethod
+    def _verdict(messages: list[dict[str, Any]], stop: str | None, tool: str, meta: dict[str, Any]) -> GradeResult:
+        """The grade from the judge's first call of the judge tool."""
+        call = next((c for m in messages if m.get("message_type") in ("tool_call_message", "approval_request_message")
+                     for c in calls_of(m) if c.name == tool), None)
+        if call is None:
+            said = [m.content for m in to_turn(messages) if m.role == "assistant" and m.content]
+            why = f" (the run stopped with '{stop}')" if stop in FAILED_STOPS else ""
+            return GradeResult(score=0.0, rationale=said[-1] if said else None, metadata=meta,
+                               error=f"the judge agent did not call the {tool} tool{why}")
+        try:
+            args = json.loads(call.arguments)
+        except ValueError:
+            args = None
+        if not isinstance(args, dict):
+            return GradeResult(score=0.0, metadata=meta,
+                               error=f"the judge called {tool} with arguments that are not a JSON object: "
+                                     f"{call.arguments[:200]}")
+        raw = args.get("score")
+        try:
+            score = float(raw)
+        except (TypeError, ValueError):
+            score = math.nan
+        if math.isnan(score):
+            return GradeResult(score=0.0, metadata=meta, rationale=_text(args.get("rationale")),
+                               error=f"the judge called {tool} without a numeric score (score={raw!r})")
+        clamped = min(1.0, max(0.0, score))
+        if clamped != score:
+            meta["raw_score"] = score
+        return GradeResult(score=clamped, rationale=_text(args.get("rationale")), metadata=meta)
+
+    async def aclose(self) -> None:
+        if self._client is None:
+            return
+        for agent_id in sorted(self._live):
+            await delete_agent(self._client, agent_id)
+        self._live.clear()
+        await self._client.close()
+        self._client = None
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value)

@@ -1,0 +1,673 @@
+"""The one OpenAI-compatible client wrapper: shared connections, retries, timeouts, cache, usage.
+
+Every LLM judge, the model target and embedding metrics call models through :class:`LLM`, so
+OpenAI, Azure-compatible gateways, vLLM, Ollama and LiteLLM all behave the same way:
+
+* Endpoint: ``base_url`` / ``api_key_env`` from the spec, else ``OPENAI_BASE_URL`` /
+  ``OPENAI_API_KEY``. A custom base URL needs no key (local servers); the real OpenAI API does.
+* One ``AsyncOpenAI`` client per (event loop, base URL, key), shared by every grader and target,
+  so concurrent calls reuse pooled connections.
+* Our own retry loop (the SDK's is off): 429, 408, 409, 5xx, timeouts, dropped connections and
+  malformed bodies are retried with exponential backoff and full jitter, or after ``Retry-After``
+  when the server sends one, at most ``max_retries`` times.
+* A content-addressed response cache on disk (see :class:`ResponseCache`); identical concurrent
+  calls share one request.
+* Token usage per call; :class:`Tally` sums calls into the grade/trajectory metadata keys the
+  runner aggregates: ``usage``, ``cache_hits``, ``retries`` (and ``cost_usd`` with pricing).
+
+Error messages never contain the API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import json
+import os
+import random
+import re
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ci_evals.errors import CiEvalsError, ConfigError
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+NO_KEY = "sk-no-key-required"
+BACKOFF_BASE = 0.5
+"""Seconds: the first retry waits up to this long, doubling each time (full jitter)."""
+BACKOFF_CAP = 20.0
+MAX_RETRY_AFTER = 60.0
+"""A server's ``Retry-After`` is honoured up to this many seconds."""
+CACHE_VERSION = "ci-evals-llm-cache/1"
+_RETRY_STATUS = frozenset({408, 409, 429})
+_KEY_PATTERN = re.compile(r"sk-[A-Za-z0-9_\-*]{6,}")
+
+
+class LLMError(CiEvalsError):
+    """An LLM call failed for good (non-retryable, or out of retries). Never contains the key."""
+
+    def __init__(self, message: str, *, status: int | None = None, retries: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retries = retries
+
+
+# --- small pure helpers -------------------------------------------------------------------------
+
+
+def is_reasoning_model(model: str) -> bool:
+    """o1/o3/o4 and gpt-5 models (a ``provider/`` prefix is ignored) accept only temperature 1."""
+    name = model.lower().rsplit("/", 1)[-1]
+    return name.startswith(("o1", "o3", "o4")) or "gpt-5" in name
+
+
+def effective_temperature(model: str, temperature: float | None) -> float | None:
+    """The temperature to send: 1.0 for reasoning models, else as given."""
+    if temperature is not None and is_reasoning_model(model):
+        return 1.0
+    return temperature
+
+
+def cost_usd(model: str, usage: dict[str, int], pricing: dict[str, Any] | None) -> float | None:
+    """Dollar cost of ``usage`` under ``pricing`` ({model: {input_per_mtok, output_per_mtok}}).
+
+    The price is looked up by exact model name, then without a ``provider/`` prefix, then by the
+    longest priced name the model starts with (``gpt-4o-mini-2024-07-18`` -> ``gpt-4o-mini``).
+    None when the model has no price.
+    """
+    if not pricing:
+        return None
+    bare = model.rsplit("/", 1)[-1]
+    price = pricing.get(model) or pricing.get(bare)
+    if price is None:
+        prefixes = [k for k in pricing if bare.startswith(k) or model.startswith(k)]
+        price = pricing[max(prefixes, key=len)] if prefixes else None
+    if price is None:
+        return None
+
+    def rate(name: str) -> float:
+        value = price.get(name) if isinstance(price, dict) else getattr(price, name, None)
+        return float(value or 0.0)
+
+    return (
+        usage.get("prompt_tokens", 0) * rate("input_per_mtok")
+        + usage.get("completion_tokens", 0) * rate("output_per_mtok")
+    ) / 1_000_000
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds a response asks us to wait (``retry-after-ms``, or ``Retry-After`` as seconds or an HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return min(max(float(ms) / 1000, 0.0), MAX_RETRY_AFTER)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError):
+            return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+def cache_key(endpoint: str, body: dict[str, Any], repeat: int = 0) -> str:
+    """sha256 of the canonical JSON of (endpoint, full request body, repeat index)."""
+    canon = json.dumps(
+        {"v": CACHE_VERSION, "endpoint": endpoint, "request": body, "repeat": repeat},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def scrub(text: str, key: str | None) -> str:
+    """``text`` with the API key (and anything shaped like an OpenAI key) masked."""
+    if key and len(key) >= 4:
+        text = text.replace(key, "***")
+    return _KEY_PATTERN.sub("sk-***", text)
+
+
+def resolve_endpoint(base_url: str | None, api_key_env: str | None, *, owner: str | None = None) -> tuple[str | None, str]:
+    """(base URL or None for OpenAI, API key) from the spec, then the OPENAI_* environment.
+
+    A custom base URL without a key gets a placeholder key (local servers ignore it); the real
+    OpenAI API without a key, or a named ``api_key_env`` that is unset, is a ConfigError.
+    """
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    if api_key_env:
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise ConfigError(f"environment variable {api_key_env} (api_key_env) is not set", key=owner)
+        return url, key
+    key = os.environ.get("OPENAI_API_KEY")
+    if not key:
+        if url is None:
+            raise ConfigError(
+                "OPENAI_API_KEY is not set; set it, or point base_url / OPENAI_BASE_URL at an "
+                "OpenAI-compatible server",
+                key=owner,
+            )
+        key = NO_KEY
+    return url, key
+
+
+# --- results and tallies ------------------------------------------------------------------------
+
+
+def _zero_usage() -> dict[str, int]:
+    return {"prompt_tokens": 0, "completion_tokens": 0}
+
+
+@dataclass(slots=True)
+class LLMResult:
+    """One call's response JSON, whether it came from the cache, retries taken, tokens spent.
+
+    ``usage`` counts tokens spent by this call: zero on a cache hit (the response's own usage
+    stays in ``data["usage"]``).
+    """
+
+    data: dict[str, Any]
+    cache_hit: bool = False
+    retries: int = 0
+    usage: dict[str, int] = field(default_factory=_zero_usage)
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The first choice's message (``{}`` when there is none)."""
+        choices = self.data.get("choices") or [{}]
+        return (choices[0] or {}).get("message") or {}
+
+    @property
+    def content(self) -> str:
+        return self.message.get("content") or ""
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """Tool calls in the chat-completions shape ``{id, type, function: {name, arguments}}``."""
+        return list(self.message.get("tool_calls") or [])
+
+    @property
+    def embeddings(self) -> list[list[float]]:
+        """Embedding vectors, in input order."""
+        return [d["embedding"] for d in sorted(self.data.get("data") or [], key=lambda d: d.get("index", 0))]
+
+
+@dataclass(slots=True)
+class Tally:
+    """Sums what a grade or a trajectory's calls cost; :meth:`metadata` gives the runner's keys."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    calls: int = 0
+    cost_usd: float | None = None
+
+    def add(self, result: LLMResult, model: str | None = None, pricing: dict[str, Any] | None = None) -> LLMResult:
+        self.calls += 1
+        self.cache_hits += int(result.cache_hit)
+        self.retries += result.retries
+        self.prompt_tokens += result.usage.get("prompt_tokens", 0)
+        self.completion_tokens += result.usage.get("completion_tokens", 0)
+        cost = cost_usd(model, result.usage, pricing) if model and pricing else None
+        if cost is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + cost
+        return result
+
+    def add_error(self, error: LLMError) -> None:
+        self.calls += 1
+        self.retries += error.retries
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+    def metadata(self) -> dict[str, Any]:
+        """``{usage, cache_hits, retries}`` plus ``cost_usd`` when the model was priced."""
+        meta: dict[str, Any] = {"usage": self.usage, "cache_hits": self.cache_hits, "retries": self.retries}
+        if self.cost_usd is not None:
+            meta["cost_usd"] = self.cost_usd
+        return meta
+
+
+# --- the disk cache -----------------------------------------------------------------------------
+
+
+class ResponseCache:
+    """Response JSON stored at ``root/<key[:2]>/<key>.json``.
+
+    Writes go to a unique temporary file renamed into place (``os.replace``), so concurrent
+    writers and readers (threads or processes) never see a partial entry. A corrupt or
+    unreadable entry is a miss; a failed write is ignored (the call already succeeded).
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._made: set[Path] = set()
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        try:
+            with open(self.path(key), "rb") as fh:
+                data = json.loads(fh.read())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def put(self, key: str, data: dict[str, Any]) -> None:
+        target = self.path(key)
+        tmp = target.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.{random.getrandbits(32):08x}.tmp")
+        try:
+            if target.parent not in self._made:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                self._made.add(target.parent)
+            with open(tmp, "wb") as fh:
+                fh.write(json.dumps(data, ensure_ascii=False).encode("utf-8"))
+            os.replace(tmp, target)
+        except OSError:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+
+# --- shared clients, one set per event loop ----------------------------------------------------
+
+
+class _LoopState:
+    def __init__(self) -> None:
+        self.clients: dict[tuple[str | None, str], list[Any]] = {}  # -> [client, refcount]
+        self.inflight: dict[tuple[str, str], asyncio.Future] = {}
+
+
+_STATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+
+
+def _state() -> _LoopState:
+    loop = asyncio.get_running_loop()
+    state = _STATES.get(loop)
+    if state is None:
+        state = _STATES[loop] = _LoopState()
+    return state
+
+
+def _http_module() -> Any:
+    """The httpx flavour the installed openai SDK is built on (httpx2 for openai >= 3, else httpx)."""
+    try:
+        import httpx2
+        from openai._httpx2 import http_response_types  # noqa: F401  (openai >= 3)
+
+        return httpx2
+    except ImportError:
+        import httpx
+
+        return httpx
+
+
+def _uses_lean_transport(url: str | None) -> bool:
+    """Plain-HTTP endpoints with no proxy in the environment (local servers) get the lean transport."""
+    if not url or not url.startswith("http://"):
+        return False
+    import urllib.parse
+    import urllib.request
+
+    proxies = urllib.request.getproxies()
+    if not (proxies.get("http") or proxies.get("all")):
+        return True
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return bool(urllib.request.proxy_bypass(host))
+
+
+def _make_client(url: str | None, key: str, timeout: float) -> Any:
+    """An AsyncOpenAI client with the SDK's retries off (we retry, counting and honouring Retry-After)."""
+    from openai import AsyncOpenAI
+
+    http_client = None
+    if _uses_lean_transport(url):
+        hx = _http_module()
+        http_client = hx.AsyncClient(transport=LeanTransport(hx), timeout=timeout, follow_redirects=True)
+    return AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout, http_client=http_client)
+
+
+# --- a lean HTTP/1.1 transport for plain-HTTP endpoints ------------------------------------------
+
+
+class LeanTransport:
+    """HTTP/1.1 keep-alive over asyncio streams, plugged into the SDK's httpx client.
+
+    httpx's default pool probes every pooled socket on each request through several layers,
+    which costs about a millisecond per call at 50 connections: at high concurrency against a
+    fast local server (vLLM, Ollama, LiteLLM, benchmarks) that dominates the wall time. This
+    transport keeps idle connections in a list and reuses one only when the server has not
+    closed it. It serves only ``http://`` URLs without a proxy; HTTPS and proxied endpoints use
+    httpx's own transport. Errors map to httpx's exceptions, so the SDK's error types (timeout,
+    connection) stay the same.
+    """
+
+    MAX_IDLE = 512
+
+    def __init__(self, hx: Any) -> None:
+        self.hx = hx
+        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+
+    async def __aenter__(self) -> LeanTransport:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        for conns in self._idle.values():
+            for _, writer in conns:
+                writer.close()
+        self._idle.clear()
+
+    async def handle_async_request(self, request: Any) -> Any:
+        hx = self.hx
+        timeouts = request.extensions.get("timeout") or {}
+        url = request.url
+        origin = (url.host, url.port or 80)
+        try:
+            body = request.content
+        except hx.RequestNotRead:
+            body = await request.aread()
+        head = [f"{request.method} {url.raw_path.decode('ascii')} HTTP/1.1".encode()]
+        head += [k + b": " + v for k, v in request.headers.raw]
+        payload = b"\r\n".join(head) + b"\r\n\r\n" + body
+
+        conn = self._checkout(origin)
+        if conn is None:
+            try:
+                async with asyncio.timeout(timeouts.get("connect")):
+                    conn = await asyncio.open_connection(*origin)
+            except TimeoutError:
+                raise hx.ConnectTimeout("connect timed out", request=request) from None
+            except OSError as exc:
+                raise hx.ConnectError(f"cannot connect: {exc}", request=request) from None
+        reader, writer = conn
+        reusable = False
+        try:
+            try:
+                writer.write(payload)
+                async with asyncio.timeout(timeouts.get("write")):
+                    await writer.drain()
+            except TimeoutError:
+                raise hx.WriteTimeout("write timed out", request=request) from None
+            except OSError as exc:
+                raise hx.WriteError(f"write failed: {exc}", request=request) from None
+            try:
+                async with asyncio.timeout(timeouts.get("read")):
+                    status, headers, content, reusable = await _read_response(reader, request.method)
+            except TimeoutError:
+                raise hx.ReadTimeout("read timed out", request=request) from None
+            except asyncio.IncompleteReadError:
+                raise hx.RemoteProtocolError("server disconnected before the response was complete", request=request) from None
+            except (asyncio.LimitOverrunError, ValueError) as exc:
+                raise hx.RemoteProtocolError(f"malformed HTTP response: {exc}", request=request) from None
+            except OSError as exc:
+                raise hx.ReadError(f"read failed: {exc}", request=request) from None
+        finally:
+            if reusable:
+                self._checkin(origin, conn)
+            else:
+                writer.close()
+        return hx.Response(status, headers=headers, content=content, request=request, extensions={"http_version": b"HTTP/1.1"})
+
+    def _checkout(self, origin: tuple[str, int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        conns = self._idle.get(origin)
+        while conns:
+            reader, writer = conns.pop()
+            if reader.at_eof() or writer.is_closing():
+                writer.close()
+                continue
+            return reader, writer
+        return None
+
+    def _checkin(self, origin: tuple[str, int], conn: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+        conns = self._idle.setdefault(origin, [])
+        if len(conns) < self.MAX_IDLE:
+            conns.append(conn)
+        else:
+            conn[1].close()
+
+
+async def _read_response(reader: asyncio.StreamReader, method: str) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
+    """(status, headers, body, keep-alive) of one HTTP/1.x response."""
+    while True:
+        lines = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+        version, status_text = lines[0].split(b" ", 2)[:2]
+        status = int(status_text)
+        if not 100 <= status < 200:
+            break  # skip interim responses such as 100 Continue
+    headers: list[tuple[bytes, bytes]] = []
+    length: int | None = None
+    chunked = close = False
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, _, value = line.partition(b":")
+        name, value = name.strip(), value.strip()
+        headers.append((name, value))
+        lname = name.lower()
+        if lname == b"content-length":
+            length = int(value)
+        elif lname == b"transfer-encoding":
+            chunked = b"chunked" in value.lower()
+        elif lname == b"connection":
+            close = b"close" in value.lower()
+    keep = version == b"HTTP/1.1" and not close
+    if method == "HEAD" or status in (204, 304):
+        return status, headers, b"", keep
+    if chunked:
+        parts = []
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip(), 16)
+            if size == 0:
+                while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                    pass  # trailers
+                break
+            parts.append((await reader.readexactly(size + 2))[:-2])
+        return status, headers, b"".join(parts), keep
+    if length is not None:
+        return status, headers, await reader.readexactly(length), keep
+    return status, headers, await reader.read(), False
+
+
+# --- the client ---------------------------------------------------------------------------------
+
+
+class LLM:
+    """An OpenAI-compatible endpoint as seen by one grader or target.
+
+    Constructing it reads nothing and connects nowhere (safe in ``validate``); :meth:`start`
+    resolves the endpoint (ConfigError when no key can be found) and borrows the shared client.
+
+    Args:
+        base_url: the endpoint (``.../v1``); default ``OPENAI_BASE_URL`` or OpenAI.
+        api_key_env: name of the environment variable holding the key; default OPENAI_API_KEY.
+        timeout: seconds per HTTP attempt.
+        max_retries: retries after the first attempt for transient failures.
+        cache_dir: response cache folder, or None for no cache.
+        owner: YAML path used in error messages (``graders.quality``).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 5,
+        cache_dir: str | Path | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.spec_base_url = base_url
+        self.api_key_env = api_key_env
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.cache = ResponseCache(cache_dir) if cache_dir is not None else None
+        self.owner = owner
+        self.base_url = DEFAULT_BASE_URL
+        self._key: str | None = None
+        self._client: Any = None
+        self._pool_key: tuple[str | None, str] | None = None
+        self._state: _LoopState | None = None
+
+    async def start(self) -> None:
+        """Resolve the endpoint and borrow the shared client for this event loop."""
+        if self._client is not None:
+            return
+        url, key = resolve_endpoint(self.spec_base_url, self.api_key_env, owner=self.owner)
+        self.base_url = (url or DEFAULT_BASE_URL).rstrip("/")
+        self._key = key
+        state = _state()
+        self._pool_key = (url, key)
+        entry = state.clients.get(self._pool_key)
+        if entry is None:
+            entry = state.clients[self._pool_key] = [_make_client(url, key, self.timeout), 0]
+        entry[1] += 1
+        self._client = entry[0]
+        self._state = state
+
+    async def aclose(self) -> None:
+        """Return the shared client; the last user closes it."""
+        if self._client is None:
+            return
+        entry = self._state.clients.get(self._pool_key)
+        self._client = None
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self._state.clients[self._pool_key]
+                await entry[0].close()
+
+    async def chat(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        response_format: dict[str, Any] | None = None,
+        repeat: int = 0,
+    ) -> LLMResult:
+        """One ``/chat/completions`` call; ``params`` with None values are not sent.
+
+        ``repeat`` only enters the cache key, so repeated runs of one request stay independent.
+        """
+        body: dict[str, Any] = {"model": model, "messages": messages}
+        if params:
+            body.update({k: v for k, v in params.items() if v is not None})
+        if tools:
+            body["tools"] = tools
+        if response_format:
+            body["response_format"] = response_format
+        return await self._call("/chat/completions", body, repeat)
+
+    async def embed(self, model: str, inputs: list[str], *, repeat: int = 0) -> LLMResult:
+        """One ``/embeddings`` call; vectors are in ``result.embeddings``."""
+        return await self._call("/embeddings", {"model": model, "input": list(inputs)}, repeat)
+
+    async def _call(self, path: str, body: dict[str, Any], repeat: int) -> LLMResult:
+        if self._client is None:
+            await self.start()
+        if self.cache is None:
+            return await self._http(path, body)
+        key = cache_key(self.base_url + path, body, repeat)
+        data = self.cache.get(key)
+        if data is not None:
+            return LLMResult(data, cache_hit=True)
+        # Identical calls in flight share one request (the followers count as cache hits).
+        flight = (str(self.cache.root), key)
+        pending = self._state.inflight.get(flight)
+        if pending is not None:
+            return LLMResult(await asyncio.shield(pending), cache_hit=True)
+        future = asyncio.get_running_loop().create_future()
+        self._state.inflight[flight] = future
+        try:
+            result = await self._http(path, body)
+            self.cache.put(key, result.data)
+            future.set_result(result.data)
+            return result
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody waited
+            raise
+        except BaseException:
+            future.cancel()
+            raise
+        finally:
+            self._state.inflight.pop(flight, None)
+
+    async def _http(self, path: str, body: dict[str, Any]) -> LLMResult:
+        import openai
+
+        raw_type = _http_module().Response
+        retries = 0
+        while True:
+            wait: float | None = None
+            status: int | None = None
+            try:
+                response = await self._client.post(path, cast_to=raw_type, body=body, options={"timeout": self.timeout})
+                try:
+                    data = json.loads(response.content)
+                    if not isinstance(data, dict):
+                        raise ValueError("not an object")
+                except ValueError:
+                    problem = "the response body is not valid JSON"
+                else:
+                    return LLMResult(data, retries=retries, usage=_usage(data))
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                wait = retry_after_seconds(exc.response.headers)
+                problem = f"HTTP {status}: {_error_text(exc)}"
+                if status not in _RETRY_STATUS and status < 500:
+                    raise self._error(path, problem, status, retries) from None
+            except openai.APITimeoutError:
+                problem = f"timed out after {self.timeout:g} s"
+            except openai.APIConnectionError as exc:
+                problem = f"connection failed ({type(exc.__cause__ or exc).__name__})"
+            except openai.OpenAIError as exc:
+                raise self._error(path, str(exc), None, retries) from None
+            if retries >= self.max_retries:
+                raise self._error(path, problem, status, retries)
+            if wait is None:
+                wait = random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**retries))
+            retries += 1
+            await asyncio.sleep(wait)
+
+    def _error(self, path: str, problem: str, status: int | None, retries: int) -> LLMError:
+        tail = f" (after {retries} retries)" if retries else ""
+        msg = f"{self.base_url}{path}: {problem}{tail}"
+        return LLMError(scrub(msg, self._key), status=status, retries=retries)
+
+
+def _usage(data: dict[str, Any]) -> dict[str, int]:
+    usage = data.get("usage") or {}
+    return {
+        "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+        "completion_tokens": int(usage.get("completion_tokens") or 0),
+    }
+
+
+def _error_text(exc: Any) -> str:
+    """The server's error message (from the JSON body when there is one), one line, bounded."""
+    body = getattr(exc, "body", None)
+    text = body.get("message") if isinstance(body, dict) else None
+    text = str(text or getattr(exc, "message", "") or "no details")
+    return " ".join(text.split())[:300]

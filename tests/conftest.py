@@ -1,0 +1,56 @@
+"""Shared fixtures: a helper that writes a suite folder and runs the CLI in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ci_evals.cli import main
+
+
+class SuiteDir:
+    """A temporary suite folder: write files, run ci-evals, read what it wrote."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write(self, name: str, content) -> Path:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, (dict, list)) and name.endswith((".yaml", ".yml")):
+            content = yaml.safe_dump(content, sort_keys=False)
+        elif isinstance(content, list) and name.endswith(".jsonl"):
+            content = "".join(json.dumps(r) + "\n" for r in content)
+        path.write_text(content, encoding="utf-8")
+        return path
+
+    def suite(self, spec: dict, name: str = "suite.yaml") -> Path:
+        return self.write(name, spec)
+
+    def run(self, *args: str, suite: str = "suite.yaml", out: str = "out") -> int:
+        return main(["run", str(self.root / suite), "--output", str(self.root / out), "--no-cache", "-q", *args])
+
+    def summary(self, out: str = "out") -> dict:
+        return json.loads((self.root / out / "summary.json").read_text())
+
+    def results(self, out: str = "out") -> list[dict]:
+        lines = (self.root / out / "results.jsonl").read_text().splitlines()
+        return [json.loads(x) for x in lines if x.strip()]
+
+
+@pytest.fixture
+def sd(tmp_path: Path) -> SuiteDir:
+    return SuiteDir(tmp_path)
+
+
+def replay_suite(graders: dict, gate: dict | None = None, **extra) -> dict:
+    """A replay suite over dataset.jsonl/outputs.jsonl with the given graders."""
+    spec = {"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": graders}
+    if gate is not None:
+        spec["gate"] = gate
+    spec.update(extra)
+    return spec

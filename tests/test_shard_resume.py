@@ -1,0 +1,116 @@
+"""Sharding + merge equals one unsharded run; interruption keeps everything and --resume finishes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from ci_evals.cli import main
+from tests.conftest import replay_suite
+
+N = 40
+DATA = [{"id": f"s{i}", "input": f"q{i}", "ground_truth": "yes" if i % 3 else "no"} for i in range(N)]
+OUTS = [{"id": f"s{i}", "output": "yes" if i % 4 else "no"} for i in range(N)]
+GATES = [{"metric_key": "c", "metric": "accuracy", "op": "gte", "value": 0.5}]
+COMPARED = ("metrics", "gate", "gates", "n_samples", "errors", "flaky", "records")
+
+
+def setup(sd):
+    sd.write("dataset.jsonl", DATA)
+    sd.write("outputs.jsonl", OUTS)
+    sd.suite(replay_suite({"c": {"kind": "tool", "function": "contains"},
+                           "a": {"kind": "tool", "function": "ascii_printable_only"}}, None, gates=GATES))
+
+
+def test_merging_shards_equals_one_unsharded_run(sd):
+    setup(sd)
+    whole_rc = sd.run(out="whole")
+    for k in (1, 2, 3):
+        sd.run("--shard", f"{k}/3", out=f"shard{k}")
+    counts = [len(sd.results(f"shard{k}")) for k in (1, 2, 3)]
+    assert sum(counts) == N and all(c > 0 for c in counts)
+    rc = main(["merge", *(str(sd.root / f"shard{k}") for k in (1, 2, 3)), "--output", str(sd.root / "merged")])
+    assert rc == whole_rc
+    whole, merged = sd.summary("whole"), sd.summary("merged")
+    assert {k: merged[k] for k in COMPARED} == {k: whole[k] for k in COMPARED}
+    assert (sd.root / "merged" / "junit.xml").exists() and (sd.root / "merged" / "summary.md").exists()
+
+
+def test_merge_rejects_overlapping_shards(sd, capsys):
+    setup(sd)
+    sd.run(out="a")
+    rc = main(["merge", str(sd.root / "a"), str(sd.root / "a"), "--output", str(sd.root / "m")])
+    assert rc == 2
+    assert "appears in more than one shard" in capsys.readouterr().err
+
+
+def _slow_suite(sd, n=12):
+    sd.write("agent.py", "import json, sys, time\ns = json.load(sys.stdin)\ntime.sleep(0.25)\n"
+                         "print('yes' if int(s['id']) % 2 else 'no')\n")
+    sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "yes"} for i in range(n)])
+    sd.suite({"name": "slow", "dataset": "dataset.jsonl",
+              "target": {"kind": "command", "command": [sys.executable, "agent.py"]},
+              "graders": {"c": {"kind": "tool", "function": "contains"}},
+              "gate": {"metric": "accuracy", "op": "gte", "value": 0.4}, "max_concurrent": 2})
+
+
+def _interrupt(sd, sig, out="out"):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "ci_evals", "run", str(sd.root / "suite.yaml"),
+                             "--output", str(sd.root / out), "-q"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = sd.root / out / "results.jsonl"
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        if results.exists() and len(results.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    return proc.returncode, err
+
+
+def test_sigint_flushes_results_and_writes_partial_summary(sd):
+    _slow_suite(sd)
+    rc, err = _interrupt(sd, signal.SIGINT)
+    assert rc == 130
+    s = sd.summary()
+    assert s["partial"] is True and s["interrupted_by"] == "SIGINT"
+    rows = sd.results()
+    assert 3 <= len(rows) < 12
+    assert s["records"] == len(rows)
+    assert "--resume" in err
+
+
+def test_sigterm_exits_143_and_resume_gives_the_uninterrupted_summary(sd):
+    _slow_suite(sd)
+    rc, _ = _interrupt(sd, signal.SIGTERM)
+    assert rc == 143
+    done_before = len(sd.results())
+    assert main(["run", str(sd.root / "suite.yaml"), "--resume", str(sd.root / "out"), "-q"]) == 0
+    rows = sd.results()
+    assert len(rows) == 12 and len({r["sample_id"] for r in rows}) == 12
+    assert done_before < 12
+    sd.run(out="full")
+    resumed, full = sd.summary(), sd.summary("full")
+    assert resumed["partial"] is False
+    assert {k: resumed[k] for k in COMPARED} == {k: full[k] for k in COMPARED}
+
+
+def test_summary_equals_recomputation_from_results(sd):
+    from ci_evals.aggregate import Aggregator
+    from ci_evals.reports.summary import iter_results
+
+    setup(sd)
+    sd.run()
+    s = sd.summary()
+    agg = Aggregator(s["config"])
+    for rec in iter_results(sd.root / "out" / "results.jsonl"):
+        agg.add(rec)
+    parts = agg.finish()
+    assert json.dumps(parts["metrics"], sort_keys=True) == json.dumps(s["metrics"], sort_keys=True)
+    assert parts["gates"] == s["gates"]
