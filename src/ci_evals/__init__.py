@@ -1,21 +1,30 @@
 """ci-evals: a CI-native evaluation gate for LLM agents and prompts.
 
-The public names for user code (custom graders, extractors, setup scripts) are re-exported here
-so that ``from ci_evals import grader, GradeResult, Sample`` works.
+The public names for user code (custom graders, extractors, setup scripts) are importable from
+here: ``from ci_evals import grader, GradeResult, Sample``. They load on first use so that
+``ci-evals --version`` starts without importing pydantic.
 """
 
-from ci_evals.decorators import agent_factory, extractor, grader, suite_setup
-from ci_evals.models import Grade, GradeResult, Sample
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Grade",
-    "GradeResult",
-    "Sample",
-    "__version__",
-    "agent_factory",
-    "extractor",
-    "grader",
-    "suite_setup",
-]
+_LAZY = {
+    "grader": "ci_evals.decorators", "extractor": "ci_evals.decorators",
+    "suite_setup": "ci_evals.decorators", "agent_factory": "ci_evals.decorators",
+    "Grade": "ci_evals.models", "GradeResult": "ci_evals.models", "Sample": "ci_evals.models",
+}
+
+__all__ = ["Grade", "GradeResult", "Sample", "__version__", "agent_factory", "extractor", "grader", "suite_setup"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ci_evals' has no attribute {name!r}")

@@ -80,7 +80,6 @@ class Aggregator:
         self.usage: dict[str, dict[str, int]] = defaultdict(lambda: {"prompt_tokens": 0, "completion_tokens": 0})
         self.cache_hits = 0
         self.retries = 0
-        self.samples: set = set()
 
     def add(self, rec: dict[str, Any]) -> None:
         self.records += 1
@@ -101,7 +100,6 @@ class Aggregator:
             self.cache_hits += meta.get("cache_hits", 0) or 0
             self.retries += meta.get("retries", 0) or 0
         model = rec.get("model")
-        self.samples.add((model, str(rec["sample_id"])))
         outcome = {n: (float(grades[n]["score"]), bool(grades[n]["passed"]), bool(grades[n].get("error")))
                    for n in self.names if n in grades}
         if self.num_runs == 1:
@@ -200,7 +198,8 @@ class Aggregator:
         else:
             out["gates"] = gate_results(combined, metrics, None)
         out["gate"] = {"passed": all(g["passed"] for g in out["gates"])}
-        out["n_samples"] = len({sid for _, sid in self.samples})
+        # Every model sees the same samples, each pushed once per metric after reduction.
+        out["n_samples"] = max((len(self.metrics[m][self.names[0]].scores) for m in models), default=0)
         out["errors"] = {"total": sum(self.errors_by_category.values()), "by_category": dict(self.errors_by_category)}
         out["flaky"] = self.flaky
         out["records"] = self.records

@@ -29,7 +29,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     from ci_evals.baseline import Baseline
     from ci_evals.reports import console
     from ci_evals.reports.summary import write_outputs
-    from ci_evals.runner import RunOptions, Runner
+    from ci_evals.runner import Runner, RunOptions
     from ci_evals.suite import load_suite
 
     resume = getattr(args, "resume", None)
@@ -174,7 +174,7 @@ def cmd_merge(args: Namespace) -> int:
     duration = max(s["duration_s"] for s in summaries)
     first = summaries[0]
     extra = {"suite": first["suite"], "suite_file": first.get("suite_file"), "description": first.get("description"),
-             "merged_from": [str(d) for d in args.dirs]}
+             "merged_from": [str(d) for d in args.dirs], "versions": first.get("versions")}
     summary = build_summary(None, config, agg, started=started, duration=duration,
                             partial=any(s.get("partial") for s in summaries), extra=extra, baseline=baseline)
     write_outputs(args.output, summary)

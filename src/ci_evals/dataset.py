@@ -177,42 +177,50 @@ class Dataset:
 
     # -- selection -----------------------------------------------------------------------------
 
-    def _selected(self) -> Iterator[tuple[int, Sample]]:
+    def _selected(self, rows=None) -> Iterator[tuple[int, Sample]]:
+        """Apply tags, then max_samples, then the shard. Reads on past max_samples only when
+        validating (``rows`` given), so every row of the file is still checked."""
         taken = 0
-        for line, sample in self.rows():
+        for line, sample in rows if rows is not None else self.rows():
             if self.sample_tags is not None and not self.sample_tags.intersection(sample.tags):
                 continue
             if self.max_samples is not None and taken >= self.max_samples:
-                break
+                if rows is None:
+                    return
+                continue
             taken += 1
             if self.shard is not None and shard_of(sample.id, self.shard[1]) != self.shard[0] - 1:
                 continue
             yield line, sample
 
     def scan(self, on_sample=None) -> int:
-        """Validate the whole file once: parse every row, reject duplicate ids, count the selection.
+        """Validate the whole file in one pass: parse every row, reject duplicate ids, count the selection.
 
         ``on_sample(sample)`` is called for each selected sample (pre-run checks such as
         rubric_vars). Returns the number of selected samples, excluding ``skip``.
         """
         seen: dict[str, int] = {}
-        total = 0
-        for line, sample in self.rows():
-            total += 1
-            key = str(sample.id)
-            if key in seen:
-                raise self._err(line, f"duplicate sample id {sample.id!r} (first on line {seen[key]})")
-            seen[key] = line
-        if total == 0:
-            raise ConfigError("dataset is empty", file=str(self.path))
-        self.total = total
+        state = {"total": 0}
+
+        def checked_rows():
+            for line, sample in self.rows():
+                state["total"] += 1
+                key = str(sample.id)
+                first = seen.setdefault(key, line)
+                if first != line:
+                    raise self._err(line, f"duplicate sample id {sample.id!r} (first on line {first})")
+                yield line, sample
+
         count = 0
-        for _, sample in self._selected():
+        for _, sample in self._selected(checked_rows()):
             if str(sample.id) in self.skip:
                 continue
             if on_sample is not None:
                 on_sample(sample)
             count += 1
+        if state["total"] == 0:
+            raise ConfigError("dataset is empty", file=str(self.path))
+        self.total = state["total"]
         if count == 0 and not self.skip:
             why = f" with any of the tags {sorted(self.sample_tags)}" if self.sample_tags else ""
             raise ConfigError(f"no sample selected{why}", file=str(self.path))

@@ -305,7 +305,8 @@ class Progress:
         self._bar = None
         self._last = time.monotonic()
         if self.tty:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TimeElapsedColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress("[progress.description]{task.description}", BarColumn(),
                                      MofNCompleteColumn(), TimeElapsedColumn(), transient=True)

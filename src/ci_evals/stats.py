@@ -12,8 +12,8 @@ import random
 from collections.abc import Sequence
 from statistics import NormalDist
 
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_MAX_N = 2000
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_MAX_N = 200
 BOOTSTRAP_SEED = 12345
 
 

@@ -88,7 +88,8 @@ class LoadedSuite:
 
     @property
     def needs_memory(self) -> bool:
-        return any(s.extractor.needs_memory for s in self.graders.values())
+        return any(s.extractor.needs_memory or getattr(s.grader, "needs_memory", False)
+                   for s in self.graders.values())
 
 
 def _line(lines: dict[str, int], key: str) -> int | None:

@@ -223,6 +223,8 @@ class MultiGrader(Grader):
                 self.extractors[key] = make_extractor(
                     sub.spec.extractor, sub.spec.extractor_config, ctx.base_dir, key=where, file=file)
         self.formula = Formula(spec.calculate_output, self.subs)
+        # A sub-grader reading a memory block needs the target to fetch memory.
+        self.needs_memory = any(e.needs_memory for e in self.extractors.values())
 
     def check_samples(self, samples: Iterable[Sample]) -> None:
         samples = list(samples)

@@ -62,8 +62,11 @@ def contains(sample: Sample, submission: str) -> GradeResult:
 @_needs_gt
 def regex_match(sample: Sample, submission: str) -> GradeResult:
     """``re.search`` of the ground truth (a pattern) in the submission."""
+    pattern = sample.ground_truth
+    if re.escape(pattern) == pattern:  # no metacharacter: a search is a substring test, without compiling
+        return _verdict("Regex match", pattern in submission)
     try:
-        rx = re.compile(sample.ground_truth)
+        rx = re.compile(pattern)
     except re.error as exc:
         return GradeResult(score=0.0, rationale=f"Invalid regex pattern: {exc}")
     return _verdict("Regex match", rx.search(submission) is not None)

@@ -51,6 +51,18 @@ def cost_usd(
     return round(total, 6) if priced else None
 
 
+def _all_versions(suite, kinds: set[str], extra: dict[str, Any]) -> dict[str, str]:
+    """Library versions, including what each grader reports about itself (e.g. WordNet)."""
+    if suite is None and extra.get("versions"):
+        return extra["versions"]
+    out = versions(kinds)
+    for slot in (suite.graders.values() if suite else ()):
+        more = getattr(slot.grader, "versions", None)
+        if callable(more):
+            out.update(more())
+    return out
+
+
 def build_summary(
     suite,
     config: dict[str, Any],
@@ -111,7 +123,7 @@ def build_summary(
             },
             "cache": parts["cache"],
             "retries": parts["retries"],
-            "versions": versions(kinds),
+            "versions": _all_versions(suite, kinds, extra),
             "config": config,
             "baseline": baseline.summary_block(summary_metrics=parts["metrics"])
             if baseline is not None
@@ -119,7 +131,7 @@ def build_summary(
         }
     )
     for k, v in extra.items():
-        if k != "baseline_obj":
+        if k not in ("baseline_obj", "versions"):
             summary[k] = v
     return summary
 
