@@ -87,3 +87,20 @@ def test_unknown_extractor_names_closest():
     with pytest.raises(ConfigError) as exc:
         ex("last_asistant")
     assert str(exc.value) == "graders.g.extractor: unknown extractor 'last_asistant' (did you mean 'last_assistant'?)"
+
+
+def test_custom_extractor_written_for_letta_evals_works(tmp_path):
+    (tmp_path / "ex.py").write_text(
+        "from letta_evals.decorators import extractor\n\n"
+        "@extractor\n"
+        "def tool_names(trajectory, config):\n"
+        "    names = []\n"
+        "    for turn in trajectory:\n"
+        "        for msg in turn:\n"
+        "            if msg.message_type == 'tool_call_message':\n"
+        "                names.append(msg.tool_call.name)\n"
+        "            elif msg.message_type == 'tool_return_message':\n"
+        "                names.append('->' + msg.tool_return[:6])\n"
+        "    return config.get('sep', ',').join(names)\n")
+    e = make_extractor("ex.py:tool_names", {"sep": "|"}, tmp_path, key="graders.g")
+    assert e(TRAJ) == "search|->pandas|search|->koalas"

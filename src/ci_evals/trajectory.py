@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ROLES = ("user", "assistant", "tool", "reasoning", "system")
+_LETTA_TYPES = {"user": "user_message", "assistant": "assistant_message", "tool": "tool_return_message",
+                "reasoning": "reasoning_message", "system": "system_message"}
 
 
 @dataclass(slots=True)
@@ -44,6 +46,23 @@ class Message:
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
+
+    @property
+    def message_type(self) -> str:
+        """The letta-client name of this message's type, so letta-evals extractors keep working."""
+        if self.role == "assistant" and self.tool_calls and not self.content:
+            return "tool_call_message"
+        return _LETTA_TYPES[self.role]
+
+    @property
+    def tool_call(self) -> ToolCall | None:
+        """The first tool call (letta-client's ``tool_call_message.tool_call``)."""
+        return self.tool_calls[0] if self.tool_calls else None
+
+    @property
+    def tool_return(self) -> str | None:
+        """A tool result's text (letta-client's ``tool_return_message.tool_return``)."""
+        return self.content if self.role == "tool" else None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"role": self.role, "content": self.content}

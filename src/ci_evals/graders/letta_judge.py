@@ -5,8 +5,10 @@ Used for ``kind: rubric`` with ``agent_file`` (the seeds' form) and for letta-ev
 
 Before anything runs, the .af is read offline and must hold a judge tool (``judge_tool_name``,
 default ``submit_grade``) attached to its agent, taking ``score: float`` and ``rationale: str``.
-For each sample a fresh judge agent is imported, sent the rubric (``{input}``, ``{submission}``,
-``{ground_truth}`` and rubric variables filled in), and deleted afterwards, also on failure. The
+For each sample a fresh judge agent is imported, sent the LLM judge's prompt (the rubric with
+``{input}``, ``{submission}``, ``{ground_truth}`` and rubric variables filled in, then the input,
+ground truth and submission, asking for a call of the judge tool; see
+:func:`ci_evals.graders.rubric.build_judge_prompt`), and deleted afterwards, also on failure. The
 first call of the judge tool gives the grade, its score clamped to [0, 1]; a judge that never
 calls it gives score 0 with an error.
 """
@@ -14,16 +16,23 @@ calls it gives score 0 with an error.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ci_evals.errors import ConfigError
 from ci_evals.graders.base import Grader
+from ci_evals.graders.rubric import (
+    STANDARD_PLACEHOLDERS,
+    RubricGrader,
+    build_judge_prompt,
+    fill_rubric,
+)
 from ci_evals.models import GradeResult, Sample
 from ci_evals.specs import Context, GraderSpec
 from ci_evals.targets.letta import (
@@ -42,16 +51,11 @@ from ci_evals.targets.letta import (
     read_agent_file,
     to_turn,
 )
-from ci_evals.templating import fill
+from ci_evals.templating import TemplateError
 from ci_evals.trajectory import Trajectory, Usage
 
 DEFAULT_JUDGE = Path(__file__).resolve().parent.parent / "data" / "letta_judge.af"
 DEFAULT_TOOL = "submit_grade"
-RESERVED = ("input", "submission", "ground_truth")
-TOOL_INSTRUCTION = (
-    "Submit your evaluation by calling the `{tool}` tool exactly once, with `score` (a number from "
-    "0.0 to 1.0) and `rationale` (a short explanation). Do not reply with text alone."
-)
 _SCHEMA_TYPES = {"number": "float", "string": "str", "integer": "int", "boolean": "bool",
                  "array": "list", "object": "dict"}
 
@@ -64,6 +68,13 @@ class LettaJudgeSpec(GraderSpec, LettaServer):
     judge_tool_name: str = Field(DEFAULT_TOOL, description="The tool the judge calls with score and rationale.")
     model: str | None = Field(None, description="A Letta model handle for the judge agent, e.g. openai/gpt-4o-mini.")
     rubric_vars: list[str] | None = Field(None, description="Variables every sample's rubric_vars must provide.")
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> LettaJudgeSpec:
+        if (self.prompt is None) == (self.prompt_path is None):
+            which = "both" if self.prompt is not None else "neither"
+            raise ValueError(f"give exactly one of 'prompt' or 'prompt_path' ({which} given)")
+        return self
 
 
 # -- offline checks of the judge's .af ------------------------------------------------------------
@@ -87,7 +98,11 @@ def _schema_params(schema: Any) -> dict[str, str] | None:
     props = ((schema or {}).get("parameters") or {}).get("properties") if isinstance(schema, dict) else None
     if not isinstance(props, dict):
         return None
-    return {k: _SCHEMA_TYPES.get((v or {}).get("type"), str((v or {}).get("type", ""))) for k, v in props.items()}
+    out = {}
+    for k, v in props.items():
+        kind = v.get("type", "") if isinstance(v, dict) else ""
+        out[k] = _SCHEMA_TYPES.get(kind, str(kind)) if isinstance(kind, str) else json.dumps(kind)
+    return out
 
 
 def _signature(params: dict[str, str]) -> str:
@@ -133,21 +148,20 @@ class LettaJudgeGrader(Grader):
     def __init__(self, name: str, spec: LettaJudgeSpec, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
         self.spec: LettaJudgeSpec = spec
-        if (spec.prompt is None) == (spec.prompt_path is None):
-            raise ConfigError("an agent judge needs exactly one of prompt or prompt_path"
-                              + (" (both given)" if spec.prompt is not None else ""))
         if spec.prompt_path is not None:
             path = ctx.resolve(spec.prompt_path)
             if not path.is_file():
-                raise ConfigError(f"prompt_path file not found: {path}")
+                raise ConfigError(f"cannot read rubric {path}: file not found", key=f"graders.{name}.prompt_path")
             self.rubric = path.read_text(encoding="utf-8")
         else:
-            self.rubric = spec.prompt
+            self.rubric = spec.prompt or ""
         if not self.rubric.strip():
             raise ConfigError("the rubric is empty")
-        clash = [v for v in spec.rubric_vars or [] if v in RESERVED]
+        clash = [v for v in spec.rubric_vars or [] if v in STANDARD_PLACEHOLDERS]
         if clash:
-            raise ConfigError(f"rubric_vars cannot use the reserved names {', '.join(RESERVED)}; got {clash[0]}")
+            raise ConfigError(f"rubric variable '{clash[0]}' clashes with a built-in placeholder "
+                              f"({', '.join(STANDARD_PLACEHOLDERS)})", key=f"graders.{name}.rubric_vars")
+        self.rubric_vars = list(spec.rubric_vars or [])
         if spec.model is not None and "/" not in spec.model:
             raise ConfigError(f"model on an agent judge is a Letta model handle like 'openai/{spec.model}', "
                               f"got '{spec.model}'")
@@ -157,7 +171,8 @@ class LettaJudgeGrader(Grader):
             if spec.judge_tool_name != DEFAULT_TOOL:
                 raise ConfigError(f"judge_tool_name can only be changed together with agent_file: the built-in "
                                   f"judge's tool is {DEFAULT_TOOL}")
-            self.agent_file = read_agent_file(str(DEFAULT_JUDGE), ctx, f"graders.{name}.agent_file")
+            builtin = read_agent_file(str(DEFAULT_JUDGE), ctx, f"graders.{name}.agent_file")
+            self.agent_file = dataclasses.replace(builtin, ref="built-in letta_judge.af")
         else:
             self.agent_file = read_agent_file(spec.agent_file, ctx, f"graders.{name}.agent_file")
         check_judge_tool(self.agent_file, spec.judge_tool_name)
@@ -166,31 +181,13 @@ class LettaJudgeGrader(Grader):
         self._live: set[str] = set()
 
     def check_samples(self, samples: Iterable[Sample]) -> None:
-        """Every sample provides the declared rubric_vars."""
-        need = self.spec.rubric_vars or []
-        if not need:
-            return
-        for s in samples:
-            missing = [v for v in need if v not in (s.rubric_vars or {})]
-            if missing:
-                raise ConfigError(f"sample {s.id} is missing rubric_vars {', '.join(missing)} "
-                                  f"required by grader '{self.name}'", key=f"graders.{self.name}.rubric_vars")
+        """Every sample gives every declared rubric variable (the LLM rubric grader's rule and message)."""
+        RubricGrader.check_samples(self, samples)  # uses only self.name and self.rubric_vars
 
     def build_prompt(self, sample: Sample, submission: str) -> str:
-        """The message to the judge: the filled rubric, the material it lacks, the tool instruction."""
-        text_input = sample.input if isinstance(sample.input, str) else "\n".join(
-            f"turn {i}: {t}" for i, t in enumerate(sample.input, 1))
-        values: dict[str, Any] = {k: v for k, v in (sample.rubric_vars or {}).items() if isinstance(k, str)}
-        values.update(input=text_input, submission=submission, ground_truth=sample.ground_truth or "")
-        parts = [fill(self.rubric, values).strip()]
-        if "{submission}" not in self.rubric:
-            parts.append("You are grading another agent's answer; do not answer the task yourself.")
-            parts.append(f"## Task given to the agent\n{text_input}")
-            if sample.ground_truth and "{ground_truth}" not in self.rubric:
-                parts.append(f"## Expected answer (ground truth)\n{sample.ground_truth}")
-            parts.append(f"## Submission to evaluate\n{submission}")
-        parts.append(TOOL_INSTRUCTION.format(tool=self.spec.judge_tool_name))
-        return "\n\n".join(parts)
+        """The message to the judge: the LLM judge's prompt, asking for a call of the judge tool."""
+        rubric = fill_rubric(self.rubric, sample, submission, self.rubric_vars)
+        return build_judge_prompt(rubric, sample, submission, tool_name=self.spec.judge_tool_name)
 
     async def start(self) -> None:
         if self._client is None:
@@ -204,13 +201,17 @@ class LettaJudgeGrader(Grader):
                                 "cache_hits": 0, "retries": 0}
         created: list[str] = []
         try:
+            prompt = self.build_prompt(sample, submission)
+        except TemplateError as exc:
+            return GradeResult(score=0.0, error=str(exc), metadata=meta)
+        try:
             judge_id = await import_agent(client, self.agent_file, project_of(self.spec), created)
             self._live.update(created)
             meta["judge_agent_id"] = judge_id
             if self.spec.model:
                 await client.agents.update(judge_id, model=self.spec.model)
             resp = await client.agents.messages.create(
-                judge_id, messages=[{"role": "user", "content": self.build_prompt(sample, submission)}])
+                judge_id, messages=[{"role": "user", "content": prompt}])
             add_usage(usage, resp.usage)
             meta["usage"] = usage.to_dict()
             messages = dump(resp.messages)

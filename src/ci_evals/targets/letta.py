@@ -27,7 +27,7 @@ from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
 from ci_evals.specs import Context, Strict, TargetSpec
 from ci_evals.targets.base import Target
-from ci_evals.trajectory import Message, ToolCall, Trajectory
+from ci_evals.trajectory import Message, ToolCall, Trajectory, Usage
 
 DEFAULT_BASE_URL = "http://localhost:8283"
 # Stop reasons that mean the server or its model failed, not that the agent chose to stop.
@@ -275,9 +275,10 @@ def dump(messages: list[Any]) -> list[dict[str, Any]]:
     return [m if isinstance(m, dict) else m.model_dump(mode="json") for m in messages]
 
 
-def add_usage(traj_or_usage: Any, usage: Any) -> None:
+def add_usage(total: Usage, usage: Any) -> None:
+    """Add a LettaResponse's usage (None-safe) to ``total``."""
     if usage is not None:
-        traj_or_usage.add(getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
+        total.add(getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
 
 
 # -- the target ----------------------------------------------------------------------------------
@@ -442,9 +443,12 @@ class LettaTarget(Target):
             agent_id = await import_agent(client, self.agent_file, project_of(self.spec), created)
             self._live.update(created)
         else:
-            result = self.factory(client, sample)
-            if inspect.isawaitable(result):
-                result = await result
+            if inspect.iscoroutinefunction(self.factory):
+                result = await self.factory(client, sample)
+            else:  # a sync factory may block (its own sync client): keep the event loop free
+                result = await asyncio.to_thread(self.factory, client, sample)
+                if inspect.isawaitable(result):
+                    result = await result
             agent_id = getattr(result, "id", result)
             if not isinstance(agent_id, str) or not agent_id:
                 raise SampleError(f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id")
