@@ -212,3 +212,31 @@ def test_schema_command_prints_json_schema(capsys):
     kinds = {k for b in schema["properties"]["graders"]["additionalProperties"]["anyOf"]
              for k in b["properties"]["kind"]["enum"]}
     assert {"tool", "rubric", "model_judge", "letta_judge", "string_check", "multi"} <= kinds
+
+
+def test_committed_schema_is_up_to_date():
+    import json
+    from pathlib import Path
+
+    from ci_evals.schema import suite_schema
+
+    committed = json.loads((Path(__file__).parent.parent / "docs" / "suite.schema.json").read_text())
+    assert committed == json.loads(json.dumps(suite_schema())), "run: ci-evals schema > docs/suite.schema.json"
+
+
+def test_example_suites_validate_against_the_json_schema():
+    import json
+    from pathlib import Path
+
+    import jsonschema
+    import yaml
+
+    from ci_evals.schema import suite_schema
+
+    root = Path(__file__).parent.parent / "examples"
+    validator = jsonschema.Draft202012Validator(suite_schema())
+    suites = sorted(root.glob("**/*suite*.yaml"))
+    assert len(suites) >= 5
+    for path in suites:
+        errors = [e.message for e in validator.iter_errors(yaml.safe_load(path.read_text()))]
+        assert errors == [], f"{path}: {errors}"

@@ -29,16 +29,21 @@ def suite_schema() -> dict[str, Any]:
             by_class.setdefault(cls, []).append(kind)
         out = []
         for cls, kinds in by_class.items():
-            variants = {cls}
-            resolve = getattr(cls, "resolve", None)
-            if resolve is not None and "rubric" in kinds:
-                variants.add(cls.resolve({"agent_file": "x.af"}))
-            for v in variants:
-                out.append(_kind_schema(v.spec_model, kinds, defs))
+            out.append(_kind_schema(cls.spec_model, kinds, defs))
+            if "rubric" in kinds:  # `kind: rubric` with `agent_file` is the Letta agent judge
+                agent_judge = cls.resolve({"kind": "rubric", "agent_file": "x.af"})
+                if agent_judge is not cls:
+                    out.append(_kind_schema(agent_judge.spec_model, ["rubric"], defs))
         return out
 
     schema["properties"]["target"] = {"anyOf": branches(TARGETS), "title": "Target"}
     grader_branches = branches(GRADER_KINDS)
+    for branch in grader_branches:
+        props = branch["properties"]
+        props["type"] = {**props["kind"], "title": "Type (OpenAI spelling of kind)"}
+        props.setdefault("name", {"type": "string", "title": "Name (OpenAI spelling of display_name)"})
+        branch["required"] = [r for r in branch.get("required", []) if r != "kind"]
+        branch["anyOf"] = [{"required": ["kind"]}, {"required": ["type"]}]
     # OpenAI grader objects may be pasted verbatim with `type` instead of `kind`.
     schema["properties"]["graders"] = {
         "type": "object", "title": "Graders", "minProperties": 1,
