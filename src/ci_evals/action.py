@@ -15,7 +15,6 @@ import glob
 import io
 import json
 import os
-import re
 import shlex
 import sys
 import uuid
@@ -23,6 +22,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+from ci_evals.reports.markdown import (
+    errors_line,
+    gate_description,
+    render_error_md,
+    render_summary_md,
+)
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
 SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY")
@@ -107,6 +113,8 @@ class Inputs:
     baseline: str | None = None
     args: list[str] = field(default_factory=list)
     comment_key: str | None = None
+    results: list[str] = field(default_factory=list)
+    pr_number: int | None = None
 
 
 def get_input(env: Mapping[str, str], name: str, default: str = "") -> str:
@@ -147,6 +155,22 @@ def resolve_suites(spec: str) -> list[str]:
     return found
 
 
+def resolve_results(spec: str) -> list[str]:
+    """Finished results folders named by the ``results`` input (paths or globs, one per line)."""
+    found: list[str] = []
+    for pattern in (p.strip() for p in spec.splitlines()):
+        if not pattern:
+            continue
+        matches = (
+            sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
+        )
+        folders = [m for m in matches if (Path(m) / "summary.json").is_file()]
+        if not folders:
+            raise InputError(f"input 'results': no summary.json in {pattern!r}")
+        found += [f for f in folders if f not in found]
+    return found
+
+
 def parse_inputs(env: Mapping[str, str]) -> Inputs:
     """Read and check every input; raise InputError naming the input at fault."""
     comment = get_input(env, "comment", "auto").lower()
@@ -158,12 +182,16 @@ def parse_inputs(env: Mapping[str, str]) -> Inputs:
         if not raw_max.isdigit() or int(raw_max) < 1:
             raise InputError(f"input 'max-concurrent' must be a positive integer, got {raw_max!r}")
         max_concurrent = int(raw_max)
+    results = resolve_results(get_input(env, "results"))
+    raw_pr = get_input(env, "pr-number")
+    if raw_pr and not raw_pr.isdigit():
+        raise InputError(f"input 'pr-number' must be a pull request number, got {raw_pr!r}")
     try:
         args = shlex.split(get_input(env, "args"))
     except ValueError as exc:
         raise InputError(f"input 'args' cannot be split like a shell line: {exc}") from None
     return Inputs(
-        suites=resolve_suites(get_input(env, "suite")),
+        suites=[] if results else resolve_suites(get_input(env, "suite")),
         output_dir=Path(get_input(env, "output-dir", "ci-evals-results")),
         max_concurrent=max_concurrent,
         token=get_input(env, "github-token") or None,
@@ -172,6 +200,8 @@ def parse_inputs(env: Mapping[str, str]) -> Inputs:
         baseline=get_input(env, "baseline") or None,
         args=args,
         comment_key=get_input(env, "comment-key") or None,
+        results=results,
+        pr_number=int(raw_pr) if raw_pr else None,
     )
 
 
@@ -213,15 +243,24 @@ class SuiteRun:
         return iter_results(self.out_dir / "results.jsonl")
 
 
-def _slug(suite_file: str) -> str:
-    stem = os.path.splitext(os.path.normpath(suite_file))[0]
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
+def baseline_for(baseline: str | None, slug: str, several: bool) -> str | None:
+    """The baseline folder for one suite, or None (with a warning) when there is none to use.
 
-
-def _baseline_for(baseline: str | None, slug: str, several: bool) -> str | None:
-    if baseline and several and (Path(baseline) / slug / "summary.json").exists():
-        return str(Path(baseline) / slug)
-    return baseline
+    With several suites the baseline input may hold one subfolder per suite (as the action
+    writes them). A missing baseline is not an error: the first run on a repository has none, and
+    regression gates then report "no baseline".
+    """
+    if not baseline:
+        return None
+    for folder in ([Path(baseline) / slug] if several else []) + [Path(baseline)]:
+        if (folder / "summary.json").exists():
+            return str(folder)
+    command(
+        "warning",
+        f"no summary.json in baseline {baseline!r}: running without a baseline",
+        title="ci-evals baseline",
+    )
+    return None
 
 
 def cli_args(inputs: Inputs, suite_file: str, out_dir: Path, baseline: str | None) -> list[str]:
@@ -252,13 +291,20 @@ def run_cli(argv: list[str]) -> tuple[int, str]:
 
 def run_suite(inputs: Inputs, suite_file: str, several: bool) -> SuiteRun:
     """Run one suite inside a log group and read back its summary."""
-    slug = _slug(suite_file)
+    from ci_evals.commands import suite_slug
+
+    slug = suite_slug(suite_file)
     out_dir = inputs.output_dir / slug if several else inputs.output_dir
-    argv = cli_args(inputs, suite_file, out_dir, _baseline_for(inputs.baseline, slug, several))
+    argv = cli_args(inputs, suite_file, out_dir, baseline_for(inputs.baseline, slug, several))
     command("group", f"ci-evals {shlex.join(argv)}")
+    # Model output may reach the log: switch workflow commands off so a line such as
+    # "::error::" or "::stop-commands::" in it is printed, never obeyed.
+    resume = uuid.uuid4().hex
+    command("stop-commands", resume)
     try:
         rc, tail = run_cli(argv)
     finally:
+        command(resume)
         command("endgroup")
     summary = None
     summary_file = out_dir / "summary.json"
@@ -268,6 +314,13 @@ def run_suite(inputs: Inputs, suite_file: str, several: bool) -> SuiteRun:
         except ValueError:
             summary = None
     return SuiteRun(suite_file, out_dir, rc, summary, tail)
+
+
+def load_results(folder: str) -> SuiteRun:
+    """A finished results folder (another job's artifact, a merged shard folder) to report on."""
+    summary = json.loads((Path(folder) / "summary.json").read_text(encoding="utf-8"))
+    code = EXIT_PASSED if (summary.get("gate") or {}).get("passed") else EXIT_GATE_FAILED
+    return SuiteRun(str(summary.get("suite_file") or folder), Path(folder), code, summary)
 
 
 # ---------------------------------------------------------------- reporting
@@ -288,8 +341,6 @@ def annotate(run: SuiteRun) -> None:
         return
     for gate in run.summary.get("gates") or []:
         if not gate.get("passed"):
-            from ci_evals.reports.markdown import gate_description
-
             actual = gate.get("actual")
             shown = "none" if actual is None else f"{float(actual):.3f}"
             status = gate.get("status") or "failed"
@@ -299,20 +350,14 @@ def annotate(run: SuiteRun) -> None:
                 title="ci-evals gate failed",
                 file=run.suite_file,
             )
-    errors = run.summary.get("errors") or {}
-    if errors.get("total"):
-        cats = ", ".join(f"{k} {v}" for k, v in (errors.get("by_category") or {}).items() if v)
+    if errors_line(run.summary):
         command(
-            "warning",
-            f"{run.name}: {errors['total']} errored samples ({cats})",
-            title="ci-evals errored samples",
+            "warning", f"{run.name}: {errors_line(run.summary)}", title="ci-evals errored samples"
         )
 
 
 def step_summary(run: SuiteRun) -> str:
     """The step-summary markdown of one suite, whatever its outcome."""
-    from ci_evals.reports.markdown import render_error_md, render_summary_md
-
     if run.summary is not None:
         return render_summary_md(run.summary, run.results())
     kind = (
@@ -323,13 +368,11 @@ def step_summary(run: SuiteRun) -> str:
     return render_error_md(f"{run.suite_file}: {kind}", run.log_tail.strip() or "no output")
 
 
-def should_comment(mode: str, env: Mapping[str, str], number: int | None) -> bool:
-    """``always`` when there is a PR; ``auto`` only on pull_request events; never with ``never``."""
-    if mode == "never":
-        return False
-    if mode == "always":
-        return True
-    return (env.get("GITHUB_EVENT_NAME") or "").startswith("pull_request")
+def should_comment(mode: str, env: Mapping[str, str], explicit_pr: bool = False) -> bool:
+    """``always``; ``never``; ``auto``: on pull_request events or when ``pr-number`` names the PR."""
+    if mode in ("always", "never"):
+        return mode == "always"
+    return explicit_pr or (env.get("GITHUB_EVENT_NAME") or "").startswith("pull_request")
 
 
 def post_comments(
@@ -339,17 +382,15 @@ def post_comments(
     from ci_evals.reports.comment import marker, render_comment
     from ci_evals.reports.github import pr_number_from_event, run_url, upsert_pr_comment
 
-    number = pr_number_from_event(env.get("GITHUB_EVENT_PATH"))
-    if not (dry_run or should_comment(inputs.comment, env, number)):
+    if dry_run:
+        print("ci-evals: dry run, no PR comment posted")
         return []
+    if not should_comment(inputs.comment, env, inputs.pr_number is not None):
+        return []
+    number = inputs.pr_number or pr_number_from_event(env.get("GITHUB_EVENT_PATH"))
     job = inputs.comment_key or env.get("GITHUB_JOB") or "evals"
     urls = []
-    for run in runs:
-        if run.summary is None:
-            continue
-        if dry_run:
-            print(f"ci-evals: dry run, the PR comment for {run.name} was not posted")
-            continue
+    for run in (r for r in runs if r.summary is not None):
         key = f"{run.name}:{job}"
         body = render_comment(run.summary, run.results(), run_url=run_url(env), marker_key=key)
         url = upsert_pr_comment(
@@ -389,8 +430,6 @@ def run_action(env: Mapping[str, str]) -> int:
     try:
         inputs = parse_inputs(env)
     except InputError as exc:
-        from ci_evals.reports.markdown import render_error_md
-
         command("error", str(exc), title="ci-evals configuration error")
         append_step_summary(summary_path, render_error_md("action input error", str(exc)))
         set_outputs(output_path, {"passed": "false", "exit-code": str(EXIT_CONFIG)})
@@ -398,8 +437,8 @@ def run_action(env: Mapping[str, str]) -> int:
     os.environ.pop("INPUT_GITHUB-TOKEN", None)  # user code run by the suite never sees our token
     several = len(inputs.suites) > 1
     runs: list[SuiteRun] = []
-    for suite_file in inputs.suites:
-        run = run_suite(inputs, suite_file, several)
+    for item in inputs.results or inputs.suites:
+        run = load_results(item) if inputs.results else run_suite(inputs, item, several)
         runs.append(run)
         append_step_summary(summary_path, step_summary(run))
         annotate(run)
@@ -437,8 +476,6 @@ def main(argv: list[str] | None = None) -> int:
         command(
             "error", f"internal error: {type(exc).__name__}: {exc}", title="ci-evals internal error"
         )
-        from ci_evals.reports.markdown import render_error_md
-
         append_step_summary(
             os.environ.get("GITHUB_STEP_SUMMARY"),
             render_error_md("internal error", f"{type(exc).__name__}: {exc}"),

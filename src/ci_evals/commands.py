@@ -15,6 +15,17 @@ DEFAULT_OUTPUT = Path("ci-evals-results")
 DEFAULT_CONCURRENCY = 10
 
 
+def suite_slug(suite_file: str | Path, base: str | Path | None = None) -> str:
+    """A results subfolder name for a suite: its path (relative to ``base``) without the suffix,
+    e.g. ``evals/a/suite.yaml`` -> ``evals-a-suite``; distinct suites never share a folder."""
+    import os
+    import re
+
+    path = os.path.relpath(str(suite_file), str(base)) if base is not None else os.path.normpath(str(suite_file))
+    stem = os.path.splitext(path)[0]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
+
+
 def _print_comment(summary: dict[str, Any], out: Path) -> None:
     from ci_evals.reports.comment import render_comment
     from ci_evals.reports.summary import iter_results
@@ -81,10 +92,13 @@ def cmd_run(args: Namespace) -> int:
     if args.resume:
         raise ConfigError("--resume takes a single suite")
     base = args.output or DEFAULT_OUTPUT
+    import os
+
+    common = os.path.commonpath([str(p.resolve().parent) for p in paths])
     codes, rows = [], []
     for path in paths:
         try:
-            code, summary, out = run_one(path, args, base / path.stem)
+            code, summary, out = run_one(path, args, base / suite_slug(path.resolve(), common))
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             code, summary = 2, None

@@ -56,7 +56,7 @@ def _all_versions(suite, kinds: set[str], extra: dict[str, Any]) -> dict[str, st
     if suite is None and extra.get("versions"):
         return extra["versions"]
     out = versions(kinds)
-    for slot in (suite.graders.values() if suite else ()):
+    for slot in suite.graders.values() if suite else ():
         more = getattr(slot.grader, "versions", None)
         if callable(more):
             out.update(more())

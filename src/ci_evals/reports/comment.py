@@ -1,0 +1,218 @@
+"""The pull-request comment: one per suite, found again by a hidden marker and updated in place.
+
+The body is built at decreasing levels of detail until it fits GitHub's 65,536-character limit:
+shorter fields first, then fewer failing samples and baseline entries, then no charts, then no
+samples at all. Model output only ever appears escaped or inside a fence it cannot close.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from ci_evals.reports.markdown import (
+    BUCKETS,
+    Digest,
+    baseline_section,
+    digest,
+    errors_line,
+    escape_html,
+    escape_md,
+    fenced,
+    flaky_line,
+    fmt_score,
+    gate_table,
+    input_text,
+    metric_table,
+    row_failures,
+    sample_label,
+    usage_line,
+    verdict,
+)
+
+BODY_LIMIT = 65_000
+"""Where we stop: a margin below GitHub's 65,536-character limit for a comment."""
+_SAFE_URL = re.compile(r"^https?://[^\s()<>\[\]\"']+$")
+
+
+class Level(NamedTuple):
+    """How much detail one attempt at the comment carries."""
+
+    samples: int
+    field_chars: int
+    charts: bool
+    baseline_items: int
+
+
+LEVELS = (
+    Level(10, 1500, True, 20),
+    Level(10, 600, True, 10),
+    Level(5, 300, True, 10),
+    Level(3, 200, False, 5),
+    Level(0, 0, False, 0),
+)
+
+
+def marker(marker_key: str) -> str:
+    """The hidden HTML comment that identifies this suite's comment: ``<!-- ci-evals:suite:job -->``."""
+    safe = re.sub(r"[^A-Za-z0-9_.:/@+-]", "_", marker_key)
+    while "--" in safe:
+        safe = safe.replace("--", "-_")
+    return f"<!-- ci-evals:{safe} -->"
+
+
+def score_chart(title: str, counts: list[int]) -> str:
+    """A mermaid ``xychart-beta`` bar chart of one metric's scores in ten buckets of 0.1."""
+    labels = ", ".join(f'"{i / BUCKETS:.1f}"' for i in range(BUCKETS))
+    safe_title = re.sub(r"[^A-Za-z0-9 _.:/+-]", "_", title)[:60]
+    return "\n".join(
+        [
+            "```mermaid",
+            "xychart-beta",
+            f'    title "{safe_title}: samples per score bucket"',
+            f"    x-axis [{labels}]",
+            f'    y-axis "samples" 0 --> {max(max(counts), 1)}',
+            f"    bar [{', '.join(str(c) for c in counts)}]",
+            "```",
+        ]
+    )
+
+
+def charts(summary: dict[str, Any], d: Digest) -> list[str]:
+    """A chart per metric with graded (not just 0/1) scores from at least five samples."""
+    out = []
+    for name, counts in d.histograms.items():
+        if sum(counts) < 5 or len(d.distinct.get(name, ())) < 3:
+            continue
+        label = ((summary.get("metrics") or {}).get(name) or {}).get("label") or name
+        out.append(score_chart(label, counts))
+    if not out:
+        return []
+    return [
+        "<details><summary>Score distribution</summary>",
+        "",
+        *"\n\n".join(out).split("\n"),
+        "",
+        "</details>",
+        "",
+    ]
+
+
+def failing_sample(row: dict[str, Any], limit: int, num_runs: int) -> list[str]:
+    """One failing sample, collapsed: input, expected, then per failing metric submission and why."""
+    fails = row_failures(row)
+    head = ", ".join(
+        f"{n} {fmt_score(g.get('score'))}" + (" (error)" if g.get("error") else "")
+        for n, g in fails
+    )
+    lines = [
+        f"<details><summary>{escape_html(sample_label(row, num_runs), 100)}: {escape_html(head, 200)}</summary>",
+        "",
+        "**Input**",
+        "",
+        fenced(input_text(row.get("input")), limit),
+        "",
+    ]
+    if row.get("ground_truth") is not None:
+        lines += ["**Expected**", "", fenced(str(row["ground_truth"]), limit // 2), ""]
+    err = row.get("error")
+    if err:
+        category = escape_md(err.get("category") or "sample")
+        lines += [f"**Error ({category})**", "", fenced(str(err.get("message")), limit), ""]
+    submissions = row.get("submission") or {}
+    texts = {str(submissions[n]) for n, _ in fails if n in submissions}
+    if len(texts) == 1:  # every failing grader saw the same submission: show it once
+        lines += ["**Submission**", "", fenced(texts.pop(), limit), ""]
+        submissions = {}
+    for name, g in fails:
+        if name in submissions:
+            lines += [
+                f"**Submission ({escape_md(name)})**",
+                "",
+                fenced(str(submissions[name]), limit),
+                "",
+            ]
+        why = g.get("error") or g.get("rationale")
+        if why and not err:
+            title = "Grader error" if g.get("error") else "Rationale"
+            lines += [f"**{title} ({escape_md(name)})**", "", fenced(str(why), limit), ""]
+    return [*lines, "</details>", ""]
+
+
+def _footer(summary: dict[str, Any], run_url: str | None) -> str:
+    parts = []
+    if run_url and _SAFE_URL.match(run_url):
+        parts.append(f"[View the run]({run_url})")
+    if (summary.get("versions") or {}).get("ci_evals"):
+        parts.append(f"ci-evals {escape_md(summary['versions']['ci_evals'])}")
+    if summary.get("finished_at"):
+        parts.append(f"updated {escape_md(summary['finished_at'])}")
+    return "<sub>" + " · ".join(parts) + "</sub>" if parts else ""
+
+
+def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None, key: str) -> str:
+    icon, words = verdict(summary)
+    lines = [
+        marker(key),
+        f"### {icon} ci-evals · {escape_md(summary.get('suite') or 'suite')}: {words}",
+        "",
+    ]
+    if summary.get("gates"):
+        lines += [*gate_table(summary), ""]
+    if summary.get("metrics"):
+        lines += [*metric_table(summary["metrics"], summary, compact=True), ""]
+    for model, per in (summary.get("models") or {}).items():
+        lines += [
+            f"**Model {escape_md(model)}**",
+            "",
+            *metric_table(per.get("metrics") or {}, summary, compact=True, deltas=False),
+            "",
+        ]
+    for extra in (errors_line(summary), flaky_line(summary, limit=10)):
+        if extra:
+            lines += [f"⚠️ {extra}", ""]
+    if level.charts:
+        lines += charts(summary, d)
+    if level.baseline_items:
+        lines += baseline_section(
+            summary,
+            max_items=level.baseline_items,
+            heading="#### Compared with the baseline",
+            with_table=False,
+        )
+    elif summary.get("baseline"):
+        lines += ["The comparison with the baseline is in the step summary.", ""]
+    shown = d.worst[: level.samples]
+    if shown:
+        lines += [f"#### Worst failing samples ({len(shown)} of {d.failing_rows:,})", ""]
+        for row in shown:
+            lines += failing_sample(row, level.field_chars, int(summary.get("num_runs") or 1))
+    elif d.failing_rows:
+        lines += [
+            f"{d.failing_rows:,} failing samples: see the step summary and results.jsonl.",
+            "",
+        ]
+    lines += [usage_line(summary), "", _footer(summary, run_url)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_comment(
+    summary: dict[str, Any],
+    results: Iterable[dict[str, Any]],
+    *,
+    run_url: str | None,
+    marker_key: str,
+    max_chars: int = BODY_LIMIT,
+) -> str:
+    """The PR comment body for one suite, with as much detail as fits in ``max_chars``."""
+    d = digest(results, max(level.samples for level in LEVELS))
+    body = ""
+    for level in LEVELS:
+        body = _body(summary, d, level, run_url, marker_key)
+        if len(body) <= max_chars:
+            return body
+    # Only tables are left (hundreds of metrics): cut at a line boundary, never inside a block.
+    note = "\n… (truncated: the full report is in the step summary)\n"
+    cut = body[: max_chars - len(note)]
+    return cut[: cut.rfind("\n")] + note

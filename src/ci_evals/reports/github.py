@@ -1,0 +1,223 @@
+"""GitHub REST: find this suite's PR comment by its hidden marker and update it, or create it.
+
+Posting is best effort: no token, a 403 (pull requests from forks get a read-only token), a 404 or
+a 5xx that outlives the retries becomes a warning, and the caller's exit code never depends on it.
+The token goes into one request header and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+DEFAULT_API = "https://api.github.com"
+GITHUB_LIMIT = 65_536
+MAX_PAGES = 200
+"""At 100 comments a page: 20,000 comments before we give up looking and create a new one."""
+
+
+class GitHubError(Exception):
+    """A request that failed for good; ``status`` is None for a connection failure."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def pr_number_from_event(event_path: str | os.PathLike[str] | None) -> int | None:
+    """The pull request (or issue) number from the ``$GITHUB_EVENT_PATH`` payload, if there is one."""
+    if not event_path:
+        return None
+    try:
+        payload = json.loads(Path(event_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(payload, dict):
+        return None
+    candidates = [payload.get("pull_request"), payload.get("issue")]
+    runs = (payload.get("workflow_run") or {}).get("pull_requests") or []
+    candidates += runs[:1]
+    for item in candidates:
+        if isinstance(item, dict) and isinstance(item.get("number"), int):
+            return item["number"]
+    return None
+
+
+def run_url(env: Mapping[str, str]) -> str | None:
+    """The link to this workflow run, from the standard ``GITHUB_*`` variables."""
+    server, repo, run_id = (
+        env.get("GITHUB_SERVER_URL"),
+        env.get("GITHUB_REPOSITORY"),
+        env.get("GITHUB_RUN_ID"),
+    )
+    if not (server and repo and run_id):
+        return None
+    url = f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}"
+    attempt = env.get("GITHUB_RUN_ATTEMPT")
+    return f"{url}/attempts/{attempt}" if attempt and attempt != "1" else url
+
+
+class CommentClient:
+    """A small GitHub REST client for issue comments, with retries on 5xx, 429 and lost connections."""
+
+    def __init__(
+        self,
+        token: str,
+        repository: str,
+        *,
+        api_url: str | None = None,
+        retries: int = 3,
+        backoff: float = 1.0,
+        timeout: float = 30.0,
+    ) -> None:
+        import httpx
+
+        from ci_evals import __version__
+
+        self.api_url = (api_url or DEFAULT_API).rstrip("/")
+        self.repository = repository
+        self.retries = retries
+        self.backoff = backoff
+        self._client = httpx.Client(
+            timeout=timeout,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28",
+                "User-Agent": f"ci-evals/{__version__}",
+            },
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def _request(self, method: str, url: str, **kwargs: Any) -> Any:
+        import httpx
+
+        if not url.startswith(self.api_url + "/"):
+            raise GitHubError(f"refusing to send the token to {url.split('?')[0]!r}")
+        for attempt in range(self.retries + 1):
+            try:
+                resp = self._client.request(method, url, **kwargs)
+            except httpx.TransportError as exc:
+                if attempt == self.retries:
+                    raise GitHubError(f"{method} {_path(url)}: {type(exc).__name__}") from None
+                self._sleep(attempt, None)
+                continue
+            if resp.status_code >= 500 or resp.status_code == 429:
+                if attempt == self.retries:
+                    raise GitHubError(
+                        f"{method} {_path(url)}: HTTP {resp.status_code} after {attempt + 1} tries",
+                        resp.status_code,
+                    )
+                self._sleep(attempt, resp.headers.get("retry-after"))
+                continue
+            if resp.status_code >= 400:
+                raise GitHubError(
+                    f"{method} {_path(url)}: HTTP {resp.status_code} {_message(resp)}",
+                    resp.status_code,
+                )
+            return resp
+        raise AssertionError("unreachable")
+
+    def _sleep(self, attempt: int, retry_after: str | None) -> None:
+        delay = self.backoff * 2**attempt
+        if retry_after and retry_after.isdigit():
+            delay = max(delay, min(float(retry_after), 60.0))
+        time.sleep(delay)
+
+    def find_comment(self, number: int, marker: str) -> dict[str, Any] | None:
+        """The first comment on issue/PR ``number`` that starts with ``marker``, paging through all.
+
+        Only the start counts: a marker quoted inside another comment (model output, a human
+        pasting a report) must not make us overwrite that comment.
+        """
+        url: str | None = (
+            f"{self.api_url}/repos/{self.repository}/issues/{number}/comments?per_page=100"
+        )
+        for _ in range(MAX_PAGES):
+            if url is None:
+                return None
+            resp = self._request("GET", url)
+            for comment in resp.json():
+                if (comment.get("body") or "").lstrip().startswith(marker):
+                    return comment
+            url = resp.links.get("next", {}).get("url")
+        return None
+
+    def upsert(self, number: int, marker: str, body: str) -> dict[str, Any]:
+        """Update the comment carrying ``marker`` or create one; returns GitHub's comment object."""
+        existing = self.find_comment(number, marker)
+        if existing is not None:
+            url = f"{self.api_url}/repos/{self.repository}/issues/comments/{existing['id']}"
+            return self._request("PATCH", url, json={"body": body}).json()
+        url = f"{self.api_url}/repos/{self.repository}/issues/{number}/comments"
+        return self._request("POST", url, json={"body": body}).json()
+
+
+def _path(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).path
+
+
+def _message(resp: Any) -> str:
+    try:
+        return str(resp.json().get("message", ""))[:200]
+    except ValueError:
+        return ""
+
+
+def _hint(status: int | None) -> str:
+    if status == 403:
+        return (
+            " (a pull request from a fork gets a read-only token; see the README on workflow_run)"
+        )
+    if status == 401:
+        return " (the token was rejected)"
+    if status == 404:
+        return " (check `permissions: pull-requests: write` and the repository)"
+    return ""
+
+
+def upsert_pr_comment(
+    body: str,
+    marker: str,
+    *,
+    token: str | None,
+    repository: str | None,
+    number: int | None,
+    api_url: str | None = None,
+    warn: Callable[[str], None] = print,
+    retries: int = 3,
+    backoff: float = 1.0,
+    timeout: float = 30.0,
+) -> str | None:
+    """Create or update the PR comment carrying ``marker``; its URL, or None after a warning."""
+    if not token:
+        warn("no GitHub token: the PR comment was not posted (set the github-token input)")
+        return None
+    if not repository or number is None:
+        warn("no pull request found in the event payload: the PR comment was not posted")
+        return None
+    if len(body) > GITHUB_LIMIT:
+        body = body[: GITHUB_LIMIT - 40] + "\n… (truncated to GitHub's limit)\n"
+    client = CommentClient(
+        token, repository, api_url=api_url, retries=retries, backoff=backoff, timeout=timeout
+    )
+    try:
+        comment = client.upsert(number, marker, body)
+    except GitHubError as exc:
+        warn(f"could not post the PR comment: {exc}{_hint(exc.status)}")
+        return None
+    except Exception as exc:  # a malformed reply must not cost the user their gate result
+        warn(f"could not post the PR comment: {type(exc).__name__}")
+        return None
+    finally:
+        client.close()
+    return comment.get("html_url") or comment.get("url")

@@ -1,0 +1,198 @@
+"""junit.xml: a testsuite per metric (a testcase per sample) and one testsuite for the gates.
+
+CI systems (GitHub test reporters, GitLab, Jenkins) show a sample below its grader's pass threshold
+as a failure and a sample that could not be graded as an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ci_evals.reports.markdown import gate_description, input_text, sample_label, truncate
+
+FIELD_LIMIT = 20_000
+"""Characters kept per rationale, submission or input: the report stays loadable by CI viewers."""
+
+
+def _common_properties(summary: dict[str, Any]) -> dict[str, str]:
+    props = {"suite": str(summary.get("suite"))}
+    for lib, version in (summary.get("versions") or {}).items():
+        props[f"version.{lib}"] = str(version)
+    return props
+
+
+def _metric_properties(
+    summary: dict[str, Any], name: str, metric: dict[str, Any]
+) -> dict[str, str]:
+    return {
+        **_common_properties(summary),
+        "metric": name,
+        "kind": str(metric.get("kind")),
+        "pass_rule": str(metric.get("pass_rule")),
+        "mean": f"{float(metric.get('mean') or 0):.6f}",
+        "pass_rate": f"{float(metric.get('pass_rate') or 0):.6f}",
+    }
+
+
+def _timestamp(iso: str | None) -> str | None:
+    """JUnit's timestamp form: UTC, to the second, without a zone suffix."""
+    if not iso:
+        return None
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+_ILLEGAL_XML = None
+
+
+def _clean(text: str) -> str:
+    """Drop characters XML 1.0 cannot carry (control characters from model output)."""
+    global _ILLEGAL_XML
+    if _ILLEGAL_XML is None:
+        import re
+
+        _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+    return _ILLEGAL_XML.sub("", text)
+
+
+def _sample_case(summary: dict[str, Any], name: str, row: dict[str, Any]) -> tuple[dict, tuple | None, str]:
+    """(testcase attributes, (result tag, attributes, text) or None, system-out) of one result line."""
+    grade = (row.get("grades") or {}).get(name) or {}
+    num_runs = int(summary.get("num_runs") or 1)
+    submission = (row.get("submission") or {}).get(name)
+    out = [f"input: {truncate(input_text(row.get('input')), FIELD_LIMIT)}"]
+    if submission is not None:
+        out.append(f"submission: {truncate(str(submission), FIELD_LIMIT)}")
+    attrs = {"name": sample_label(row, num_runs), "classname": f"{summary.get('suite')}.{name}",
+             "time": f"{float(row.get('duration_s') or 0.0):.6f}"}
+    result = None
+    row_error = row.get("error")
+    if row_error or grade.get("error") or not grade:
+        category = (row_error or {}).get("category") or "grading"
+        message = (row_error or {}).get("message") or grade.get("error") or "no grade recorded"
+        result = ("error", {"message": truncate(f"{category} error: {message}", 1000), "type": category},
+                  truncate(str(message), FIELD_LIMIT))
+    elif not grade.get("passed"):
+        score = float(grade.get("score") or 0.0)
+        rule = ((summary.get("metrics") or {}).get(name) or {}).get("pass_rule") or "pass threshold"
+        result = ("failure", {"message": f"score {score:.3f} does not meet {rule}", "type": "below_threshold"},
+                  truncate(str(grade.get("rationale") or ""), FIELD_LIMIT))
+    return attrs, result, "\n".join(out)
+
+
+def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]:
+    cases = []
+    for gate in summary.get("gates") or []:
+        desc = gate_description(gate)
+        model = f" [{gate['model']}]" if gate.get("model") else ""
+        attrs = {"name": desc + model, "classname": f"{summary.get('suite')}.gates", "time": "0.000000"}
+        actual = gate.get("actual")
+        shown = "none" if actual is None else f"{float(actual):.6f}"
+        status = gate.get("status") or ("passed" if gate.get("passed") else "failed")
+        result = None
+        if not gate.get("passed"):
+            result = ("failure", {"message": f"{status}: actual {shown}, required {desc}", "type": status}, "")
+        elif status == "no_baseline":
+            result = ("skipped", {"message": "no baseline to compare with"}, "")
+        cases.append((attrs, result, ""))
+    return cases
+
+
+def _attrs(attrs: dict[str, Any]) -> str:
+    from xml.sax.saxutils import quoteattr
+
+    return " ".join(f"{k}={quoteattr(_clean(str(v)))}" for k, v in attrs.items())
+
+
+class _SuiteWriter:
+    """One <testsuite>: its testcases are streamed to a spool file while the counts add up."""
+
+    def __init__(self, name: str, properties: dict[str, str], timestamp: str | None) -> None:
+        import tempfile
+
+        self.name, self.properties, self.timestamp = name, properties, timestamp
+        self.tests = self.failures = self.errors = self.skipped = 0
+        self.time = 0.0
+        self.spool = tempfile.TemporaryFile("w+", encoding="utf-8")
+
+    def add(self, attrs: dict, result: tuple | None, stdout: str) -> None:
+        """Append one <testcase> (escaped with the stdlib's xml.sax.saxutils), one write per case."""
+        from xml.sax.saxutils import escape
+
+        self.tests += 1
+        self.time += float(attrs["time"])
+        parts = [f"    <testcase {_attrs(attrs)}>"]
+        if result is not None:
+            tag, rattrs, text = result
+            self.failures += tag == "failure"
+            self.errors += tag == "error"
+            self.skipped += tag == "skipped"
+            parts.append(f"<{tag} {_attrs(rattrs)}>{escape(_clean(text))}</{tag}>" if text
+                         else f"<{tag} {_attrs(rattrs)}/>")
+        if stdout:
+            parts.append(f"<system-out>{escape(_clean(stdout))}</system-out>")
+        parts.append("</testcase>\n")
+        self.spool.write("".join(parts))
+
+    def write_to(self, out) -> None:
+        attrs = {"name": self.name, "tests": self.tests, "failures": self.failures, "errors": self.errors,
+                 "skipped": self.skipped, "time": f"{self.time:.6f}"}
+        if self.timestamp:
+            attrs["timestamp"] = self.timestamp
+        out.write(f"  <testsuite {_attrs(attrs)}>\n")
+        out.write("    <properties>\n")
+        for k, v in self.properties.items():
+            out.write(f"      <property {_attrs({'name': k, 'value': v})}/>\n")
+        out.write("    </properties>\n")
+        self.spool.seek(0)
+        import shutil
+
+        shutil.copyfileobj(self.spool, out)
+        self.spool.close()
+        out.write("  </testsuite>\n")
+
+
+def write_junit(summary: dict[str, Any], results: Iterable[dict[str, Any]], path: Path) -> None:
+    """Write junit.xml: one testsuite per metric with a testcase per result line, plus the gates.
+
+    Streams: one pass over the results, each testcase written as it is read (escaped with the
+    stdlib's xml.sax.saxutils), so 100k samples need no more memory than 10. (junit-xml, which
+    builds the whole document in memory, needed ~700 MB for 100k samples.)
+    """
+    suite = str(summary.get("suite"))
+    metrics = summary.get("metrics") or {}
+    stamp = _timestamp(summary.get("started_at"))
+    writers: dict[str, _SuiteWriter] = {
+        name: _SuiteWriter(f"{suite}.{name}", _metric_properties(summary, name, m), stamp)
+        for name, m in metrics.items()
+    }
+    for row in results:
+        for name in row.get("grades") or {}:
+            if name not in writers:
+                writers[name] = _SuiteWriter(f"{suite}.{name}", _common_properties(summary), stamp)
+            writers[name].add(*_sample_case(summary, name, row))
+    gates = _SuiteWriter(f"{suite}.gates", {
+        **_common_properties(summary),
+        "gate.passed": str(bool((summary.get("gate") or {}).get("passed"))).lower(),
+    }, None)
+    for case in _gate_cases(summary):
+        gates.add(*case)
+    all_suites = [*writers.values(), gates]
+
+    with Path(path).open("w", encoding="utf-8") as out:
+        out.write('<?xml version="1.0" encoding="utf-8"?>\n')
+        totals = {k: sum(getattr(w, k) for w in all_suites) for k in ("tests", "failures", "errors")}
+        totals["time"] = f"{sum(w.time for w in all_suites):.6f}"
+        out.write(f"<testsuites {_attrs({**totals, 'name': suite})}>\n")
+        for w in all_suites:
+            w.write_to(out)
+        out.write("</testsuites>\n")

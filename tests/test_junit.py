@@ -1,0 +1,131 @@
+"""junit.xml: valid against a JUnit XSD, and read back with junitparser."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import xmlschema
+from junitparser import Error, Failure, JUnitXml, Skipped
+
+from ci_evals.reports.junit import write_junit
+from tests.fakes import report_data as data
+
+XSD = Path(__file__).parent / "data" / "junit.xsd"
+
+
+@pytest.fixture(scope="module")
+def schema() -> xmlschema.XMLSchema:
+    return xmlschema.XMLSchema(XSD)
+
+
+def write(tmp_path: Path, summary: dict, results: list[dict]) -> Path:
+    path = tmp_path / "junit.xml"
+    write_junit(summary, results, path)
+    return path
+
+
+def suites_by_name(path: Path) -> dict:
+    return {s.name: s for s in JUnitXml.fromfile(str(path))}
+
+
+def test_report_is_valid_against_the_xsd(tmp_path, schema):
+    schema.validate(str(write(tmp_path, data.baseline_summary(), data.results())))
+
+
+def test_a_suite_per_metric_and_one_for_the_gates(tmp_path):
+    suites = suites_by_name(write(tmp_path, data.summary(), data.results()))
+    assert list(suites) == ["qa.quality", "qa.exact", "qa.gates"]
+    counts = {n: (s.tests, s.failures, s.errors, s.skipped) for n, s in suites.items()}
+    assert counts == {
+        "qa.quality": (6, 2, 1, 0),
+        "qa.exact": (6, 3, 1, 0),
+        "qa.gates": (1, 1, 0, 0),
+    }
+
+
+def test_failure_below_threshold_carries_the_rationale(tmp_path):
+    suite = suites_by_name(write(tmp_path, data.summary(), data.results()))["qa.quality"]
+    case = next(c for c in suite if c.name == "sample 4")
+    (failure,) = case.result
+    assert isinstance(failure, Failure)
+    assert failure.message == "score 0.300 does not meet score >= 0.75"
+    assert failure.type == "below_threshold"
+    assert failure.text == "judge says 0.3"
+    assert case.classname == "qa.quality"
+    assert case.time == 0.25
+    assert case.system_out == "input: question 4\nsubmission: reply 4"
+
+
+def test_errored_sample_is_an_error_with_its_category(tmp_path):
+    suite = suites_by_name(write(tmp_path, data.summary(), data.results()))["qa.exact"]
+    case = next(c for c in suite if c.name == "sample 6")
+    (error,) = case.result
+    assert isinstance(error, Error)
+    assert error.type == "target"
+    assert error.message == "target error: agent exited with code 1: boom"
+
+
+def test_passing_sample_has_no_result(tmp_path):
+    suite = suites_by_name(write(tmp_path, data.summary(), data.results()))["qa.quality"]
+    assert next(c for c in suite if c.name == "sample 1").result == []
+
+
+def test_properties_name_the_suite_and_versions(tmp_path):
+    suite = suites_by_name(write(tmp_path, data.summary(), data.results()))["qa.quality"]
+    props = {p.name: p.value for p in suite.properties()}
+    assert props == {
+        "suite": "qa",
+        "version.ci_evals": "0.1.0",
+        "version.python": "3.11.7",
+        "version.openai": "3.54.0",
+        "metric": "quality",
+        "kind": "score_model",
+        "pass_rule": "score >= 0.75",
+        "mean": "0.583300",
+        "pass_rate": "0.500000",
+    }
+    assert suite.timestamp == "2026-11-22T10:00:00"
+
+
+def test_gate_cases_failed_inconclusive_and_no_baseline(tmp_path):
+    doc = data.baseline_summary()
+    doc["gates"].append(
+        {
+            "metric_key": "quality",
+            "metric": "avg_score",
+            "op": None,
+            "value": None,
+            "actual": 0.5833,
+            "passed": True,
+            "status": "no_baseline",
+            "model": None,
+            "description": "quality avg_score max_drop 0.05",
+            "interval": None,
+        }
+    )
+    gates = suites_by_name(write(tmp_path, doc, data.results()))["qa.gates"]
+    results = {c.name: c.result for c in gates}
+    assert [type(r[0]) for r in results.values()] == [Failure, Failure, Skipped]
+    first = results["quality avg_score gte 0.5 @0.95"][0]
+    assert (first.type, first.message) == (
+        "inconclusive",
+        "inconclusive: actual 0.583300, required quality avg_score gte 0.5 @0.95",
+    )
+    assert results["quality avg_score max_drop 0.05"][0].message == "no baseline to compare with"
+    assert {p.name: p.value for p in gates.properties()}["gate.passed"] == "false"
+
+
+def test_illegal_xml_characters_and_markup_in_model_output(tmp_path, schema):
+    rows = data.results()
+    rows[3]["grades"]["quality"]["rationale"] = "bad \x00\x1b chars </failure><x/> & more"
+    path = write(tmp_path, data.summary(), rows)
+    schema.validate(str(path))
+    case = next(c for c in suites_by_name(path)["qa.quality"] if c.name == "sample 4")
+    assert case.result[0].text == "bad  chars </failure><x/> & more"
+
+
+def test_runs_and_models_name_the_testcase(tmp_path):
+    rows = [dict(data.results()[0], run=1, model="gpt-x")]
+    suite = suites_by_name(write(tmp_path, data.summary(num_runs=2), rows))["qa.quality"]
+    assert [c.name for c in suite] == ["sample 1 run 1 · gpt-x"]
