@@ -65,6 +65,124 @@ def bench_start(tmp: Path, repeat: int, n: int) -> None:
           "validate_s": round(_time_cmd([*exe, "validate", str(suite)], repeat), 3)})
 
 
+def bench_overhead(tmp: Path, cases: list[tuple[int, int]], latency: float) -> None:
+    """Model target + rubric judge against the local OpenAI-compatible server with injected latency.
+
+    The ideal wall time is 2 * ceil(N / C) * latency: every sample makes two sequential calls and
+    C samples are in flight. The server runs in its own process so it does not share our GIL.
+    """
+    import math
+
+    from suites import llm_suite
+
+    from tests.fakes.openai_server import spawn
+
+    proc, url = spawn(latency=latency)
+    try:
+        for n, c in cases:
+            suite = llm_suite(tmp / f"llm-{n}", n)
+            out = tmp / f"llm-out-{n}-{c}"
+            env_before = dict(os.environ)
+            os.environ.update({"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-bench"})
+            try:
+                r = measure(["run", str(suite), "--output", str(out), "-q", "--no-cache", "--max-concurrent", str(c)])
+            finally:
+                os.environ.clear()
+                os.environ.update(env_before)
+            summary = json.loads((out / "summary.json").read_text())
+            ideal = 2 * math.ceil(n / c) * latency
+            errors = summary["errors"]["total"]
+            emit("overhead", {"samples": n, "concurrency": c, "latency_s": latency, "calls": 2 * n},
+                 {"ideal_s": ideal, "run_s": summary["duration_s"], "process_wall_s": r["wall_s"],
+                  "run_ratio": round(summary["duration_s"] / ideal, 3),
+                  "process_ratio": round(r["wall_s"] / ideal, 3), "errors": errors,
+                  "peak_rss_mb": r["peak_rss_mb"]})
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _texts(n: int, words: int = 50) -> list[tuple[str, str]]:
+    """Deterministic pairs of ``words``-word English-like texts that overlap partly."""
+    import random
+
+    rng = random.Random(7)
+    vocab = ("the a model agent answer question capital city river paris tokyo quick brown fox jumps over lazy "
+             "dog evaluation score judge rubric sample grader metric signal noise value result test case pass "
+             "fail report comment branch merge build review summary detail fast slow").split()
+    pairs = []
+    for _ in range(n):
+        ref = [rng.choice(vocab) for _ in range(words)]
+        hyp = [w if rng.random() < 0.7 else rng.choice(vocab) for w in ref]
+        pairs.append((" ".join(hyp) + ".", " ".join(ref) + "."))
+    return pairs
+
+
+def bench_graders(n: int, metrics: list[str]) -> None:
+    """text_similarity throughput per metric, and our grader's overhead vs the library called directly."""
+    import asyncio
+
+    from ci_evals.graders.base import build_grader
+    from ci_evals.graders.text_similarity import default_tokens
+    from ci_evals.models import Sample
+    from ci_evals.specs import Context
+    from ci_evals.trajectory import Trajectory
+
+    pairs = _texts(n)
+    samples = [Sample(id=i, input="q", ground_truth=ref) for i, (_, ref) in enumerate(pairs)]
+    traj = Trajectory()
+    for metric in metrics:
+        direct = _direct_metric(metric, default_tokens)
+        direct(*pairs[0])  # load the library before timing
+        t0 = time.perf_counter()
+        for hyp, ref in pairs:
+            direct(hyp, ref)
+        t_direct = time.perf_counter() - t0
+
+        grader = build_grader("sim", {"type": "text_similarity", "name": "sim", "input": "{{ sample.output_text }}",
+                                      "reference": "{{ item.ground_truth }}", "evaluation_metric": metric,
+                                      "pass_threshold": 0.5}, Context(Path(".")))
+
+        async def go(grader=grader):
+            await grader.start()
+            await grader.grade(samples[0], pairs[0][0], traj)
+            t = time.perf_counter()
+            for sample, (hyp, _) in zip(samples, pairs, strict=True):
+                await grader.grade(sample, hyp, traj)
+            return time.perf_counter() - t
+
+        t_ours = asyncio.run(go())
+        emit("graders", {"metric": metric, "pairs": n, "words": 50},
+             {"pairs_per_s": round(n / t_ours), "direct_pairs_per_s": round(n / t_direct),
+              "overhead_ratio": round(t_ours / t_direct, 3)})
+
+
+def _direct_metric(metric: str, tokens):
+    """The library call our grader makes for ``metric``, without our wrapper."""
+    if metric == "fuzzy_match":
+        from rapidfuzz import fuzz, utils
+
+        return lambda a, b: fuzz.WRatio(a, b, processor=utils.default_process) / 100.0
+    if metric == "bleu":
+        from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+        smooth = SmoothingFunction().method4
+        return lambda a, b: sentence_bleu([tokens(b)], tokens(a), smoothing_function=smooth)
+    if metric == "gleu":
+        from nltk.translate.gleu_score import sentence_gleu
+
+        return lambda a, b: sentence_gleu([tokens(b)], tokens(a))
+    if metric == "meteor":
+        from nltk.translate.meteor_score import meteor_score
+
+        return lambda a, b: meteor_score([tokens(b)], tokens(a))
+    from rouge_score.rouge_scorer import RougeScorer
+
+    kind = {"rouge_l": "rougeL"}.get(metric, metric.replace("_", ""))
+    scorer = RougeScorer([kind], use_stemmer=False)
+    return lambda a, b: scorer.score(b, a)[kind].fmeasure
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
@@ -77,6 +195,12 @@ def main() -> int:
             bench_start(tmp, 3 if args.smoke else 7, 1000 if args.smoke else 10_000)
         if wanted is None or "scale" in wanted:
             bench_scale(tmp, [200] if args.smoke else [1_000, 10_000, 100_000])
+        if wanted is None or "overhead" in wanted:
+            cases = [(100, 50)] if args.smoke else [(1_000, 50), (5_000, 200)]
+            bench_overhead(tmp, cases, 0.02 if args.smoke else 0.1)
+        if wanted is None or "graders" in wanted:
+            metrics = ["fuzzy_match", "bleu", "gleu", "meteor", "rouge_1", "rouge_2", "rouge_l"]
+            bench_graders(50 if args.smoke else 10_000, ["fuzzy_match", "rouge_l"] if args.smoke else metrics)
     return 0
 
 

@@ -225,7 +225,6 @@ def test_committed_schema_is_up_to_date():
 
 
 def test_example_suites_validate_against_the_json_schema():
-    import json
     from pathlib import Path
 
     import jsonschema

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import hashlib
 import json
 import os
@@ -252,16 +253,42 @@ class ResponseCache:
     Writes go to a unique temporary file renamed into place (``os.replace``), so concurrent
     writers and readers (threads or processes) never see a partial entry. A corrupt or
     unreadable entry is a miss; a failed write is ignored (the call already succeeded).
+    From async code, :meth:`put_later` writes in a worker thread (the heavier half of the I/O)
+    while the entry is served from memory; :meth:`flush` waits for pending writes.
     """
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._made: set[Path] = set()
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    def put_later(self, key: str, data: dict[str, Any]) -> None:
+        """Write ``data`` in a worker thread; this process sees it at once."""
+        self._pending[key] = data
+        task = asyncio.get_running_loop().create_task(self._write(key, data))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, key: str, data: dict[str, Any]) -> None:
+        try:
+            await asyncio.to_thread(self.put, key, data)
+        finally:
+            self._pending.pop(key, None)
+
+    async def flush(self) -> None:
+        """Wait until every write started by :meth:`put_later` is on disk."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The entry, or None. A small synchronous read (a miss is one failed open)."""
+        pending = self._pending.get(key)
+        if pending is not None:
+            return pending
         try:
             with open(self.path(key), "rb") as fh:
                 data = json.loads(fh.read())
@@ -306,6 +333,7 @@ def _state() -> _LoopState:
     return state
 
 
+@functools.cache
 def _http_module() -> Any:
     """The httpx flavour the installed openai SDK is built on (httpx2 for openai >= 3, else httpx)."""
     try:
@@ -319,176 +347,28 @@ def _http_module() -> Any:
         return httpx
 
 
-def _uses_lean_transport(url: str | None) -> bool:
-    """Plain-HTTP endpoints with no proxy in the environment (local servers) get the lean transport."""
-    if not url or not url.startswith("http://"):
-        return False
-    import urllib.parse
-    import urllib.request
-
-    proxies = urllib.request.getproxies()
-    if not (proxies.get("http") or proxies.get("all")):
-        return True
-    host = urllib.parse.urlsplit(url).hostname or ""
-    return bool(urllib.request.proxy_bypass(host))
+USE_AIOHTTP = True  # tests switch it off to exercise httpx's own transport too
 
 
 def _make_client(url: str | None, key: str, timeout: float) -> Any:
-    """An AsyncOpenAI client with the SDK's retries off (we retry, counting and honouring Retry-After)."""
+    """An AsyncOpenAI client with the SDK's retries off (we retry, counting and honouring Retry-After).
+
+    The SDK's aiohttp transport (``openai[aiohttp]``) is used when installed: httpx's connection
+    pool costs about 1 ms of CPU per call at 50+ connections, which dominated wall time at high
+    concurrency; aiohttp's does not.
+    """
     from openai import AsyncOpenAI
 
     http_client = None
-    if _uses_lean_transport(url):
-        hx = _http_module()
-        http_client = hx.AsyncClient(transport=LeanTransport(hx), timeout=timeout, follow_redirects=True)
-    return AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout, http_client=http_client)
-
-
-# --- a lean HTTP/1.1 transport for plain-HTTP endpoints ------------------------------------------
-
-
-class LeanTransport:
-    """HTTP/1.1 keep-alive over asyncio streams, plugged into the SDK's httpx client.
-
-    httpx's default pool probes every pooled socket on each request through several layers,
-    which costs about a millisecond per call at 50 connections: at high concurrency against a
-    fast local server (vLLM, Ollama, LiteLLM, benchmarks) that dominates the wall time. This
-    transport keeps idle connections in a list and reuses one only when the server has not
-    closed it. It serves only ``http://`` URLs without a proxy; HTTPS and proxied endpoints use
-    httpx's own transport. Errors map to httpx's exceptions, so the SDK's error types (timeout,
-    connection) stay the same.
-    """
-
-    MAX_IDLE = 512
-
-    def __init__(self, hx: Any) -> None:
-        self.hx = hx
-        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
-
-    async def __aenter__(self) -> LeanTransport:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        for conns in self._idle.values():
-            for _, writer in conns:
-                writer.close()
-        self._idle.clear()
-
-    async def handle_async_request(self, request: Any) -> Any:
-        hx = self.hx
-        timeouts = request.extensions.get("timeout") or {}
-        url = request.url
-        origin = (url.host, url.port or 80)
+    if USE_AIOHTTP:
         try:
-            body = request.content
-        except hx.RequestNotRead:
-            body = await request.aread()
-        head = [f"{request.method} {url.raw_path.decode('ascii')} HTTP/1.1".encode()]
-        head += [k + b": " + v for k, v in request.headers.raw]
-        payload = b"\r\n".join(head) + b"\r\n\r\n" + body
-
-        conn = self._checkout(origin)
-        if conn is None:
-            try:
-                async with asyncio.timeout(timeouts.get("connect")):
-                    conn = await asyncio.open_connection(*origin)
-            except TimeoutError:
-                raise hx.ConnectTimeout("connect timed out", request=request) from None
-            except OSError as exc:
-                raise hx.ConnectError(f"cannot connect: {exc}", request=request) from None
-        reader, writer = conn
-        reusable = False
-        try:
-            try:
-                writer.write(payload)
-                async with asyncio.timeout(timeouts.get("write")):
-                    await writer.drain()
-            except TimeoutError:
-                raise hx.WriteTimeout("write timed out", request=request) from None
-            except OSError as exc:
-                raise hx.WriteError(f"write failed: {exc}", request=request) from None
-            try:
-                async with asyncio.timeout(timeouts.get("read")):
-                    status, headers, content, reusable = await _read_response(reader, request.method)
-            except TimeoutError:
-                raise hx.ReadTimeout("read timed out", request=request) from None
-            except asyncio.IncompleteReadError:
-                raise hx.RemoteProtocolError("server disconnected before the response was complete", request=request) from None
-            except (asyncio.LimitOverrunError, ValueError) as exc:
-                raise hx.RemoteProtocolError(f"malformed HTTP response: {exc}", request=request) from None
-            except OSError as exc:
-                raise hx.ReadError(f"read failed: {exc}", request=request) from None
-        finally:
-            if reusable:
-                self._checkin(origin, conn)
-            else:
-                writer.close()
-        return hx.Response(status, headers=headers, content=content, request=request, extensions={"http_version": b"HTTP/1.1"})
-
-    def _checkout(self, origin: tuple[str, int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        conns = self._idle.get(origin)
-        while conns:
-            reader, writer = conns.pop()
-            if reader.at_eof() or writer.is_closing():
-                writer.close()
-                continue
-            return reader, writer
-        return None
-
-    def _checkin(self, origin: tuple[str, int], conn: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
-        conns = self._idle.setdefault(origin, [])
-        if len(conns) < self.MAX_IDLE:
-            conns.append(conn)
+            import aiohttp  # noqa: F401  (the extra that DefaultAioHttpClient needs)
+            from openai import DefaultAioHttpClient
+        except ImportError:
+            pass
         else:
-            conn[1].close()
-
-
-async def _read_response(reader: asyncio.StreamReader, method: str) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
-    """(status, headers, body, keep-alive) of one HTTP/1.x response."""
-    while True:
-        lines = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
-        version, status_text = lines[0].split(b" ", 2)[:2]
-        status = int(status_text)
-        if not 100 <= status < 200:
-            break  # skip interim responses such as 100 Continue
-    headers: list[tuple[bytes, bytes]] = []
-    length: int | None = None
-    chunked = close = False
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, _, value = line.partition(b":")
-        name, value = name.strip(), value.strip()
-        headers.append((name, value))
-        lname = name.lower()
-        if lname == b"content-length":
-            length = int(value)
-        elif lname == b"transfer-encoding":
-            chunked = b"chunked" in value.lower()
-        elif lname == b"connection":
-            close = b"close" in value.lower()
-    keep = version == b"HTTP/1.1" and not close
-    if method == "HEAD" or status in (204, 304):
-        return status, headers, b"", keep
-    if chunked:
-        parts = []
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip(), 16)
-            if size == 0:
-                while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                    pass  # trailers
-                break
-            parts.append((await reader.readexactly(size + 2))[:-2])
-        return status, headers, b"".join(parts), keep
-    if length is not None:
-        return status, headers, await reader.readexactly(length), keep
-    return status, headers, await reader.read(), False
-
-
-# --- the client ---------------------------------------------------------------------------------
+            http_client = DefaultAioHttpClient(timeout=timeout)
+    return AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout, http_client=http_client)
 
 
 class LLM:
@@ -545,7 +425,9 @@ class LLM:
         self._state = state
 
     async def aclose(self) -> None:
-        """Return the shared client; the last user closes it."""
+        """Finish cache writes and return the shared client; the last user closes it."""
+        if self.cache is not None:
+            await self.cache.flush()
         if self._client is None:
             return
         entry = self._state.clients.get(self._pool_key)
@@ -596,12 +478,15 @@ class LLM:
         flight = (str(self.cache.root), key)
         pending = self._state.inflight.get(flight)
         if pending is not None:
-            return LLMResult(await asyncio.shield(pending), cache_hit=True)
+            try:
+                return LLMResult(await asyncio.shield(pending), cache_hit=True)
+            except LLMError as exc:  # the leader's failure; its retries are counted once, there
+                raise LLMError(exc.message, status=exc.status) from None
         future = asyncio.get_running_loop().create_future()
         self._state.inflight[flight] = future
         try:
             result = await self._http(path, body)
-            self.cache.put(key, result.data)
+            self.cache.put_later(key, result.data)
             future.set_result(result.data)
             return result
         except Exception as exc:
@@ -638,8 +523,13 @@ class LLM:
                 problem = f"HTTP {status}: {_error_text(exc)}"
                 if status not in _RETRY_STATUS and status < 500:
                     raise self._error(path, problem, status, retries) from None
-            except openai.APITimeoutError:
-                problem = f"timed out after {self.timeout:g} s"
+            except openai.APITimeoutError as exc:
+                cause = exc.__cause__
+                if type(cause).__name__ == "ConnectTimeout" and "Connect call failed" in str(cause):
+                    # The aiohttp transport reports a refused connection as a connect timeout.
+                    problem = "connection failed (ConnectError)"
+                else:
+                    problem = f"timed out after {self.timeout:g} s"
             except openai.APIConnectionError as exc:
                 problem = f"connection failed ({type(exc.__cause__ or exc).__name__})"
             except openai.OpenAIError as exc:

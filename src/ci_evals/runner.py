@@ -146,6 +146,7 @@ class Runner:
             rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
             rec["duration_s"] = round(time.perf_counter() - t0, 6)
             return rec
+        traj.metadata.setdefault("run", run)  # judges key their cache on it: repeats stay independent
         slots = list(self.suite.graders.values())
         if len(slots) == 1 or all(isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots):
             pairs = [await self._grade_one(s, sample, traj) for s in slots]
@@ -157,7 +158,7 @@ class Runner:
         for k in ("cache_hits", "retries"):
             if traj.metadata.get(k):
                 rec[k] = traj.metadata[k]
-        extra = {k: v for k, v in traj.metadata.items() if k not in ("cache_hits", "retries")}
+        extra = {k: v for k, v in traj.metadata.items() if k not in ("cache_hits", "retries", "run")}
         if extra:
             rec["target"] = extra
         rec["duration_s"] = round(time.perf_counter() - t0, 6)

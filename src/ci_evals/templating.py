@@ -85,14 +85,49 @@ def fill(template: str, values: dict[str, Any]) -> str:
     return pattern.sub(lambda m: to_text(values[m.group(1)]), template)
 
 
-def grader_context(item: dict[str, Any], submission: str, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+_ABSENT = object()
+
+
+class _LazyNamespace(dict):
+    """A template namespace whose costly entries are computed on first use, then kept."""
+
+    def __init__(self, eager: dict[str, Any], lazy: dict[str, Any]) -> None:
+        super().__init__(eager)
+        self._lazy = lazy
+
+    def __contains__(self, key: object) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        make = self._lazy.pop(key, None)
+        if make is None:
+            return False
+        value = make()
+        if value is _ABSENT:
+            return False
+        self[key] = value
+        return True
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self:
+            raise KeyError(key)
+        return dict.__getitem__(self, key)
+
+
+def _parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError):
+        return _ABSENT
+
+
+def grader_context(item: dict[str, Any], submission: str, tool_calls) -> dict[str, Any]:
     """The ``item``/``sample`` namespaces for OpenAI-style templates.
 
-    ``sample.output_json`` is the submission parsed as JSON, or absent when it is not JSON.
+    ``sample.output_json`` is the submission parsed as JSON, or absent when it is not JSON;
+    ``tool_calls`` may be a list or a function giving it. Both are computed only if a template
+    uses them (a grader on a hot path pays for nothing it does not render).
     """
-    sample: dict[str, Any] = {"output_text": submission, "output_tools": tool_calls}
-    try:
-        sample["output_json"] = json.loads(submission)
-    except (ValueError, TypeError):
-        pass
+    tools = tool_calls if callable(tool_calls) else (lambda: tool_calls)
+    sample = _LazyNamespace({"output_text": submission},
+                            {"output_tools": tools, "output_json": lambda: _parse_json(submission)})
     return {"item": item, "sample": sample}

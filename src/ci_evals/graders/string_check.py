@@ -35,8 +35,7 @@ def openai_context(sample: Sample, submission: str, trajectory: Trajectory) -> d
     """The ``item``/``sample`` namespaces of OpenAI templates for one graded sample."""
     from ci_evals.templating import grader_context
 
-    tools = [tc.to_openai() for tc in trajectory.tool_calls()]
-    return grader_context(sample.item(), submission, tools)
+    return grader_context(sample.item(), submission, lambda: [tc.to_openai() for tc in trajectory.tool_calls()])
 
 
 def check_template(template: str, field: str) -> None:

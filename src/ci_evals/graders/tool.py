@@ -44,7 +44,8 @@ def _needs_gt(fn):
 
 
 def _verdict(label: str, ok: bool) -> GradeResult:
-    return GradeResult(score=1.0 if ok else 0.0, rationale=f"{label}: {'true' if ok else 'false'}")
+    # model_construct: the values are ours and valid; skipping validation matters at 100k samples.
+    return GradeResult.model_construct(score=1.0 if ok else 0.0, rationale=f"{label}: {'true' if ok else 'false'}")
 
 
 @_needs_gt

@@ -1,0 +1,369 @@
+"""LLM-as-judge graders: the shared JSON-judge machinery and the rubric grader.
+
+``kind: rubric`` (letta-evals 0.5 also calls it ``model_judge``) sends the judge the system prompt
+below and a user prompt made of the rubric (placeholders filled), the original input, the ground
+truth (when there is one) and the submission, in JSON mode. The reply must carry ``score`` and
+``rationale``; the score is clamped to [0, 1]. A judge that cannot be reached, or whose reply is
+not usable, gives an *error* grade (score 0, counted as errored), never a silent low score.
+
+:class:`JudgeGrader` holds what every LLM judge shares (client, JSON call, parse, error grade and
+usage metadata); the OpenAI-format ``score_model`` / ``label_model`` graders build on it too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, model_validator
+
+from ci_evals.errors import ConfigError
+from ci_evals.graders.base import Grader
+from ci_evals.models import GradeResult, Sample
+from ci_evals.specs import Context, GraderSpec
+from ci_evals.templating import TemplateError, fill, grader_context, render
+from ci_evals.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from ci_evals.llm import LLM, Tally
+
+JUDGE_SYSTEM_PROMPT = """You are an evaluation judge. You will be given:
+1. A rubric describing evaluation criteria
+2. An input/question
+3. A submission to evaluate
+
+Evaluate the submission according to the rubric and return a JSON response with:
+{
+    "score": (REQUIRED: a decimal number between 0.0 and 1.0 inclusive),
+    "rationale": "explanation of your grading decision"
+}
+
+IMPORTANT:
+- The score MUST be a number between 0.0 and 1.0 (inclusive)
+- 0.0 means complete failure, 1.0 means perfect
+- Use decimal values for partial credit (e.g., 0.25, 0.5, 0.75)
+- Be objective and follow the rubric strictly"""
+
+STANDARD_PLACEHOLDERS = ("input", "submission", "ground_truth")
+
+
+class JudgeReplyError(ValueError):
+    """The judge answered, but not with what the grader needs (bad JSON, a missing field)."""
+
+
+# --- prompt building (shared with the agent judge) ----------------------------------------------
+
+
+def input_text(sample: Sample) -> str:
+    """The sample's input as the judge reads it: the string, or the turns one per line."""
+    return sample.input if isinstance(sample.input, str) else "\n".join(str(t) for t in sample.input)
+
+
+def fill_rubric(
+    rubric: str, sample: Sample, submission: str, rubric_vars: Iterable[str] = (), tool_calls: list | None = None
+) -> str:
+    """The rubric with ``{{ item.x }}`` rendered, then ``{input}``, ``{submission}``,
+    ``{ground_truth}`` and the declared rubric variables filled in one pass (other braces stay).
+
+    Raises TemplateError for a missing ``{{ ... }}`` variable or rubric variable.
+    """
+    if "{{" in rubric:
+        rubric = render(rubric, grader_context(sample.item(), submission, tool_calls or []))
+    values: dict[str, Any] = {
+        "input": input_text(sample),
+        "submission": submission,
+        "ground_truth": sample.ground_truth or "",
+    }
+    given = sample.rubric_vars or {}
+    for var in rubric_vars:
+        if var not in given:
+            raise TemplateError(f"sample {sample.id} has no rubric variable '{var}'")
+        values[var] = given[var]
+    return fill(rubric, values)
+
+
+def build_judge_prompt(rubric: str, sample: Sample, submission: str, *, tool_name: str | None = None) -> str:
+    """The judge's user prompt: rubric, original input, ground truth (if any), submission, steps.
+
+    ``rubric`` is already filled. With ``tool_name`` (agent judges) the last step asks for a call
+    to that tool instead of a JSON reply.
+    """
+    parts = [
+        "You are an evaluation judge. An agent was given a task and returned a submission for that task.",
+        "Your job is to evaluate the quality of that submission according to the rubric below.",
+        "",
+        "IMPORTANT: Do NOT answer the original question yourself. You are ONLY evaluating someone else's answer.",
+        "",
+        "---",
+        "",
+        "## Evaluation Rubric",
+        rubric,
+        "",
+        "---",
+        "",
+        "## Original Question Given to the Agent",
+        input_text(sample),
+    ]
+    if sample.ground_truth:
+        parts += ["", "## Expected Answer (Ground Truth)", sample.ground_truth]
+    parts += [
+        "",
+        "---",
+        "",
+        "## The Agent's Submission (What You Are Evaluating)",
+        submission,
+        "",
+        "---",
+        "",
+        "## Your Instructions",
+        "",
+        "1. Review the evaluation rubric carefully",
+        "2. Compare the agent's submission against the original question and rubric criteria",
+        "3. Determine a score between 0.0 (complete failure) and 1.0 (perfect)",
+    ]
+    if tool_name:
+        parts += [
+            f"4. Use the {tool_name} tool to submit your evaluation with:",
+            "   - score: a float between 0.0 and 1.0",
+            "   - rationale: your reasoning for the score",
+            "",
+            f"Do NOT respond with text - you MUST call the {tool_name} tool to complete the evaluation.",
+        ]
+    else:
+        parts += [
+            "4. Return your evaluation as JSON with:",
+            "   - score: a float between 0.0 and 1.0",
+            "   - rationale: your reasoning for the score",
+        ]
+    return "\n".join(parts)
+
+
+# --- reply parsing ------------------------------------------------------------------------------
+
+
+_FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?```\s*$", re.S)
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """The JSON object in a judge reply (a ```json fence or text around the braces is tolerated)."""
+    stripped = text.strip()
+    fenced = _FENCE.match(stripped)
+    if fenced:
+        stripped = fenced.group(1).strip()
+    candidates = [stripped]
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end and (start, end) != (0, len(stripped) - 1):
+        candidates.append(stripped[start : end + 1])
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    shown = text if len(text) <= 200 else text[:200] + "..."
+    raise JudgeReplyError(f"judge reply is not a JSON object: {shown!r}")
+
+
+def number_field(obj: dict[str, Any], name: str) -> float:
+    """A required finite number (a numeric string is accepted) from a judge reply."""
+    if name not in obj or obj[name] is None:
+        raise JudgeReplyError(f"judge reply has no '{name}' (keys: {', '.join(obj) or 'none'})")
+    value = obj[name]
+    if isinstance(value, bool):
+        raise JudgeReplyError(f"judge reply '{name}' is not a number: {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise JudgeReplyError(f"judge reply '{name}' is not a number: {value!r}") from None
+    if not math.isfinite(number):
+        raise JudgeReplyError(f"judge reply '{name}' is not finite: {value!r}")
+    return number
+
+
+# --- the shared judge base ----------------------------------------------------------------------
+
+
+class JudgeSpecMixin(GraderSpec):
+    """Connection fields every LLM judge has."""
+
+    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; default OPENAI_BASE_URL.")
+    api_key_env: str | None = Field(default=None, description="Environment variable with the key; default OPENAI_API_KEY.")
+    timeout: float = Field(default=120.0, gt=0, description="Seconds per HTTP attempt.")
+    max_retries: int = Field(default=5, ge=0, description="Retries on 429, 5xx, timeouts and dropped connections.")
+
+
+class JudgeGrader(Grader):
+    """Base of the LLM judges: one LLM client, a JSON-mode call, error grades with usage metadata."""
+
+    def __init__(self, name: str, spec: JudgeSpecMixin, ctx: Context) -> None:
+        super().__init__(name, spec, ctx)
+        from ci_evals.llm import LLM
+
+        # Constructing LLM reads no environment and opens nothing: safe offline.
+        self.llm: LLM = LLM(
+            base_url=spec.base_url,
+            api_key_env=spec.api_key_env,
+            timeout=spec.timeout,
+            max_retries=spec.max_retries,
+            cache_dir=ctx.cache_dir,
+            owner=f"graders.{name}",
+        )
+
+    async def start(self) -> None:
+        await self.llm.start()
+
+    async def aclose(self) -> None:
+        await self.llm.aclose()
+
+    async def ask_json(
+        self, tally: Tally, *, model: str, messages: list[dict[str, Any]], params: dict[str, Any], repeat: int
+    ) -> dict[str, Any]:
+        """One JSON-mode judge call; the reply's JSON object. Usage goes into ``tally``.
+
+        Raises LLMError (call failed for good) or JudgeReplyError (unusable reply). A bad reply
+        is not retried: it is an error grade, as the judge's answer would be the same from cache.
+        """
+        from ci_evals.llm import LLMError
+
+        try:
+            result = await self.llm.chat(
+                model=model, messages=messages, params=params, response_format={"type": "json_object"}, repeat=repeat
+            )
+        except LLMError as exc:
+            tally.add_error(exc)
+            raise
+        tally.add(result, model, self.ctx.pricing)
+        return parse_json_object(result.content)
+
+    def error_grade(self, message: str, tally: Tally | None = None, **meta: Any) -> GradeResult:
+        """Score 0 with the error in the rationale and metadata (the sample counts as errored)."""
+        metadata = {"error": message, **meta, **(tally.metadata() if tally else {})}
+        return GradeResult(score=0.0, rationale=f"Error during grading: {message}", error=message, metadata=metadata)
+
+    @staticmethod
+    def run_index(trajectory: Trajectory) -> int:
+        """The repeat index of the run that produced ``trajectory`` (keeps judge repeats independent)."""
+        run = trajectory.metadata.get("run", 0)
+        return run if isinstance(run, int) else 0
+
+
+# --- the rubric grader --------------------------------------------------------------------------
+
+
+class RubricSpec(JudgeSpecMixin):
+    kind: Literal["rubric", "model_judge"] = "rubric"
+    prompt: str | None = Field(default=None, description="The rubric text (exactly one of prompt / prompt_path).")
+    prompt_path: str | None = Field(default=None, description="File holding the rubric, relative to the suite.")
+    model: str = Field(default="gpt-4o-mini", description="Judge model (any OpenAI-compatible model).")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="Reasoning models (o1/o3/o4/gpt-5) get 1.0.")
+    provider: Literal["openai"] = "openai"
+    rubric_vars: list[str] | None = Field(default=None, description="Variables every sample's rubric_vars must give.")
+    judge_samples: int = Field(default=1, ge=1, le=20, description="Judge calls averaged per grade.")
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> RubricSpec:
+        if (self.prompt is None) == (self.prompt_path is None):
+            which = "both" if self.prompt is not None else "neither"
+            raise ValueError(f"give exactly one of 'prompt' or 'prompt_path' ({which} given)")
+        return self
+
+
+class RubricGrader(JudgeGrader):
+    """``kind: rubric`` / ``model_judge``: an LLM scores the submission against a rubric."""
+
+    spec_model = RubricSpec
+    spec: RubricSpec
+
+    @classmethod
+    def resolve(cls, raw: dict[str, Any]) -> type[Grader]:
+        """``kind: rubric`` with an ``agent_file`` is an agent judge (a Letta agent grades)."""
+        if raw.get("kind") == "rubric" and raw.get("agent_file") is not None:
+            from ci_evals.graders.letta_judge import LettaJudgeGrader
+
+            return LettaJudgeGrader
+        return cls
+
+    def __init__(self, name: str, spec: RubricSpec, ctx: Context) -> None:
+        super().__init__(name, spec, ctx)
+        if spec.prompt_path is not None:
+            path = ctx.resolve(spec.prompt_path)
+            try:
+                self.rubric = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+                raise ConfigError(f"cannot read rubric {path}: {reason}", key=f"graders.{name}.prompt_path") from None
+        else:
+            self.rubric = spec.prompt or ""
+        if not self.rubric.strip():
+            raise ConfigError("the rubric is empty", key=f"graders.{name}.{'prompt_path' if spec.prompt_path else 'prompt'}")
+        clash = [v for v in spec.rubric_vars or [] if v in STANDARD_PLACEHOLDERS]
+        if clash:
+            raise ConfigError(
+                f"rubric variable '{clash[0]}' clashes with a built-in placeholder ({', '.join(STANDARD_PLACEHOLDERS)})",
+                key=f"graders.{name}.rubric_vars",
+            )
+        from ci_evals.llm import effective_temperature
+
+        self.temperature = effective_temperature(spec.model, spec.temperature)
+        self.rubric_vars = list(spec.rubric_vars or [])
+
+    def check_samples(self, samples: Iterable[Sample]) -> None:
+        """Every sample must give every declared rubric variable; name the first that does not."""
+        if not self.rubric_vars:
+            return
+        for sample in samples:
+            given = sample.rubric_vars or {}
+            missing = [v for v in self.rubric_vars if v not in given]
+            if missing:
+                names = ", ".join(f"'{v}'" for v in missing)
+                raise ConfigError(
+                    f"sample {sample.id} is missing rubric variable {names} required by grader '{self.name}'",
+                    key=f"graders.{self.name}.rubric_vars",
+                )
+
+    async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
+        from ci_evals.llm import LLMError, Tally
+
+        tally = Tally()
+        model = self.spec.model
+        try:
+            tool_calls = [tc.to_openai() for tc in trajectory.tool_calls()] if "{{" in self.rubric else []
+            rubric = fill_rubric(self.rubric, sample, submission, self.rubric_vars, tool_calls)
+        except TemplateError as exc:
+            return self.error_grade(str(exc), model=model)
+        messages = [
+            {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
+            {"role": "user", "content": build_judge_prompt(rubric, sample, submission)},
+        ]
+        params = {"temperature": self.temperature}
+        base = self.run_index(trajectory) * self.spec.judge_samples
+        scores: list[float] = []
+        rationales: list[str] = []
+        raw_scores: list[float] = []
+        try:
+            for j in range(self.spec.judge_samples):
+                reply = await self.ask_json(tally, model=model, messages=messages, params=params, repeat=base + j)
+                raw = number_field(reply, "score")
+                if "rationale" not in reply or reply["rationale"] is None:
+                    raise JudgeReplyError(f"judge reply has no 'rationale' (keys: {', '.join(reply)})")
+                rationale = reply["rationale"]
+                raw_scores.append(raw)
+                scores.append(min(1.0, max(0.0, raw)))
+                rationales.append(rationale if isinstance(rationale, str) else json.dumps(rationale))
+        except LLMError as exc:
+            return self.error_grade(exc.message, tally, model=model)
+        except JudgeReplyError as exc:
+            return self.error_grade(str(exc), tally, model=model, judge_scores=scores)
+        meta: dict[str, Any] = {"model": model, **tally.metadata()}
+        if raw_scores != scores:
+            meta["raw_scores"] = raw_scores  # the judge went outside [0, 1]; scores were clamped
+        if len(scores) > 1:
+            meta["judge_scores"] = scores
+            meta["judge_spread"] = max(scores) - min(scores)
+            meta["judge_stdev"] = statistics.pstdev(scores)
+        return GradeResult(score=statistics.fmean(scores), rationale=rationales[0], metadata=meta)
