@@ -185,7 +185,7 @@ def test_formula_too_long():
     text = " + ".join(["a"] * 300)
     with pytest.raises(ConfigError) as exc:
         Formula(text, ["a"])
-    assert exc.value.message == f"calculate_output '{text}' is {len(text)} characters long (at most 1000)"
+    assert exc.value.message == f"calculate_output '{text[:77]}...' is {len(text)} characters long (at most 1000)"
 
 
 def test_formula_too_deep():

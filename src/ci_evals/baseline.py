@@ -28,6 +28,8 @@ class Baseline:
             self.summary = json.loads(summary_path.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise ConfigError(f"baseline summary.json is not valid JSON: {exc}", file=str(summary_path)) from None
+        if not isinstance(self.summary, dict):
+            raise ConfigError("baseline summary.json is not a JSON object", file=str(summary_path))
         config = self.summary.get("config")
         if not config:
             raise ConfigError("baseline summary.json has no 'config' block (written by an older version?)",

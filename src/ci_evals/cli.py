@@ -41,10 +41,17 @@ def _shard(text: str) -> tuple[int, int]:
     return int(k), int(n)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (exit 2), like every other configuration error."""
+
+    def error(self, message: str):  # argparse's hook; the usage block is one --help away
+        self.exit(EXIT_CONFIG, f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ci_evals import __version__
 
-    p = argparse.ArgumentParser(prog="ci-evals", description="A CI-native evaluation gate for LLM agents.")
+    p = _Parser(prog="ci-evals", description="A CI-native evaluation gate for LLM agents.")
     p.add_argument("--version", action="version", version=f"ci-evals {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 

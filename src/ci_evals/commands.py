@@ -162,7 +162,13 @@ def cmd_merge(args: Namespace) -> int:
         p = d / "summary.json"
         if not p.exists():
             raise ConfigError("no summary.json in this folder", file=str(d))
-        summaries.append(json.loads(p.read_text(encoding="utf-8")))
+        try:
+            summary = json.loads(p.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ConfigError(f"summary.json is not valid JSON: {exc}", file=str(p)) from None
+        if not isinstance(summary, dict):
+            raise ConfigError("summary.json is not a JSON object", file=str(p))
+        summaries.append(summary)
     config = summaries[0].get("config")
     for d, s in zip(args.dirs, summaries, strict=True):
         if s.get("config") != config or s.get("suite") != summaries[0].get("suite"):

@@ -161,7 +161,10 @@ class Dataset:
                 if not header:
                     raise self._err(1, "CSV file is empty (no header row)")
                 if "input" not in header:
-                    raise self._err(1, f"missing required column 'input'. Found columns: {header}")
+                    cols = [c if len(c) <= 40 else c[:37] + "..." for c in header[:10]]
+                    if len(header) > 10:
+                        cols.append(f"... {len(header) - 10} more")
+                    raise self._err(1, f"missing required column 'input'. Found columns: {cols}")
                 for index, row in enumerate(reader):
                     if None in row:
                         raise self._err(reader.line_num, f"row has {len(header) + len(row[None])} cells, header has {len(header)}")

@@ -41,9 +41,10 @@ class SampleError(CiEvalsError):
     ``category`` is one of ``target``, ``extraction``, ``grading``.
     """
 
-    def __init__(self, message: str, *, category: str = "target") -> None:
+    def __init__(self, message: str, *, category: str = "target", retries: int = 0) -> None:
         super().__init__(message)
         self.category = category
+        self.retries = retries
 
 
 def closest(name: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:

@@ -30,6 +30,7 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +140,16 @@ def scrub(text: str, key: str | None) -> str:
     if key and len(key) >= 4:
         text = text.replace(key, "***")
     return _KEY_PATTERN.sub("sk-***", text)
+
+
+def shown_url(url: str) -> str:
+    """The URL without any user:password part, for messages."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def resolve_endpoint(base_url: str | None, api_key_env: str | None, *, owner: str | None = None) -> tuple[str | None, str]:
@@ -360,7 +371,9 @@ def _make_client(url: str | None, key: str, timeout: float) -> Any:
     from openai import AsyncOpenAI
 
     http_client = None
-    if USE_AIOHTTP:
+    # aiohttp refuses a URL with user:password alongside the SDK's Authorization header; httpx sends it.
+    has_userinfo = bool(url) and "@" in urllib.parse.urlsplit(url).netloc
+    if USE_AIOHTTP and not has_userinfo:
         try:
             import aiohttp  # noqa: F401  (the extra that DefaultAioHttpClient needs)
             from openai import DefaultAioHttpClient
@@ -543,7 +556,7 @@ class LLM:
 
     def _error(self, path: str, problem: str, status: int | None, retries: int) -> LLMError:
         tail = f" (after {retries} retries)" if retries else ""
-        msg = f"{self.base_url}{path}: {problem}{tail}"
+        msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
         return LLMError(scrub(msg, self._key), status=status, retries=retries)
 
 

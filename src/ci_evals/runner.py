@@ -141,6 +141,8 @@ class Runner:
             msg = str(exc) if isinstance(exc, SampleError) else f"{type(exc).__name__}: {exc}"
             category = exc.category if isinstance(exc, SampleError) else "target"
             rec["error"] = {"category": category, "message": msg}
+            if getattr(exc, "retries", 0):
+                rec["retries"] = exc.retries
             rec["grades"] = {n: _error_grade(f"{category} error: {msg}", category) for n in self.suite.graders}
             rec["submission"] = {n: "" for n in self.suite.graders}
             rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
@@ -171,13 +173,16 @@ class Runner:
         if not results.exists():
             return
         with results.open(encoding="utf-8") as fh:
-            for line in fh:
+            for line_no, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
                 try:
                     rec = json.loads(line)
                 except ValueError:
                     continue  # a torn last line from a hard kill: that job runs again
+                if not isinstance(rec, dict) or "sample_id" not in rec or not isinstance(rec.get("grades"), dict):
+                    raise ConfigError("not a ci-evals results record; --resume needs a folder an "
+                                      "interrupted run wrote", file=str(results), line=line_no)
                 key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
                 if key in self.done_keys:
                     continue

@@ -83,6 +83,13 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _is_mapping(annotation: Any) -> bool:
+    """Whether an annotation such as ``dict[str, Price]`` (or ``... | None``) is a mapping."""
+    from typing import get_args, get_origin
+
+    return get_origin(annotation) is dict or any(_is_mapping(a) for a in get_args(annotation))
+
+
 def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | None = None, lines=None):
     """Validate ``raw`` with ``model``; turn the first pydantic error into a one-line ConfigError.
 
@@ -105,13 +112,16 @@ def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | 
         if err["type"] == "extra_forbidden":
             # Find the model that owns the parent path to list its valid keys.
             owner: Any = model
+            dict_key = False
             for part in loc[:-1]:
-                if isinstance(part, int):
-                    continue  # a list index: the owner is the list's item model
+                if isinstance(part, int) or dict_key:
+                    dict_key = False
+                    continue  # a list index or a dict key: the owner is the item model
                 field = getattr(owner, "model_fields", {}).get(part)
                 owner = _model_in(field.annotation) if field else None
                 if owner is None:
                     break
+                dict_key = _is_mapping(field.annotation)
             valid = list(getattr(owner, "model_fields", {})) if owner is not None else []
             hint = did_you_mean(str(loc[-1]), valid) if valid else ""
             msg = f"unknown key '{loc[-1]}'{hint}"

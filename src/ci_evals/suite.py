@@ -112,11 +112,32 @@ def load_suite(
     CLI overrides (``max_samples``, ``sample_tags``, ``num_runs``) win over the YAML.
     ``cache_dir=False`` turns the LLM cache off; None uses the YAML's ``cache`` setting.
     """
-    from ci_evals.customcode import load_object
-
     path = Path(path)
     file = str(path)
     raw, lines = load_yaml(path)
+    try:
+        return _load(path, file, raw, lines, offline=offline, max_samples=max_samples, sample_tags=sample_tags,
+                     num_runs=num_runs, shard=shard, skip=skip, cache_dir=cache_dir)
+    except ConfigError as exc:
+        _locate(exc, file, lines)
+        raise
+
+
+def _locate(exc: ConfigError, file: str, lines: dict[str, int]) -> None:
+    """Name the suite file, and the line of the key (or of its nearest parent), when an error lacks them."""
+    if exc.file is None:
+        exc.file = file
+    if exc.line is not None or not exc.key or exc.file != file:
+        return
+    key = exc.key
+    while key and key not in lines:
+        key = key[: key.rfind("[")] if key.endswith("]") else key.rpartition(".")[0]
+    exc.line = lines.get(key)
+
+
+def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bool, max_samples, sample_tags,
+          num_runs, shard, skip, cache_dir) -> LoadedSuite:
+    from ci_evals.customcode import load_object
     if not isinstance(raw, dict):
         raise ConfigError("a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file)
     spec: SuiteSpec = validate_model(SuiteSpec, raw, "", file, lines)
@@ -201,8 +222,6 @@ def _construct(make, file: str, key: str, lines: dict[str, int]):
     try:
         return make()
     except ConfigError as exc:
-        exc.file = exc.file or file
         exc.key = exc.key or key
-        if exc.line is None and exc.key:
-            exc.line = lines.get(exc.key)
+        _locate(exc, file, lines)
         raise

@@ -96,7 +96,8 @@ class Formula:
         self._check(self.tree.body, 0)
 
     def _error(self, problem: str) -> ConfigError:
-        return ConfigError(f"calculate_output '{self.text}' {problem}")
+        shown = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        return ConfigError(f"calculate_output '{shown}' {problem}")
 
     def _check(self, node: ast.AST, depth: int) -> None:
         if depth > MAX_DEPTH:

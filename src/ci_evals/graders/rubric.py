@@ -294,6 +294,9 @@ class RubricGrader(JudgeGrader):
             path = ctx.resolve(spec.prompt_path)
             try:
                 self.rubric = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"cannot read rubric {path}: not UTF-8 text (byte {exc.start})",
+                                  key=f"graders.{name}.prompt_path") from None
             except OSError as exc:
                 reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
                 raise ConfigError(f"cannot read rubric {path}: {reason}", key=f"graders.{name}.prompt_path") from None

@@ -82,6 +82,7 @@ class CommentClient:
         self.repository = repository
         self.retries = retries
         self.backoff = backoff
+        self._token = token
         self._client = httpx.Client(
             timeout=timeout,
             headers={
@@ -119,7 +120,7 @@ class CommentClient:
                 continue
             if resp.status_code >= 400:
                 raise GitHubError(
-                    f"{method} {_path(url)}: HTTP {resp.status_code} {_message(resp)}",
+                    f"{method} {_path(url)}: HTTP {resp.status_code} {_message(resp).replace(self._token, '***')}",
                     resp.status_code,
                 )
             return resp

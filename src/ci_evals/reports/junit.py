@@ -77,7 +77,7 @@ def _sample_case(summary: dict[str, Any], name: str, row: dict[str, Any]) -> tup
     result = None
     row_error = row.get("error")
     if row_error or grade.get("error") or not grade:
-        category = (row_error or {}).get("category") or "grading"
+        category = (row_error or {}).get("category") or grade.get("error_category") or "grading"
         message = (row_error or {}).get("message") or grade.get("error") or "no grade recorded"
         result = ("error", {"message": truncate(f"{category} error: {message}", 1000), "type": category},
                   truncate(str(message), FIELD_LIMIT))

@@ -38,6 +38,7 @@ class HttpTarget(Target):
         if not spec.url.startswith(("http://", "https://")):
             raise ConfigError("'url' must start with http:// or https://", key="target.url")
         self.client = None
+        self._secrets: list[str] = []
 
     def _headers(self) -> dict[str, str]:
         out = {}
@@ -47,6 +48,7 @@ class HttpTarget(Target):
                     raise ConfigError(f"environment variable {value.env} is not set",
                                       key=f"target.headers.{name}")
                 out[name] = value.prefix + os.environ[value.env]
+                self._secrets += [os.environ[value.env], out[name]]
             else:
                 out[name] = value
         return out
@@ -66,10 +68,17 @@ class HttpTarget(Target):
         except httpx.TimeoutException:
             raise SampleError(f"HTTP target timed out after {self.spec.timeout:g} s") from None
         except httpx.HTTPError as exc:
-            raise SampleError(f"HTTP target request failed: {type(exc).__name__}: {exc}") from None
+            raise SampleError(self._scrub(f"HTTP target request failed: {type(exc).__name__}: {exc}")) from None
         if not 200 <= resp.status_code < 300:
-            raise SampleError(f"HTTP target returned {resp.status_code}: {tail(resp.text)}")
+            raise SampleError(self._scrub(f"HTTP target returned {resp.status_code}: {tail(resp.text)}"))
         return parse_answer(resp.text)
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with every header value taken from the environment masked."""
+        for secret in sorted(set(self._secrets), key=len, reverse=True):
+            if len(secret) >= 4:
+                text = text.replace(secret, "***")
+        return text
 
     async def aclose(self) -> None:
         if self.client is not None:

@@ -398,7 +398,11 @@ class LettaTarget(Target):
                 self.kept.extend(created)
             return traj
         where = f" after {attempt + 1} attempts" if attempt else ""
-        raise SampleError(f"Letta agent run failed{where}: {describe(error, self.base_url)}") from error
+        from ci_evals.llm import scrub
+
+        key = self.spec.api_key.get_secret_value() if self.spec.api_key else os.environ.get("LETTA_API_KEY")
+        raise SampleError(scrub(f"Letta agent run failed{where}: {describe(error, self.base_url)}", key),
+                          retries=attempt) from error
 
     async def _forget(self, agent_ids: list[str]) -> None:
         for agent_id in agent_ids:

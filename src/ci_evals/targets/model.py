@@ -74,6 +74,9 @@ class ModelTarget(Target):
             path = ctx.resolve(spec.system_prompt_path)
             try:
                 self.system_prompt = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"cannot read system prompt {path}: not UTF-8 text (byte {exc.start})",
+                                  key="target.system_prompt_path") from None
             except OSError as exc:
                 reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
                 raise ConfigError(f"cannot read system prompt {path}: {reason}", key="target.system_prompt_path") from None
@@ -119,7 +122,8 @@ class ModelTarget(Target):
             try:
                 result = await self.llm.chat(model=model, messages=history, params=params, tools=self.spec.tools, repeat=run)
             except LLMError as exc:
-                raise SampleError(f"model call failed on turn {n + 1}: {exc.message}") from None
+                raise SampleError(f"model call failed on turn {n + 1}: {exc.message}",
+                                  retries=tally.retries + exc.retries) from None
             tally.add(result, model, self.ctx.pricing)
             if not result.data.get("choices"):
                 raise SampleError(f"the model returned no choices on turn {n + 1}")

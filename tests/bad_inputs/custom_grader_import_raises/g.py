@@ -1,0 +1,1 @@
+raise RuntimeError('no network in CI')

@@ -1,0 +1,3 @@
+from ci_evals import grader
+def broken(:
+    pass

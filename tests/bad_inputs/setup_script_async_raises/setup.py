@@ -1,0 +1,2 @@
+async def prepare(suite):
+    raise ValueError('bad seed')

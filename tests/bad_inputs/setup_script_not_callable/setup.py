@@ -1,0 +1,1 @@
+PREPARE = 3

@@ -1,0 +1,270 @@
+"""Secrets never leak: API keys and tokens stay out of stdout, stderr, results, summaries, JUnit and
+the PR comment, even when a hostile or misconfigured server reflects them in its error replies.
+
+Every run uses distinctive fake secrets; the "reflecting" server answers every request with an error
+whose body echoes the request headers (as some gateways and proxies do), so each HTTP client's
+error path is exercised with the secret in the response it turns into a message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.github_server import FakeGitHub
+from tests.fakes.github_server import start as start_github
+from tests.fakes.letta_server import agent_file, write_agent_file
+from tests.fakes.openai_server import FakeOpenAI
+
+OPENAI_KEY = "sk-test-SECRET-openai-0123456789abcdef"
+LETTA_KEY = "letta-SECRET-key-0123456789abcdef"
+GITHUB_TOKEN = "ghs_SECRET_github_0123456789abcdef"
+AGENT_TOKEN = "agent-SECRET-token-0123456789abcdef"
+URL_PASSWORD = "urlpass-SECRET-0123456789"
+SECRETS = (OPENAI_KEY, LETTA_KEY, GITHUB_TOKEN, AGENT_TOKEN, URL_PASSWORD)
+OUTPUT_FILES = ("results.jsonl", "summary.json", "summary.md", "junit.xml")
+
+
+class Reflector:
+    """A server that answers everything with ``status`` and a body reflecting the request headers."""
+
+    def __init__(self, status: int = 401) -> None:
+        self.status = status
+        self.seen: list[dict[str, str]] = []
+        reflector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _reply(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                headers = {k: v for k, v in self.headers.items()}
+                reflector.seen.append(headers)
+                text = f"invalid credentials; you sent {json.dumps(headers)}"
+                body = json.dumps({"error": {"message": text, "type": "invalid_request_error"},
+                                   "detail": text, "message": text}).encode()
+                self.send_response(reflector.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = _reply
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def url(self, path: str = "", userinfo: str = "") -> str:
+        return f"http://{userinfo}127.0.0.1:{self.port}{path}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def reflector():
+    server = Reflector(401)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def openai_fake():
+    with FakeOpenAI() as server:
+        yield server
+
+
+def env_with(**extra: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LETTA_", "INPUT_", "GITHUB_"))}
+    base.update({"OPENAI_API_KEY": OPENAI_KEY, "LETTA_API_KEY": LETTA_KEY, "AGENT_TOKEN": AGENT_TOKEN,
+                 "PYTHONUNBUFFERED": "1"})
+    base.update(extra)
+    return base
+
+
+def write_case(root: Path, target: dict[str, Any], graders: dict[str, Any], n: int = 3) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    rows = [{"id": i, "input": f"Say w{i}", "ground_truth": f"w{i}"} for i in range(n)]
+    (root / "dataset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    suite = {"name": "secrets", "dataset": "dataset.jsonl", "cache": False, "target": target, "graders": graders,
+             "gate": {"op": "gte", "value": 0.5}}
+    (root / "suite.yaml").write_text(json.dumps(suite), encoding="utf-8")
+    return root / "suite.yaml"
+
+
+def run_cli(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ci_evals", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def leaks(texts: dict[str, str]) -> list[str]:
+    """``where: secret`` for every secret found in any of the texts."""
+    return [f"{where}: {s}" for where, text in texts.items() for s in SECRETS if s in text]
+
+
+def outputs(out: Path) -> dict[str, str]:
+    return {name: (out / name).read_text(encoding="utf-8") for name in OUTPUT_FILES}
+
+
+def run_and_collect(root: Path, env: dict[str, str]) -> tuple[dict[str, str], dict]:
+    """``run --dry-run`` (prints the PR comment) and every file it wrote."""
+    proc = run_cli(root, env, "run", "suite.yaml", "--output", "out", "--dry-run")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr
+    texts = {"stdout": proc.stdout, "stderr": proc.stderr, **outputs(root / "out")}
+    assert "--- PR comment (dry run: not posted) ---" in proc.stdout
+    return texts, json.loads(texts["summary.json"])
+
+
+def test_openai_key_reflected_by_judge_errors_is_scrubbed(tmp_path, openai_fake, reflector):
+    """The target answers (real fake); two judges hit a server echoing the key: 401 (no retry) and 500."""
+    failing = Reflector(500)
+    try:
+        suite_dir = tmp_path / "case"
+        write_case(suite_dir, {"kind": "model", "model": "gpt-4o-mini", "base_url": openai_fake.url},
+                   {"judge401": {"kind": "rubric", "prompt": "Correct?", "base_url": reflector.url("/v1")},
+                    "judge500": {"type": "score_model", "name": "j", "base_url": failing.url("/v1"),
+                                 "max_retries": 1, "timeout": 5,
+                                 "input": [{"role": "user", "content": "Grade {{ sample.output_text }}"}]}})
+        texts, summary = run_and_collect(suite_dir, env_with())
+    finally:
+        failing.close()
+    assert summary["errors"]["by_category"]["grading"] == 6
+    assert OPENAI_KEY in json.dumps(reflector.seen) and OPENAI_KEY in json.dumps(failing.seen)  # it was sent
+    assert "HTTP 401" in texts["results.jsonl"] and "HTTP 500" in texts["results.jsonl"]
+    assert not leaks(texts), leaks(texts)
+
+
+def test_openai_key_reflected_to_the_model_target_is_scrubbed(tmp_path, reflector):
+    suite_dir = tmp_path / "case"
+    write_case(suite_dir, {"kind": "model", "model": "gpt-4o-mini", "base_url": reflector.url("/v1")},
+               {"acc": {"kind": "tool", "function": "contains"}})
+    texts, summary = run_and_collect(suite_dir, env_with())
+    assert summary["errors"]["by_category"]["target"] == 3
+    assert "HTTP 401" in texts["results.jsonl"]
+    assert not leaks(texts), leaks(texts)
+
+
+def test_password_in_the_base_url_is_not_shown(tmp_path):
+    """OPENAI_BASE_URL=http://ci:PASSWORD@host/v1 against a server that fails: messages name the host only."""
+    failing = Reflector(503)
+    try:
+        suite_dir = tmp_path / "case"
+        write_case(suite_dir, {"kind": "model", "model": "gpt-4o-mini", "max_retries": 0},
+                   {"acc": {"kind": "tool", "function": "contains"}}, n=1)
+        env = env_with(OPENAI_BASE_URL=failing.url("/v1", userinfo=f"ci:{URL_PASSWORD}@"))
+        texts, summary = run_and_collect(suite_dir, env)
+    finally:
+        failing.close()
+    assert summary["errors"]["by_category"]["target"] == 1
+    assert f"127.0.0.1:{failing.port}" in texts["results.jsonl"]
+    assert not leaks(texts), leaks(texts)
+
+
+def test_http_target_header_from_env_is_not_echoed(tmp_path, reflector):
+    """An agent service that echoes the Authorization header in its 401 body."""
+    suite_dir = tmp_path / "case"
+    write_case(suite_dir, {"kind": "http", "url": reflector.url("/agent"),
+                           "headers": {"Authorization": {"env": "AGENT_TOKEN", "prefix": "Bearer "}}},
+               {"acc": {"kind": "tool", "function": "contains"}})
+    texts, summary = run_and_collect(suite_dir, env_with())
+    assert reflector.seen[0]["Authorization"] == f"Bearer {AGENT_TOKEN}"
+    assert summary["errors"]["by_category"]["target"] == 3
+    assert "HTTP target returned 401" in texts["results.jsonl"]
+    assert not leaks(texts), leaks(texts)
+
+
+def test_letta_key_reflected_by_the_server_is_scrubbed(tmp_path, reflector):
+    suite_dir = tmp_path / "case"
+    suite_dir.mkdir()
+    write_agent_file(suite_dir / "agent.af", agent_file("echo-agent"))
+    write_case(suite_dir, {"kind": "agent", "agent_file": "agent.af", "base_url": reflector.url()},
+               {"acc": {"kind": "tool", "function": "contains"}})
+    texts, summary = run_and_collect(suite_dir, env_with())
+    assert any(LETTA_KEY in json.dumps(h) for h in reflector.seen)
+    assert summary["errors"]["by_category"]["target"] == 3
+    assert "Letta returned HTTP 401" in texts["results.jsonl"]
+    assert not leaks(texts), leaks(texts)
+
+
+def _action(tmp_path: Path, suite: Path, api_url: str, env_extra: dict[str, str] | None = None
+            ) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 3}}), encoding="utf-8")
+    env = env_with(**{"INPUT_SUITE": str(suite), "INPUT_OUTPUT-DIR": str(tmp_path / "out"),
+                      "INPUT_GITHUB-TOKEN": GITHUB_TOKEN, "GITHUB_EVENT_NAME": "pull_request",
+                      "GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": "octo/widgets", "GITHUB_API_URL": api_url,
+                      "GITHUB_STEP_SUMMARY": str(tmp_path / "step.md"), "GITHUB_OUTPUT": str(tmp_path / "gh_out.txt"),
+                      **(env_extra or {})})
+    proc = run_cli(tmp_path, env, "action")
+    # ``::add-mask::VALUE`` is how the action tells GitHub to mask a secret: the runner never shows it.
+    stdout = "\n".join(ln for ln in proc.stdout.splitlines() if not ln.startswith("::add-mask::"))
+    texts = {"stdout": stdout, "stderr": proc.stderr, "step summary": (tmp_path / "step.md").read_text(encoding="utf-8"),
+             "outputs": (tmp_path / "gh_out.txt").read_text(encoding="utf-8"), **outputs(tmp_path / "out")}
+    return proc, texts
+
+
+def test_action_mode_posts_a_comment_without_any_secret(tmp_path, openai_fake, reflector):
+    """Action mode with a GitHub token: the failing judge echoes the OpenAI key, the comment is posted."""
+    suite = write_case(tmp_path / "suite", {"kind": "model", "model": "gpt-4o-mini", "base_url": openai_fake.url},
+                       {"judge": {"kind": "rubric", "prompt": "Correct?", "base_url": reflector.url("/v1")}})
+    gh = FakeGitHub(token=GITHUB_TOKEN)
+    server = start_github(gh)
+    try:
+        proc, texts = _action(tmp_path, suite, gh.url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 1, proc.stderr
+    assert f"::add-mask::{GITHUB_TOKEN}" in proc.stdout and f"::add-mask::{OPENAI_KEY}" in proc.stdout
+    posted = [r for r in gh.log if r.method == "POST"]
+    assert len(posted) == 1 and posted[0].authorization == f"Bearer {GITHUB_TOKEN}"
+    texts["PR comment"] = posted[0].body["body"]
+    assert "errored" in texts["PR comment"] and "HTTP 401" in texts["results.jsonl"]
+    assert not leaks(texts), leaks(texts)
+
+
+def test_action_mode_github_error_reflecting_the_token_is_scrubbed(tmp_path, reflector):
+    """GitHub (or a proxy in front of it) answering 401 with the token in its message."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "outputs.jsonl").write_text('{"id": 0, "output": "w0"}\n', encoding="utf-8")
+    path = write_case(suite, {"kind": "replay", "outputs": "outputs.jsonl"}, {"acc": {"kind": "tool", "function": "contains"}}, n=1)
+    proc, texts = _action(tmp_path, path, reflector.url())
+    assert proc.returncode == 0, proc.stderr
+    assert any(GITHUB_TOKEN in json.dumps(h) for h in reflector.seen)
+    assert "could not post the PR comment" in texts["stdout"]
+    assert not leaks(texts), leaks(texts)
+
+
+def test_user_code_does_not_see_the_github_token(tmp_path):
+    """A custom grader (user code) runs without the action's token in its environment."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "outputs.jsonl").write_text('{"id": 0, "output": "w0"}\n', encoding="utf-8")
+    (suite / "g.py").write_text(
+        "import os\nfrom ci_evals import grader, GradeResult\n\n@grader\ndef env_dump(sample, submission):\n"
+        "    seen = [v for k, v in os.environ.items() if 'GITHUB-TOKEN' in k or 'GITHUB_TOKEN' in k]\n"
+        "    return GradeResult(score=0.0 if seen else 1.0, rationale=repr(seen))\n", encoding="utf-8")
+    path = write_case(suite, {"kind": "replay", "outputs": "outputs.jsonl"},
+                      {"env": {"kind": "tool", "function": "g.py:env_dump"}}, n=1)
+    proc, texts = _action(tmp_path, path, "http://127.0.0.1:9", {"INPUT_COMMENT": "never"})
+    assert proc.returncode == 0, texts["stdout"]
+    assert json.loads(texts["results.jsonl"])["grades"]["env"]["rationale"] == "[]"
+    assert not leaks(texts), leaks(texts)
