@@ -427,6 +427,10 @@ def test_example_suite_passes_its_rubric_gate(tmp_path, monkeypatch):
     assert summary["usage"]["graders"]["quality"]["prompt_tokens"] > 0
     assert summary["usage"]["target"]["prompt_tokens"] > 0
     assert (summary["cache"]["hits"], summary["retries"]) == (0, 0)
+    # The example prices gpt-4o-mini at $0.15 / $0.60 per million tokens, target and judge alike.
+    total = summary["usage"]["total"]
+    expected = (total["prompt_tokens"] * 0.15 + total["completion_tokens"] * 0.60) / 1e6
+    assert summary["usage"]["cost_usd"] == round(expected, 6)
 
 
 def test_example_suite_fails_its_gate_when_half_the_answers_are_wrong(tmp_path, monkeypatch):

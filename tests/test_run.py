@@ -209,3 +209,7 @@ def test_several_suites_by_glob_give_one_exit_code(sd):
     assert [(r["suite"], r["passed"], r["exit_code"]) for r in rows] == [("strict", False, 1), ("t", True, 0)]
     assert (sd.root / "all" / "suite" / "summary.json").exists()
     assert (sd.root / "all" / "suite-strict" / "summary.json").exists()
+    combined = (sd.root / "all" / "summary.md").read_text()
+    first, second = combined.split("\n\n---\n\n")
+    assert first.startswith("## ❌ ci-evals · strict: gate failed")
+    assert second.startswith("## ✅ ci-evals · t: gate passed")

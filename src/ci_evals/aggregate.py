@@ -80,6 +80,7 @@ class Aggregator:
         self.usage: dict[str, dict[str, int]] = defaultdict(lambda: {"prompt_tokens": 0, "completion_tokens": 0})
         self.cache_hits = 0
         self.retries = 0
+        self.cost_usd: float | None = None  # None until some call had a price (suite `pricing`)
 
     def add(self, rec: dict[str, Any]) -> None:
         self.records += 1
@@ -94,11 +95,13 @@ class Aggregator:
         self._usage("target", rec.get("usage"))
         self.cache_hits += rec.get("cache_hits", 0) or 0
         self.retries += rec.get("retries", 0) or 0
+        self._cost((rec.get("target") or {}).get("cost_usd"))
         for name, g in grades.items():
             meta = g.get("metadata") or {}
             self._usage(name, meta.get("usage"))
             self.cache_hits += meta.get("cache_hits", 0) or 0
             self.retries += meta.get("retries", 0) or 0
+            self._cost(meta.get("cost_usd"))
         model = rec.get("model")
         outcome = {n: (float(grades[n]["score"]), bool(grades[n]["passed"]), bool(grades[n].get("error")))
                    for n in self.names if n in grades}
@@ -111,6 +114,11 @@ class Aggregator:
         if len(runs) == self.num_runs:
             del self.pending[key]
             self._reduce(key, runs)
+
+    def _cost(self, cost: float | None) -> None:
+        """Costs are priced per call by the LLM wrapper (ci_evals.llm.cost_usd); here they only add up."""
+        if cost is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + cost
 
     def _usage(self, bucket: str, usage: dict | None) -> None:
         if usage:

@@ -105,11 +105,16 @@ def cmd_run(args: Namespace) -> int:
         codes.append(code)
         rows.append({"suite_file": str(path), "exit_code": code,
                      "passed": bool(summary and summary["gate"]["passed"]),
-                     "suite": summary["suite"] if summary else None})
+                     "suite": summary["suite"] if summary else None,
+                     "output": str(out) if summary else None})
         if code >= 130:
             break
     base.mkdir(parents=True, exist_ok=True)
     (base / "suites.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    # One combined report: each suite's summary.md in turn (a failed load gets its error line).
+    parts = [(Path(r["output"]) / "summary.md").read_text(encoding="utf-8") if r["output"]
+             else f"## {r['suite_file']}\n\nInvalid configuration (exit code {r['exit_code']}).\n" for r in rows]
+    (base / "summary.md").write_text("\n\n---\n\n".join(parts), encoding="utf-8")
     print("\nAll suites: " + ", ".join(f"{Path(r['suite_file']).name} {'PASSED' if r['passed'] else 'FAILED'}"
                                        for r in rows))
     interrupted = [c for c in codes if c >= 130]

@@ -52,10 +52,6 @@ def suite_config(suite: LoadedSuite) -> dict[str, Any]:
         "num_runs": suite.spec.num_runs,
         "reducer": suite.spec.reducer,
         "target": {"kind": suite.spec.target.get("kind")},
-        "pricing": suite.ctx.pricing,
-        # Which model each usage bucket's tokens were spent on, for cost.
-        "usage_models": {"target": suite.spec.target.get("model"),
-                         **{n: getattr(s.grader.spec, "model", None) for n, s in suite.graders.items()}},
     }
 
 

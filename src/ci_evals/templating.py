@@ -13,6 +13,7 @@ Two syntaxes, used by every grader that renders text:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -30,24 +31,30 @@ def variables(template: str) -> list[str]:
     return MUSTACHE.findall(template)
 
 
+@functools.lru_cache(maxsize=1024)
+def _steps(path: str) -> tuple[str, tuple[str | int, ...]]:
+    """``item.a[0].b`` -> (``item``, (``a``, 0, ``b``)), parsed once per distinct path."""
+    head = re.match(r"\w+", path).group(0)
+    steps = tuple(m.group(1) if m.group(1) is not None else int(m.group(2))
+                  for m in _STEP.finditer(path[len(head):]))
+    return head, steps
+
+
 def lookup(path: str, context: dict[str, Any]) -> Any:
     """Follow ``item.a.b[0]`` through ``context``; raise TemplateError naming the missing part."""
-    head = re.match(r"\w+", path).group(0)
-    rest = path[len(head):]
+    head, steps = _steps(path)
     if head not in context:
         raise TemplateError(f"unknown template namespace '{head}' in {{{{ {path} }}}}")
     value = context[head]
-    for m in _STEP.finditer(rest):
-        key, index = m.group(1), m.group(2)
-        if key is not None:
-            if not isinstance(value, dict) or key not in value:
-                raise TemplateError(f"template variable {{{{ {path} }}}} is missing ('{key}' not found)")
-            value = value[key]
+    for step in steps:
+        if isinstance(step, str):
+            if not isinstance(value, dict) or step not in value:
+                raise TemplateError(f"template variable {{{{ {path} }}}} is missing ('{step}' not found)")
+            value = value[step]
         else:
-            i = int(index)
-            if not isinstance(value, list) or i >= len(value):
-                raise TemplateError(f"template variable {{{{ {path} }}}} is missing (no index {i})")
-            value = value[i]
+            if not isinstance(value, list) or step >= len(value):
+                raise TemplateError(f"template variable {{{{ {path} }}}} is missing (no index {step})")
+            value = value[step]
     if value is None:
         raise TemplateError(f"template variable {{{{ {path} }}}} is missing (null)")
     return value
@@ -57,11 +64,28 @@ def to_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+@functools.lru_cache(maxsize=1024)
+def _parts(template: str) -> tuple[tuple[bool, str], ...]:
+    """A template split once into (is_variable, text-or-path) parts."""
+    parts, pos = [], 0
+    for m in MUSTACHE.finditer(template):
+        if m.start() > pos:
+            parts.append((False, template[pos:m.start()]))
+        parts.append((True, m.group(1)))
+        pos = m.end()
+    if pos < len(template):
+        parts.append((False, template[pos:]))
+    return tuple(parts)
+
+
 def render(template: str, context: dict[str, Any]) -> str:
-    """Replace every ``{{ item.x }}`` / ``{{ sample.x }}``; other text is left as it is."""
+    """Replace every ``{{ item.x }}`` / ``{{ sample.x }}``; other text is left as it is.
+
+    Templates are parsed once and cached, so rendering per sample is a join of lookups.
+    """
     if "{{" not in template:
         return template
-    return MUSTACHE.sub(lambda m: to_text(lookup(m.group(1), context)), template)
+    return "".join(to_text(lookup(text, context)) if var else text for var, text in _parts(template))
 
 
 def render_value(template: str, context: dict[str, Any]) -> Any:

@@ -273,4 +273,5 @@ class TextSimilarityGrader(Grader):
                 return error_grade(f"embeddings: malformed response ({exc})", metric=metric, **tally.metadata())
             meta.update(tally.metadata())
         score = min(1.0, max(0.0, score))
-        return GradeResult(score=score, rationale=f"{metric} = {score:.4f}", metadata=meta)
+        # model_construct: every field is ours and valid (validation is measurable per pair at 10k pairs).
+        return GradeResult.model_construct(score=score, rationale=f"{metric} = {score:.4f}", metadata=meta)

@@ -34,23 +34,6 @@ def versions(kinds: set[str]) -> dict[str, str]:
     return out
 
 
-def cost_usd(
-    usage: dict[str, dict[str, int]], models: dict[str, str | None], pricing: dict[str, Any]
-) -> float | None:
-    """Cost of the run's tokens when the suite gives prices for the models it used, else None."""
-    if not pricing:
-        return None
-    total = 0.0
-    priced = False
-    for bucket, u in usage.items():
-        price = pricing.get(models.get(bucket) or "")
-        if price:
-            priced = True
-            total += u["prompt_tokens"] / 1e6 * price["input_per_mtok"]
-            total += u["completion_tokens"] / 1e6 * price["output_per_mtok"]
-    return round(total, 6) if priced else None
-
-
 def _all_versions(suite, kinds: set[str], extra: dict[str, Any]) -> dict[str, str]:
     """Library versions, including what each grader reports about itself (e.g. WordNet)."""
     if suite is None and extra.get("versions"):
@@ -86,8 +69,6 @@ def build_summary(
         "completion_tokens": target_usage["completion_tokens"]
         + sum(u["completion_tokens"] for u in usage.values()),
     }
-    model_of = config.get("usage_models", {})
-    pricing = config.get("pricing", {})
     kinds = {g["kind"] for g in config["graders"].values()} | {config["target"]["kind"]}
     summary: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -119,7 +100,7 @@ def build_summary(
                 "target": target_usage,
                 "graders": usage,
                 "total": total,
-                "cost_usd": cost_usd({"target": target_usage, **usage}, model_of, pricing),
+                "cost_usd": round(agg.cost_usd, 6) if agg.cost_usd is not None else None,
             },
             "cache": parts["cache"],
             "retries": parts["retries"],
