@@ -59,6 +59,19 @@ class Context:
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.base_dir / p)
 
+    def read_text(self, path: str | Path, what: str, key: str) -> str:
+        """A UTF-8 file named in the suite (a rubric, a system prompt); ConfigError naming it otherwise."""
+        from ci_evals.errors import ConfigError
+
+        full = self.resolve(path)
+        try:
+            return full.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"cannot read {what} {full}: not UTF-8 text (byte {exc.start})", key=key) from None
+        except OSError as exc:
+            reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+            raise ConfigError(f"cannot read {what} {full}: {reason}", key=key) from None
+
 
 def _loc(prefix: str, loc: tuple) -> str:
     parts = [prefix] if prefix else []

@@ -149,10 +149,7 @@ class LettaJudgeGrader(Grader):
         super().__init__(name, spec, ctx)
         self.spec: LettaJudgeSpec = spec
         if spec.prompt_path is not None:
-            path = ctx.resolve(spec.prompt_path)
-            if not path.is_file():
-                raise ConfigError(f"cannot read rubric {path}: file not found", key=f"graders.{name}.prompt_path")
-            self.rubric = path.read_text(encoding="utf-8")
+            self.rubric = ctx.read_text(spec.prompt_path, "rubric", f"graders.{name}.prompt_path")
         else:
             self.rubric = spec.prompt or ""
         if not self.rubric.strip():

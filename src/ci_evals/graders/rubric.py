@@ -291,15 +291,7 @@ class RubricGrader(JudgeGrader):
     def __init__(self, name: str, spec: RubricSpec, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
         if spec.prompt_path is not None:
-            path = ctx.resolve(spec.prompt_path)
-            try:
-                self.rubric = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                raise ConfigError(f"cannot read rubric {path}: not UTF-8 text (byte {exc.start})",
-                                  key=f"graders.{name}.prompt_path") from None
-            except OSError as exc:
-                reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
-                raise ConfigError(f"cannot read rubric {path}: {reason}", key=f"graders.{name}.prompt_path") from None
+            self.rubric = ctx.read_text(spec.prompt_path, "rubric", f"graders.{name}.prompt_path")
         else:
             self.rubric = spec.prompt or ""
         if not self.rubric.strip():

@@ -23,9 +23,10 @@ from pydantic import Field, field_validator, model_validator
 
 from ci_evals.errors import ConfigError
 from ci_evals.graders.rubric import JudgeGrader, JudgeReplyError, JudgeSpecMixin, number_field
+from ci_evals.graders.string_check import openai_context
 from ci_evals.models import GradeResult, Sample
 from ci_evals.specs import Context, Strict
-from ci_evals.templating import TemplateError, grader_context, render
+from ci_evals.templating import TemplateError, render
 from ci_evals.trajectory import Trajectory
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
@@ -137,7 +138,7 @@ class ModelGrader(JudgeGrader):
 
     def messages(self, sample: Sample, submission: str, trajectory: Trajectory) -> list[dict[str, Any]]:
         """The judge's messages; raises TemplateError for a variable the sample lacks."""
-        ctx = grader_context(sample.item(), submission, [tc.to_openai() for tc in trajectory.tool_calls()])
+        ctx = openai_context(sample, submission, trajectory)
         out = [
             {"role": "system" if m.role == "developer" else m.role, "content": _chat_content(m.content, ctx)}
             for m in self.spec.input

@@ -38,6 +38,17 @@ def openai_context(sample: Sample, submission: str, trajectory: Trajectory) -> d
     return grader_context(sample.item(), submission, lambda: [tc.to_openai() for tc in trajectory.tool_calls()])
 
 
+def render_pair(spec: Any, sample: Sample, submission: str, trajectory: Trajectory) -> tuple[str, str] | GradeResult:
+    """``spec.input`` and ``spec.reference`` rendered for one sample, or the error grade of a missing variable."""
+    from ci_evals.templating import TemplateError, render
+
+    context = openai_context(sample, submission, trajectory)
+    try:
+        return render(spec.input, context), render(spec.reference, context)
+    except TemplateError as exc:
+        return error_grade(str(exc))
+
+
 def check_template(template: str, field: str) -> None:
     """Reject ``{{ ... }}`` that is not an ``item.`` / ``sample.`` path (it would never render)."""
     from ci_evals.templating import MUSTACHE
@@ -86,14 +97,10 @@ class StringCheckGrader(Grader):
         check_template(spec.reference, "reference")
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        from ci_evals.templating import TemplateError, render
-
-        context = openai_context(sample, submission, trajectory)
-        try:
-            text = render(self.spec.input, context)
-            reference = render(self.spec.reference, context)
-        except TemplateError as exc:
-            return error_grade(str(exc))
+        rendered = render_pair(self.spec, sample, submission, trajectory)
+        if isinstance(rendered, GradeResult):
+            return rendered
+        text, reference = rendered
         op = self.spec.operation
         ok = OPERATIONS[op](text, reference)
         return GradeResult(

@@ -42,7 +42,7 @@ from pydantic import Field
 
 from ci_evals.errors import ConfigError
 from ci_evals.graders.base import Grader
-from ci_evals.graders.string_check import DEFAULT_INPUT, check_template, error_grade, openai_context
+from ci_evals.graders.string_check import DEFAULT_INPUT, check_template, error_grade, render_pair
 from ci_evals.models import GradeResult, Sample
 from ci_evals.specs import Context, GraderSpec
 from ci_evals.trajectory import Trajectory
@@ -238,14 +238,10 @@ class TextSimilarityGrader(Grader):
             await self.llm.aclose()
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        from ci_evals.templating import TemplateError, render
-
-        context = openai_context(sample, submission, trajectory)
-        try:
-            text = render(self.spec.input, context)
-            reference = render(self.spec.reference, context)
-        except TemplateError as exc:
-            return error_grade(str(exc))
+        rendered = render_pair(self.spec, sample, submission, trajectory)
+        if isinstance(rendered, GradeResult):
+            return rendered
+        text, reference = rendered
         metric = self.spec.evaluation_metric
         meta: dict[str, Any] = {"metric": metric}
         if self.scorer is not None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ci_evals.errors import ConfigError, SampleError
+from ci_evals.errors import SampleError
 from ci_evals.models import Sample
 from ci_evals.specs import Context, TargetSpec
 from ci_evals.targets.base import Target
@@ -71,15 +71,7 @@ class ModelTarget(Target):
         super().__init__(spec, ctx)
         self.system_prompt = spec.system_prompt
         if spec.system_prompt_path is not None:
-            path = ctx.resolve(spec.system_prompt_path)
-            try:
-                self.system_prompt = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                raise ConfigError(f"cannot read system prompt {path}: not UTF-8 text (byte {exc.start})",
-                                  key="target.system_prompt_path") from None
-            except OSError as exc:
-                reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
-                raise ConfigError(f"cannot read system prompt {path}: {reason}", key="target.system_prompt_path") from None
+            self.system_prompt = ctx.read_text(spec.system_prompt_path, "system prompt", "target.system_prompt_path")
         from ci_evals.llm import LLM
 
         self.llm = LLM(
