@@ -120,7 +120,7 @@ class Trajectory:
         return cls(turns=[[Message(role="assistant", content=text)]])
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """Flatten a message's content: a string, or a list of text parts joined by one space."""
     if content is None:
         return ""
@@ -160,7 +160,7 @@ def message_from_dict(raw: dict[str, Any]) -> Message:
         raise ValueError("'tool_calls' must be a list")
     return Message(
         role=role,
-        content=_content_text(raw.get("content")),
+        content=content_text(raw.get("content")),
         tool_calls=[_tool_call(c, i) for i, c in enumerate(calls)],
         tool_call_id=raw.get("tool_call_id"),
         name=raw.get("name"),

@@ -27,7 +27,7 @@ from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
 from ci_evals.specs import Context, Strict, TargetSpec
 from ci_evals.targets.base import Target
-from ci_evals.trajectory import Message, ToolCall, Trajectory, Usage
+from ci_evals.trajectory import Message, ToolCall, Trajectory, Usage, content_text
 
 DEFAULT_BASE_URL = "http://localhost:8283"
 # Stop reasons that mean the server or its model failed, not that the agent chose to stop.
@@ -188,16 +188,6 @@ async def delete_agent(client: Any, agent_id: str) -> bool:
 # -- Letta messages -> normalized messages -----------------------------------------------------
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p)
-    return str(content)
-
-
 def calls_of(msg: dict[str, Any]) -> list[ToolCall]:
     """The tool calls of a tool_call/approval_request message (``tool_calls`` list, else ``tool_call``)."""
     raw = msg.get("tool_calls")
@@ -230,20 +220,20 @@ def to_turn(messages: list[dict[str, Any]], sent: str | None = None) -> list[Mes
     for msg in messages:
         kind = msg.get("message_type")
         if kind == "user_message":
-            text = _text(msg.get("content"))
+            text = content_text(msg.get("content"))
             if echo_pending and text == sent:
                 echo_pending = False
                 continue
             turn.append(Message(role="user", content=text))
             holder = None
         elif kind == "system_message":
-            turn.append(Message(role="system", content=_text(msg.get("content"))))
+            turn.append(Message(role="system", content=content_text(msg.get("content"))))
             holder = None
         elif kind in ("reasoning_message", "hidden_reasoning_message"):
             text = msg.get("reasoning") if kind == "reasoning_message" else msg.get("hidden_reasoning")
             turn.append(Message(role="reasoning", content=text or ""))
         elif kind == "assistant_message":
-            m = Message(role="assistant", content=_text(msg.get("content")))
+            m = Message(role="assistant", content=content_text(msg.get("content")))
             turn.append(m)
             holder = (m, msg.get("step_id"))
         elif kind in ("tool_call_message", "approval_request_message"):
@@ -263,7 +253,7 @@ def to_turn(messages: list[dict[str, Any]], sent: str | None = None) -> list[Mes
                 returns = [msg]
             for r in returns:
                 cid = r.get("tool_call_id")
-                turn.append(Message(role="tool", content=_text(r.get("tool_return")),
+                turn.append(Message(role="tool", content=content_text(r.get("tool_return")),
                                     tool_call_id=cid, name=names.get(cid)))
             holder = None
         # approval responses, summaries and events carry nothing to grade
