@@ -270,4 +270,4 @@ class TextSimilarityGrader(Grader):
             meta.update(tally.metadata())
         score = min(1.0, max(0.0, score))
         # model_construct: every field is ours and valid (validation is measurable per pair at 10k pairs).
-        return GradeResult.model_construct(score=score, rationale=f"{metric} = {score:.4f}", metadata=meta)
+        return GradeResult.model_construct(score=score, rationale=f"{metric} = {score:.4f}", metadata=meta, error=None)

@@ -44,8 +44,10 @@ def _needs_gt(fn):
 
 
 def _verdict(label: str, ok: bool) -> GradeResult:
-    # model_construct: the values are ours and valid; skipping validation matters at 100k samples.
-    return GradeResult.model_construct(score=1.0 if ok else 0.0, rationale=f"{label}: {'true' if ok else 'false'}")
+    # model_construct with every field given: the values are ours and valid, and pydantic then
+    # neither validates nor calls default factories (which inspect signatures, ~10 µs a grade).
+    return GradeResult.model_construct(score=1.0 if ok else 0.0, rationale=f"{label}: {'true' if ok else 'false'}",
+                                       metadata={}, error=None)
 
 
 @_needs_gt
