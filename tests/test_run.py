@@ -213,3 +213,15 @@ def test_several_suites_by_glob_give_one_exit_code(sd):
     first, second = combined.split("\n\n---\n\n")
     assert first.startswith("## ❌ ci-evals · strict: gate failed")
     assert second.startswith("## ✅ ci-evals · t: gate passed")
+
+
+def test_missing_api_key_is_a_configuration_error_naming_the_suite(sd, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    sd.write("dataset.jsonl", [{"input": "q"}])
+    sd.suite({"name": "m", "dataset": "dataset.jsonl", "target": {"kind": "model", "model": "gpt-4o-mini"},
+              "graders": {"e": {"kind": "tool", "function": "ascii_printable_only"}}, "gate": {"op": "gte", "value": 1}})
+    assert sd.run() == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {sd.root / 'suite.yaml'}:3: target: OPENAI_API_KEY is not set; set it, or point base_url / "
+        "OPENAI_BASE_URL at an OpenAI-compatible server")

@@ -250,9 +250,14 @@ class Runner:
 
     async def _run_all(self, fh, progress: Progress) -> None:
         await self._call_setup()
-        await self.suite.target.start()
-        for slot in self.suite.graders.values():
-            await slot.grader.start()
+        try:
+            await self.suite.target.start()
+            for slot in self.suite.graders.values():
+                await slot.grader.start()
+        except ConfigError as exc:  # e.g. no API key: name the suite it belongs to
+            if exc.file is None:
+                exc.file, exc.line = str(self.suite.path), self.suite.lines.get(exc.key or "")
+            raise
         jobs = self.jobs()
 
         async def worker() -> None:
