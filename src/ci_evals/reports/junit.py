@@ -64,29 +64,40 @@ def _clean(text: str) -> str:
     return _ILLEGAL_XML.sub("", text)
 
 
-def _sample_case(summary: dict[str, Any], name: str, row: dict[str, Any]) -> tuple[dict, tuple | None, str]:
-    """(testcase attributes, (result tag, attributes, text) or None, system-out) of one result line."""
-    grade = (row.get("grades") or {}).get(name) or {}
+def _row_parts(summary: dict[str, Any], row: dict[str, Any]) -> tuple[str, str, str]:
+    """What every metric's testcase of one result line shares: (name, time, escaped input line)."""
     num_runs = int(summary.get("num_runs") or 1)
+    input_line = f"input: {truncate(input_text(row.get('input')), FIELD_LIMIT)}"
+    return sample_label(row, num_runs), f"{float(row.get('duration_s') or 0.0):.6f}", _text(input_line)
+
+
+def _case_xml(summary: dict[str, Any], classname: str, name: str, row: dict[str, Any],
+              shared: tuple[str, str, str]) -> tuple[str, str | None]:
+    """One metric's <testcase> for one result line, and its result tag (failure/error/None)."""
+    label, time, input_xml = shared
+    grade = (row.get("grades") or {}).get(name) or {}
     submission = (row.get("submission") or {}).get(name)
-    out = [f"input: {truncate(input_text(row.get('input')), FIELD_LIMIT)}"]
-    if submission is not None:
-        out.append(f"submission: {truncate(str(submission), FIELD_LIMIT)}")
-    attrs = {"name": sample_label(row, num_runs), "classname": f"{summary.get('suite')}.{name}",
-             "time": f"{float(row.get('duration_s') or 0.0):.6f}"}
-    result = None
+    out = input_xml if submission is None else \
+        f"{input_xml}\n{_text('submission: ' + truncate(str(submission), FIELD_LIMIT))}"
+    tag = None
     row_error = row.get("error")
     if row_error or grade.get("error") or not grade:
         category = (row_error or {}).get("category") or grade.get("error_category") or "grading"
         message = (row_error or {}).get("message") or grade.get("error") or "no grade recorded"
-        result = ("error", {"message": truncate(f"{category} error: {message}", 1000), "type": category},
-                  truncate(str(message), FIELD_LIMIT))
+        tag = "error"
+        result = (f'<error message={_attr(truncate(f"{category} error: {message}", 1000))} '
+                  f'type={_attr(category)}>{_text(truncate(str(message), FIELD_LIMIT))}</error>')
     elif not grade.get("passed"):
         score = float(grade.get("score") or 0.0)
         rule = ((summary.get("metrics") or {}).get(name) or {}).get("pass_rule") or "pass threshold"
-        result = ("failure", {"message": f"score {score:.3f} does not meet {rule}", "type": "below_threshold"},
-                  truncate(str(grade.get("rationale") or ""), FIELD_LIMIT))
-    return attrs, result, "\n".join(out)
+        tag = "failure"
+        rationale = truncate(str(grade.get("rationale") or ""), FIELD_LIMIT)
+        result = (f'<failure message={_attr(f"score {score:.3f} does not meet {rule}")} type="below_threshold"'
+                  + (f">{_text(rationale)}</failure>" if rationale else "/>"))
+    else:
+        result = ""
+    return (f'    <testcase name={_attr(label)} classname={_attr(classname)} time="{time}">{result}'
+            f"<system-out>{out}</system-out></testcase>\n"), tag
 
 
 def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]:
@@ -107,10 +118,19 @@ def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]
     return cases
 
 
-def _attrs(attrs: dict[str, Any]) -> str:
-    from xml.sax.saxutils import quoteattr
+def _text(value: str) -> str:
+    """XML character data (what xml.sax.saxutils.escape does, with illegal characters dropped)."""
+    return _clean(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
-    return " ".join(f"{k}={quoteattr(_clean(str(v)))}" for k, v in attrs.items())
+
+def _attr(value: str) -> str:
+    """A double-quoted XML attribute value (as xml.sax.saxutils.quoteattr, newlines kept as &#10;)."""
+    escaped = _text(value).replace('"', "&quot;").replace("\n", "&#10;").replace("\r", "&#13;")
+    return '"' + escaped.replace("\t", "&#9;") + '"'
+
+
+def _attrs(attrs: dict[str, Any]) -> str:
+    return " ".join(f"{k}={_attr(str(v))}" for k, v in attrs.items())
 
 
 class _SuiteWriter:
@@ -124,24 +144,26 @@ class _SuiteWriter:
         self.time = 0.0
         self.spool = tempfile.TemporaryFile("w+", encoding="utf-8")
 
-    def add(self, attrs: dict, result: tuple | None, stdout: str) -> None:
-        """Append one <testcase> (escaped with the stdlib's xml.sax.saxutils), one write per case."""
-        from xml.sax.saxutils import escape
-
+    def add_xml(self, xml: str, tag: str | None, seconds: float) -> None:
+        """Append one ready <testcase> element and count it."""
         self.tests += 1
-        self.time += float(attrs["time"])
+        self.time += seconds
+        self.failures += tag == "failure"
+        self.errors += tag == "error"
+        self.skipped += tag == "skipped"
+        self.spool.write(xml)
+
+    def add(self, attrs: dict, result: tuple | None, stdout: str) -> None:
+        """Append one <testcase> built from parts (the gate cases)."""
         parts = [f"    <testcase {_attrs(attrs)}>"]
+        tag = None
         if result is not None:
             tag, rattrs, text = result
-            self.failures += tag == "failure"
-            self.errors += tag == "error"
-            self.skipped += tag == "skipped"
-            parts.append(f"<{tag} {_attrs(rattrs)}>{escape(_clean(text))}</{tag}>" if text
-                         else f"<{tag} {_attrs(rattrs)}/>")
+            parts.append(f"<{tag} {_attrs(rattrs)}>{_text(text)}</{tag}>" if text else f"<{tag} {_attrs(rattrs)}/>")
         if stdout:
-            parts.append(f"<system-out>{escape(_clean(stdout))}</system-out>")
+            parts.append(f"<system-out>{_text(stdout)}</system-out>")
         parts.append("</testcase>\n")
-        self.spool.write("".join(parts))
+        self.add_xml("".join(parts), tag, float(attrs["time"]))
 
     def write_to(self, out) -> None:
         attrs = {"name": self.name, "tests": self.tests, "failures": self.failures, "errors": self.errors,
@@ -164,8 +186,8 @@ class _SuiteWriter:
 def write_junit(summary: dict[str, Any], results: Iterable[dict[str, Any]], path: Path) -> None:
     """Write junit.xml: one testsuite per metric with a testcase per result line, plus the gates.
 
-    Streams: one pass over the results, each testcase written as it is read (escaped with the
-    stdlib's xml.sax.saxutils), so 100k samples need no more memory than 10. (junit-xml, which
+    Streams: one pass over the results, each testcase written as it is read, so 100k samples need
+    no more memory than 10. (junit-xml, which
     builds the whole document in memory, needed ~700 MB for 100k samples.)
     """
     suite = str(summary.get("suite"))
@@ -176,10 +198,12 @@ def write_junit(summary: dict[str, Any], results: Iterable[dict[str, Any]], path
         for name, m in metrics.items()
     }
     for row in results:
+        shared = _row_parts(summary, row)
+        seconds = float(shared[1])
         for name in row.get("grades") or {}:
             if name not in writers:
                 writers[name] = _SuiteWriter(f"{suite}.{name}", _common_properties(summary), stamp)
-            writers[name].add(*_sample_case(summary, name, row))
+            writers[name].add_xml(*_case_xml(summary, f"{suite}.{name}", name, row, shared), seconds)
     gates = _SuiteWriter(f"{suite}.gates", {
         **_common_properties(summary),
         "gate.passed": str(bool((summary.get("gate") or {}).get("passed"))).lower(),
