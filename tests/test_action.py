@@ -382,7 +382,7 @@ def test_baseline_input_compares_and_a_missing_one_is_a_warning(tmp_path, gh_env
     env["INPUT_BASELINE"] = str(tmp_path / "main-results")
     assert action.run_action(env) == 1
     body = gh.comments[7][0]["body"]
-    assert "| answer | 0.250 | 25.0% (1/4) | 4 | 1 | ▼ −0.750 |" in body
+    assert "| answer | 0.250 (0.000–0.750) | 25.0% (1/4) | 4 | 1 | ▼ −0.750 |" in body
     assert "regressions: 3 · improvements: 0 · new: 0 · removed: 0" in body
 
 

@@ -71,8 +71,8 @@ def test_first_line_is_the_marker_then_the_verdict():
 
 def test_metric_table_without_baseline_has_no_delta_column():
     body = comment()
-    assert "| Metric | Mean | Pass rate | n | Errors |\n|---|---:|---:|---:|---:|\n" in body
-    assert "| Answer quality | 0.583 | 50.0% (3/6) | 6 | 1 |" in body
+    assert "| Metric | Mean (95% CI) | Pass rate | n | Errors |\n|---|---:|---:|---:|---:|\n" in body
+    assert "| Answer quality | 0.583 (0.350–0.800) | 50.0% (3/6) | 6 | 1 |" in body
 
 
 def test_score_chart_only_for_graded_metrics():

@@ -277,7 +277,7 @@ def baseline_metrics(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def metric_table(
     metrics: dict[str, Any], summary: dict[str, Any], *, compact: bool, deltas: bool = True
 ) -> list[str]:
-    """The metric table; ``compact`` (the PR comment) drops intervals and rules, adds Δ vs baseline.
+    """The metric table; ``compact`` (the PR comment) drops the pass-rate interval and rules, adds Δ vs baseline.
 
     ``deltas=False`` for per-model tables: the baseline block compares the overall metrics only.
     """
@@ -285,7 +285,7 @@ def metric_table(
         return []
     base = baseline_metrics(summary) if deltas else {}
     if compact:
-        head = "| Metric | Mean | Pass rate | n | Errors |" + (
+        head = "| Metric | Mean (95% CI) | Pass rate | n | Errors |" + (
             " Δ mean vs baseline |" if base else ""
         )
         lines = [head, "|---|---:|---:|---:|---:|" + ("---:|" if base else "")]
@@ -297,7 +297,8 @@ def metric_table(
         passed = f"{fmt_int(m.get('passed'))}/{fmt_int(m.get('n'))}"
         n, errors = fmt_int(m.get("n")), fmt_int(m.get("errors"))
         if compact:
-            row = f"| {label} | {fmt_score(m.get('mean'))} | {fmt_pct(m.get('pass_rate'))} ({passed}) | {n} | {errors} |"
+            row = (f"| {label} | {with_interval(m.get('mean'), m.get('ci_mean'))} | "
+                   f"{fmt_pct(m.get('pass_rate'))} ({passed}) | {n} | {errors} |")
             if base:
                 row += f" {fmt_delta((base.get(name) or {}).get('delta_mean'))} |"
         else:
