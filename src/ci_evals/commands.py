@@ -44,10 +44,9 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     from ci_evals.suite import load_suite
 
     resume = getattr(args, "resume", None)
-    skip = None
     tags = [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
     suite = load_suite(path, max_samples=args.max_samples, sample_tags=tags, num_runs=args.num_runs,
-                       shard=args.shard, skip=skip, cache_dir=False if args.no_cache else None)
+                       shard=args.shard, cache_dir=False if args.no_cache else None)
     out = resume or output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
     if resume is not None and not (resume / "results.jsonl").exists():
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
@@ -59,7 +58,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     if baseline is not None:
         extra["baseline_obj"] = baseline
     runner = Runner(suite, RunOptions(output=out, max_concurrent=concurrency, resume=resume is not None,
-                                      progress=not args.quiet, dry_run=args.dry_run, extra_summary=extra))
+                                      progress=not args.quiet, extra_summary=extra))
     if baseline is not None:
         from ci_evals.aggregate import Aggregator
 

@@ -36,7 +36,6 @@ class Dataset:
         sample_tags: run only samples having any of these tags.
         max_samples: the first N selected samples (0 or None = all).
         shard: (k, n), 1-based k: run only samples whose id hashes to shard k of n.
-        skip: sample ids to leave out (already done, for ``--resume``).
     """
 
     def __init__(
@@ -46,13 +45,11 @@ class Dataset:
         sample_tags: list[str] | None = None,
         max_samples: int | None = None,
         shard: tuple[int, int] | None = None,
-        skip: set[str] | None = None,
     ) -> None:
         self.path = path
         self.sample_tags = set(sample_tags) if sample_tags else None
         self.max_samples = max_samples or None
         self.shard = shard
-        self.skip = skip or set()
         suffix = path.suffix.lower()
         if suffix not in (".jsonl", ".csv"):
             raise ConfigError(
@@ -200,7 +197,7 @@ class Dataset:
         """Validate the whole file in one pass: parse every row, reject duplicate ids, count the selection.
 
         ``on_sample(sample)`` is called for each selected sample (pre-run checks such as
-        rubric_vars). Returns the number of selected samples, excluding ``skip``.
+        rubric_vars). Returns the number of selected samples.
         """
         seen: dict[str, int] = {}
         state = {"total": 0}
@@ -216,15 +213,13 @@ class Dataset:
 
         count = 0
         for _, sample in self._selected(checked_rows()):
-            if str(sample.id) in self.skip:
-                continue
             if on_sample is not None:
                 on_sample(sample)
             count += 1
         if state["total"] == 0:
             raise ConfigError("dataset is empty", file=str(self.path))
         self.total = state["total"]
-        if count == 0 and not self.skip:
+        if count == 0:
             why = f" with any of the tags {sorted(self.sample_tags)}" if self.sample_tags else ""
             raise ConfigError(f"no sample selected{why}", file=str(self.path))
         self.count = count
@@ -232,5 +227,4 @@ class Dataset:
 
     def __iter__(self) -> Iterator[Sample]:
         for _, sample in self._selected():
-            if str(sample.id) not in self.skip:
-                yield sample
+            yield sample

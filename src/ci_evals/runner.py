@@ -32,12 +32,6 @@ from ci_evals.trajectory import Trajectory
 FLUSH_SECONDS = 0.5
 
 
-class Interrupted(Exception):
-    """The run was stopped by SIGINT/SIGTERM; ``signum`` tells which."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 def suite_config(suite: LoadedSuite) -> dict[str, Any]:
@@ -75,7 +69,6 @@ class RunOptions:
     max_concurrent: int = 10
     resume: bool = False
     progress: bool = True
-    dry_run: bool = False
     extra_summary: dict[str, Any] = field(default_factory=dict)
 
 
@@ -86,7 +79,6 @@ class Runner:
         self.config = suite_config(suite)
         self.agg = Aggregator(self.config)
         self.done_keys: set[tuple] = set()
-        self.completed = 0
         self._last_flush = 0.0
 
     # -- jobs ------------------------------------------------------------------------------------
@@ -290,7 +282,6 @@ class Runner:
             fh.flush()
             self._last_flush = now
         self.agg.add(rec)
-        self.completed += 1
 
     def summarize(self, started: datetime, duration: float, *, partial: bool) -> dict[str, Any]:
         from ci_evals.reports.summary import build_summary

@@ -104,7 +104,6 @@ def load_suite(
     sample_tags: list[str] | None = None,
     num_runs: int | None = None,
     shard: tuple[int, int] | None = None,
-    skip: set[str] | None = None,
     cache_dir: Path | None | Literal[False] = None,
 ) -> LoadedSuite:
     """Load and fully validate a suite; raise ConfigError naming file, line and key on any problem.
@@ -117,7 +116,7 @@ def load_suite(
     raw, lines = load_yaml(path)
     try:
         return _load(path, file, raw, lines, offline=offline, max_samples=max_samples, sample_tags=sample_tags,
-                     num_runs=num_runs, shard=shard, skip=skip, cache_dir=cache_dir)
+                     num_runs=num_runs, shard=shard, cache_dir=cache_dir)
     except ConfigError as exc:
         _locate(exc, file, lines)
         raise
@@ -136,7 +135,7 @@ def _locate(exc: ConfigError, file: str, lines: dict[str, int]) -> None:
 
 
 def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bool, max_samples, sample_tags,
-          num_runs, shard, skip, cache_dir) -> LoadedSuite:
+          num_runs, shard, cache_dir) -> LoadedSuite:
     from ci_evals.customcode import load_object
     if not isinstance(raw, dict):
         raise ConfigError("a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file)
@@ -204,7 +203,7 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
         ds_path,
         sample_tags=sample_tags if sample_tags is not None else spec.sample_tags,
         max_samples=max_samples if max_samples is not None else spec.max_samples,
-        shard=shard, skip=skip,
+        shard=shard,
     )
     checkers = [g for g, _ in graders.values() if type(g).check_samples is not Grader.check_samples]
     if checkers:

@@ -26,9 +26,6 @@ class TemplateError(ValueError):
     """A template refers to a variable the sample does not have."""
 
 
-def variables(template: str) -> list[str]:
-    """The ``{{ ... }}`` paths a template uses, in order (``item.x``, ``sample.output_text``)."""
-    return MUSTACHE.findall(template)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -88,17 +85,8 @@ def render(template: str, context: dict[str, Any]) -> str:
     return "".join(to_text(lookup(text, context)) if var else text for var, text in _parts(template))
 
 
-def render_value(template: str, context: dict[str, Any]) -> Any:
-    """Like :func:`render`, but a template that is exactly one variable keeps the value's type."""
-    m = MUSTACHE.fullmatch(template.strip())
-    if m:
-        return lookup(m.group(1), context)
-    return render(template, context)
 
 
-def placeholders(template: str, names: list[str] | tuple[str, ...]) -> list[str]:
-    """Which of ``names`` appear as ``{name}`` in ``template``."""
-    return [n for n in names if "{" + n + "}" in template]
 
 
 def fill(template: str, values: dict[str, Any]) -> str:

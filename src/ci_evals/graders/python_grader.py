@@ -51,7 +51,6 @@ from ci_evals.trajectory import Trajectory
 
 MAX_SOURCE_BYTES = 256 * 1024
 MAX_TASKS_PER_WORKER = 100
-OUTPUT_LIMIT = 2000
 
 # The worker: sets its limits, keeps private copies of the protocol pipes, runs the source once,
 # then answers one JSON line per JSON request line.
