@@ -38,17 +38,6 @@ def openai_context(sample: Sample, submission: str, trajectory: Trajectory) -> d
     return grader_context(sample.item(), submission, lambda: [tc.to_openai() for tc in trajectory.tool_calls()])
 
 
-def render_pair(spec: Any, sample: Sample, submission: str, trajectory: Trajectory) -> tuple[str, str] | GradeResult:
-    """``spec.input`` and ``spec.reference`` rendered for one sample, or the error grade of a missing variable."""
-    from ci_evals.templating import TemplateError, render
-
-    context = openai_context(sample, submission, trajectory)
-    try:
-        return render(spec.input, context), render(spec.reference, context)
-    except TemplateError as exc:
-        return error_grade(str(exc))
-
-
 def check_template(template: str, field: str) -> None:
     """Reject ``{{ ... }}`` that is not an ``item.`` / ``sample.`` path (it would never render)."""
     from ci_evals.templating import MUSTACHE
@@ -86,18 +75,33 @@ class StringCheckSpec(GraderSpec):
     operation: Literal["eq", "ne", "neq", "like", "ilike"]
 
 
-class StringCheckGrader(Grader):
-    """Compare the rendered ``input`` with the rendered ``reference`` (see the module rules)."""
+class PairGrader(Grader):
+    """A grader that compares a rendered ``input`` with a rendered ``reference`` (string_check,
+    text_similarity): both templates are checked at load and rendered per sample here."""
 
-    spec_model = StringCheckSpec
-
-    def __init__(self, name: str, spec: StringCheckSpec, ctx: Context) -> None:
+    def __init__(self, name: str, spec: Any, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
         check_template(spec.input, "input")
         check_template(spec.reference, "reference")
 
+    def texts(self, sample: Sample, submission: str, trajectory: Trajectory) -> tuple[str, str] | GradeResult:
+        """(input, reference) for one sample, or the error grade of a missing template variable."""
+        from ci_evals.templating import TemplateError, render
+
+        context = openai_context(sample, submission, trajectory)
+        try:
+            return render(self.spec.input, context), render(self.spec.reference, context)
+        except TemplateError as exc:
+            return error_grade(str(exc))
+
+
+class StringCheckGrader(PairGrader):
+    """Compare the rendered ``input`` with the rendered ``reference`` (see the module rules)."""
+
+    spec_model = StringCheckSpec
+
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        rendered = render_pair(self.spec, sample, submission, trajectory)
+        rendered = self.texts(sample, submission, trajectory)
         if isinstance(rendered, GradeResult):
             return rendered
         text, reference = rendered

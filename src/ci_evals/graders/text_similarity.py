@@ -41,8 +41,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ci_evals.errors import ConfigError
-from ci_evals.graders.base import Grader
-from ci_evals.graders.string_check import DEFAULT_INPUT, check_template, error_grade, render_pair
+from ci_evals.graders.string_check import DEFAULT_INPUT, PairGrader, error_grade
 from ci_evals.models import GradeResult, Sample
 from ci_evals.specs import Context, GraderSpec
 from ci_evals.trajectory import Trajectory
@@ -191,15 +190,13 @@ class TextSimilaritySpec(GraderSpec):
     api_key_env: str | None = Field(default=None, description="cosine only: env var holding the key.")
 
 
-class TextSimilarityGrader(Grader):
+class TextSimilarityGrader(PairGrader):
     """Score the rendered ``input`` against ``reference`` with one pinned metric."""
 
     spec_model = TextSimilaritySpec
 
     def __init__(self, name: str, spec: TextSimilaritySpec, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
-        check_template(spec.input, "input")
-        check_template(spec.reference, "reference")
         metric = spec.evaluation_metric
         set_fields = spec.model_fields_set
         if "tokenizer" in set_fields and metric not in TOKEN_METRICS and metric not in ROUGE_TYPES:
@@ -238,7 +235,7 @@ class TextSimilarityGrader(Grader):
             await self.llm.aclose()
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        rendered = render_pair(self.spec, sample, submission, trajectory)
+        rendered = self.texts(sample, submission, trajectory)
         if isinstance(rendered, GradeResult):
             return rendered
         text, reference = rendered
