@@ -39,12 +39,19 @@ class Baseline:
             self.agg.add(rec)
         self.agg.flush_pending()
         self.current: Aggregator | None = None
+        self._diffs: dict = {}  # model -> diff, computed once the current run has finished
 
     def attach(self, current: Aggregator) -> None:
         """The run being compared; its aggregator must keep per-sample outcomes."""
         self.current = current
+        self._diffs = {}
 
     def _diff(self, model=None) -> dict[str, list]:
+        if model not in self._diffs:
+            self._diffs[model] = self._compute_diff(model)
+        return self._diffs[model]
+
+    def _compute_diff(self, model=None) -> dict[str, list]:
         before = self.agg.outcomes or {}
         now = (self.current.outcomes if self.current else None) or {}
         regressions, improvements = [], []

@@ -180,6 +180,13 @@ class ModelGrader(JudgeGrader):
         raise NotImplementedError
 
 
+def _answer_format(result: str) -> str:
+    """The reply shape OpenAI's model graders ask for: ``{result, steps}``, ``result`` described."""
+    return ("Respond with a JSON object of this shape: "
+            f'{{"result": <{result}>, '
+            '"steps": [{"description": "<what you checked>", "conclusion": "<what you found>"}]}')
+
+
 class ScoreModelGrader(ModelGrader):
     """``score_model``: the judge returns a number in ``range``; the score is it, normalised."""
 
@@ -191,11 +198,7 @@ class ScoreModelGrader(ModelGrader):
         if spec.pass_threshold is not None and (lo, hi) != (0.0, 1.0):
             # The threshold is written in range units; the runner compares normalised scores.
             spec = spec.model_copy(update={"pass_threshold": (spec.pass_threshold - lo) / (hi - lo)})
-        self.answer_format = (
-            "Respond with a JSON object of this shape: "
-            f'{{"result": <a number from {lo:g} to {hi:g}>, '
-            '"steps": [{"description": "<what you checked>", "conclusion": "<what you found>"}]}'
-        )
+        self.answer_format = _answer_format(f"a number from {lo:g} to {hi:g}")
         super().__init__(name, spec, ctx)
 
     def interpret(self, reply: dict[str, Any]) -> tuple[float, dict[str, Any]]:
@@ -214,11 +217,7 @@ class LabelModelGrader(ModelGrader):
     def __init__(self, name: str, spec: LabelModelSpec, ctx: Context) -> None:
         if len(set(spec.labels)) != len(spec.labels):
             raise ConfigError("labels must be distinct", key=f"graders.{name}.labels")
-        self.answer_format = (
-            "Respond with a JSON object of this shape: "
-            f'{{"result": <exactly one of {json.dumps(spec.labels)}>, '
-            '"steps": [{"description": "<what you checked>", "conclusion": "<what you found>"}]}'
-        )
+        self.answer_format = _answer_format(f"exactly one of {json.dumps(spec.labels)}")
         super().__init__(name, spec, ctx)
 
     def interpret(self, reply: dict[str, Any]) -> tuple[float, dict[str, Any]]:

@@ -94,17 +94,23 @@ class PairGrader(Grader):
         except TemplateError as exc:
             return error_grade(str(exc))
 
+    async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
+        rendered = self.texts(sample, submission, trajectory)
+        if isinstance(rendered, GradeResult):
+            return rendered
+        return await self.compare(*rendered)
+
+    async def compare(self, text: str, reference: str) -> GradeResult:
+        """The grade of the rendered ``input`` against the rendered ``reference``."""
+        raise NotImplementedError
+
 
 class StringCheckGrader(PairGrader):
     """Compare the rendered ``input`` with the rendered ``reference`` (see the module rules)."""
 
     spec_model = StringCheckSpec
 
-    async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        rendered = self.texts(sample, submission, trajectory)
-        if isinstance(rendered, GradeResult):
-            return rendered
-        text, reference = rendered
+    async def compare(self, text: str, reference: str) -> GradeResult:
         op = self.spec.operation
         ok = OPERATIONS[op](text, reference)
         return GradeResult(

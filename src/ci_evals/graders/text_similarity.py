@@ -42,9 +42,8 @@ from pydantic import Field
 
 from ci_evals.errors import ConfigError
 from ci_evals.graders.string_check import DEFAULT_INPUT, PairGrader, error_grade
-from ci_evals.models import GradeResult, Sample
+from ci_evals.models import GradeResult
 from ci_evals.specs import Context, GraderSpec
-from ci_evals.trajectory import Trajectory
 
 Metric = Literal[
     "fuzzy_match", "bleu", "gleu", "meteor", "cosine",
@@ -234,11 +233,7 @@ class TextSimilarityGrader(PairGrader):
         if self.llm is not None:
             await self.llm.aclose()
 
-    async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        rendered = self.texts(sample, submission, trajectory)
-        if isinstance(rendered, GradeResult):
-            return rendered
-        text, reference = rendered
+    async def compare(self, text: str, reference: str) -> GradeResult:
         metric = self.spec.evaluation_metric
         meta: dict[str, Any] = {"metric": metric}
         if self.scorer is not None:
