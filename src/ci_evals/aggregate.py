@@ -5,6 +5,10 @@ recomputation from a ``results.jsonl``: the summary is a function of the records
 ``config`` block only. With ``num_runs > 1`` each sample's runs are reduced to one outcome per
 metric (``mean``, ``median``, ``max``, ``pass_at_k``, ``pass_all_k``, ``majority``) before
 aggregating; samples whose verdict differs across runs are reported as flaky.
+
+An errored grade has no score: it is counted in ``errors`` and fails its metric's per-sample rule,
+and the score aggregates (mean, min, max, percentiles) cover the graded samples only. A sample one
+of whose runs errored is errored. Every report and every gate reads the one aggregate computed here.
 """
 
 from __future__ import annotations
@@ -18,12 +22,20 @@ from typing import Any
 from ci_evals.gate import GateSpec, evaluate, passes, rule_text
 from ci_evals.stats import summarize
 
+MAX_ERROR_GROUPS = 1000
+"""Distinct (category, grader, message) groups kept; later distinct messages are counted together."""
+OTHER_MESSAGES = "(other distinct messages)"
 
-def reduce_runs(reducer: str, runs: list[tuple[float, bool, bool]], rule: tuple[str, float]) -> tuple[float, bool, bool]:
-    """One (score, passed, errored) from a sample's k runs. ``errored``: every run errored."""
+
+def reduce_runs(reducer: str, runs: list[tuple[float | None, bool, bool]],
+                rule: tuple[str, float]) -> tuple[float | None, bool, bool]:
+    """One (score, passed, errored) from a sample's k runs. A run that errored makes the sample
+    errored (no score, failed): an incomplete measurement never passes."""
+    if any(r[2] for r in runs):
+        return None, False, True
     scores = [r[0] for r in runs]
     oks = [r[1] for r in runs]
-    errored = all(r[2] for r in runs)
+    errored = False
     if reducer == "mean":
         s = math.fsum(scores) / len(scores)
     elif reducer == "median":
@@ -50,10 +62,12 @@ class _Metric:
         self.passed = 0
         self.errors = 0
 
-    def add(self, score: float, ok: bool, errored: bool) -> None:
-        self.scores.append(score)
-        self.passed += ok
-        self.errors += errored
+    def add(self, score: float | None, ok: bool, errored: bool) -> None:
+        if errored:
+            self.errors += 1
+        else:
+            self.scores.append(score)
+            self.passed += ok
 
 
 class Aggregator:
@@ -61,7 +75,8 @@ class Aggregator:
 
     Args:
         config: the ``config`` block of summary.json: ``graders`` {name: {label, kind, rule: [op, v]}},
-            ``gates`` (GateSpec dumps), ``num_runs``, ``reducer``.
+            ``gates`` (GateSpec dumps), ``num_runs``, ``reducer``, and the run's error budget
+            ``max_errors`` / ``max_error_rate`` (used when there is no gate).
     """
 
     def __init__(self, config: dict[str, Any], *, keep_outcomes: bool = False) -> None:
@@ -77,6 +92,8 @@ class Aggregator:
         self.flaky: list[dict[str, Any]] = []
         self.records = 0
         self.errors_by_category = {"target": 0, "extraction": 0, "grading": 0}
+        self.errored_records = 0
+        self.error_groups: dict[tuple[str, str | None, str], int] = {}
         self.usage: dict[str, dict[str, int]] = defaultdict(lambda: {"prompt_tokens": 0, "completion_tokens": 0})
         self.cache_hits = 0
         self.retries = 0
@@ -86,12 +103,19 @@ class Aggregator:
         self.records += 1
         grades = rec["grades"]
         if rec.get("error"):
-            self.errors_by_category[rec["error"].get("category", "target")] += 1
+            cat = rec["error"].get("category", "target")
+            self.errors_by_category[cat] = self.errors_by_category.get(cat, 0) + 1
+            self._group(cat, None, rec["error"].get("message"))
+            self.errored_records += 1
         else:
-            for g in grades.values():
+            errored = False
+            for name, g in grades.items():
                 if g.get("error"):
                     cat = g.get("error_category", "grading")
                     self.errors_by_category[cat] = self.errors_by_category.get(cat, 0) + 1
+                    self._group(cat, name, g["error"])
+                    errored = True
+            self.errored_records += errored
         self._usage("target", rec.get("usage"))
         self.cache_hits += rec.get("cache_hits", 0) or 0
         self.retries += rec.get("retries", 0) or 0
@@ -103,8 +127,7 @@ class Aggregator:
             self.retries += meta.get("retries", 0) or 0
             self._cost(meta.get("cost_usd"))
         model = rec.get("model")
-        outcome = {n: (float(grades[n]["score"]), bool(grades[n]["passed"]), bool(grades[n].get("error")))
-                   for n in self.names if n in grades}
+        outcome = {n: _outcome(grades[n]) for n in self.names if n in grades}
         if self.num_runs == 1:
             self._push(model, outcome, str(rec["sample_id"]))
             return
@@ -114,6 +137,19 @@ class Aggregator:
         if len(runs) == self.num_runs:
             del self.pending[key]
             self._reduce(key, runs)
+
+    def _group(self, category: str, grader: str | None, message: str | None) -> None:
+        key = (category, grader, str(message))
+        if key not in self.error_groups and len(self.error_groups) >= MAX_ERROR_GROUPS:
+            key = (category, grader, OTHER_MESSAGES)
+        self.error_groups[key] = self.error_groups.get(key, 0) + 1
+
+    def error_summary(self) -> dict[str, Any]:
+        """summary.json ``errors``: totals, per category, and the distinct messages most frequent first."""
+        groups = sorted(self.error_groups.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "", kv[0][2]))
+        return {"total": sum(self.errors_by_category.values()), "samples": self.errored_records,
+                "by_category": dict(self.errors_by_category),
+                "groups": [{"category": c, "grader": g, "message": m, "count": k} for (c, g, m), k in groups]}
 
     def _cost(self, cost: float | None) -> None:
         """Costs are priced per call by the LLM wrapper (ci_evals.llm.cost_usd); here they only add up."""
@@ -152,9 +188,16 @@ class Aggregator:
         self.pending.clear()
 
     def scores(self, name: str, model=None) -> list[float]:
-        """Sorted per-sample scores of one metric (all models when ``model`` is None)."""
+        """Sorted graded scores of one metric (all models when ``model`` is None)."""
         models = [model] if model is not None else list(self.metrics)
         return sorted(s for m in models for s in self.metrics[m][name].scores)
+
+    def aggregate(self, name: str, model=None) -> dict[str, Any]:
+        """One metric's aggregate (all models when ``model`` is None), as summary.json has it."""
+        models = [model] if model is not None else list(self.metrics)
+        passed = sum(self.metrics[m][name].passed for m in models)
+        errors = sum(self.metrics[m][name].errors for m in models)
+        return summarize(self.scores(name, model), passed, errors)
 
     def finish(self, baseline_for=None) -> dict[str, Any]:
         """Aggregates, gates and counts. ``baseline_for(gate, model)`` gives regression-gate facts."""
@@ -169,17 +212,18 @@ class Aggregator:
                 m = metric_map[name]
                 info = self.config["graders"][name]
                 agg = summarize(sorted(m.scores), m.passed, m.errors, confidence=confidence)
-                op, v = self.rules[name]
+                rule = rule_text(*self.rules[name])
                 out[name] = {"label": info.get("label", name), "kind": info.get("kind"),
-                             **agg, "pass_rule": rule_text(op, v)}
+                             **agg, "rule": rule, "pass_rule": rule}
             return out
 
         def gate_results(metric_map: dict[str, _Metric], aggs: dict[str, Any], model) -> list[dict]:
             results = []
             for gate in gates:
-                scores = sorted(metric_map[gate.metric_key].scores)
+                name = gate.metric_key
                 base = baseline_for(gate, model) if baseline_for else None
-                results.append(evaluate(gate, list(scores), aggs[gate.metric_key], model=model, baseline=base))
+                results.append(evaluate(gate, aggs[name], sorted(metric_map[name].scores), model=model,
+                                        baseline=base, label=aggs[name]["label"]))
             return results
 
         combined: dict[str, _Metric] = {n: _Metric() for n in self.names}
@@ -205,10 +249,11 @@ class Aggregator:
             out["gates"] = all_gates
         else:
             out["gates"] = gate_results(combined, metrics, None)
-        out["gate"] = {"passed": all(g["passed"] for g in out["gates"])}
         # Every model sees the same samples, each pushed once per metric after reduction.
-        out["n_samples"] = max((len(self.metrics[m][self.names[0]].scores) for m in models), default=0)
-        out["errors"] = {"total": sum(self.errors_by_category.values()), "by_category": dict(self.errors_by_category)}
+        first = self.names[0]
+        out["n_samples"] = max((len(self.metrics[m][first].scores) + self.metrics[m][first].errors
+                                for m in models), default=0)
+        out["errors"] = self.error_summary()
         out["flaky"] = self.flaky
         out["records"] = self.records
         out["cache"] = {"hits": self.cache_hits}
@@ -216,3 +261,10 @@ class Aggregator:
         return out
 
 
+
+
+def _outcome(grade: dict[str, Any]) -> tuple[float | None, bool, bool]:
+    """(score, passed, errored) of one grade; an errored grade has no score and never passes."""
+    if grade.get("error"):
+        return None, False, True
+    return float(grade["score"]), bool(grade["passed"]), False

@@ -3,6 +3,11 @@
 Per metric: baseline value, current value, delta. Per sample, matched by (model, sample id):
 regressions (passed before, fails now), improvements, new and removed samples. Regression gates
 (``max_drop``, ``max_regressions``) read their facts from here.
+
+Missing evidence is never a pass: a folder without summary.json or results.jsonl, an empty
+results.jsonl, another suite's results, or a metric the baseline does not have (added or renamed
+since) gives the regression gate ``{"missing": why}``, so it reports ``no_baseline`` and follows
+its ``on_missing_baseline``. A summary.json that is not JSON is bad input (exit 2).
 """
 
 from __future__ import annotations
@@ -15,15 +20,24 @@ from ci_evals.aggregate import Aggregator
 from ci_evals.errors import ConfigError
 from ci_evals.gate import GateSpec, metric_value
 from ci_evals.reports.summary import iter_results
-from ci_evals.stats import summarize
 
 
 class Baseline:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self.missing: str | None = None
+        self.summary: dict[str, Any] = {}
+        self.agg: Aggregator | None = None
+        self.current: Aggregator | None = None
+        self.suite: str | None = None
+        self._diffs: dict = {}  # model -> diff, computed once the current run has finished
         summary_path = folder / "summary.json"
+        if not folder.is_dir():
+            self.missing = f"baseline folder {folder} does not exist"
+            return
         if not summary_path.exists():
-            raise ConfigError("baseline folder has no summary.json", file=str(folder))
+            self.missing = f"baseline folder {folder} has no summary.json"
+            return
         try:
             self.summary = json.loads(summary_path.read_text(encoding="utf-8"))
         except ValueError as exc:
@@ -34,17 +48,24 @@ class Baseline:
         if not config:
             raise ConfigError("baseline summary.json has no 'config' block (written by an older version?)",
                               file=str(summary_path))
+        if not (folder / "results.jsonl").exists():
+            self.missing = f"baseline folder {folder} has no results.jsonl"
+            return
         self.agg = Aggregator(config, keep_outcomes=True)
         for rec in iter_results(folder / "results.jsonl"):
             self.agg.add(rec)
         self.agg.flush_pending()
-        self.current: Aggregator | None = None
-        self._diffs: dict = {}  # model -> diff, computed once the current run has finished
+        if not self.agg.records:
+            self.missing = f"baseline results.jsonl in {folder} is empty"
 
-    def attach(self, current: Aggregator) -> None:
-        """The run being compared; its aggregator must keep per-sample outcomes."""
+    def attach(self, current: Aggregator, suite: str | None = None) -> None:
+        """The run being compared (its aggregator must keep per-sample outcomes) and its suite name."""
         self.current = current
+        self.suite = suite
         self._diffs = {}
+        theirs = self.summary.get("suite")
+        if not self.missing and suite is not None and theirs != suite:
+            self.missing = f"the baseline is of suite {theirs!r}, not {suite!r}"
 
     def _diff(self, model=None) -> dict[str, list]:
         if model not in self._diffs:
@@ -52,7 +73,7 @@ class Baseline:
         return self._diffs[model]
 
     def _compute_diff(self, model=None) -> dict[str, list]:
-        before = self.agg.outcomes or {}
+        before = (self.agg.outcomes if self.agg and not self.missing else None) or {}
         now = (self.current.outcomes if self.current else None) or {}
         regressions, improvements = [], []
         for key, metrics in now.items():
@@ -69,32 +90,40 @@ class Baseline:
         removed = sorted({k[1] for k in before if k not in now and (model is None or k[0] == model)})
         return {"regressions": regressions, "improvements": improvements, "new": new, "removed": removed}
 
-    def gate_facts(self, gate: GateSpec, model=None) -> dict[str, Any] | None:
-        """What a regression gate needs: the baseline's value of its metric and the regression count."""
+    def gate_facts(self, gate: GateSpec, model=None) -> dict[str, Any]:
+        """What a regression gate needs: the baseline's value of its metric and the regression count,
+        or ``{"missing": why}`` when the baseline cannot say."""
+        if self.missing:
+            return {"missing": self.missing}
         name = gate.metric_key
         if name not in self.agg.names:
-            return {"value": None, "regressions": 0}
-        bmodel = model if model in self.agg.metrics else None
-        scores = self.agg.scores(name, bmodel)
-        m = self.agg.metrics
-        n_passed = sum(m[x][name].passed for x in ([bmodel] if bmodel is not None else list(m)))
-        n_err = sum(m[x][name].errors for x in ([bmodel] if bmodel is not None else list(m)))
-        agg = summarize(scores, n_passed, n_err)
+            return {"missing": f"the baseline has no metric {name!r} (added or renamed since?)"}
+        if model is not None and model not in self.agg.metrics:
+            return {"missing": f"the baseline has no results for model {model!r}"}
+        value = metric_value(gate, self.agg.aggregate(name, model))
+        if value is None:
+            return {"missing": f"the baseline's {name!r} has no graded sample"}
         diff = self._diff(model)
-        return {"value": metric_value(gate, scores, agg) if scores else None,
-                "regressions": sum(1 for r in diff["regressions"] if r["metric"] == name)}
+        return {"value": value, "regressions": sum(1 for r in diff["regressions"] if r["metric"] == name)}
 
     def summary_block(self, summary_metrics: dict[str, Any]) -> dict[str, Any]:
         """The ``baseline`` block of summary.json."""
-        base_metrics = self.summary.get("metrics", {})
+        if self.missing:
+            return {"folder": str(self.folder), "missing": self.missing, "suite": self.summary.get("suite"),
+                    "finished_at": self.summary.get("finished_at"), "metrics": {},
+                    "regressions": [], "improvements": [], "new": [], "removed": []}
         metrics = {}
         for name, cur in summary_metrics.items():
-            b = base_metrics.get(name)
+            b = self.agg.aggregate(name) if name in self.agg.names else {}
             metrics[name] = {
-                "baseline_mean": b["mean"] if b else None, "mean": cur["mean"],
-                "delta_mean": (cur["mean"] - b["mean"]) if b else None,
-                "baseline_pass_rate": b["pass_rate"] if b else None, "pass_rate": cur["pass_rate"],
-                "delta_pass_rate": (cur["pass_rate"] - b["pass_rate"]) if b else None,
+                "baseline_mean": b.get("mean"), "mean": cur["mean"],
+                "delta_mean": _delta(cur["mean"], b.get("mean")),
+                "baseline_pass_rate": b.get("pass_rate"), "pass_rate": cur["pass_rate"],
+                "delta_pass_rate": _delta(cur["pass_rate"], b.get("pass_rate")),
             }
-        return {"folder": str(self.folder), "suite": self.summary.get("suite"),
+        return {"folder": str(self.folder), "missing": None, "suite": self.summary.get("suite"),
                 "finished_at": self.summary.get("finished_at"), "metrics": metrics, **self._diff()}
+
+
+def _delta(now: float | None, before: float | None) -> float | None:
+    return None if now is None or before is None else now - before

@@ -1,7 +1,7 @@
 """The ``ci-evals`` command line: run, validate, merge, list, schema, action.
 
-Exit codes: 0 every gate passed; 1 a gate failed; 2 invalid configuration or input (one line, no
-traceback); 3 internal error; 130 interrupted (SIGINT), 143 terminated (SIGTERM).
+Exit codes: 0 verdict passed; 1 verdict failed, errored or partial; 2 invalid configuration or
+input (one line, no traceback); 3 internal error; 130 interrupted (SIGINT), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shard", type=_shard, default=None, help="run shard K of N (stable hash of the sample id)")
     run.add_argument("--resume", type=Path, default=None, metavar="DIR",
                      help="finish an interrupted run in DIR (only missing samples run)")
+    run.add_argument("--max-errors", type=_non_negative, default=None, metavar="N",
+                     help="errored samples each gate (and a run without gates) tolerates (default: YAML, else 0)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress and no table; just the verdict")
 
     val = sub.add_parser("validate", help="check suites without calling anything")

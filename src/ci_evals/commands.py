@@ -46,7 +46,8 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     resume = getattr(args, "resume", None)
     tags = [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
     suite = load_suite(path, max_samples=args.max_samples, sample_tags=tags, num_runs=args.num_runs,
-                       shard=args.shard, cache_dir=False if args.no_cache else None)
+                       shard=args.shard, cache_dir=False if args.no_cache else None,
+                       max_errors=getattr(args, "max_errors", None))
     out = resume or output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
     if resume is not None and not (resume / "results.jsonl").exists():
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
@@ -54,7 +55,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     concurrency = args.max_concurrent or suite.spec.max_concurrent or DEFAULT_CONCURRENCY
     extra: dict[str, Any] = {}
     if args.shard:
-        extra["shard"] = {"index": args.shard[0], "count": args.shard[1]}
+        extra["shard"] = {"index": args.shard[0], "count": args.shard[1], "selected": suite.dataset.unsharded}
     if baseline is not None:
         extra["baseline_obj"] = baseline
     runner = Runner(suite, RunOptions(output=out, max_concurrent=concurrency, resume=resume is not None,
@@ -63,23 +64,21 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
         from ci_evals.aggregate import Aggregator
 
         runner.agg = Aggregator(runner.config, keep_outcomes=True)
-        baseline.attach(runner.agg)
+        baseline.attach(runner.agg, suite=suite.spec.name)
     summary = asyncio.run(runner.execute())
     write_outputs(out, summary)
     if not args.quiet:
         print(console.render(summary))
     else:
-        print(f"{summary['suite']}: " + ("PASSED" if summary["gate"]["passed"] else "FAILED"))
+        print(console.verdict_line(summary, prefix=f"{summary['suite']}: "))
     print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml)")
     if args.dry_run:
         _print_comment(summary, out)
-    if summary.get("partial"):
-        from ci_evals.cli import EXIT_SIGNAL
-
-        signum = {"SIGINT": 2, "SIGTERM": 15}.get(summary.get("interrupted_by", "SIGINT"), 2)
+    if summary.get("interrupted_by"):
         print(f"interrupted: partial results written to {out}/; finish with --resume {out}", file=sys.stderr)
-        return EXIT_SIGNAL[signum], summary, out
-    return (0 if summary["gate"]["passed"] else 1), summary, out
+    from ci_evals.verdict import exit_code
+
+    return exit_code(summary), summary, out
 
 
 def cmd_run(args: Namespace) -> int:
@@ -104,6 +103,7 @@ def cmd_run(args: Namespace) -> int:
         codes.append(code)
         rows.append({"suite_file": str(path), "exit_code": code,
                      "passed": bool(summary and summary["gate"]["passed"]),
+                     "verdict": summary["verdict"] if summary else "config_error",
                      "suite": summary["suite"] if summary else None,
                      "output": str(out) if summary else None})
         if code >= 130:
@@ -114,7 +114,7 @@ def cmd_run(args: Namespace) -> int:
     parts = [(Path(r["output"]) / "summary.md").read_text(encoding="utf-8") if r["output"]
              else f"## {r['suite_file']}\n\nInvalid configuration (exit code {r['exit_code']}).\n" for r in rows]
     (base / "summary.md").write_text("\n\n---\n\n".join(parts), encoding="utf-8")
-    print("\nAll suites: " + ", ".join(f"{Path(r['suite_file']).name} {'PASSED' if r['passed'] else 'FAILED'}"
+    print("\nAll suites: " + ", ".join(f"{Path(r['suite_file']).name} {r['verdict'].upper().replace('_', ' ')}"
                                        for r in rows))
     interrupted = [c for c in codes if c >= 130]
     return interrupted[0] if interrupted else max(codes)

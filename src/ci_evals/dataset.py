@@ -62,6 +62,7 @@ class Dataset:
         self.format = suffix[1:]
         self.total = 0  # rows in the file, set by scan()
         self.count = 0  # selected samples, set by scan()
+        self.unsharded = 0  # selected samples before the shard is taken, set by scan()
 
     # -- parsing -------------------------------------------------------------------------------
 
@@ -189,6 +190,8 @@ class Dataset:
                     return
                 continue
             taken += 1
+            if rows is not None:
+                self.unsharded = taken  # samples selected before sharding: merge checks shards add up
             if self.shard is not None and shard_of(sample.id, self.shard[1]) != self.shard[0] - 1:
                 continue
             yield line, sample

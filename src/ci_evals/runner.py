@@ -43,6 +43,8 @@ def suite_config(suite: LoadedSuite) -> dict[str, Any]:
             for name, s in suite.graders.items()
         },
         "gates": [g.model_dump(exclude_none=True) for g in suite.gates],
+        "max_errors": suite.max_errors,
+        "max_error_rate": suite.max_error_rate,
         "num_runs": suite.spec.num_runs,
         "reducer": suite.spec.reducer,
         "target": {"kind": suite.spec.target.get("kind")},
@@ -50,14 +52,14 @@ def suite_config(suite: LoadedSuite) -> dict[str, Any]:
 
 
 def _error_grade(message: str, category: str) -> dict[str, Any]:
-    return {"score": 0.0, "passed": False, "rationale": message, "error": message,
+    return {"score": None, "passed": False, "rationale": message, "error": message,
             "error_category": category, "metadata": {}}
 
 
 def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> dict[str, Any]:
     score = g.score
     if g.error:
-        return {"score": 0.0, "passed": False, "rationale": g.rationale or g.error, "error": g.error,
+        return {"score": None, "passed": False, "rationale": g.rationale or g.error, "error": g.error,
                 "error_category": "grading", "metadata": g.metadata}
     return {"score": score, "passed": passes(score, *rule), "rationale": g.rationale, "error": None,
             "metadata": g.metadata}
@@ -235,10 +237,8 @@ class Runner:
             for sig in installed:
                 loop.remove_signal_handler(sig)
             await self._close()
-        summary = self.summarize(started, time.perf_counter() - t0, partial=interrupted is not None)
-        if interrupted is not None:
-            summary["interrupted_by"] = signal.Signals(interrupted).name
-        return summary
+        return self.summarize(started, time.perf_counter() - t0, partial=interrupted is not None,
+                              interrupted=signal.Signals(interrupted).name if interrupted is not None else None)
 
     async def _run_all(self, fh, progress: Progress) -> None:
         await self._call_setup()
@@ -283,11 +283,12 @@ class Runner:
             self._last_flush = now
         self.agg.add(rec)
 
-    def summarize(self, started: datetime, duration: float, *, partial: bool) -> dict[str, Any]:
+    def summarize(self, started: datetime, duration: float, *, partial: bool,
+                  interrupted: str | None = None) -> dict[str, Any]:
         from ci_evals.reports.summary import build_summary
 
         return build_summary(self.suite, self.config, self.agg, started=started, duration=duration,
-                             partial=partial, extra=self.opts.extra_summary)
+                             partial=partial, extra=self.opts.extra_summary, interrupted=interrupted)
 
 
 class Progress:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,8 +26,12 @@ class GraderSpec(Strict):
     extractor: str = "last_assistant"
     extractor_config: dict[str, Any] = Field(default_factory=dict)
     pass_threshold: float | None = Field(
-        default=None, description="Per-sample pass: score >= pass_threshold (default: the gate's rule)."
+        default=None, description="Per-sample pass: score >= pass_threshold (default: this metric's gate's rule)."
     )
+    pass_op: Literal["gt", "gte", "lt", "lte", "eq"] | None = Field(
+        default=None, description="Per-sample pass: score <pass_op> pass_value (e.g. lte for lower-is-better)."
+    )
+    pass_value: float | None = Field(default=None, description="The threshold of pass_op (default 1.0).")
 
 
 class Context:

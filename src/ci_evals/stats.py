@@ -61,25 +61,31 @@ def bootstrap_mean(values: Sequence[float], confidence: float = 0.95, *, resampl
     return (percentile(means, alpha * 100), percentile(means, (1 - alpha) * 100))
 
 
-def summarize(scores: Sequence[float], passed: int, errors: int, *, confidence: float = 0.95) -> dict:
-    """The per-metric aggregate written to summary.json (errored samples are in ``scores`` as 0)."""
-    n = len(scores)
-    ordered = sorted(scores)
-    mean = math.fsum(scores) / n if n else 0.0
-    out = {
+def summarize(graded: Sequence[float], passed: int, errors: int, *, confidence: float = 0.95) -> dict:
+    """The per-metric aggregate of summary.json, the metric table and every gate.
+
+    ``graded`` holds the scores of the samples that were graded, sorted; errored samples have no
+    score. Score aggregates cover the graded samples only (null when none was graded); the pass
+    rate is over every sample, errored ones counting as failed. Both intervals are always given:
+    the bootstrap (or normal) interval of the mean and the Wilson interval of the pass rate.
+    """
+    k = len(graded)
+    n = k + errors
+    mean = math.fsum(graded) / k if k else None
+    return {
         "n": n,
-        "graded": n - errors,
+        "graded": k,
         "errors": errors,
         "mean": mean,
         "passed": passed,
-        "pass_rate": passed / n if n else 0.0,
-        "min": ordered[0] if n else 0.0,
-        "max": ordered[-1] if n else 0.0,
-        "median": percentile(ordered, 50),
-        "p50": percentile(ordered, 50),
-        "p95": percentile(ordered, 95),
-        "p99": percentile(ordered, 99),
-        "ci_mean": list(bootstrap_mean(scores, confidence)) if n else None,
+        "pass_rate": passed / n if n else None,
+        "min": graded[0] if k else None,
+        "max": graded[-1] if k else None,
+        "median": percentile(graded, 50) if k else None,
+        "p50": percentile(graded, 50) if k else None,
+        "p95": percentile(graded, 95) if k else None,
+        "p99": percentile(graded, 99) if k else None,
+        "ci_mean": list(bootstrap_mean(graded, confidence)) if k else None,
         "ci_pass_rate": list(wilson(passed, n, confidence)) if n else None,
+        "ci_method": {"mean": "bootstrap" if k <= BOOTSTRAP_MAX_N else "normal", "pass_rate": "wilson"},
     }
-    return out

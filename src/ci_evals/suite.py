@@ -51,6 +51,8 @@ class SuiteSpec(Strict):
     output: str | None = None
     cache: bool | str = True
     pricing: dict[str, Price] = Field(default_factory=dict)
+    max_errors: int | None = Field(default=None, ge=0)
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
 
     @field_validator("graders")
     @classmethod
@@ -85,6 +87,8 @@ class LoadedSuite:
     gates: list[GateSpec]
     lines: dict[str, int] = field(default_factory=dict)
     setup: Any = None
+    max_errors: int | None = 0  # the run's error budget when there is no gate
+    max_error_rate: float | None = None
 
     @property
     def needs_memory(self) -> bool:
@@ -105,18 +109,20 @@ def load_suite(
     num_runs: int | None = None,
     shard: tuple[int, int] | None = None,
     cache_dir: Path | None | Literal[False] = None,
+    max_errors: int | None = None,
 ) -> LoadedSuite:
     """Load and fully validate a suite; raise ConfigError naming file, line and key on any problem.
 
     CLI overrides (``max_samples``, ``sample_tags``, ``num_runs``) win over the YAML.
     ``cache_dir=False`` turns the LLM cache off; None uses the YAML's ``cache`` setting.
+    ``max_errors`` (``--max-errors``) sets the error budget of every gate and of the run.
     """
     path = Path(path)
     file = str(path)
     raw, lines = load_yaml(path)
     try:
         return _load(path, file, raw, lines, offline=offline, max_samples=max_samples, sample_tags=sample_tags,
-                     num_runs=num_runs, shard=shard, cache_dir=cache_dir)
+                     num_runs=num_runs, shard=shard, cache_dir=cache_dir, max_errors=max_errors)
     except ConfigError as exc:
         _locate(exc, file, lines)
         raise
@@ -135,7 +141,7 @@ def _locate(exc: ConfigError, file: str, lines: dict[str, int]) -> None:
 
 
 def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bool, max_samples, sample_tags,
-          num_runs, shard, cache_dir) -> LoadedSuite:
+          num_runs, shard, cache_dir, max_errors=None) -> LoadedSuite:
     from ci_evals.customcode import load_object
     if not isinstance(raw, dict):
         raise ConfigError("a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file)
@@ -186,16 +192,9 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
                 f"metric_key '{gate.metric_key}' names no grader{did_you_mean(gate.metric_key, names)}",
                 file=file, key=f"{gkey}.metric_key", line=_line(lines, f"{gkey}.metric_key"))
 
-    # Per-sample pass rule of each metric: its own pass_threshold, else its gate's, else the first gate's.
-    slots: dict[str, GraderSlot] = {}
-    for name, (grader, extractor) in graders.items():
-        if grader.spec.pass_threshold is not None:
-            rule = ("gte", grader.spec.pass_threshold)
-        else:
-            own = next((g for g in gates if g.metric_key == name and g.op is not None), None)
-            first = next((g for g in gates if g.op is not None), None)
-            rule = (own or first).sample_rule() if (own or first) else ("gte", 1.0)
-        slots[name] = GraderSlot(name, grader, extractor, rule)
+    slots = {name: GraderSlot(name, g, x, metric_rule(name, g.spec, gates, file, lines))
+             for name, (g, x) in graders.items()}
+    budget = _apply_budgets(spec, gates, max_errors)
 
     # Dataset, scanned once: every row parsed, ids unique, per-sample grader checks.
     ds_path = ctx.resolve(spec.dataset)
@@ -214,7 +213,53 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
     else:
         dataset.scan()
 
-    return LoadedSuite(path, spec, ctx, dataset, target, slots, gates, lines, setup)
+    return LoadedSuite(path, spec, ctx, dataset, target, slots, gates, lines, setup, *budget)
+
+
+def metric_rule(name: str, gspec, gates: list[GateSpec], file: str, lines: dict[str, int]) -> tuple[str, float]:
+    """A metric's own per-sample pass rule: its grader's (``pass_threshold`` or ``pass_op``/``pass_value``),
+    else its own gates' (the first one's), else score >= 1.0. Never another metric's gate.
+
+    Two rules stated for one metric that differ are a configuration error: the metric table, the
+    accuracy gate and every report must use one rule.
+    """
+    own = [g for g in gates if g.metric_key == name]
+    stated: list[tuple[tuple[str, float], str]] = []
+    if gspec.pass_threshold is not None:
+        stated.append((("gte", gspec.pass_threshold), f"graders.{name}.pass_threshold"))
+    if getattr(gspec, "pass_value", None) is not None or getattr(gspec, "pass_op", None) is not None:
+        stated.append(((gspec.pass_op or "gte", 1.0 if gspec.pass_value is None else gspec.pass_value),
+                       f"graders.{name}.pass_value"))
+    for i, g in enumerate(own):
+        if g.explicit_rule() is not None:
+            stated.append((g.explicit_rule(), f"gates on '{name}' #{i + 1}"))
+    for rule, where in stated[1:]:
+        if rule != stated[0][0]:
+            raise ConfigError(f"metric '{name}' has two per-sample pass rules: {rule_text(*stated[0][0])} "
+                              f"({stated[0][1]}) and {rule_text(*rule)} ({where}); keep one",
+                              file=file, key=f"graders.{name}", line=lines.get(f"graders.{name}"))
+    if stated:
+        return stated[0][0]
+    return own[0].sample_rule() if own else ("gte", 1.0)
+
+
+def _apply_budgets(spec: SuiteSpec, gates: list[GateSpec], flag: int | None) -> tuple[int | None, float | None]:
+    """Give every gate its error budget: ``--max-errors``, else its own, else the suite's default, else 0.
+
+    Returns the run's own budget (used when there is no gate).
+    """
+    for gate in gates:
+        if gate.max_errors is None and gate.max_error_rate is None:
+            gate.max_errors, gate.max_error_rate = spec.max_errors, spec.max_error_rate
+            if gate.max_errors is None and gate.max_error_rate is None:
+                gate.max_errors = 0
+        if flag is not None:
+            gate.max_errors = flag
+    if flag is not None:
+        return flag, spec.max_error_rate
+    if spec.max_errors is None and spec.max_error_rate is None:
+        return 0, None
+    return spec.max_errors, spec.max_error_rate
 
 
 def _construct(make, file: str, key: str, lines: dict[str, int]):

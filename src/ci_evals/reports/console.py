@@ -1,16 +1,26 @@
-"""The console report: a metric table (tabulate), the gates and the verdict."""
+"""The console report: a metric table (tabulate), the errors grouped by message, the gates and the verdict."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from ci_evals.gate import display_name
+
+GROUPS_SHOWN = 5
+INTERVALS_NOTE = ("95% intervals: the mean's by bootstrap (normal approximation above 200 samples), "
+                  "the pass rate's by Wilson score")
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}%"
 
 
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
 def _interval(ci) -> str:
-    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
 
 
 def metric_rows(metrics: dict[str, Any], baseline: dict[str, Any] | None = None) -> list[list[Any]]:
@@ -18,19 +28,70 @@ def metric_rows(metrics: dict[str, Any], baseline: dict[str, Any] | None = None)
     base = (baseline or {}).get("metrics", {})
     for name, m in metrics.items():
         row = [
-            m.get("label") or name,
-            f"{m['mean']:.3f}",
+            display_name(m.get("label"), name),
+            _num(m.get("mean")),
             _interval(m.get("ci_mean")),
-            _pct(m["pass_rate"]),
-            m["n"],
+            _pct(m.get("pass_rate")),
+            _interval(m.get("ci_pass_rate")),
+            f"{m.get('graded', 0)}/{m['n']}",
             m["errors"],
-            m.get("pass_rule", ""),
+            m.get("rule") or m.get("pass_rule", ""),
         ]
         if baseline is not None:
             b = base.get(name)
             row.append("-" if not b or b.get("delta_mean") is None else f"{b['delta_mean']:+.3f}")
         rows.append(row)
     return rows
+
+
+HEADERS = ["metric", "mean", "mean 95% CI", "pass rate", "pass rate 95% CI", "graded/n", "errors", "pass rule"]
+
+
+def gate_title(g: dict[str, Any]) -> str:
+    """A gate as written, its metric named the way the metric table names it: ``Quality (q) avg_score gte 0.75``."""
+    desc = str(g.get("description") or "")
+    key = str(g.get("metric_key"))
+    rest = desc[len(key):].lstrip() if desc.startswith(key) else desc
+    return f"{display_name(g.get('label'), key)} {rest}".rstrip()
+
+
+def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]:
+    """The distinct error messages, most frequent first: ``target error ×6: cannot start 'pyhton3': ...``."""
+    errs = summary.get("errors") or {}
+    groups = errs.get("groups") or []
+    if not errs.get("total"):
+        return []
+    labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
+    samples = errs.get("samples", errs["total"])
+    cats = ", ".join(f"{k} {v}" for k, v in errs.get("by_category", {}).items() if v)
+    lines = [f"Errors: {samples} of {summary.get('records', samples)} result lines errored ({cats}); "
+             "errored samples have no score and count as failed:"]
+    for grp in groups[:limit]:
+        who = f" ({display_name(labels.get(grp['grader']), grp['grader'])})" if grp.get("grader") else ""
+        lines.append(f"  {grp['category']} error ×{grp['count']}{who}: {one_line(grp['message'])}")
+    if len(groups) > limit:
+        lines.append(f"  and {len(groups) - limit} more distinct messages (summary.json errors.groups)")
+    return lines
+
+
+def one_line(text: Any, limit: int = 300) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def all_target_failed(summary: dict[str, Any]) -> bool:
+    """Every result line failed at the target: nothing the agent did was graded."""
+    errs = summary.get("errors") or {}
+    records = summary.get("records") or 0
+    return bool(records) and (errs.get("by_category") or {}).get("target", 0) >= records
+
+
+def verdict_line(summary: dict[str, Any], prefix: str = "Verdict: ") -> str:
+    """``Verdict: ERRORED (quality: 3 of 50 samples errored (max_errors 0))``."""
+    from ci_evals.verdict import word
+
+    reason = summary.get("verdict_reason")
+    return f"{prefix}{word(summary)}" + (f" ({reason})" if reason else "")
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -42,59 +103,45 @@ def render(summary: dict[str, Any]) -> str:
         + (f" x {summary['num_runs']} runs" if summary.get("num_runs", 1) > 1 else "")
         + f", {summary['duration_s']:.2f} s)"
     ]
-    headers = ["metric", "mean", "95% CI", "pass rate", "n", "errors", "pass rule"]
+    headers = list(HEADERS)
     baseline = summary.get("baseline")
     if baseline is not None:
         headers.append("Δ mean")
-    lines.append(
-        tabulate(
-            metric_rows(summary["metrics"], baseline),
-            headers=headers,
-            tablefmt="simple",
-            disable_numparse=True,
-        )
-    )
+    lines.append(tabulate(metric_rows(summary["metrics"], baseline), headers=headers, tablefmt="simple",
+                          disable_numparse=True))
+    if all_target_failed(summary):
+        lines.append(f"Every sample failed at the target ({summary['records']} of {summary['records']}): "
+                     "nothing was graded.")
     for model, block in (summary.get("models") or {}).items():
         lines.append(f"\nModel {model}:")
-        lines.append(
-            tabulate(
-                metric_rows(block["metrics"]),
-                headers=headers[:7],
-                tablefmt="simple",
-                disable_numparse=True,
-            )
-        )
-    errs = summary.get("errors", {})
-    if errs.get("total"):
-        cats = ", ".join(f"{k} {v}" for k, v in errs["by_category"].items() if v)
-        lines.append(
-            f"\nErrors: {errs['total']} ({cats}); errored samples count as failures (score 0)"
-        )
+        lines.append(tabulate(metric_rows(block["metrics"]), headers=HEADERS, tablefmt="simple",
+                              disable_numparse=True))
+    lines.append(INTERVALS_NOTE)
+    errors = error_lines(summary)
+    if errors:
+        lines += ["", *errors]
     if baseline is not None:
-        lines.append(
-            f"Baseline: {len(baseline.get('regressions', []))} regressions, "
-            f"{len(baseline.get('improvements', []))} improvements, {len(baseline.get('new', []))} new, "
-            f"{len(baseline.get('removed', []))} removed"
-        )
+        if baseline.get("missing"):
+            lines.append(f"Baseline: none ({baseline['missing']})")
+        else:
+            lines.append(
+                f"Baseline: {len(baseline.get('regressions', []))} regressions, "
+                f"{len(baseline.get('improvements', []))} improvements, {len(baseline.get('new', []))} new, "
+                f"{len(baseline.get('removed', []))} removed"
+            )
     if summary.get("flaky"):
         lines.append(f"Flaky across runs: {len(summary['flaky'])} (sample, metric) pairs")
-    if summary.get("partial"):
-        lines.append("PARTIAL: the run was interrupted; figures cover the samples that finished")
+    if summary.get("interrupted_by"):
+        lines.append("INTERRUPTED: figures cover the samples that finished")
+    elif summary.get("partial"):
+        lines.append(f"PARTIAL: {summary.get('verdict_reason') or 'samples are missing'}")
     lines.append("")
     if not summary["gates"]:
-        lines.append("No gate configured: nothing to pass or fail.")
+        lines.append("No gate configured: the run passes when no sample errored.")
     for g in summary["gates"]:
-        mark = {
-            "passed": "PASS",
-            "failed": "FAIL",
-            "inconclusive": "INCONCLUSIVE",
-            "no_baseline": "NO BASELINE",
-        }[g["status"]]
+        mark = {"passed": "PASS", "failed": "FAIL", "errored": "FAIL", "inconclusive": "INCONCLUSIVE",
+                "no_baseline": "NO BASELINE" + (" (passes)" if g.get("passed") else " (fails)")}[g["status"]]
         where = f" [{g['model']}]" if g.get("model") else ""
-        actual = "" if g.get("actual") is None else f" (actual {g['actual']:.4f}"
-        if actual and g.get("interval"):
-            actual += f", CI {_interval(g['interval'])}"
-        actual += ")" if actual else ""
-        lines.append(f"Gate{where}: {g['description']} -> {mark}{actual}")
-    lines.append("Verdict: " + ("PASSED" if summary["gate"]["passed"] else "FAILED"))
+        lines.append(f"Gate{where}: {gate_title(g)}: {g.get('reason')} -> {mark}")
+    lines.append(verdict_line(summary))
     return "\n".join(lines)

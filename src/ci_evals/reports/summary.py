@@ -56,8 +56,14 @@ def build_summary(
     partial: bool,
     extra: dict[str, Any] | None = None,
     baseline=None,
+    interrupted: str | None = None,
 ) -> dict[str, Any]:
-    """The summary.json document (see the README's output contract)."""
+    """The summary.json document (see the README's output contract).
+
+    ``interrupted`` names the signal that stopped the run (``SIGINT``/``SIGTERM``), if any.
+    """
+    from ci_evals.verdict import decide
+
     extra = extra or {}
     baseline = extra.get("baseline_obj", baseline)
     parts = agg.finish(baseline.gate_facts if baseline is not None else None)
@@ -75,18 +81,20 @@ def build_summary(
         "suite": suite.spec.name if suite else extra.get("suite"),
         "suite_file": str(suite.path) if suite else extra.get("suite_file"),
         "description": suite.spec.description if suite else extra.get("description"),
-        "started_at": started.isoformat(),
-        "finished_at": (started + timedelta(seconds=duration)).isoformat()
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": (started + timedelta(seconds=duration)).isoformat(timespec="seconds")
         if duration
-        else datetime.now(UTC).isoformat(),
+        else datetime.now(UTC).isoformat(timespec="seconds"),
         "duration_s": round(duration, 3),
+        "verdict": None,
+        "verdict_reason": None,
         "partial": partial,
         "target": config["target"],
         "num_runs": config["num_runs"],
         "reducer": config["reducer"],
         "n_samples": parts["n_samples"],
         "records": parts["records"],
-        "gate": parts["gate"],
+        "gate": None,
         "gates": parts["gates"],
         "metrics": parts["metrics"],
     }
@@ -114,6 +122,10 @@ def build_summary(
     for k, v in extra.items():
         if k not in ("baseline_obj", "versions"):
             summary[k] = v
+    if interrupted:
+        summary["interrupted_by"] = interrupted
+    summary["verdict"], summary["verdict_reason"] = decide(summary)
+    summary["gate"] = {"passed": summary["verdict"] == "passed"}
     return summary
 
 

@@ -1,0 +1,64 @@
+"""The run's one verdict word, its reason and its exit code (the same in every report).
+
+``passed``: every gate passed (with no gate: no sample errored beyond the run's error budget).
+``failed``: a gate failed on measured scores. ``errored``: a gate or the run failed because
+samples errored, or no sample could be run. ``interrupted``: the run was stopped by a signal.
+``partial``: a merge or resume with samples missing. Exit codes: 0 passed, 1 failed / errored /
+partial, 130 / 143 interrupted (SIGINT / SIGTERM); 2 and 3 (configuration and internal errors)
+never get as far as a verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ci_evals.gate import budget_exceeded, display_name
+
+VERDICTS = ("passed", "failed", "errored", "interrupted", "partial")
+WORDS = {"passed": "PASSED", "failed": "FAILED", "errored": "ERRORED", "interrupted": "INTERRUPTED",
+         "partial": "PARTIAL"}
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+
+
+def decide(summary: dict[str, Any]) -> tuple[str, str]:
+    """(verdict, one-line reason) from a summary's gates, errors, counts and completeness."""
+    gates = summary.get("gates") or []
+    errors = summary.get("errors") or {}
+    n = int(summary.get("n_samples") or 0)
+    if summary.get("interrupted_by"):
+        return "interrupted", f"interrupted by {summary['interrupted_by']} after {n} samples"
+    if summary.get("partial"):
+        return "partial", summary.get("partial_reason") or "samples are missing"
+    if n == 0:
+        return "errored", "no sample ran"
+    config = summary.get("config") or {}
+    if not gates:
+        over = budget_exceeded(int(errors.get("samples") or 0), n, config.get("max_errors"),
+                               config.get("max_error_rate"))
+        if over:
+            return "errored", f"{over}; no gate configured"
+        return "passed", f"no gate configured; {n} samples ran without error" if not errors.get("samples") \
+            else f"no gate configured; {errors['samples']} of {n} samples errored (within the error budget)"
+    bad = [g for g in gates if not g.get("passed")]
+    if not bad:
+        return "passed", f"{len(gates)} of {len(gates)} gates passed"
+    errored = [g for g in bad if g.get("status") == "errored"]
+    first = (errored or bad)[0]
+    more = f" (and {len(bad) - 1} more gate{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
+    reason = f"{display_name(first.get('label'), first.get('metric_key'))}: {first.get('reason')}{more}"
+    return ("errored" if errored else "failed"), reason
+
+
+def exit_code(summary: dict[str, Any]) -> int:
+    """The process exit code for a summary's verdict."""
+    verdict = summary.get("verdict") or decide(summary)[0]
+    if verdict == "passed":
+        return 0
+    if verdict == "interrupted":
+        return SIGNAL_EXIT.get(summary.get("interrupted_by") or "SIGINT", 130)
+    return 1
+
+
+def word(summary: dict[str, Any]) -> str:
+    """PASSED, FAILED, ERRORED, INTERRUPTED or PARTIAL."""
+    return WORDS[summary.get("verdict") or decide(summary)[0]]
