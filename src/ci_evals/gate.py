@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from ci_evals.specs import Strict
+from ci_evals.verdict import budget_exceeded
 
 OPS = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le, "eq": operator.eq}
 SYMBOL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<=", "eq": "=="}
@@ -116,27 +117,6 @@ def rule_text(op: str, value: float) -> str:
 
 def passes(score: float, op: str, value: float) -> bool:
     return OPS[op](score, value)
-
-
-def display_name(label: str | None, key: str | None) -> str:
-    """A metric as every report names it: its display name, with its key when they differ."""
-    if not label or label == key:
-        return str(key)
-    return f"{label} ({key})"
-
-
-def budget_exceeded(errors: int, n: int, max_errors: int | None, max_error_rate: float | None) -> str | None:
-    """Why ``errors`` of ``n`` samples break the budget (``3 of 50 samples errored (max_errors 0)``), or None.
-
-    With neither limit set the budget is 0 errors; with only a rate, only the rate counts.
-    """
-    if max_errors is None and max_error_rate is None:
-        max_errors = 0
-    if max_errors is not None and errors > max_errors:
-        return f"{errors} of {n} samples errored (max_errors {max_errors})"
-    if max_error_rate is not None and n and errors / n > max_error_rate + 1e-12:
-        return f"{errors} of {n} samples errored (max_error_rate {max_error_rate:g})"
-    return None
 
 
 def _budget_text(max_errors: int | None, max_error_rate: float | None) -> str:
