@@ -400,7 +400,9 @@ def usage_table(summary: dict[str, Any]) -> list[str]:
         return []
     lines = ["| | Prompt tokens | Completion tokens |", "|---|---:|---:|"]
     rows = [("target", usage.get("target"))]
-    rows += [(f"grader {escape_md(n)}", u) for n, u in (usage.get("graders") or {}).items()]
+    labels = summary.get("metrics") or {}
+    rows += [(f"grader {escape_md(display_name((labels.get(n) or {}).get('label'), n))}", u)
+             for n, u in (usage.get("graders") or {}).items()]
     rows.append(("**total**", usage.get("total")))
     for label, u in rows:
         u = u or {}
@@ -418,13 +420,14 @@ BASELINE_LISTS = (
 )
 
 
-def _baseline_item(item: Any) -> str:
+def _baseline_item(item: Any, labels: dict[str, Any]) -> str:
     if not isinstance(item, dict):
         return f"sample {item}"
     label = f"sample {item.get('sample_id')}"
     if item.get("model"):
         label += f" · {item['model']}"
-    return label + (f": {item['metric']}" if item.get("metric") else "")
+    metric = item.get("metric")
+    return label + (f": {display_name((labels.get(metric) or {}).get('label'), metric)}" if metric else "")
 
 
 def baseline_section(
@@ -441,6 +444,8 @@ def baseline_section(
     if base.get("folder"):
         when = f" ({escape_md(base['finished_at'])})" if base.get("finished_at") else ""
         lines += [f"Baseline: {escape_md(base['folder'], 200)}{when}", ""]
+    if base.get("missing"):
+        return [*lines, f"No comparison: {escape_md(base['missing'], 300)}", ""]
     metrics = baseline_metrics(summary) if with_table else {}
     labels = summary.get("metrics") or {}
     if metrics:
@@ -450,7 +455,7 @@ def baseline_section(
         ]
         for name, e in metrics.items():
             lines.append(
-                f"| {escape_md((labels.get(name) or {}).get('label') or name)} | {fmt_score(e.get('baseline_mean'))} | {fmt_score(e.get('mean'))} | "
+                f"| {escape_md(display_name((labels.get(name) or {}).get('label'), name))} | {fmt_score(e.get('baseline_mean'))} | {fmt_score(e.get('mean'))} | "
                 f"{fmt_delta(e.get('delta_mean'))} | {fmt_delta(e.get('delta_pass_rate'), pct=True)} |"
             )
         lines.append("")
@@ -459,7 +464,7 @@ def baseline_section(
         items = base.get(key) or []
         if not items or max_items <= 0:
             continue
-        entries = [f"- {escape_md(_baseline_item(i), 160)}" for i in items[:max_items]]
+        entries = [f"- {escape_md(_baseline_item(i, labels), 160)}" for i in items[:max_items]]
         if len(items) > max_items:
             entries.append(f"- … and {len(items) - max_items:,} more")
         lines += [f"**{title}**", "", *entries, ""]
@@ -469,9 +474,11 @@ def baseline_section(
 # ---------------------------------------------------------------- summary.md
 
 
-def worst_heading(shown: int, d: Digest) -> str:
-    """``(2 of 5 failing samples)``: what the section shows, counted in samples."""
-    return f"({shown} of {d.failing_rows:,} failing sample{'s' if d.failing_rows != 1 else ''})"
+def worst_heading(shown: list[dict[str, Any]], d: Digest) -> str:
+    """``(2 of 5 failing samples, 3 failing grades)``: what the section shows, counted."""
+    grades = sum(len(row_failures(r)) for r in shown)
+    return (f"({len(shown)} of {d.failing_rows:,} failing sample{'s' if d.failing_rows != 1 else ''}, "
+            f"{grades} failing grade{'s' if grades != 1 else ''})")
 
 
 def _worst_table(rows: list[dict[str, Any]], num_runs: int, labels: dict[str, Any]) -> list[str]:
@@ -523,7 +530,7 @@ def render_summary_md(
     d = digest(results, worst)
     if d.worst:
         labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
-        lines += [f"### Worst failing samples {worst_heading(len(d.worst), d)}", ""]
+        lines += [f"### Worst failing samples {worst_heading(d.worst, d)}", ""]
         lines += [*_worst_table(d.worst, int(summary.get("num_runs") or 1), labels), ""]
     versions = summary.get("versions") or {}
     if versions:
