@@ -127,7 +127,7 @@ class Runner:
             traj = await self.suite.target.run(sample, run=run, model=model, need_memory=self.suite.needs_memory)
             if not any(True for _ in traj.messages()) and not traj.memory_blocks:
                 raise SampleError("target returned an empty trajectory (no messages)")
-            replaced += clean_trajectory(traj)
+            replaced += clean_trajectory(traj) + traj.metadata.pop("replaced_chars", 0)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
