@@ -14,10 +14,12 @@ __version__ = "0.1.0"
 _LAZY = {
     "grader": "ci_evals.decorators", "extractor": "ci_evals.decorators",
     "suite_setup": "ci_evals.decorators", "agent_factory": "ci_evals.decorators",
+    "reward_composer": "ci_evals.decorators", "RewardOutput": "ci_evals.rewards", "RewardContext": "ci_evals.rewards",
     "Grade": "ci_evals.models", "GradeResult": "ci_evals.models", "Sample": "ci_evals.models",
 }
 
-__all__ = ["Grade", "GradeResult", "Sample", "__version__", "agent_factory", "extractor", "grader", "suite_setup"]
+__all__ = ["Grade", "GradeResult", "RewardContext", "RewardOutput", "Sample", "__version__", "agent_factory",
+           "extractor", "grader", "reward_composer", "suite_setup"]
 
 
 def __getattr__(name: str) -> Any:

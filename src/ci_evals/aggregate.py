@@ -19,6 +19,7 @@ from collections import defaultdict
 from statistics import median
 from typing import Any
 
+from ci_evals import typed_gates
 from ci_evals.gate import GateSpec, evaluate, passes, rule_text
 from ci_evals.stats import summarize
 
@@ -210,6 +211,7 @@ class Aggregator:
         self.flush_pending()
         models = sorted(self.metrics, key=lambda m: "" if m is None else str(m))
         gates = [GateSpec.model_validate(g) for g in self.config.get("gates", [])]
+        typed = [typed_gates.parse(g, "gate", None, None) for g in self.config.get("typed_gates", [])]
         confidence = 0.95
 
         def block(metric_map: dict[str, _Metric]) -> dict[str, Any]:
@@ -230,6 +232,8 @@ class Aggregator:
                 base = baseline_for(gate, model) if baseline_for else None
                 results.append(evaluate(gate, aggs[name], sorted(metric_map[name].scores), model=model,
                                         baseline=base, label=aggs[name]["label"]))
+            results += [typed_gates.evaluate(t, lambda n: (aggs[n], sorted(metric_map[n].scores)), model=model)
+                        for t in typed]
             return results
 
         combined: dict[str, _Metric] = {n: _Metric() for n in self.names}

@@ -71,8 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-errors", type=_non_negative, default=None, metavar="N",
                      help="errored samples each gate (and a run without gates) tolerates (default: YAML, else 0)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress and no table; just the verdict")
-
-    val = sub.add_parser("validate", help="check suites without calling anything")
+    for cmd in (run, val := sub.add_parser("validate", help="check suites without calling anything")):
+        cmd.add_argument("--gate", action="append", default=None, metavar="GATE",
+                         help='add a gate, "METRIC [AGGREGATION] OP VALUE", e.g. "reward avg_score gte 0.75" '
+                              "(repeatable)")
+    run.add_argument("--model-handle", default=None, metavar="HANDLE",
+                     help="run only this one of the target's model_handles")
     val.add_argument("suites", nargs="+", metavar="SUITE")
 
     merge = sub.add_parser("merge", help="combine shard result folders into one")
@@ -106,6 +110,27 @@ def expand_suites(patterns: list[str]) -> list[Path]:
     return [p for p in out if not (p.resolve() in seen or seen.add(p.resolve()))]
 
 
+def load_dotenv(path: Path = Path(".env")) -> None:
+    """Load ``./.env`` like letta-evals 0.18+: variables already set win, and nothing is printed.
+
+    Not in CI (``CI`` set): a ``.env`` committed in a pull request must not redirect the
+    workflow's API keys (e.g. to another ``OPENAI_BASE_URL``); set variables in the workflow.
+    """
+    if not path.is_file():
+        return
+    import os
+
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        print("note: ./.env not loaded: CI is set (set variables in the workflow instead)", file=sys.stderr)
+        return
+    import logging
+
+    from dotenv import load_dotenv as _load
+
+    logging.getLogger("dotenv.main").setLevel(logging.ERROR)  # its parse warnings quote the line
+    _load(path, override=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "action":
@@ -116,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         build_parser().print_help()
         return EXIT_CONFIG
+    load_dotenv()
     from ci_evals.errors import ConfigError
 
     try:

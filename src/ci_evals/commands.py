@@ -47,7 +47,11 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     tags = [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
     suite = load_suite(path, max_samples=args.max_samples, sample_tags=tags, num_runs=args.num_runs,
                        shard=args.shard, cache_dir=False if args.no_cache else None,
-                       max_errors=getattr(args, "max_errors", None))
+                       max_errors=getattr(args, "max_errors", None), extra_gates=getattr(args, "gate", None))
+    if getattr(args, "model_handle", None):
+        from ci_evals.dialects import select_model
+
+        select_model(suite, args.model_handle)
     out = resume or output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
     if resume is not None and not (resume / "results.jsonl").exists():
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
@@ -123,18 +127,22 @@ def cmd_run(args: Namespace) -> int:
 def cmd_validate(args: Namespace) -> int:
     from ci_evals.cli import expand_suites
     from ci_evals.suite import load_suite
+    from ci_evals.typed_gates import describe as describe_typed
 
     worst = 0
     for path in expand_suites(args.suites):
         try:
-            suite = load_suite(path, offline=True, cache_dir=False)
+            suite = load_suite(path, offline=True, cache_dir=False, extra_gates=getattr(args, "gate", None))
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             worst = 2
             continue
         graders = ", ".join(f"{n} ({s.grader.spec.kind}, {s.extractor.name}, pass {s.rule_text})"
                             for n, s in suite.graders.items())
-        gates = "; ".join(g.describe() for g in suite.gates) or "none"
+        gates = "; ".join([g.describe() for g in suite.gates] + [describe_typed(g) for g in suite.typed_gates]) \
+            or "none (add one with --gate)"
+        if suite.reward is not None:
+            graders += f"; {suite.reward.describe()}"
         print(f"{path}: valid. {suite.dataset.count} samples ({suite.dataset.total} in "
               f"{suite.dataset.path.name}), target {suite.spec.target['kind']}, graders: {graders}; gates: {gates}")
     return worst

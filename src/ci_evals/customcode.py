@@ -26,6 +26,7 @@ def install_letta_evals_shim() -> None:
         return
     import ci_evals.decorators as decorators
     import ci_evals.models as models
+    import ci_evals.rewards as rewards
 
     pkg = types.ModuleType("letta_evals")
     pkg.__path__ = []  # a package, so submodule imports resolve from sys.modules
@@ -38,9 +39,46 @@ def install_letta_evals_shim() -> None:
     for name, value in vars(decorators).items():
         if not name.startswith("_"):
             setattr(pkg, name, value)
+    for name in ("GradeResult", "Sample"):
+        setattr(pkg, name, getattr(models, name))
+    for name in ("RewardOutput", "RewardContext"):  # letta-evals 0.21+ reward composers import these
+        setattr(pkg, name, getattr(rewards, name))
+        setattr(shim_models, name, getattr(rewards, name))
+    from ci_evals.trajectory import Message
+
+    shim_models.LettaMessageUnion = Message  # custom extractors get ci-evals messages, turn by turn
+    extractors = _extractors_shim()
+    pkg.extractors = extractors
     sys.modules.update(
-        {"letta_evals": pkg, "letta_evals.decorators": decorators, "letta_evals.models": shim_models}
+        {"letta_evals": pkg, "letta_evals.decorators": decorators, "letta_evals.models": shim_models,
+         "letta_evals.extractors": extractors, "letta_evals.extractors.builtin": extractors}
     )
+
+
+def _extractors_shim() -> types.ModuleType:
+    """``letta_evals.extractors(.builtin)``: the built-in extractors, callable as letta-evals calls them,
+    ``fn(trajectory_turns, config_dict)``, so a custom extractor can build on one."""
+    from ci_evals.extractors import BUILTINS
+    from ci_evals.trajectory import Trajectory
+
+    mod = types.ModuleType("letta_evals.extractors")
+    mod.__path__ = []
+
+    def wrap(fn, cfg_model):
+        def builtin(trajectory, config=None, *_):
+            return fn(Trajectory(turns=list(trajectory)), cfg_model.model_validate(config or {}))
+
+        builtin.__name__ = fn.__name__
+        return builtin
+
+    for name, (fn, cfg_model, _) in BUILTINS.items():
+        if name != "memory_block":  # it reads the agent's memory, not the turns
+            setattr(mod, name, wrap(fn, cfg_model))
+    import ci_evals.decorators as decorators
+
+    mod.extractor = decorators.extractor
+    mod.builtin = mod
+    return mod
 
 
 def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
@@ -68,8 +106,14 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
         raise ConfigError(f"syntax error: {exc.msg}", file=str(path), line=exc.lineno, key=key) from None
     except Exception as exc:
         sys.modules.pop(name, None)
+        hint = ""
+        if isinstance(exc, ImportError) and "letta_client" in str(exc):
+            from importlib.metadata import version
+
+            hint = (f" (the installed letta-client {version('letta-client')} has no such name: this file was "
+                    "written for another letta-client version, such as 0.x before letta-evals 0.8)")
         raise ConfigError(
-            f"importing it failed: {type(exc).__name__}: {exc}", file=str(path), key=key
+            f"importing it failed: {type(exc).__name__}: {exc}{hint}", file=str(path), key=key
         ) from None
     _loaded[path] = module
     return module

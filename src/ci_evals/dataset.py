@@ -20,7 +20,8 @@ from typing import Any
 from ci_evals.errors import ConfigError
 from ci_evals.models import Sample
 
-KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars")
+KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars",
+         "sample_id", "prompt", "extra_vars")  # the last three: letta-evals 0.6-0.17 keys
 
 
 def shard_of(sample_id: int | str, count: int) -> int:
@@ -74,6 +75,8 @@ class Dataset:
             if not cond:
                 raise self._err(line, msg)
 
+        if row.get("input") in (None, "") and row.get("prompt") not in (None, ""):
+            row = {**row, "input": row["prompt"]}  # letta-evals 0.14+: `prompt` is an alias of `input`
         need("input" in row, "missing required field 'input'")
         inp = row["input"]
         if from_csv:
@@ -92,11 +95,21 @@ class Dataset:
         gt = row.get("ground_truth")
         if from_csv and gt == "":
             gt = None
-        if isinstance(gt, bool):
+        if from_csv and isinstance(gt, str) and gt.strip().startswith("[") and gt.strip().endswith("]"):
+            try:
+                gt = json.loads(gt)
+            except ValueError as exc:
+                raise self._err(line, f"'ground_truth' looks like a JSON list but is invalid: {exc}") from None
+        if isinstance(gt, list):  # letta-evals 0.9+: one ground truth per input turn, each turn graded
+            need(all(isinstance(x, str) for x in gt), "'ground_truth' list must hold strings, one per input turn")
+            need(isinstance(inp, list) and len(inp) == len(gt),
+                 f"'ground_truth' is a list of {len(gt)}: 'input' must be a list of as many turns"
+                 + (f" (it has {len(inp)})" if isinstance(inp, list) else " (it is a string)"))
+        elif isinstance(gt, bool):
             gt = "true" if gt else "false"
         elif isinstance(gt, (int, float)):
             gt = json.dumps(gt)
-        need(gt is None or isinstance(gt, str), "'ground_truth' must be a string (or a number)")
+        need(gt is None or isinstance(gt, (str, list)), "'ground_truth' must be a string (or a number)")
 
         def obj(name: str) -> dict[str, Any] | None:
             value = row.get(name)
@@ -117,7 +130,7 @@ class Dataset:
         tags = tags or []
         need(isinstance(tags, list) and all(isinstance(x, str) for x in tags), "'tags' must be a list of strings")
 
-        sid = row.get("id")
+        sid = row.get("sample_id") if row.get("sample_id") not in (None, "") else row.get("id")
         if from_csv and isinstance(sid, str):
             sid = sid.strip()
             sid = int(sid) if sid.isdigit() and str(int(sid)) == sid else (sid or None)
@@ -126,9 +139,15 @@ class Dataset:
         need(isinstance(sid, (int, str)) and not isinstance(sid, bool), "'id' must be a string or an integer")
 
         extra = {k: v for k, v in row.items() if k not in KNOWN and k is not None}
+        meta = obj("metadata") or {}
+        # letta-evals 0.6+: an `extra_vars` object; 0.14+: the three objects may sit in `metadata`
+        nested = {k: meta.get(k) if isinstance(meta.get(k), dict) else None
+                  for k in ("agent_args", "rubric_vars", "extra_vars")}
+        extra.update(obj("extra_vars") or nested["extra_vars"] or {})
         return Sample.model_construct(
-            id=sid, input=inp, ground_truth=gt, metadata=obj("metadata") or {}, tags=tags,
-            agent_args=obj("agent_args"), rubric_vars=obj("rubric_vars"), extra_vars=extra,
+            id=sid, input=inp, ground_truth=gt, metadata=meta, tags=tags,
+            agent_args=obj("agent_args") or nested["agent_args"],
+            rubric_vars=obj("rubric_vars") or nested["rubric_vars"], extra_vars=extra,
         )
 
     def _jsonl(self) -> Iterator[tuple[int, Sample]]:
@@ -158,7 +177,7 @@ class Dataset:
                 header = reader.fieldnames
                 if not header:
                     raise self._err(1, "CSV file is empty (no header row)")
-                if "input" not in header:
+                if "input" not in header and "prompt" not in header:
                     cols = [c if len(c) <= 40 else c[:37] + "..." for c in header[:10]]
                     if len(header) > 10:
                         cols.append(f"... {len(header) - 10} more")

@@ -1,7 +1,9 @@
-"""Decorators that register user code: ``@grader``, ``@extractor``, ``@suite_setup``, ``@agent_factory``.
+"""Decorators that register user code: ``@grader``, ``@extractor``, ``@suite_setup``, ``@agent_factory``,
+``@reward_composer``.
 
 Signatures follow letta-evals: a grader is ``(sample, submission) -> GradeResult``; an extractor
-is ``(trajectory, config)`` or ``(trajectory, config, agent_state)``. Wrong signatures raise
+is ``(trajectory, config)`` or ``(trajectory, config, agent_state)``; a suite setup takes nothing,
+``(client)`` or ``(client, model_handle)``; a reward composer takes ``(ctx)``. Wrong signatures raise
 TypeError at import time, so a broken file fails validation rather than a run.
 """
 
@@ -45,8 +47,8 @@ def _check_extractor(f) -> None:
 
 
 def _check_setup(f) -> None:
-    if len(_params(f)) > 1:
-        raise TypeError(f"@suite_setup {f.__name__} must take at most one parameter (client or suite)")
+    if len(_params(f)) > 2:
+        raise TypeError(f"@suite_setup {f.__name__} must take (), (client) or (client, model_handle)")
 
 
 def _check_factory(f) -> None:
@@ -54,7 +56,13 @@ def _check_factory(f) -> None:
         raise TypeError(f"@agent_factory {f.__name__} must take exactly (client, sample)")
 
 
+def _check_reward(f) -> None:
+    if _params(f) != ["ctx"]:
+        raise TypeError(f"@reward_composer {f.__name__} must take exactly one parameter named ctx, got {_params(f)}")
+
+
 grader = _decorate("grader", _check_grader, GRADER_FUNCTIONS)
 extractor = _decorate("extractor", _check_extractor, EXTRACTORS)
 suite_setup = _decorate("suite_setup", _check_setup)
 agent_factory = _decorate("agent_factory", _check_factory)
+reward_composer = _decorate("reward_composer", _check_reward)

@@ -26,6 +26,8 @@ from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
 from ci_evals.graders.tool import ToolGrader
 from ci_evals.models import GradeResult, Sample
+from ci_evals.perturn import grade_per_turn
+from ci_evals.rewards import reward_config
 from ci_evals.suite import GraderSlot, LoadedSuite
 from ci_evals.textsafe import clean_sample, clean_trajectory, clean_value
 from ci_evals.trajectory import Trajectory
@@ -42,8 +44,9 @@ def suite_config(suite: LoadedSuite) -> dict[str, Any]:
             name: {"label": s.grader.label, "kind": s.grader.spec.kind, "rule": list(s.rule),
                    "extractor": s.extractor.name}
             for name, s in suite.graders.items()
-        },
+        } | reward_config(suite.reward),
         "gates": [g.model_dump(exclude_none=True) for g in suite.gates],
+        **({"typed_gates": [g.model_dump(exclude_none=True) for g in suite.typed_gates]} if suite.typed_gates else {}),
         "max_errors": suite.max_errors,
         "max_error_rate": suite.max_error_rate,
         "num_runs": suite.spec.num_runs,
@@ -98,6 +101,8 @@ class Runner:
         return self.suite.dataset.count * models * self.suite.spec.num_runs - len(self.done_keys)
 
     async def _grade_one(self, slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[dict, str]:
+        if isinstance(sample.ground_truth, list):  # letta-evals 0.9+: each turn graded on its own
+            return await grade_per_turn(self._grade_one, slot, sample, traj)
         try:
             submission = slot.extractor(traj)
         except Exception as exc:  # a custom extractor failing is that sample's extraction error
@@ -136,7 +141,7 @@ class Runner:
             rec["error"] = {"category": category, "message": msg}
             if getattr(exc, "retries", 0):
                 rec["retries"] = exc.retries
-            rec["grades"] = {n: _error_grade(f"{category} error: {msg}", category) for n in self.suite.graders}
+            rec["grades"] = {n: _error_grade(f"{category} error: {msg}", category) for n in self.suite.metric_names}
             rec["submission"] = {n: "" for n in self.suite.graders}
             rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
             rec["duration_s"] = round(time.perf_counter() - t0, 6)
@@ -151,6 +156,9 @@ class Runner:
             pairs = await asyncio.gather(*(self._grade_one(s, sample, traj) for s in slots))
         rec["grades"] = {s.name: p[0] for s, p in zip(slots, pairs, strict=True)}
         rec["submission"] = {s.name: p[1] for s, p in zip(slots, pairs, strict=True)}
+        if self.suite.reward is not None:
+            rec["grades"]["reward"] = await self.suite.reward.grade(
+                sample, rec["grades"], rec["submission"], traj, model, {"total": time.perf_counter() - t0})
         rec["usage"] = traj.usage.to_dict()
         for k in ("cache_hits", "retries"):
             if traj.metadata.get(k):
@@ -195,9 +203,11 @@ class Runner:
         if params:
             args = [self.suite.spec if params[0] == "suite" else getattr(self.suite.target, "client", None)]
         try:
-            out = fn(*args)
-            if inspect.isawaitable(out):
-                await out
+            # letta-evals 0.7+: a (client, model_handle) setup runs once per model handle
+            for extra in ([[m] for m in self.suite.target.models()] if len(params) == 2 else [[]]):
+                out = fn(*args, *extra)
+                if inspect.isawaitable(out):
+                    await out
         except Exception as exc:
             raise ConfigError(f"setup script raised {type(exc).__name__}: {exc}", key="setup_script",
                               file=str(self.suite.path)) from None

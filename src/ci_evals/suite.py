@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from ci_evals.dataset import Dataset
+from ci_evals.dialects import gates_from_flags, translate, typed_gates_of, with_cleanup
 from ci_evals.errors import ConfigError, did_you_mean
 from ci_evals.extractors import Extractor, make_extractor
 from ci_evals.gate import GateSpec, rule_text
 from ci_evals.graders.base import Grader, build_grader
 from ci_evals.registry import TARGETS
+from ci_evals.rewards import load_reward
 from ci_evals.specs import Context, Strict, validate_model
 from ci_evals.targets.base import Target
 from ci_evals.yamlio import load_yaml
@@ -89,6 +92,14 @@ class LoadedSuite:
     setup: Any = None
     max_errors: int | None = 0  # the run's error budget when there is no gate
     max_error_rate: float | None = None
+    typed_gates: list = field(default_factory=list)  # letta-evals weighted_average / logical gates
+    reward: Any = None  # a letta-evals 0.21+ reward (ci_evals.rewards.Reward), the metric `reward`
+    dialect: str = "ci-evals"
+
+    @property
+    def metric_names(self) -> list[str]:
+        """Every metric a result record has: the graders', then ``reward`` when the suite has one."""
+        return list(self.graders) + (["reward"] if self.reward is not None else [])
 
     @property
     def needs_memory(self) -> bool:
@@ -110,19 +121,22 @@ def load_suite(
     shard: tuple[int, int] | None = None,
     cache_dir: Path | None | Literal[False] = None,
     max_errors: int | None = None,
+    extra_gates: list[str] | None = None,
 ) -> LoadedSuite:
     """Load and fully validate a suite; raise ConfigError naming file, line and key on any problem.
 
     CLI overrides (``max_samples``, ``sample_tags``, ``num_runs``) win over the YAML.
     ``cache_dir=False`` turns the LLM cache off; None uses the YAML's ``cache`` setting.
     ``max_errors`` (``--max-errors``) sets the error budget of every gate and of the run.
+    ``extra_gates`` (``--gate "reward avg_score gte 0.75"``) adds gates to the suite's own.
     """
     path = Path(path)
     file = str(path)
     raw, lines = load_yaml(path)
     try:
         return _load(path, file, raw, lines, offline=offline, max_samples=max_samples, sample_tags=sample_tags,
-                     num_runs=num_runs, shard=shard, cache_dir=cache_dir, max_errors=max_errors)
+                     num_runs=num_runs, shard=shard, cache_dir=cache_dir, max_errors=max_errors,
+                     extra_gates=extra_gates)
     except ConfigError as exc:
         _locate(exc, file, lines)
         raise
@@ -141,10 +155,11 @@ def _locate(exc: ConfigError, file: str, lines: dict[str, int]) -> None:
 
 
 def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bool, max_samples, sample_tags,
-          num_runs, shard, cache_dir, max_errors=None) -> LoadedSuite:
+          num_runs, shard, cache_dir, max_errors=None, extra_gates=None) -> LoadedSuite:
     from ci_evals.customcode import load_object
     if not isinstance(raw, dict):
         raise ConfigError("a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file)
+    raw, dialect = translate(raw, file, lines, offline=offline)
     spec: SuiteSpec = validate_model(SuiteSpec, raw, "", file, lines)
     base = path.resolve().parent
 
@@ -168,7 +183,8 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
         raise ConfigError("missing 'kind'" + did_you_mean("", TARGETS.names()), file=file, key="target",
                           line=_line(lines, "target"))
     tcls = TARGETS.get(str(traw["kind"]), key="target.kind")
-    tspec = validate_model(tcls.spec_model, traw, "target", file, lines)
+    tspec = validate_model(tcls.spec_model, with_cleanup(traw, dialect.cleanup, tcls, file, lines), "target", file,
+                           lines)
     target = _construct(lambda: tcls(tspec, ctx), file, "target", lines)
 
     # Graders and their extractors
@@ -183,18 +199,24 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
     # Gates
     gates = ([spec.gate] if spec.gate else []) + list(spec.gates)
     names = list(graders)
+    reward = load_reward(dialect.reward, names, ctx, file, lines) if dialect.reward is not None else None
+    metrics = names + (["reward"] if reward else [])
+    typed = typed_gates_of(dialect, metrics, file, lines)
     for i, gate in enumerate(gates):
         gkey = "gate" if (spec.gate is not None and i == 0) else f"gates[{i - (1 if spec.gate else 0)}]"
         if gate.metric_key is None:
             gate.metric_key = names[0]
-        elif gate.metric_key not in graders:
+        elif gate.metric_key not in metrics:
             raise ConfigError(
-                f"metric_key '{gate.metric_key}' names no grader{did_you_mean(gate.metric_key, names)}",
+                f"metric_key '{gate.metric_key}' names no grader{did_you_mean(gate.metric_key, metrics)}",
                 file=file, key=f"{gkey}.metric_key", line=_line(lines, f"{gkey}.metric_key"))
+    gates += gates_from_flags(extra_gates, metrics, file)
 
     slots = {name: GraderSlot(name, g, x, metric_rule(name, g.spec, gates, file, lines))
              for name, (g, x) in graders.items()}
-    budget = _apply_budgets(spec, gates, max_errors)
+    if reward is not None:
+        reward.rule = metric_rule("reward", SimpleNamespace(pass_threshold=None), gates, file, lines)
+    budget = _apply_budgets(spec, gates + typed, max_errors)
 
     # Dataset, scanned once: every row parsed, ids unique, per-sample grader checks.
     ds_path = ctx.resolve(spec.dataset)
@@ -213,7 +235,9 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
     else:
         dataset.scan()
 
-    return LoadedSuite(path, spec, ctx, dataset, target, slots, gates, lines, setup, *budget)
+    suite = LoadedSuite(path, spec, ctx, dataset, target, slots, gates, lines, setup, *budget)
+    suite.typed_gates, suite.reward, suite.dialect = typed, reward, dialect.dialect
+    return suite
 
 
 def metric_rule(name: str, gspec, gates: list[GateSpec], file: str, lines: dict[str, int]) -> tuple[str, float]:

@@ -1,0 +1,214 @@
+"""The letta-evals suite dialects, translated into ci-evals' own suite shape before validation.
+
+* 0.4-0.6: ``gate: {metric_key, metric, op, value, pass_op, pass_value}``, ci-evals' own gate.
+  letta-evals computed ``accuracy`` as a percentage (0-100): a value above 1 (up to 100) on an
+  ``accuracy`` gate is read as a percentage and converted, with one warning line.
+* 0.7-0.20: typed gates. ``kind: simple`` becomes one ordinary gate (``aggregation`` -> ``metric``,
+  ``pass_threshold`` -> ``pass_value``); ``weighted_average`` and ``logical`` stay typed gates
+  (:mod:`ci_evals.typed_gates`). Top-level ``cleanup`` moves into the target.
+* 0.21+: ``reward: {kind: metric|custom}`` (:mod:`ci_evals.rewards`), a metric named ``reward``.
+
+Every dialect may also use ci-evals' own keys; the result is validated as strictly as any suite.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from ci_evals.errors import ConfigError
+
+DIALECTS = {"ci-evals": "ci-evals / letta-evals 0.4-0.6", "typed": "letta-evals 0.7-0.20",
+            "reward": "letta-evals 0.21+"}
+
+
+@dataclass
+class Translated:
+    """What :func:`translate` found besides the plain suite keys."""
+
+    dialect: str = "ci-evals"
+    typed_gates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (YAML key, raw gate)
+    reward: dict[str, Any] | None = None
+    cleanup: bool | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def percent_value(value: Any, where: str, file: str, lines: dict[str, int], out: Translated) -> Any:
+    """An ``accuracy`` threshold: above 1 (up to 100) it is letta-evals' percentage, made a fraction."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 1:
+        return value
+    line = lines.get(where)
+    at = f"{file}:{line}" if line else file
+    if value > 100:
+        raise ConfigError(f"accuracy value {value:g} is above 100 (a fraction in [0, 1], or a percentage "
+                          "up to 100)", file=file, key=where, line=line)
+    fraction = value / 100
+    out.warnings.append(f"{at}: {where}: accuracy {value:g} read as a percentage (letta-evals' scale): "
+                        f"{fraction:g} as a fraction")
+    return fraction
+
+
+def _simple(raw: dict[str, Any], key: str, file: str, lines: dict[str, int], out: Translated) -> dict[str, Any]:
+    """A ``kind: simple`` gate (or logical condition) as an ordinary ci-evals gate."""
+    gate = {k: v for k, v in raw.items() if k not in ("kind", "aggregation", "pass_threshold")}
+    gate["metric"] = raw.get("aggregation", "avg_score")
+    if gate["metric"] == "accuracy":
+        if "value" in gate:
+            gate["value"] = percent_value(gate["value"], f"{key}.value", file, lines, out)
+        if raw.get("pass_threshold") is not None:
+            gate["pass_op"], gate["pass_value"] = "gte", raw["pass_threshold"]
+    return gate
+
+
+def _convert_typed(raw: dict[str, Any], key: str, file: str, lines: dict[str, int], out: Translated) -> dict:
+    """Percentages of a weighted or logical gate's accuracy thresholds made fractions (recursively)."""
+    raw = dict(raw)
+    if raw.get("kind") == "logical" and isinstance(raw.get("conditions"), list):
+        raw["conditions"] = [_convert_typed(c, f"{key}.conditions[{i}]", file, lines, out) if isinstance(c, dict)
+                             else c for i, c in enumerate(raw["conditions"])]
+    elif raw.get("aggregation") == "accuracy" and "value" in raw:
+        raw["value"] = percent_value(raw["value"], f"{key}.value", file, lines, out)
+    return raw
+
+
+def _one_gate(gate: dict[str, Any], key: str, file: str, lines: dict[str, int], out: Translated) -> dict | None:
+    """A gate in ci-evals' shape, or None when it is a typed (weighted or logical) gate kept aside."""
+    kind = gate.get("kind")
+    if kind is None:
+        gate = dict(gate)
+        if gate.get("metric") == "accuracy" and "value" in gate:
+            gate["value"] = percent_value(gate["value"], f"{key}.value", file, lines, out)
+        return gate
+    out.dialect = "typed"
+    if kind == "simple":
+        return _simple(gate, key, file, lines, out)
+    if kind in ("weighted_average", "logical"):
+        out.typed_gates.append((key, _convert_typed(gate, key, file, lines, out)))
+        return None
+    from ci_evals.errors import did_you_mean
+
+    raise ConfigError(f"unknown gate kind '{kind}'" + did_you_mean(str(kind), ["simple", "weighted_average", "logical"]),
+                      file=file, key=f"{key}.kind", line=lines.get(f"{key}.kind"))
+
+
+SANDBOX = ("letta-evals' per-sample Modal sandboxes are not supported: ci-evals runs samples on this machine "
+           "(remove 'sandbox' to run them here)")
+
+
+def translate(raw: dict[str, Any], file: str, lines: dict[str, int], *,
+              offline: bool = False) -> tuple[dict[str, Any], Translated]:
+    """The suite mapping in ci-evals' shape, plus what only the dialects have. Prints the warnings.
+
+    ``offline`` (``validate``): a ``sandbox`` block is a warning, not yet the error ``run`` gives.
+    """
+    out = Translated()
+    raw = dict(raw)
+    if isinstance(raw.get("gate"), dict):
+        gate = _one_gate(raw.pop("gate"), "gate", file, lines, out)
+        if gate is not None:
+            raw["gate"] = gate
+    if isinstance(raw.get("gates"), list):
+        kept = [_one_gate(g, f"gates[{i}]", file, lines, out) if isinstance(g, dict) else g
+                for i, g in enumerate(raw["gates"])]
+        raw["gates"] = [g for g in kept if g is not None]
+    if "reward" in raw:
+        out.dialect = "reward"
+        out.reward = raw.pop("reward")
+    if "cleanup" in raw:
+        out.cleanup = raw.pop("cleanup")
+        if not isinstance(out.cleanup, bool):
+            raise ConfigError(f"'cleanup' must be true or false (got {out.cleanup!r})", file=file, key="cleanup",
+                              line=lines.get("cleanup"))
+    if "sandbox" in raw:
+        raw.pop("sandbox")
+        if not offline:
+            raise ConfigError(SANDBOX, file=file, key="sandbox", line=lines.get("sandbox"))
+        out.warnings.append(f"{file}:{lines.get('sandbox')}: sandbox: {SANDBOX}; run stops there")
+    for message in out.warnings:
+        warn(message)
+    return raw, out
+
+
+def typed_gates_of(found: Translated, metrics: list[str], file: str, lines: dict[str, int]) -> list:
+    """The weighted and logical gates, validated, every metric they read checked against the suite's."""
+    from ci_evals import typed_gates
+    from ci_evals.errors import did_you_mean
+
+    out = []
+    for key, raw in found.typed_gates:
+        gate = typed_gates.parse(raw, key, file, lines)
+        for name, sub in typed_gates.metric_keys(gate):
+            if name not in metrics:
+                raise ConfigError(f"metric_key '{name}' names no grader{did_you_mean(name, metrics)}", file=file,
+                                  key=f"{key}.{sub}", line=lines.get(f"{key}.{sub}"))
+        out.append(gate)
+    return out
+
+
+FLAG_FORM = 'METRIC [AGGREGATION] OP VALUE, e.g. "reward avg_score gte 0.75"'
+
+
+def gates_from_flags(texts: list[str] | None, metrics: list[str], file: str) -> list:
+    """``--gate`` values as gates: ``METRIC [AGGREGATION] OP VALUE`` (aggregation default ``avg_score``)."""
+    from typing import get_args
+
+    from ci_evals.errors import did_you_mean
+    from ci_evals.gate import GateSpec, Metric, Op
+
+    out = []
+    for text in texts or []:
+        parts = text.split()
+        if len(parts) == 3:
+            parts.insert(1, "avg_score")
+        if len(parts) != 4:
+            raise ConfigError(f"--gate '{text}': expected {FLAG_FORM}")
+        name, metric, op, value = parts
+        if name not in metrics:
+            raise ConfigError(f"--gate '{text}': '{name}' is not a metric of this suite{did_you_mean(name, metrics)}",
+                              file=file)
+        for word, valid, what in ((metric, get_args(Metric), "aggregation"), (op, get_args(Op), "op")):
+            if word not in valid:
+                raise ConfigError(f"--gate '{text}': unknown {what} '{word}'{did_you_mean(word, list(valid))}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ConfigError(f"--gate '{text}': value '{value}' is not a number") from None
+        found = Translated()
+        if metric == "accuracy":
+            number = percent_value(number, "--gate", file, {}, found)
+            for message in found.warnings:
+                warn(message)
+        try:
+            out.append(GateSpec(metric_key=name, metric=metric, op=op, value=number))
+        except ValueError as exc:
+            raise ConfigError(f"--gate '{text}': {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    return out
+
+
+def with_cleanup(target: dict[str, Any], cleanup: bool | None, tcls, file: str, lines: dict[str, int]) -> dict:
+    """letta-evals' top-level ``cleanup`` (0.12+) as the target's own ``cleanup``; the target's key wins."""
+    if cleanup is None:
+        return target
+    if "cleanup" not in getattr(tcls.spec_model, "model_fields", {}):
+        raise ConfigError(f"'cleanup' applies to targets that create agents; target kind '{target.get('kind')}' "
+                          "creates none", file=file, key="cleanup", line=lines.get("cleanup"))
+    return {"cleanup": cleanup, **target}
+
+
+def select_model(suite, handle: str) -> None:
+    """``--model-handle``: run only this one of the target's ``model_handles`` (letta-evals 0.25)."""
+    from ci_evals.errors import did_you_mean
+
+    spec = suite.target.spec
+    handles = list(getattr(spec, "model_handles", None) or [])
+    if handle not in handles:
+        listed = f"its model_handles are {', '.join(handles)}" if handles else "it lists no model_handles"
+        raise ConfigError(f"--model-handle {handle}: not one of the target's model handles ({listed})"
+                          + did_you_mean(handle, handles), file=str(suite.path), key="target.model_handles",
+                          line=suite.lines.get("target.model_handles"))
+    spec.model_handles = [handle]

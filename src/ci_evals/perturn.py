@@ -1,0 +1,53 @@
+"""Per-turn grading (letta-evals 0.9+): a sample whose ``ground_truth`` is a list, one per input turn.
+
+Each grader grades each turn on its own: the turn's input and ground truth, and a trajectory of
+that turn alone. The sample's score is the mean of the turn scores (letta-evals
+``execution/grading.py::grade_per_turn``); the turns are kept in the grade's
+``metadata.per_turn_grades``. Fails closed where letta-evals did not: a turn the target did not
+answer, or a turn whose grading errored, makes the sample's grade errored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ci_evals.gate import passes
+from ci_evals.trajectory import Trajectory
+
+GradeOne = Callable[[Any, Any, Trajectory], Awaitable[tuple[dict[str, Any], str]]]
+
+
+def turn_trajectory(traj: Trajectory, i: int) -> Trajectory:
+    """Turn ``i`` alone, with the trajectory's memory blocks, usage and metadata."""
+    return Trajectory(turns=[traj.turns[i]] if i < len(traj.turns) else [], memory_blocks=traj.memory_blocks,
+                      usage=traj.usage, metadata=traj.metadata)
+
+
+async def grade_per_turn(grade_one: GradeOne, slot, sample, traj: Trajectory) -> tuple[dict[str, Any], str]:
+    """(grade dict, submission) of one grader over every turn of ``sample``."""
+    truths: list[str] = sample.ground_truth
+    inputs = sample.input if isinstance(sample.input, list) else [sample.input] * len(truths)
+    turns: list[dict[str, Any]] = []
+    for i, truth in enumerate(truths):
+        if i >= len(traj.turns) or not traj.turns[i]:
+            message = f"turn {i}: the target returned no messages for this turn"
+            return _errored(message, "extraction", turns), ""
+        turn_sample = sample.model_copy(update={"input": inputs[i], "ground_truth": truth})
+        grade, submission = await grade_one(slot, turn_sample, turn_trajectory(traj, i))
+        if grade.get("error"):
+            return _errored(f"turn {i}: {grade['error']}", grade.get("error_category", "grading"), turns), ""
+        turns.append({"turn": i, "score": grade["score"], "rationale": grade.get("rationale"),
+                      "submission": submission})
+    score = math.fsum(t["score"] for t in turns) / len(turns)
+    passed_turns = sum(1 for t in turns if t["score"] >= 1.0)
+    grade = {"score": score, "passed": passes(score, *slot.rule),
+             "rationale": f"{passed_turns}/{len(turns)} turns passed (mean {score:.4f})", "error": None,
+             "metadata": {"per_turn_grades": turns, "turns_passed": passed_turns, "turns_total": len(turns)}}
+    return grade, " | ".join(f"[Turn {t['turn']}] {t['submission']}" for t in turns)
+
+
+def _errored(message: str, category: str, turns: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"score": None, "passed": False, "rationale": message, "error": message, "error_category": category,
+            "metadata": {"per_turn_grades": turns}}
