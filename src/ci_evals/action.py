@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from ci_evals.reports.markdown import (
     errors_line,
+    gate_compared,
     gate_description,
     render_error_md,
     render_summary_md,
@@ -341,12 +342,10 @@ def annotate(run: SuiteRun) -> None:
         return
     for gate in run.summary.get("gates") or []:
         if not gate.get("passed"):
-            actual = gate.get("actual")
-            shown = "none" if actual is None else f"{float(actual):.3f}"
             status = gate.get("status") or "failed"
             command(
                 "error",
-                f"{run.name}: {gate_description(gate)} {status} (actual {shown})",
+                f"{run.name}: {gate_description(gate)} {status} ({gate_compared(gate)})",
                 title="ci-evals gate failed",
                 file=run.suite_file,
             )

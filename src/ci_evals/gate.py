@@ -142,10 +142,12 @@ def evaluate(gate: GateSpec, scores: list[float], agg: dict[str, Any], *, model:
                 out["baseline_value"] = before
                 drop = (before - actual) if before is not None else 0.0
                 out["drop"] = drop
+                out["max_drop"] = gate.max_drop
                 checks.append("passed" if drop <= gate.max_drop + 1e-12 else "failed")
             if gate.max_regressions is not None:
                 n_reg = baseline.get("regressions", 0)
                 out["regressions"] = n_reg
+                out["max_regressions"] = gate.max_regressions
                 checks.append("passed" if n_reg <= gate.max_regressions else "failed")
 
     if "failed" in checks:

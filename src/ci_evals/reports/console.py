@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ci_evals.reports.markdown import gate_compared
+
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}%"
@@ -91,10 +93,10 @@ def render(summary: dict[str, Any]) -> str:
             "no_baseline": "NO BASELINE",
         }[g["status"]]
         where = f" [{g['model']}]" if g.get("model") else ""
-        actual = "" if g.get("actual") is None else f" (actual {g['actual']:.4f}"
-        if actual and g.get("interval"):
+        actual = " (" + gate_compared(g, lambda x: f"{x:.4f}")
+        if g.get("interval"):
             actual += f", CI {_interval(g['interval'])}"
-        actual += ")" if actual else ""
+        actual += ")"
         lines.append(f"Gate{where}: {g['description']} -> {mark}{actual}")
     lines.append("Verdict: " + ("PASSED" if summary["gate"]["passed"] else "FAILED"))
     return "\n".join(lines)

@@ -10,7 +10,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ci_evals.reports.markdown import gate_description, input_text, sample_label, truncate
+from ci_evals.reports.markdown import (
+    gate_compared,
+    gate_description,
+    input_text,
+    sample_label,
+    truncate,
+)
 
 FIELD_LIMIT = 20_000
 """Characters kept per rationale, submission or input: the report stays loadable by CI viewers."""
@@ -106,12 +112,11 @@ def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]
         desc = gate_description(gate)
         model = f" [{gate['model']}]" if gate.get("model") else ""
         attrs = {"name": desc + model, "classname": f"{summary.get('suite')}.gates", "time": "0.000000"}
-        actual = gate.get("actual")
-        shown = "none" if actual is None else f"{float(actual):.6f}"
         status = gate.get("status") or ("passed" if gate.get("passed") else "failed")
         result = None
         if not gate.get("passed"):
-            result = ("failure", {"message": f"{status}: actual {shown}, required {desc}", "type": status}, "")
+            result = ("failure", {"message": f"{status}: {gate_compared(gate, lambda x: f'{float(x):.6f}')}, "
+                                             f"required {desc}", "type": status}, "")
         elif status == "no_baseline":
             result = ("skipped", {"message": "no baseline to compare with"}, "")
         cases.append((attrs, result, ""))
