@@ -163,7 +163,7 @@ def test_summary_md_baseline_section():
     ]
     assert section(md, "### Gates")[2:] == [
         "| quality avg_score gte 0.5 @0.95 | 0.583 | 0.350–0.800 | ⚠️ inconclusive |",
-        "| exact avg_score max_regressions 1 | 0.333 (2 regressions) |  | ❌ failed |",
+        "| exact avg_score max_regressions 1 | 2 regressions, max 1 |  | ❌ failed |",
     ]
 
 

@@ -180,6 +180,7 @@ def baseline_summary() -> dict[str, Any]:
             "description": "exact avg_score max_regressions 1",
             "interval": None,
             "regressions": 2,
+            "max_regressions": 1,
         },
     ]
     doc["baseline"] = {
