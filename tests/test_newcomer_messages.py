@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import sys
+from pathlib import Path
+
 import pytest
 
 from ci_evals.cli import main
@@ -140,3 +145,54 @@ def test_regression_gate_without_baseline_says_so(sd, capsys):
     assert main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "o"), "--no-cache"]) == 0
     gate_lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Gate")]
     assert gate_lines == ["Gate: acc avg_score max_regressions 0 -> NO BASELINE (no baseline)"]
+
+
+# ---------------------------------------------------------------- item 5: what the README promises
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_says_like_is_a_substring_test_without_sql_wildcards():
+    row = next(line for line in README.splitlines() if line.startswith("| `string_check` |"))
+    assert row == ("| `string_check` | `operation`: `eq` (equal), `ne`/`neq` (not equal), `like` (`input` contains "
+                   "`reference`: a plain substring test, case-sensitive), `ilike` (the same, ignoring case). Not SQL: "
+                   "`%` and `_` are ordinary characters, so `'you said%'` looks for those very characters |")
+
+
+@pytest.mark.parametrize(("operation", "reference", "output", "score"), [
+    ("like", "you said", "Well, you said hello", 1.0),
+    ("like", "you said%", "Well, you said hello", 0.0),
+    ("like", "you said%", "you said% literally", 1.0),
+    ("like", "You Said", "you said hello", 0.0),
+    ("ilike", "You Said", "you said hello", 1.0),
+])
+def test_like_and_ilike_behave_as_the_readme_says(sd, operation, reference, output, score):
+    sd.write("dataset.jsonl", ROWS)
+    sd.write("outputs.jsonl", [{"id": 1, "output": output}])
+    sd.suite(replay_suite({"sc": {**SC, "reference": reference, "operation": operation}}, None))
+    sd.run()
+    assert sd.results()[0]["grades"]["sc"]["score"] == score
+
+
+def test_readme_says_a_string_command_is_not_run_by_a_shell():
+    row = next(line for line in README.splitlines() if line.startswith("| `command` |"))
+    assert row.endswith("A string is split like a shell line (quotes work) but not run by a shell: no `$HOME` or "
+                        "other variables, globs, pipes or `&&`. For those, run a shell yourself: "
+                        "`command: [\"bash\", \"-c\", \"cd $HOME/agent && python run.py | tail -1\"]`. |")
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    # A string is split like a shell line: the quotes group, "$HOME" reaches the program as is.
+    (f"{shlex.quote(sys.executable)} -c 'import sys; print(sys.argv[1:])' $HOME '*' 'a | b'",
+     "['$HOME', '*', 'a | b']"),
+    # The bash -c form gets a real shell: variables expand and pipes work.
+    (["bash", "-c", "echo $HOME | tr a-z A-Z"], os.environ["HOME"].upper()),
+])
+def test_string_command_is_split_not_run_by_a_shell(sd, command, expected):
+    sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": expected}])
+    spec = replay_suite({"same": {"kind": "tool", "function": "exact_match"}}, None)
+    spec["target"] = {"kind": "command", "command": command}
+    sd.suite(spec)
+    sd.run()
+    row = sd.results()[0]
+    assert (row["error"], row["submission"]["same"], row["grades"]["same"]["score"]) == (None, expected, 1.0)
