@@ -42,7 +42,7 @@ def test_multi_turn_input(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "line", "message"), [
-    ('{"input": "a"}\n{"input": "b",}\n', 2, "invalid JSON: Expecting property name enclosed in double quotes: line 1 column 15 (char 14)"),
+    ('{"input": "a"}\n{"input": "b",}\n', 2, "invalid JSON at column 15: Expecting property name enclosed in double quotes"),
     ('{"input": "a"}\n[1]\n', 2, "each line must be a JSON object, got list"),
     ('{"inptu": "a"}\n', 1, "missing required field 'input'"),
     ('{"input": 3}\n', 1, "'input' must be a string or a list of strings, got int"),
@@ -92,7 +92,7 @@ def test_csv_keeps_cell_text_and_parses_json_cells(tmp_path):
 @pytest.mark.parametrize(("text", "message"), [
     ("question,answer\nq,a\n", "1: missing required column 'input'. Found columns: ['question', 'answer']"),
     ("", "1: CSV file is empty (no header row)"),
-    ('input,metadata\nq,{bad\n', "2: 'metadata' cell is not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    ('input,metadata\nq,{bad\n', "2: 'metadata' cell is not valid JSON at character 2 of the cell: Expecting property name enclosed in double quotes"),
     ("input,ground_truth\nq,a,extra\n", "2: row has 3 cells, header has 2"),
 ])
 def test_csv_errors(tmp_path, text, message):

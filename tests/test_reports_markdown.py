@@ -168,7 +168,7 @@ def test_summary_md_baseline_section():
         "| Answer quality (quality) avg_score gte 0.5 @0.95 | 0.583 | 0.350–0.800 | 5/6 | 1 | ⚠️ inconclusive | "
         "avg_score 0.5833, 0.95 interval \\[0.3500, 0.8000\\] straddles &gt;= 0.5; 1 of 6 samples errored "
         "(within max_errors 1) |",
-        "| exact avg_score max_regressions 1 | 0.333 (2 regressions) |  | 5/6 | 1 | ❌ failed | 2 regressions, "
+        "| exact avg_score max_regressions 1 | 2 regressions |  | 5/6 | 1 | ❌ failed | 2 regressions, "
         "max 1; 1 of 6 samples errored (within max_errors 1) |",
     ]
 

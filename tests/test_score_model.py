@@ -201,11 +201,11 @@ def test_second_grade_is_served_from_cache(openai_env, tmp_path):  # noqa: F811
     ({"range": [0, 10], "pass_threshold": 11}, "graders.judge: pass_threshold 11 is outside range [0, 10]"),
     ({"input": []}, "graders.judge.input: List should have at least 1 item after validation, not 0"),
     ({"input": [{"role": "robot", "content": "x"}]},
-     "graders.judge.input[0].role: Input should be 'system', 'developer', 'user' or 'assistant' (got 'robot')"),
+     "graders.judge.input[0].role: unknown role 'robot' (valid: assistant, developer, system, user)"),
     ({"input": [{"role": "user", "content": [{"type": "input_audio"}]}]},
-     "graders.judge.input[0].content: unsupported content part type 'input_audio' (use input_text or input_image)"),
+     "graders.judge.input[0].content: unknown content part type 'input_audio' (did you mean 'input_image'?)"),
     ({"sampling_params": {"reasoning_effort": "extreme"}},
-     "graders.judge.sampling_params.reasoning_effort: Input should be 'none', 'minimal', 'low', 'medium', 'high', 'xhigh' or 'max' (got 'extreme')"),
+     "graders.judge.sampling_params.reasoning_effort: unknown reasoning_effort 'extreme' (valid: high, low, max, medium, minimal, none, xhigh)"),
     ({"sampling_params": {"temprature": 0}},
      "graders.judge.sampling_params.temprature: unknown key 'temprature' (did you mean 'temperature'?)"),
 ])
@@ -251,7 +251,7 @@ def test_label_outside_labels_is_an_error(openai_env, tmp_path, reply, error):  
 
 
 @pytest.mark.parametrize(("raw", "message"), [
-    ({"passing_labels": ["great"]}, "graders.judge: passing label 'great' is not one of labels: positive, neutral, negative"),
+    ({"passing_labels": ["great"]}, "graders.judge: unknown passing label 'great' (valid: negative, neutral, positive)"),
     ({"labels": []}, "graders.judge.labels: List should have at least 1 item after validation, not 0"),
     ({"labels": ["a", "a"], "passing_labels": ["a"]}, "graders.judge.labels: labels must be distinct"),
 ])

@@ -134,6 +134,11 @@ def load_dotenv(path: Path = Path(".env")) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "action":
+        if argv[1:] in (["-h"], ["--help"]):
+            from ci_evals.action_help import action_help
+
+            print(action_help(), end="")
+            return EXIT_PASS
         from ci_evals.action import main as action_main
 
         return action_main(argv[1:])

@@ -29,6 +29,29 @@ def shard_of(sample_id: int | str, count: int) -> int:
     return zlib.crc32(str(sample_id).encode("utf-8")) % count
 
 
+def _json_where(exc: ValueError, unit: str) -> str:
+    """`` at column 5: Expecting value``: where in the line (or CSV cell) the JSON broke, and why.
+
+    The JSON parser's own position counts lines inside the text it was given; a JSONL line or a
+    cell is one line of the dataset, so only the column (or character of the cell) is meaningful.
+    """
+    if isinstance(exc, json.JSONDecodeError):
+        pos = exc.colno if unit == "column" else exc.pos + 1
+        return f" at {unit} {pos}{' of the cell' if unit == 'character' else ''}: {exc.msg}"
+    return f": {exc}"
+
+
+def _duplicate(sid: int | str, no_id: bool, first: int, first_no_id: bool) -> str:
+    """Why a row's id clashes, saying which row had no ``id`` and was given its row index."""
+    if no_id:
+        return (f"row has no 'id', so its id is its row index {sid!r}, which line {first} already uses: "
+                "give every row an 'id'")
+    if first_no_id:
+        return (f"duplicate sample id {sid!r}: line {first} has no 'id', so its id is its row index "
+                f"{sid!r}: give every row an 'id'")
+    return f"duplicate sample id {sid!r} (first on line {first})"
+
+
 class Dataset:
     """A dataset file plus the filters that select which samples run.
 
@@ -64,6 +87,7 @@ class Dataset:
         self.total = 0  # rows in the file, set by scan()
         self.count = 0  # selected samples, set by scan()
         self.unsharded = 0  # selected samples before the shard is taken, set by scan()
+        self._no_id = False  # whether the row parsed last had no 'id'
 
     # -- parsing -------------------------------------------------------------------------------
 
@@ -85,7 +109,8 @@ class Dataset:
                 try:
                     inp = json.loads(text)
                 except ValueError as exc:
-                    raise self._err(line, f"'input' looks like a JSON list but is invalid: {exc}") from None
+                    raise self._err(line, "'input' looks like a JSON list but is invalid"
+                                    + _json_where(exc, "character")) from None
         if isinstance(inp, list):
             need(bool(inp) and all(isinstance(x, str) for x in inp),
                  "'input' must be a string or a non-empty list of strings")
@@ -119,7 +144,7 @@ class Dataset:
                 try:
                     value = json.loads(value)
                 except ValueError as exc:
-                    raise self._err(line, f"'{name}' cell is not valid JSON: {exc}") from None
+                    raise self._err(line, f"'{name}' cell is not valid JSON" + _json_where(exc, "character")) from None
             need(value is None or isinstance(value, dict), f"'{name}' must be a JSON object")
             return value
 
@@ -134,6 +159,7 @@ class Dataset:
         if from_csv and isinstance(sid, str):
             sid = sid.strip()
             sid = int(sid) if sid.isdigit() and str(int(sid)) == sid else (sid or None)
+        self._no_id = sid is None  # read by scan() to word a clash of this row's index with an id
         if sid is None:
             sid = index
         need(isinstance(sid, (int, str)) and not isinstance(sid, bool), "'id' must be a string or an integer")
@@ -161,9 +187,9 @@ class Dataset:
                 if not text.strip():
                     continue
                 try:
-                    row = json.loads(text)
-                except ValueError as exc:
-                    raise self._err(line_no, f"invalid JSON: {exc}") from None
+                    row = json.loads(text.rstrip("\r\n"))  # so an error at the end is in this line
+                except ValueError as exc:  # one position: the file's line, the column in it
+                    raise self._err(line_no, "invalid JSON" + _json_where(exc, "column")) from None
                 if not isinstance(row, dict):
                     raise self._err(line_no, f"each line must be a JSON object, got {type(row).__name__}")
                 yield line_no, self._sample(line_no, index, row, from_csv=False)
@@ -221,16 +247,16 @@ class Dataset:
         ``on_sample(sample)`` is called for each selected sample (pre-run checks such as
         rubric_vars). Returns the number of selected samples.
         """
-        seen: dict[str, int] = {}
+        seen: dict[str, int] = {}  # id -> its first line, negated when that row had no 'id'
         state = {"total": 0}
 
         def checked_rows():
             for line, sample in self.rows():
                 state["total"] += 1
                 key = str(sample.id)
-                first = seen.setdefault(key, line)
-                if first != line:
-                    raise self._err(line, f"duplicate sample id {sample.id!r} (first on line {first})")
+                first = seen.setdefault(key, -line if self._no_id else line)
+                if abs(first) != line:
+                    raise self._err(line, _duplicate(sample.id, self._no_id, abs(first), first < 0))
                 yield line, sample
 
         count = 0

@@ -61,3 +61,13 @@ def did_you_mean(name: str, choices) -> str:
     if best:
         return f" (did you mean '{best}'?)"
     return f" (valid: {', '.join(sorted(choices))})" if choices else ""
+
+
+def unknown_choice(what: str, name, choices) -> str:
+    """The one message for a value outside an enumeration: ``unknown op 'gtee' (did you mean 'gte'?)``.
+
+    Registries (target kinds, grader kinds and functions, extractors) and every ``Literal`` field
+    of the suite models (metrics, ops, reducers, operations, providers...) share it.
+    """
+    shown = f"'{name}'" if isinstance(name, str) else repr(name)
+    return f"unknown {what} {shown}{did_you_mean(str(name), choices)}"

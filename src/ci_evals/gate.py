@@ -205,6 +205,7 @@ def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | Non
             if gate.max_regressions is not None:
                 n_reg = baseline.get("regressions", 0)
                 out["regressions"] = n_reg
+                out["max_regressions"] = gate.max_regressions
                 checks.append("passed" if n_reg <= gate.max_regressions else "failed")
                 reasons.append(f"{n_reg} regression{'s' if n_reg != 1 else ''}, max {gate.max_regressions}")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ci_evals.errors import ConfigError, did_you_mean
+from ci_evals.errors import ConfigError, unknown_choice
 
 
 class Registry:
@@ -35,7 +35,7 @@ class Registry:
     def get(self, name: str, *, key: str | None = None) -> Any:
         """The entry named ``name``; an unknown name is a ConfigError naming the closest one."""
         if name not in self._entries:
-            raise ConfigError(f"unknown {self.what} '{name}'{did_you_mean(name, self._entries)}", key=key)
+            raise ConfigError(unknown_choice(self.what, name, self._entries), key=key)
         obj = self._entries[name]
         if isinstance(obj, str):
             module, _, attr = obj.partition(":")

@@ -107,6 +107,17 @@ def _is_mapping(annotation: Any) -> bool:
     return get_origin(annotation) is dict or any(_is_mapping(a) for a in get_args(annotation))
 
 
+def _unknown_value(err: dict[str, Any], loc: tuple) -> str:
+    """A value outside a ``Literal``/enum field, in the registries' wording, with the closest choice."""
+    import re
+
+    from ci_evals.errors import unknown_choice
+
+    what = next((str(p) for p in reversed(loc) if isinstance(p, str)), "value")
+    choices = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
+    return unknown_choice(what, err.get("input"), choices)
+
+
 def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | None = None, lines=None):
     """Validate ``raw`` with ``model``; turn the first pydantic error into a one-line ConfigError.
 
@@ -144,6 +155,8 @@ def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | 
             msg = f"unknown key '{loc[-1]}'{hint}"
         elif err["type"] == "missing":
             msg = "required key is missing"
+        elif err["type"] in ("literal_error", "enum"):
+            msg = _unknown_value(err, loc)
         else:
             msg = err["msg"]
             if msg.startswith("Value error, "):

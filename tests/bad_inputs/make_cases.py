@@ -104,7 +104,7 @@ case("top_graders_is_list", "Input should be a valid dictionary", ["suite.yaml:6
      suite_text=suite(graders=["acc"]))
 case("top_graders_empty", "a suite needs at least one grader", ["suite.yaml:6", "graders"],
      suite_text=suite(graders={}))
-case("top_reducer_unknown", "Input should be 'mean'", ["suite.yaml:13", "reducer"],
+case("top_reducer_unknown", "reducer: unknown reducer 'average' (valid: majority, max, mean, median, pass_all_k, pass_at_k)", ["suite.yaml:13", "reducer"],
      suite_text=suite(reducer="average"))
 case("max_concurrent_zero", "greater than or equal to 1 (got 0)", ["suite.yaml:13", "max_concurrent"],
      suite_text=suite(max_concurrent=0))
@@ -129,9 +129,9 @@ case("gates_item_unknown_key", "unknown key 'vlaue' (did you mean 'value'?)", ["
                                         {"metric_key": "acc", "op": "gte", "vlaue": 0.9}]))
 case("gate_missing_op_and_value", "a gate needs 'op' and 'value'", ["suite.yaml:10", "gate"],
      suite_text=suite(gate={"metric": "avg_score"}))
-case("gate_unknown_op", "Input should be 'gt', 'gte', 'lt', 'lte' or 'eq' (got 'ge')", ["suite.yaml:11", "gate.op"],
+case("gate_unknown_op", "gate.op: unknown op 'ge' (did you mean 'gte'?)", ["suite.yaml:11", "gate.op"],
      suite_text=suite(gate={"op": "ge", "value": 0.5}))
-case("gate_unknown_metric", "Input should be 'avg_score'", ["suite.yaml:11", "gate.metric"],
+case("gate_unknown_metric", "gate.metric: unknown metric 'mean_score' (did you mean 'avg_score'?)", ["suite.yaml:11", "gate.metric"],
      suite_text=suite(gate={"metric": "mean_score", "op": "gte", "value": 0.5}))
 case("gate_metric_key_names_no_grader", "metric_key 'acuracy' names no grader (did you mean 'acc'?)",
      ["suite.yaml:11", "gate.metric_key"],
@@ -234,7 +234,7 @@ case("multi_unknown_variable", "uses 'c', not a grader name", ["graders.combo"],
                                "graders": {"a": {"kind": "tool", "function": "exact_match"}}}))
 case("python_grader_syntax_error", "source: syntax error at line 2", ["graders.py_check"],
      suite_text=graders(py_check={"kind": "python", "source": "def grade(sample, item):\n    return (1\n"}))
-case("string_check_unknown_operation", "Input should be 'eq', 'ne', 'neq', 'like' or 'ilike'",
+case("string_check_unknown_operation", "graders.sc.operation: unknown operation 'equals' (valid: eq, ilike, like, ne, neq)",
      ["suite.yaml:12", "graders.sc.operation"],
      suite_text=graders(sc={"type": "string_check", "name": "sc", "input": "{{ sample.output_text }}",
                             "reference": "{{ item.ground_truth }}", "operation": "equals"}))
@@ -348,7 +348,7 @@ case("multi_nested_multi", "a multi grader cannot contain another multi grader",
                                                      "graders": {"a": {"kind": "tool", "function": "exact_match"}}}}}))
 case("python_grader_no_grade", "no top-level function 'grade(sample, item)'", ["graders.py_check"],
      suite_text=graders(py_check={"kind": "python", "source": "def score(sample, item):\n    return 1\n"}))
-case("text_similarity_unknown_metric", "(got 'blue')", ["suite.yaml:12", "graders.sim.evaluation_metric"],
+case("text_similarity_unknown_metric", "graders.sim.evaluation_metric: unknown evaluation_metric 'blue' (did you mean 'bleu'?)", ["suite.yaml:12", "graders.sim.evaluation_metric"],
      suite_text=graders(sim={"type": "text_similarity", "name": "sim", "input": "{{ sample.output_text }}",
                              "reference": "{{ item.ground_truth }}", "evaluation_metric": "blue"}))
 case("dataset_only_blank_lines", "dataset is empty", ["dataset.jsonl"], files={"dataset.jsonl": "\n\n  \n"})

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ci_evals.errors import ConfigError
+from ci_evals.errors import ConfigError, unknown_choice
 from ci_evals.graders.rubric import JudgeGrader, JudgeReplyError, JudgeSpecMixin, number_field
 from ci_evals.graders.string_check import openai_context
 from ci_evals.models import GradeResult, Sample
@@ -52,7 +52,7 @@ class InputMessage(Strict):
                     if not isinstance(part.get("image_url"), str):
                         raise ValueError("an 'input_image' content part needs an 'image_url' string")
                 else:
-                    raise ValueError(f"unsupported content part type {kind!r} (use input_text or input_image)")
+                    raise ValueError(unknown_choice("content part type", kind, [*_TEXT_PARTS, "input_image"]))
         return value
 
 
@@ -106,7 +106,7 @@ class LabelModelSpec(ModelGraderSpec):
     def _subset(self) -> LabelModelSpec:
         unknown = [p for p in self.passing_labels if p not in self.labels]
         if unknown:
-            raise ValueError(f"passing label '{unknown[0]}' is not one of labels: {', '.join(self.labels)}")
+            raise ValueError(unknown_choice("passing label", unknown[0], self.labels))
         return self
 
 

@@ -13,7 +13,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ci_evals.reports.markdown import gate_description, input_text, sample_label, truncate
+from ci_evals.reports.markdown import (
+    gate_description,
+    input_text,
+    sample_label,
+    truncate,
+)
 
 FIELD_LIMIT = 20_000
 """Characters kept per rationale, submission or input: the report stays loadable by CI viewers."""

@@ -253,15 +253,27 @@ def gate_description(gate: dict[str, Any]) -> str:
     return gate_title(gate)
 
 
-def gate_actual(gate: dict[str, Any]) -> str:
-    """The measured value, with the drop and regression count of a regression gate."""
-    text = fmt_score(gate.get("actual"))
-    extra = []
+def gate_compared(gate: dict[str, Any], fmt=fmt_score) -> str:
+    """What a gate compared, in words: ``actual 0.750``, ``3 regressions, max 1``,
+    ``drop 0.200 from 0.800, max 0.1``, ``no baseline`` (parts joined by ``; ``)."""
+    def limit(key: str) -> str:
+        return "" if gate.get(key) is None else f", max {gate[key]:g}"
+
+    actual = f"actual {'none' if gate.get('actual') is None else fmt(gate['actual'])}"
+    parts = [actual] if gate.get("op") is not None else []
     if gate.get("drop") is not None:
-        extra.append(f"drop {fmt_score(gate['drop'])} from {fmt_score(gate.get('baseline_value'))}")
+        parts.append(f"drop {fmt(gate['drop'])} from {fmt(gate.get('baseline_value'))}{limit('max_drop')}")
     if gate.get("regressions") is not None:
-        extra.append(f"{fmt_int(gate['regressions'])} regressions")
-    return f"{text} ({', '.join(extra)})" if extra else text
+        count = gate["regressions"]
+        parts.append(f"{fmt_int(count)} regression{'' if count == 1 else 's'}{limit('max_regressions')}")
+    if gate.get("status") == "no_baseline":
+        parts.append("no baseline")
+    return "; ".join(parts) or actual
+
+
+def gate_actual(gate: dict[str, Any]) -> str:
+    """The measured value, or for a regression gate the drop and regression count it compared."""
+    return gate_compared(gate).removeprefix("actual ")
 
 
 def gate_table(summary: dict[str, Any]) -> list[str]:
