@@ -409,6 +409,10 @@ class LLM:
         cache_dir: str | Path | None = None,
         owner: str | None = None,
     ) -> None:
+        if base_url is not None:
+            from ci_evals.bounds import check_url
+
+            check_url(base_url, f"{owner}.base_url" if owner else "base_url")
         self.spec_base_url = base_url
         self.api_key_env = api_key_env
         self.timeout = timeout
@@ -521,7 +525,9 @@ class LLM:
             wait: float | None = None
             status: int | None = None
             try:
-                response = await self._client.post(path, cast_to=raw_type, body=body, options={"timeout": self.timeout})
+                async with asyncio.timeout(self.timeout):  # the whole attempt, not each read
+                    response = await self._client.post(path, cast_to=raw_type, body=body,
+                                                       options={"timeout": self.timeout})
                 try:
                     data = json.loads(response.content)
                     if not isinstance(data, dict):
@@ -536,7 +542,7 @@ class LLM:
                 problem = f"HTTP {status}: {_error_text(exc)}"
                 if status not in _RETRY_STATUS and status < 500:
                     raise self._error(path, problem, status, retries) from None
-            except openai.APITimeoutError as exc:
+            except (openai.APITimeoutError, TimeoutError) as exc:
                 cause = exc.__cause__
                 if type(cause).__name__ == "ConnectTimeout" and "Connect call failed" in str(cause):
                     # The aiohttp transport reports a refused connection as a connect timeout.
