@@ -3,7 +3,6 @@ children that hold the pipes or leave the session (issue 15 item 9)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

@@ -41,6 +41,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     from ci_evals.reports import console
     from ci_evals.reports.summary import write_outputs
     from ci_evals.runner import Runner, RunOptions
+    from ci_evals.signals import held_signals
     from ci_evals.suite import load_suite
 
     resume = getattr(args, "resume", None)
@@ -64,15 +65,17 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
 
         runner.agg = Aggregator(runner.config, keep_outcomes=True)
         baseline.attach(runner.agg)
-    summary = asyncio.run(runner.execute())
-    write_outputs(out, summary)
-    if not args.quiet:
-        print(console.render(summary))
-    else:
-        print(f"{summary['suite']}: " + ("PASSED" if summary["gate"]["passed"] else "FAILED"))
-    print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml)")
-    if args.dry_run:
-        _print_comment(summary, out)
+    with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
+        summary = asyncio.run(runner.execute())
+        held.stopping = bool(summary.get("partial"))
+        write_outputs(out, summary)
+        if not args.quiet:
+            print(console.render(summary))
+        else:
+            print(f"{summary['suite']}: " + ("PASSED" if summary["gate"]["passed"] else "FAILED"))
+        print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml)")
+        if args.dry_run:
+            _print_comment(summary, out)
     if summary.get("partial"):
         from ci_evals.cli import EXIT_SIGNAL
 
