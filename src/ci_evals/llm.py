@@ -8,10 +8,12 @@ OpenAI, Azure-compatible gateways, vLLM, Ollama and LiteLLM all behave the same 
 * One ``AsyncOpenAI`` client per (event loop, base URL, key), shared by every grader and target,
   so concurrent calls reuse pooled connections.
 * Our own retry loop (the SDK's is off): 429, 408, 409, 5xx, timeouts, dropped connections and
-  malformed bodies are retried with exponential backoff and full jitter, or after ``Retry-After``
+  malformed bodies (not JSON, or no ``choices[0].message`` / embeddings) are retried with exponential backoff and full jitter, or after ``Retry-After``
   when the server sends one, at most ``max_retries`` times.
 * A content-addressed response cache on disk (see :class:`ResponseCache`); identical concurrent
-  calls share one request.
+  calls share one request. Only usable responses are cached; an entry that is not (``{}``,
+  ``{"choices": []}``) is a miss and gets overwritten.
+* ``timeout`` bounds each attempt as a whole (a server dripping bytes is cut off), not each read.
 * Token usage per call; :class:`Tally` sums calls into the grade/trajectory metadata keys the
   runner aggregates: ``usage``, ``cache_hits``, ``retries`` (and ``cost_usd`` with pricing).
 
@@ -489,7 +491,7 @@ class LLM:
             return await self._http(path, body)
         key = cache_key(self.base_url + path, body, repeat)
         data = self.cache.get(key)
-        if data is not None:
+        if data is not None and unusable(path, data) is None:  # an unusable entry is a miss, overwritten
             return LLMResult(data, cache_hit=True)
         # Identical calls in flight share one request (the followers count as cache hits).
         flight = (str(self.cache.root), key)
@@ -535,7 +537,9 @@ class LLM:
                 except ValueError:
                     problem = "the response body is not valid JSON"
                 else:
-                    return LLMResult(data, retries=retries, usage=_usage(data))
+                    problem = unusable(path, data)
+                    if problem is None:
+                        return LLMResult(data, retries=retries, usage=_usage(data))
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 wait = retry_after_seconds(exc.response.headers)
@@ -564,6 +568,21 @@ class LLM:
         tail = f" (after {retries} retries)" if retries else ""
         msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
         return LLMError(scrub(msg, self._key), status=status, retries=retries)
+
+
+def unusable(path: str, data: dict[str, Any]) -> str | None:
+    """Why a 200 response (or a cache entry) cannot be used, or None: what is never returned is never cached."""
+    if path.endswith("/chat/completions"):
+        choices = data.get("choices")
+        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)
+                and isinstance(choices[0].get("message"), dict)):
+            return "the response has no choices[0].message"
+    elif path.endswith("/embeddings"):
+        items = data.get("data")
+        if not (isinstance(items, list) and items and all(
+                isinstance(d, dict) and isinstance(d.get("embedding"), list) for d in items)):
+            return "the response has no embeddings"
+    return None
 
 
 def _usage(data: dict[str, Any]) -> dict[str, int]:
