@@ -41,6 +41,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     from ci_evals.reports import console
     from ci_evals.reports.summary import write_outputs
     from ci_evals.runner import Runner, RunOptions
+    from ci_evals.signals import held_signals
     from ci_evals.suite import load_suite
 
     resume = getattr(args, "resume", None)
@@ -69,15 +70,17 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
 
         runner.agg = Aggregator(runner.config, keep_outcomes=True)
         baseline.attach(runner.agg, suite=suite.spec.name)
-    summary = asyncio.run(runner.execute())
-    write_outputs(out, summary)
-    if not args.quiet:
-        print(console.render(summary))
-    else:
-        print(console.verdict_line(summary, prefix=f"{summary['suite']}: "))
-    print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml)")
-    if args.dry_run:
-        _print_comment(summary, out)
+    with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
+        summary = asyncio.run(runner.execute())
+        held.stopping = bool(summary.get("partial"))
+        write_outputs(out, summary)
+        if not args.quiet:
+            print(console.render(summary))
+        else:
+            print(console.verdict_line(summary, prefix=f"{summary['suite']}: "))
+        print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml)")
+        if args.dry_run:
+            _print_comment(summary, out)
     if summary.get("interrupted_by"):
         print(f"interrupted: partial results written to {out}/; finish with --resume {out}", file=sys.stderr)
     from ci_evals.verdict import exit_code

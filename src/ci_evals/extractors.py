@@ -9,7 +9,6 @@ at grade time). Custom extractors use ``@extractor`` and are referenced by name 
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +18,7 @@ from pydantic import field_validator
 
 from ci_evals.errors import ConfigError
 from ci_evals.registry import EXTRACTORS
+from ci_evals.rx import compile_pattern, findall, search
 from ci_evals.specs import Strict, validate_model
 from ci_evals.trajectory import Trajectory
 
@@ -40,8 +40,8 @@ class _Pattern(Strict):
     @classmethod
     def _compiles(cls, v: str) -> str:
         try:
-            re.compile(v)
-        except re.error as exc:
+            compile_pattern(v)
+        except ValueError as exc:
             raise ValueError(f"invalid regular expression: {exc}") from None
         return v
 
@@ -84,16 +84,16 @@ def last_turn(t: Trajectory, c: _Separator) -> str:
 
 
 def pattern(t: Trajectory, c: _Pattern) -> str:
-    rx = re.compile(c.pattern)
+    rx = compile_pattern(c.pattern)
     for text in reversed(_assistant(t)):
         if c.search_all:
-            found = rx.findall(text)
+            found = findall(rx, text)
             if found:
                 if rx.groups >= 2:
                     return " ".join(f[c.group] for f in found)
                 return " ".join(found)
         else:
-            m = rx.search(text)
+            m = search(rx, text)
             if m:
                 return m.group(c.group) or ""
     return ""

@@ -8,10 +8,12 @@ OpenAI, Azure-compatible gateways, vLLM, Ollama and LiteLLM all behave the same 
 * One ``AsyncOpenAI`` client per (event loop, base URL, key), shared by every grader and target,
   so concurrent calls reuse pooled connections.
 * Our own retry loop (the SDK's is off): 429, 408, 409, 5xx, timeouts, dropped connections and
-  malformed bodies are retried with exponential backoff and full jitter, or after ``Retry-After``
+  malformed bodies (not JSON, or no ``choices[0].message`` / embeddings) are retried with exponential backoff and full jitter, or after ``Retry-After``
   when the server sends one, at most ``max_retries`` times.
 * A content-addressed response cache on disk (see :class:`ResponseCache`); identical concurrent
-  calls share one request.
+  calls share one request. Only usable responses are cached; an entry that is not (``{}``,
+  ``{"choices": []}``) is a miss and gets overwritten.
+* ``timeout`` bounds each attempt as a whole (a server dripping bytes is cut off), not each read.
 * Token usage per call; :class:`Tally` sums calls into the grade/trajectory metadata keys the
   runner aggregates: ``usage``, ``cache_hits``, ``retries`` (and ``cost_usd`` with pricing).
 
@@ -409,6 +411,10 @@ class LLM:
         cache_dir: str | Path | None = None,
         owner: str | None = None,
     ) -> None:
+        if base_url is not None:
+            from ci_evals.bounds import check_url
+
+            check_url(base_url, f"{owner}.base_url" if owner else "base_url")
         self.spec_base_url = base_url
         self.api_key_env = api_key_env
         self.timeout = timeout
@@ -485,7 +491,7 @@ class LLM:
             return await self._http(path, body)
         key = cache_key(self.base_url + path, body, repeat)
         data = self.cache.get(key)
-        if data is not None:
+        if data is not None and unusable(path, data) is None:  # an unusable entry is a miss, overwritten
             return LLMResult(data, cache_hit=True)
         # Identical calls in flight share one request (the followers count as cache hits).
         flight = (str(self.cache.root), key)
@@ -521,7 +527,9 @@ class LLM:
             wait: float | None = None
             status: int | None = None
             try:
-                response = await self._client.post(path, cast_to=raw_type, body=body, options={"timeout": self.timeout})
+                async with asyncio.timeout(self.timeout):  # the whole attempt, not each read
+                    response = await self._client.post(path, cast_to=raw_type, body=body,
+                                                       options={"timeout": self.timeout})
                 try:
                     data = json.loads(response.content)
                     if not isinstance(data, dict):
@@ -529,14 +537,16 @@ class LLM:
                 except ValueError:
                     problem = "the response body is not valid JSON"
                 else:
-                    return LLMResult(data, retries=retries, usage=_usage(data))
+                    problem = unusable(path, data)
+                    if problem is None:
+                        return LLMResult(data, retries=retries, usage=_usage(data))
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 wait = retry_after_seconds(exc.response.headers)
                 problem = f"HTTP {status}: {_error_text(exc)}"
                 if status not in _RETRY_STATUS and status < 500:
                     raise self._error(path, problem, status, retries) from None
-            except openai.APITimeoutError as exc:
+            except (openai.APITimeoutError, TimeoutError) as exc:
                 cause = exc.__cause__
                 if type(cause).__name__ == "ConnectTimeout" and "Connect call failed" in str(cause):
                     # The aiohttp transport reports a refused connection as a connect timeout.
@@ -558,6 +568,21 @@ class LLM:
         tail = f" (after {retries} retries)" if retries else ""
         msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
         return LLMError(scrub(msg, self._key), status=status, retries=retries)
+
+
+def unusable(path: str, data: dict[str, Any]) -> str | None:
+    """Why a 200 response (or a cache entry) cannot be used, or None: what is never returned is never cached."""
+    if path.endswith("/chat/completions"):
+        choices = data.get("choices")
+        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)
+                and isinstance(choices[0].get("message"), dict)):
+            return "the response has no choices[0].message"
+    elif path.endswith("/embeddings"):
+        items = data.get("data")
+        if not (isinstance(items, list) and items and all(
+                isinstance(d, dict) and isinstance(d.get("embedding"), list) for d in items)):
+            return "the response has no embeddings"
+    return None
 
 
 def _usage(data: dict[str, Any]) -> dict[str, int]:

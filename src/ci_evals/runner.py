@@ -28,6 +28,7 @@ from ci_evals.graders.tool import ToolGrader
 from ci_evals.models import GradeResult, Sample
 from ci_evals.perturn import grade_per_turn
 from ci_evals.rewards import reward_config
+from ci_evals.signals import on_signals
 from ci_evals.suite import GraderSlot, LoadedSuite
 from ci_evals.textsafe import clean_sample, clean_trajectory, clean_value
 from ci_evals.trajectory import Trajectory
@@ -86,6 +87,7 @@ class Runner:
         self.agg = Aggregator(self.config)
         self.done_keys: set[tuple] = set()
         self._last_flush = 0.0
+        self._stopping = False
 
     # -- jobs ------------------------------------------------------------------------------------
 
@@ -225,35 +227,28 @@ class Runner:
         interrupted: int | None = None
         loop = asyncio.get_running_loop()
         main_task = asyncio.current_task()
-        installed = []
 
-        def on_signal(signum: int) -> None:
+        def on_signal(signum: int) -> None:  # runs between two bytecodes: record, then cancel from the loop
             nonlocal interrupted
             if interrupted is None:
                 interrupted = signum
-                main_task.cancel()
+                self._stopping = True  # workers start no further job
+                loop.call_soon_threadsafe(main_task.cancel)
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, on_signal, sig)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
         progress = Progress(self.total_jobs(), enabled=self.opts.progress)
-        try:
+        with on_signals(on_signal):
             try:
-                await self._run_all(fh, progress)
-            except asyncio.CancelledError:
-                if interrupted is None:
-                    raise
-                main_task.uncancel()
-        finally:
-            fh.flush()
-            fh.close()
-            progress.close()
-            for sig in installed:
-                loop.remove_signal_handler(sig)
-            await self._close()
+                try:
+                    await self._run_all(fh, progress)
+                except asyncio.CancelledError:
+                    if interrupted is None:
+                        raise
+                    main_task.uncancel()
+            finally:
+                fh.flush()
+                fh.close()
+                progress.close()
+                await self._close()
         return self.summarize(started, time.perf_counter() - t0, partial=interrupted is not None,
                               interrupted=signal.Signals(interrupted).name if interrupted is not None else None)
 
@@ -271,9 +266,12 @@ class Runner:
 
         async def worker() -> None:
             for model, sample, run in jobs:
+                if self._stopping:
+                    return
                 rec = await self.run_job(model, sample, run)
                 self._write(fh, rec)
                 progress.advance(rec)
+                await asyncio.sleep(0)  # a job that never suspends must not keep signals waiting
 
         n_workers = max(1, min(self.opts.max_concurrent, self.total_jobs() or 1))
         workers = [asyncio.create_task(worker()) for _ in range(n_workers)]

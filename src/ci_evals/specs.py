@@ -11,7 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field
 class Strict(BaseModel):
     """Every spec model forbids unknown keys, so a typo is an error, never silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+
+MAX_TIMEOUT = 86_400.0
+"""Seconds: the largest ``timeout`` any spec accepts (a day; larger values only fail later)."""
 
 
 class TargetSpec(Strict):

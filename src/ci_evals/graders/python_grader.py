@@ -16,11 +16,11 @@ and its installed packages).
 
 Isolation: the code runs in a separate interpreter (``python -I``) whose working directory is a
 fresh temporary folder, whose environment holds no secrets (only PATH, LANG, HOME/TMPDIR = that
-folder and NLTK_DATA), and whose stdin/stdout are not the protocol pipes (what the code prints is
+folder, NLTK_DATA and the process-tree marker of :mod:`ci_evals.procs`), and whose stdin/stdout are not the protocol pipes (what the code prints is
 kept, cut to 2000 characters, in ``metadata.output``). A small pool of such workers (``workers``,
 default min(4, CPUs)) serves the samples: the module's top-level code runs once per worker, a
-worker serves at most 100 samples, and a worker whose sample failed in any way is killed (its
-whole process group) and replaced, so one runaway sample never affects the next.
+worker serves at most 100 samples, and a worker whose sample failed in any way is killed (with
+every process it started) and replaced, so one runaway sample never affects the next.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from ci_evals.errors import ConfigError
 from ci_evals.graders.base import Grader
 from ci_evals.graders.string_check import error_grade
 from ci_evals.models import GradeResult, Sample
-from ci_evals.specs import Context, GraderSpec
+from ci_evals.procs import MARKER, kill_tree, new_marker
+from ci_evals.specs import MAX_TIMEOUT, Context, GraderSpec
 from ci_evals.trajectory import Trajectory
 
 MAX_SOURCE_BYTES = 256 * 1024
@@ -130,9 +131,10 @@ class _Worker:
 
     def __init__(self, memory_bytes: int, filename: str) -> None:
         self.folder = tempfile.mkdtemp(prefix="ci-evals-python-")
+        self.marker = new_marker()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.folder, "TMPDIR": self.folder,
                "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONIOENCODING": "utf-8"}
+               "PYTHONIOENCODING": "utf-8", MARKER: self.marker}
         if "NLTK_DATA" in os.environ:
             env["NLTK_DATA"] = os.environ["NLTK_DATA"]
         try:
@@ -182,11 +184,8 @@ class _Worker:
         return f"the grader process exited with code {code}"
 
     def kill(self) -> None:
-        """Kill the worker and anything it started; remove its folder."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """Kill the worker and anything it started (setsid'd children too); remove its folder."""
+        kill_tree(self.proc.pid, self.marker)
         self.proc.wait()
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
@@ -240,7 +239,7 @@ def check_signature(node: ast.AST) -> str | None:
 class PythonSpec(GraderSpec):
     source: str = Field(description="Python code defining grade(sample, item) -> float.")
     image_tag: str | None = Field(default=None, description="Accepted for OpenAI compatibility; ignored.")
-    timeout: float = Field(default=120.0, gt=0, description="Seconds per sample.")
+    timeout: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT, description="Seconds per sample.")
     memory_limit_mb: int = Field(default=2048, ge=64, description="Address-space limit of a worker.")
     workers: int | None = Field(default=None, ge=1, le=64, description="Worker processes (default min(4, CPUs)).")
 

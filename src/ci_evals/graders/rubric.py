@@ -24,7 +24,7 @@ from pydantic import Field, model_validator
 from ci_evals.errors import ConfigError
 from ci_evals.graders.base import Grader
 from ci_evals.models import GradeResult, Sample
-from ci_evals.specs import Context, GraderSpec
+from ci_evals.specs import MAX_TIMEOUT, Context, GraderSpec
 from ci_evals.templating import TemplateError, grader_context, substitute
 from ci_evals.trajectory import Trajectory
 
@@ -193,7 +193,7 @@ class JudgeSpecMixin(GraderSpec):
 
     base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; default OPENAI_BASE_URL.")
     api_key_env: str | None = Field(default=None, description="Environment variable with the key; default OPENAI_API_KEY.")
-    timeout: float = Field(default=120.0, gt=0, description="Seconds per HTTP attempt.")
+    timeout: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT, description="Seconds per HTTP attempt.")
     max_retries: int = Field(default=5, ge=0, description="Retries on 429, 5xx, timeouts and dropped connections.")
 
 

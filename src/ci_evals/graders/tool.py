@@ -5,7 +5,7 @@ Exact rules (seed ``002``):
 * ``exact_match``: ``submission.strip() == ground_truth.strip()``, case-sensitive.
 * ``contains``: ``ground_truth.lower() in submission.lower()``, no trimming.
 * ``regex_match``: ``re.search(ground_truth, submission)``; an invalid pattern scores 0 with the
-  regex error as rationale.
+  regex error as rationale; a search over :data:`ci_evals.rx.MATCH_SECONDS` is an error grade.
 * ``ascii_printable_only``: every character is in 32..126 after removing ``\\n`` and ``\\r``
   (a tab fails; an empty submission passes). No ground truth needed.
 
@@ -26,6 +26,7 @@ from ci_evals.errors import ConfigError
 from ci_evals.graders.base import Grader
 from ci_evals.models import GradeResult, Sample
 from ci_evals.registry import GRADER_FUNCTIONS
+from ci_evals.rx import RegexTimeout, compile_pattern, search
 from ci_evals.specs import Context, GraderSpec
 from ci_evals.trajectory import Trajectory
 
@@ -69,10 +70,14 @@ def regex_match(sample: Sample, submission: str) -> GradeResult:
     if re.escape(pattern) == pattern:  # no metacharacter: a search is a substring test, without compiling
         return _verdict("Regex match", pattern in submission)
     try:
-        rx = re.compile(pattern)
-    except re.error as exc:
+        rx = compile_pattern(pattern)
+    except ValueError as exc:
         return GradeResult(score=0.0, rationale=f"Invalid regex pattern: {exc}")
-    return _verdict("Regex match", rx.search(submission) is not None)
+    try:
+        found = search(rx, submission)
+    except RegexTimeout as exc:
+        return GradeResult(score=0.0, rationale=str(exc), error=str(exc))
+    return _verdict("Regex match", found is not None)
 
 
 def ascii_printable_only(sample: Sample, submission: str) -> GradeResult:

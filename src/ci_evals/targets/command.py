@@ -2,7 +2,8 @@
 
 The sample is written as JSON to the program's stdin; its stdout is the answer (plain text, or
 JSON ``{output}`` / ``{messages}``). A non-zero exit or a timeout is an error for that sample,
-with the tail of stderr.
+with the tail of stderr. The program runs in its own session; when its sample ends (answer,
+timeout or interruption) everything it started is killed (see :mod:`ci_evals.procs`).
 """
 
 from __future__ import annotations
@@ -16,16 +17,21 @@ from pydantic import Field
 
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
-from ci_evals.specs import Context, TargetSpec
+from ci_evals.procs import MARKER, kill_tree, new_marker
+from ci_evals.specs import MAX_TIMEOUT, Context, TargetSpec
 from ci_evals.targets.base import Target
 from ci_evals.targets.io import parse_answer, sample_payload, tail
 from ci_evals.textsafe import decode
 from ci_evals.trajectory import Trajectory
 
+POLL_SECONDS = 0.05
+PIPE_GRACE = 1.0
+"""Seconds the pipes may stay open after the program exited (a leftover child holding them)."""
+
 
 class CommandSpec(TargetSpec):
     command: list[str] | str
-    timeout: float = Field(default=300.0, gt=0)
+    timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
 
@@ -35,37 +41,95 @@ class CommandTarget(Target):
 
     def __init__(self, spec: CommandSpec, ctx: Context) -> None:
         super().__init__(spec, ctx)
-        argv = shlex.split(spec.command) if isinstance(spec.command, str) else list(spec.command)
+        try:
+            argv = shlex.split(spec.command) if isinstance(spec.command, str) else list(spec.command)
+        except ValueError as exc:  # an unbalanced quote
+            raise ConfigError(f"cannot split the command: {exc}", key="target.command") from None
         if not argv:
             raise ConfigError("'command' is empty", key="target.command")
         self.argv = argv
         self.cwd = str(ctx.resolve(spec.cwd)) if spec.cwd else str(ctx.base_dir)
+        if spec.cwd and not os.path.isdir(self.cwd):
+            raise ConfigError(f"folder not found: {self.cwd}", key="target.cwd")
+        self._live: dict[int, str] = {}  # pid -> marker of each running command
 
     async def run(self, sample: Sample, *, run: int = 0, model: str | None = None,
                   need_memory: bool = False) -> Trajectory:
-        env = {**os.environ, **self.spec.env}
+        marker = new_marker()
+        env = {**os.environ, **self.spec.env, MARKER: marker}
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, cwd=self.cwd, env=env,
+                stderr=asyncio.subprocess.PIPE, cwd=self.cwd, env=env, start_new_session=True,
             )
         except OSError as exc:
             raise SampleError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
+        self._live[proc.pid] = marker
         data = json.dumps(sample_payload(sample, run, model)).encode()
+        out, err = bytearray(), bytearray()
+        readers = [asyncio.create_task(_drain(proc.stdout, out)), asyncio.create_task(_drain(proc.stderr, err))]
         try:
-            out, err = await asyncio.wait_for(proc.communicate(data), self.spec.timeout)
+            async with asyncio.timeout(self.spec.timeout):
+                await _feed(proc.stdin, data)
+                await _finish(proc, readers)
         except TimeoutError:
-            proc.kill()
-            _, err = await proc.communicate()
-            raise SampleError(f"command timed out after {self.spec.timeout:g} s; stderr: {tail(err)}") from None
-        except asyncio.CancelledError:
-            proc.kill()
-            await proc.wait()
-            raise
+            raise SampleError(f"command timed out after {self.spec.timeout:g} s; stderr: {tail(bytes(err))}") from None
+        finally:
+            # Whatever happened (answer, timeout, cancel), nothing the command started outlives it,
+            # and nobody waits on pipes a leftover child might hold.
+            self._kill(proc)
+            for r in readers:
+                r.cancel()
+            _close(proc)
         if proc.returncode != 0:
-            raise SampleError(f"command exited with code {proc.returncode}; stderr: {tail(err)}")
-        text, replaced = decode(out)
+            raise SampleError(f"command exited with code {proc.returncode}; stderr: {tail(bytes(err))}")
+        text, replaced = decode(bytes(out))
         traj = parse_answer(text)
         if replaced:
             traj.metadata["replaced_chars"] = replaced
         return traj
+
+    def _kill(self, proc) -> None:
+        marker = self._live.pop(proc.pid, None)
+        kill_tree(proc.pid, marker)
+
+    async def aclose(self) -> None:
+        for pid, marker in list(self._live.items()):
+            self._live.pop(pid, None)
+            kill_tree(pid, marker)
+
+
+async def _drain(stream: asyncio.StreamReader, buf: bytearray) -> None:
+    while chunk := await stream.read(1 << 16):
+        buf += chunk
+
+
+async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
+    try:
+        stdin.write(data)
+        await stdin.drain()
+        stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the program did not read its input: its exit code and output tell the rest
+
+
+async def _finish(proc, readers: list[asyncio.Task]) -> None:
+    """Wait for the program to exit and its output to end.
+
+    asyncio's ``wait()`` also waits for the pipes to close, which a background child of the
+    program can hold open for ever; so watch the exit status itself, then allow the pipes
+    ``PIPE_GRACE`` seconds to drain before taking what was written.
+    """
+    while proc.returncode is None:
+        done, _ = await asyncio.wait(readers, timeout=POLL_SECONDS)
+        if len(done) == len(readers):  # both pipes closed: wait() returns promptly now
+            await proc.wait()
+            return
+    await asyncio.wait(readers, timeout=PIPE_GRACE)
+
+
+def _close(proc) -> None:
+    """Close the pipes' transport so no file descriptor outlives the sample."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()

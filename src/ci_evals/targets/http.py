@@ -7,13 +7,15 @@ prefix: "Bearer "}}``) so secrets never sit in the suite file. The response body
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from pydantic import Field
 
+from ci_evals.bounds import check_url
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
-from ci_evals.specs import Context, Strict, TargetSpec
+from ci_evals.specs import MAX_TIMEOUT, Context, Strict, TargetSpec
 from ci_evals.targets.base import Target
 from ci_evals.targets.io import parse_answer, sample_payload, tail
 from ci_evals.trajectory import Trajectory
@@ -27,7 +29,7 @@ class EnvValue(Strict):
 class HttpSpec(TargetSpec):
     url: str
     headers: dict[str, str | EnvValue] = Field(default_factory=dict)
-    timeout: float = Field(default=300.0, gt=0)
+    timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT)
 
 
 class HttpTarget(Target):
@@ -37,6 +39,7 @@ class HttpTarget(Target):
         super().__init__(spec, ctx)
         if not spec.url.startswith(("http://", "https://")):
             raise ConfigError("'url' must start with http:// or https://", key="target.url")
+        check_url(spec.url, "target.url")
         self.client = None
         self._secrets: list[str] = []
 
@@ -64,8 +67,9 @@ class HttpTarget(Target):
         import httpx
 
         try:
-            resp = await self.client.post(self.spec.url, json=sample_payload(sample, run, model))
-        except httpx.TimeoutException:
+            async with asyncio.timeout(self.spec.timeout):  # the whole request, not each read
+                resp = await self.client.post(self.spec.url, json=sample_payload(sample, run, model))
+        except (httpx.TimeoutException, TimeoutError):
             raise SampleError(f"HTTP target timed out after {self.spec.timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise SampleError(self._scrub(f"HTTP target request failed: {type(exc).__name__}: {exc}")) from None

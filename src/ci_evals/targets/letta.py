@@ -25,7 +25,7 @@ from pydantic import Field, SecretStr
 
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
-from ci_evals.specs import Context, Strict, TargetSpec
+from ci_evals.specs import MAX_TIMEOUT, Context, Strict, TargetSpec
 from ci_evals.targets.base import Target
 from ci_evals.trajectory import Message, ToolCall, Trajectory, Usage, content_text
 
@@ -46,7 +46,7 @@ class LettaServer(Strict):
     base_url: str | None = Field(None, description="Default: $LETTA_BASE_URL, else http://localhost:8283.")
     api_key: SecretStr | None = Field(None, description="Default: $LETTA_API_KEY.")
     project_id: str | None = Field(None, description="Default: $LETTA_PROJECT_ID.")
-    timeout: float = Field(300.0, gt=0, description="HTTP timeout of each Letta request, seconds.")
+    timeout: float = Field(300.0, gt=0, le=MAX_TIMEOUT, description="HTTP timeout of each Letta request, seconds.")
 
 
 def base_url_of(spec: LettaServer) -> str:

@@ -20,7 +20,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ci_evals.errors import SampleError
 from ci_evals.models import Sample
-from ci_evals.specs import Context, TargetSpec
+from ci_evals.specs import MAX_TIMEOUT, Context, TargetSpec
 from ci_evals.targets.base import Target
 from ci_evals.trajectory import Message, ToolCall, Trajectory
 
@@ -36,7 +36,7 @@ class ModelTargetSpec(TargetSpec):
     max_tokens: int | None = Field(default=None, gt=0, description="Reply length cap.")
     base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; default OPENAI_BASE_URL.")
     api_key_env: str | None = Field(default=None, description="Environment variable with the key; default OPENAI_API_KEY.")
-    timeout: float = Field(default=120.0, gt=0, description="Seconds per HTTP attempt.")
+    timeout: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT, description="Seconds per HTTP attempt.")
     max_retries: int = Field(default=5, ge=0, description="Retries on 429, 5xx, timeouts and dropped connections.")
 
     @model_validator(mode="after")

@@ -1,0 +1,70 @@
+"""Limits on untrusted input: JSON nesting and non-finite numbers, URLs, echoed text.
+
+A leaf module (imports nothing of ci-evals but errors) shared by the dataset, replay, baseline,
+resume and merge readers and the URL-taking specs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ci_evals.errors import ConfigError
+
+MAX_JSON_DEPTH = 100
+"""Nesting levels a JSON record (dataset row, replay record) may have."""
+ECHO_CHARS = 200
+"""Characters of a user's input an error message may quote."""
+
+
+def clip(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, marked with its full length when cut."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (numbers must be finite)")
+
+
+def depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether lists/dicts nest more than ``limit`` levels (iterative: no recursion to exhaust)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` that refuses NaN/Infinity and nesting deeper than MAX_JSON_DEPTH (ValueError)."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+    if depth_exceeds(value):
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
+def check_url(url: str, key: str) -> None:
+    """ConfigError (naming ``key``) unless ``url`` is http(s) with a host and a valid port.
+
+    The URL itself is not quoted: it may carry a password.
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError when out of range or not a number)
+    except ValueError as exc:
+        raise ConfigError(f"invalid URL: {exc}", key=key) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("invalid URL: expected http:// or https:// and a host name", key=key)

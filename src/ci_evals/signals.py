@@ -1,0 +1,54 @@
+"""SIGINT/SIGTERM handling that never leaves a window where a signal kills the flush.
+
+:func:`on_signals` installs plain Python handlers and restores the previous ones on exit, so
+nested uses hand over without a gap: ``run`` holds signals (records, ignores) from the start of a
+run until every results file is written, and the runner's own handler (cancel the run) sits
+inside. asyncio's ``add_signal_handler`` cannot nest: removing it resets the default action,
+which is how a second Ctrl-C during the flush used to lose the partial summary.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def on_signals(callback: Callable[[int], None], *, ignore_after: Callable[[], bool] = lambda: False
+               ) -> Iterator[None]:
+    """Call ``callback(signum)`` on SIGINT/SIGTERM inside the block (main thread only; elsewhere a no-op).
+
+    On exit the previous handlers come back, unless ``ignore_after()`` is true: then the signals
+    stay ignored (the process is winding down because of one; more must not cut its exit short).
+    """
+    previous = {}
+    try:
+        for sig in SIGNALS:
+            previous[sig] = signal.signal(sig, lambda signum, frame: callback(signum))
+    except ValueError:  # not the main thread: signals are not ours to handle
+        pass
+    try:
+        yield
+    finally:
+        ignore = ignore_after()
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_IGN if ignore else handler)
+
+
+class Held:
+    """What :func:`held_signals` saw; set ``stopping`` to keep ignoring signals after the block."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.stopping = False
+
+
+@contextmanager
+def held_signals() -> Iterator[Held]:
+    """Record SIGINT/SIGTERM inside the block instead of acting on them."""
+    held = Held()
+    with on_signals(held.received.append, ignore_after=lambda: held.stopping or bool(held.received)):
+        yield held

@@ -1,0 +1,151 @@
+"""Command targets and python graders leave nothing running: timeouts, interruptions and
+children that hold the pipes or leave the session (issue 15 item 9)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ci_evals.cli import main
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
+
+
+def wait_for_pids(folder: Path, count: int, limit: float = 20.0) -> list[int]:
+    """The pids the agents wrote into ``folder`` (one file each), once ``count`` are there."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        files = sorted(folder.glob("*.pid"))
+        texts = [f.read_text() for f in files]
+        if len(files) >= count and all(t.endswith("\n") for t in texts):
+            return [int(x) for t in texts for x in t.split()]
+        time.sleep(0.02)
+    raise AssertionError(f"the agents did not start: {sorted(folder.iterdir())}")
+
+
+def gone(pids: list[int], limit: float = 3.0) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+# The agent starts a child that inherits stdout (and, with SETSID, leaves the session), records
+# both pids, then either answers and exits (LEAVE) or hangs.
+AGENT = """
+import json, os, subprocess, sys, time
+s = json.load(sys.stdin)
+child = subprocess.Popen(["sleep", "120"], start_new_session={setsid})
+open(os.path.join({pids!r}, f"{{s['id']}}.pid"), "w").write(f"{{os.getpid()}} {{child.pid}}\\n")
+if {leave}:
+    print("yes", flush=True)
+    sys.exit(0)
+time.sleep(120)
+"""
+
+
+def command_suite(sd, *, setsid: bool, leave: bool, timeout: float, n: int = 1) -> Path:
+    pids = sd.root / "pids"
+    pids.mkdir()
+    sd.write("agent.py", AGENT.format(setsid=setsid, leave=leave, pids=str(pids)))
+    sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "yes"} for i in range(n)])
+    sd.suite({"name": "hang", "dataset": "dataset.jsonl",
+              "target": {"kind": "command", "command": [sys.executable, "agent.py"], "timeout": timeout},
+              "graders": {"c": {"kind": "tool", "function": "contains"}},
+              "gate": {"op": "gte", "value": 0.5}, "max_concurrent": n})
+    return pids
+
+
+def test_timeout_kills_the_whole_group_and_does_not_wait_for_held_pipes(sd):
+    pids = command_suite(sd, setsid=False, leave=False, timeout=1)
+    t0 = time.monotonic()
+    assert sd.run() == 1
+    took = time.monotonic() - t0
+    assert sd.results()[0]["error"] == {"category": "target",
+                                        "message": "command timed out after 1 s; stderr: "}
+    assert took < 4, f"{took:.1f} s"
+    assert gone(wait_for_pids(pids, 1))
+
+
+def test_timeout_kills_a_child_that_left_the_session(sd):
+    pids = command_suite(sd, setsid=True, leave=False, timeout=1)
+    t0 = time.monotonic()
+    assert sd.run() == 1
+    took = time.monotonic() - t0
+    assert took < 4, f"{took:.1f} s"
+    assert gone(wait_for_pids(pids, 1))
+
+
+def test_an_answer_is_taken_although_a_leftover_child_holds_stdout(sd):
+    pids = command_suite(sd, setsid=True, leave=True, timeout=60)
+    t0 = time.monotonic()
+    assert sd.run() == 0
+    took = time.monotonic() - t0
+    row = sd.results()[0]
+    assert (row["error"], row["submission"]["c"], row["grades"]["c"]["score"]) == (None, "yes", 1.0)
+    assert took < 5, f"{took:.1f} s"
+    assert gone(wait_for_pids(pids, 1))
+
+
+def test_sigint_exits_within_2_seconds_and_kills_every_agent_process(sd):
+    pids = command_suite(sd, setsid=False, leave=False, timeout=300, n=3)
+    # a second agent child that also left the session
+    (sd.root / "agent.py").write_text((sd.root / "agent.py").read_text().replace(
+        'time.sleep(120)\n', 'subprocess.Popen(["sleep", "121"], start_new_session=True)\ntime.sleep(120)\n'))
+    proc = subprocess.Popen([sys.executable, "-m", "ci_evals", "run", str(sd.root / "suite.yaml"), "--output",
+                             str(sd.root / "out"), "-q", "--no-cache"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        started = wait_for_pids(pids, 3)
+        time.sleep(0.3)  # let the agents start their second child
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert took < 2, f"{took:.2f} s"
+    assert "interrupted: partial results written" in err
+    assert gone(started)
+    leftovers = subprocess.run(["pgrep", "-f", "sleep 121"], capture_output=True, text=True).stdout.split()
+    assert not [p for p in leftovers if alive(int(p))]
+
+
+def test_python_grader_children_that_call_setsid_are_reaped(sd, tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    source = ("import subprocess\n"
+              "def grade(sample, item):\n"
+              "    p = subprocess.Popen(['sleep', '120'], start_new_session=True)\n"
+              f"    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+              "    return 1.0\n")
+    sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "a"}])
+    sd.write("outputs.jsonl", [{"id": 1, "output": "a"}])
+    sd.suite({"name": "py", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+              "graders": {"p": {"kind": "python", "source": source, "workers": 1}},
+              "gate": {"op": "gte", "value": 0.5}})
+    assert sd.run() == 0
+    pid = int(pidfile.read_text())
+    assert gone([pid]), f"grandchild {pid} outlived the run"
+
+
+def test_command_in_a_missing_cwd_is_a_load_time_error(sd, capsys):
+    sd.write("dataset.jsonl", [{"id": 1, "input": "q"}])
+    sd.suite({"name": "c", "dataset": "dataset.jsonl",
+              "target": {"kind": "command", "command": "true", "cwd": "nowhere"},
+              "graders": {"c": {"kind": "tool", "function": "contains"}}})
+    assert main(["validate", str(sd.root / "suite.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {sd.root / 'suite.yaml'}:6: target.cwd: folder not found: {sd.root / 'nowhere'}\n"
