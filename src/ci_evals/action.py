@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ci_evals.redact import scrub
 from ci_evals.reports.markdown import (
     errors_line,
     gate_description,
@@ -54,7 +55,9 @@ def _escape_prop(text: str) -> str:
 def command(name: str, message: str = "", out: TextIO | None = None, **props: str) -> None:
     """Print a workflow command (``::error title=..::message``) with GitHub's escaping."""
     stream = out or sys.stdout
-    params = ",".join(f"{k}={_escape_prop(v)}" for k, v in props.items() if v)
+    if name != "add-mask":
+        message = scrub(message)
+    params = ",".join(f"{k}={_escape_prop(scrub(v))}" for k, v in props.items() if v)
     stream.write(f"::{name}{' ' + params if params else ''}::{_escape_data(message)}\n")
     stream.flush()
 
@@ -89,6 +92,7 @@ def append_step_summary(path: str | None, text: str) -> None:
     """Append markdown to ``$GITHUB_STEP_SUMMARY`` (no-op outside GitHub), kept under GitHub's limit."""
     if not path:
         return
+    text = scrub(text)
     data = text.encode("utf-8")
     if len(data) > STEP_SUMMARY_LIMIT:
         text = data[: STEP_SUMMARY_LIMIT - 200].decode("utf-8", "ignore")

@@ -99,7 +99,9 @@ def cmd_run(args: Namespace) -> int:
         try:
             code, summary, out = run_one(path, args, base / suite_slug(path.resolve(), common))
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            from ci_evals.redact import scrub
+
+            print(scrub(f"error: {exc}"), file=sys.stderr)
             code, summary = 2, None
         codes.append(code)
         rows.append({"suite_file": str(path), "exit_code": code,

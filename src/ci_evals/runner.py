@@ -21,11 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ci_evals import redact
 from ci_evals.aggregate import Aggregator
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
 from ci_evals.graders.tool import ToolGrader
 from ci_evals.models import GradeResult, Sample
+from ci_evals.records import finish_record
+from ci_evals.redact import scrub
 from ci_evals.suite import GraderSlot, LoadedSuite
 from ci_evals.trajectory import Trajectory
 
@@ -80,6 +83,8 @@ class Runner:
         self.agg = Aggregator(self.config)
         self.done_keys: set[tuple] = set()
         self._last_flush = 0.0
+        self._secrets: list[str] = []
+        self._secrets_gen = -1
 
     # -- jobs ------------------------------------------------------------------------------------
 
@@ -273,9 +278,12 @@ class Runner:
             try:
                 await closer()
             except Exception as exc:  # cleanup problems must not hide the verdict
-                print(f"warning: cleanup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                print(scrub(f"warning: cleanup failed: {type(exc).__name__}: {exc}"), file=sys.stderr)
 
     def _write(self, fh, rec: dict[str, Any]) -> None:
+        if self._secrets_gen != redact.generation:
+            self._secrets, self._secrets_gen = redact.known_secrets(), redact.generation
+        rec = finish_record(rec, self._secrets)
         fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
         now = time.monotonic()
         if now - self._last_flush > FLUSH_SECONDS:

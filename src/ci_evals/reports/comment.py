@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from ci_evals.records import submissions_of
 from ci_evals.reports.markdown import (
     BUCKETS,
     Digest,
@@ -120,7 +121,7 @@ def failing_sample(row: dict[str, Any], limit: int, num_runs: int) -> list[str]:
     if err:
         category = escape_md(err.get("category") or "sample")
         lines += [f"**Error ({category})**", "", fenced(str(err.get("message")), limit), ""]
-    submissions = row.get("submission") or {}
+    submissions = submissions_of(row)
     texts = {str(submissions[n]) for n, _ in fails if n in submissions}
     if len(texts) == 1:  # every failing grader saw the same submission: show it once
         lines += ["**Submission**", "", fenced(texts.pop(), limit), ""]

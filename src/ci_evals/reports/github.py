@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ci_evals.redact import clip, register
+
 DEFAULT_API = "https://api.github.com"
 GITHUB_LIMIT = 65_536
 MAX_PAGES = 200
@@ -83,6 +85,7 @@ class CommentClient:
         self.retries = retries
         self.backoff = backoff
         self._token = token
+        register(token)
         self._client = httpx.Client(
             timeout=timeout,
             headers={
@@ -120,7 +123,7 @@ class CommentClient:
                 continue
             if resp.status_code >= 400:
                 raise GitHubError(
-                    f"{method} {_path(url)}: HTTP {resp.status_code} {_message(resp).replace(self._token, '***')}",
+                    f"{method} {_path(url)}: HTTP {resp.status_code} {clip(_message(resp), 200, [self._token])}",
                     resp.status_code,
                 )
             return resp
@@ -169,8 +172,8 @@ def _path(url: str) -> str:
 
 def _message(resp: Any) -> str:
     try:
-        return str(resp.json().get("message", ""))[:200]
-    except ValueError:
+        return str(resp.json().get("message", ""))
+    except (ValueError, AttributeError):
         return ""
 
 
