@@ -327,3 +327,65 @@ def test_letta_judge_401_echoing_the_key_is_scrubbed(tmp_path, reflector):
     assert summary["errors"]["by_category"]["grading"] == 1
     assert "Letta judge failed: Letta returned HTTP 401" in texts["results.jsonl"]
     assert not leaks(texts), leaks(texts)
+
+
+SNOOP = r'''
+import glob, os, sys
+token = os.environ["SNOOP_FOR"].encode()
+sys.stdin.read()
+found = []
+for pid in [os.getppid()]:
+    try:
+        if token in open(f"/proc/{pid}/environ", "rb").read():
+            found.append(f"environ of {pid}")
+    except OSError:
+        pass
+    for fd in glob.glob(f"/proc/{pid}/fd/*"):
+        try:
+            handle = os.open(fd, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if token in os.read(handle, 1 << 16):
+                found.append(f"fd {fd}")
+        except OSError:
+            pass
+        finally:
+            os.close(handle)
+print("LEAKED " + ", ".join(found) if found else "CLEAN")
+'''
+
+
+def test_user_programs_cannot_read_the_token_through_proc(tmp_path):
+    """A command target reads /proc/<parent>/environ and the parent's open pipes: no token there."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "snoop.py").write_text(SNOOP, encoding="utf-8")
+    path = write_case(suite, {"kind": "command", "command": [sys.executable, "snoop.py"],
+                              "env": {"SNOOP_FOR": GITHUB_TOKEN[4:]}},
+                      {"clean": {"kind": "tool", "function": "exact_match"}}, n=1)
+    rows = [{"id": 0, "input": "x", "ground_truth": "CLEAN"}]
+    (suite / "dataset.jsonl").write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
+    proc, texts = _action(tmp_path, path, "http://127.0.0.1:9", {"INPUT_COMMENT": "never"})
+    record = json.loads(texts["results.jsonl"])
+    assert record["submission"]["clean"] == "CLEAN", record
+    assert proc.returncode == 0, texts["stdout"]
+
+
+def test_in_process_user_code_sees_no_token_in_its_environment(tmp_path):
+    """A custom grader runs inside ci-evals: neither os.environ nor /proc/self/environ holds the token."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "outputs.jsonl").write_text('{"id": 0, "output": "w0"}\n', encoding="utf-8")
+    (suite / "g.py").write_text(
+        "import os\nfrom ci_evals import grader, GradeResult\n\n@grader\ndef env_dump(sample, submission):\n"
+        f"    token = {GITHUB_TOKEN[4:]!r}\n"
+        "    raw = open('/proc/self/environ', 'rb').read().decode()\n"
+        "    seen = [k for k, v in os.environ.items() if token in v] + (['/proc'] if token in raw else [])\n"
+        "    return GradeResult(score=0.0 if seen else 1.0, rationale='seen in ' + repr(seen))\n", encoding="utf-8")
+    path = write_case(suite, {"kind": "replay", "outputs": "outputs.jsonl"},
+                      {"env": {"kind": "tool", "function": "g.py:env_dump"}}, n=1)
+    proc, texts = _action(tmp_path, path, "http://127.0.0.1:9",
+                          {"INPUT_COMMENT": "never", "GITHUB_TOKEN": GITHUB_TOKEN})
+    assert json.loads(texts["results.jsonl"])["grades"]["env"]["rationale"] == "seen in []"
+    assert proc.returncode == 0, texts["stdout"]

@@ -426,9 +426,13 @@ def combined_exit(codes: list[int]) -> int:
     return max(codes, default=EXIT_PASSED)
 
 
-def run_action(env: Mapping[str, str]) -> int:
-    """The action: inputs, suites, step summary, outputs, annotations, comment, exit code."""
-    for secret in secrets_to_mask(env):
+def run_action(env: Mapping[str, str], token: str | None = None) -> int:
+    """The action: inputs, suites, step summary, outputs, annotations, comment, exit code.
+
+    ``token`` is the GitHub token when it came through the handover pipe (see ci_evals.handover)
+    rather than the environment.
+    """
+    for secret in secrets_to_mask(env) + ([token] if token else []):
         command("add-mask", secret)
     summary_path, output_path = env.get("GITHUB_STEP_SUMMARY"), env.get("GITHUB_OUTPUT")
     try:
@@ -438,6 +442,8 @@ def run_action(env: Mapping[str, str]) -> int:
         append_step_summary(summary_path, render_error_md("action input error", str(exc)))
         set_outputs(output_path, {"passed": "false", "exit-code": str(EXIT_CONFIG)})
         return EXIT_CONFIG
+    if token:
+        inputs.token = token
     os.environ.pop("INPUT_GITHUB-TOKEN", None)  # user code run by the suite never sees our token
     several = len(inputs.suites) > 1
     runs: list[SuiteRun] = []
@@ -474,8 +480,13 @@ def main(argv: list[str] | None = None) -> int:
         from ci_evals.cli import main as cli_main
 
         return cli_main(args)
+    from ci_evals import handover
+
     try:
-        return run_action(os.environ)
+        handover.reexec_without_token(os.environ, [sys.executable, "-m", "ci_evals", "action"])
+        token = handover.take_token(os.environ)
+        handover.make_undumpable()
+        return run_action(os.environ, token)
     except Exception as exc:  # the last line of defence: report, summarise, exit 3
         command(
             "error", f"internal error: {type(exc).__name__}: {exc}", title="ci-evals internal error"
