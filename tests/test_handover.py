@@ -17,8 +17,9 @@ def test_hidden_names_are_the_inputs_copies_of_the_token_and_runner_tokens():
                                  "INPUT_GITHUB-TOKEN", "MY_COPY"]
 
 
-def test_no_token_nothing_hidden():
-    assert hidden_names({"PATH": "/bin", "INPUT_GITHUB-TOKEN": "  "}) == []
+def test_no_token_nothing_hidden_but_the_empty_input():
+    assert hidden_names({"PATH": "/bin"}) == []
+    assert hidden_names({"PATH": "/bin", "INPUT_GITHUB-TOKEN": "  ", "EMPTY": " "}) == ["INPUT_GITHUB-TOKEN"]
 
 
 def test_take_token_reads_the_pipe_closes_it_and_drops_the_variable():
