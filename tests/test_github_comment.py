@@ -21,7 +21,7 @@ from tests.fakes import report_data as data
 from tests.fakes.github_server import FakeGitHub, github_server_fixture, start  # noqa: F401 (fixture)
 
 SNAPSHOT = Path(__file__).parent / "data" / "comment_baseline.md"
-MARK = "<!-- ci-evals:qa:evals -->"
+MARK = "<!-- ci-evals:qa:evals:0a36caf84d28241f -->"
 
 
 def check_blocks(body: str) -> None:
@@ -55,7 +55,18 @@ def comment(doc=None, rows=None, **kw) -> str:
 
 def test_marker_is_sanitised_and_cannot_close_the_html_comment():
     assert marker("qa:evals") == MARK
-    assert marker("a b-->c<!--") == "<!-- ci-evals:a_b-__c__-_ -->"
+    assert marker("a b-->c<!--") == "<!-- ci-evals:a_b-__c__-_:88a85241259ae192 -->"
+
+
+def test_markers_of_same_length_non_ascii_names_differ():
+    assert marker("評価スイート:evals") == "<!-- ci-evals:______:evals:58d887ad787b6c26 -->"
+    assert marker("回帰テスト集:evals") == "<!-- ci-evals:______:evals:a48a77017cd81b3d -->"
+
+
+def test_marker_of_a_huge_name_is_bounded_and_closed():
+    mark = marker("x" * 70_000 + ":evals")
+    assert mark == "<!-- ci-evals:" + "x" * 40 + ":" + mark[-20:-4] + " -->"
+    assert len(mark) == 75
 
 
 def test_snapshot_with_baseline_regressions_and_an_inconclusive_gate():

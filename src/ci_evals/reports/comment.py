@@ -56,11 +56,18 @@ LEVELS = (
 
 
 def marker(marker_key: str) -> str:
-    """The hidden HTML comment that identifies this suite's comment: ``<!-- ci-evals:suite:job -->``."""
-    safe = re.sub(r"[^A-Za-z0-9_.:/@+-]", "_", marker_key)
+    """The hidden HTML comment that identifies this suite's comment: ``<!-- ci-evals:suite:job:HASH -->``.
+
+    The readable part is ASCII, at most 40 characters, and cannot close the comment; the 16 hex
+    digits of sha256 of the whole key tell apart keys that read the same (non-ASCII names).
+    """
+    import hashlib
+
+    digest = hashlib.sha256(marker_key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    safe = re.sub(r"[^A-Za-z0-9_.:/+-]", "_", marker_key)[:40]
     while "--" in safe:
         safe = safe.replace("--", "-_")
-    return f"<!-- ci-evals:{safe} -->"
+    return f"<!-- ci-evals:{safe.rstrip('-')}:{digest} -->"
 
 
 def score_chart(title: str, counts: list[int]) -> str:
