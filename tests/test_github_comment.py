@@ -221,6 +221,7 @@ def test_first_run_creates_then_second_run_updates(github_server):
         ("GET", "/repos/octo/widgets/issues/7/comments"),
         ("POST", "/repos/octo/widgets/issues/7/comments"),
         ("GET", "/repos/octo/widgets/issues/7/comments"),
+        ("GET", "/user"),
         ("PATCH", f"/repos/octo/widgets/issues/comments/{gh.next_id}"),
     ]
     assert gh.log[0].query == {"per_page": "100"}
@@ -247,13 +248,44 @@ def test_a_comment_quoting_the_marker_is_not_taken_over(github_server):
     assert [r.method for r in gh.writes()] == ["POST"]
 
 
+OUTSIDER = {"login": "mallory", "type": "User"}
+
+
+def test_an_outsiders_comment_starting_with_the_marker_is_not_updated(github_server):
+    """GITHUB_TOKEN (an installation token): /user is 403, our comments are github-actions[bot]'s."""
+    gh, warnings = github_server, []
+    planted = gh.add_comments(7, [MARK + "\nplanted by someone else"], author=OUTSIDER)[0]
+    upsert(gh, MARK + "\nmine", warnings)
+    assert planted["body"] == MARK + "\nplanted by someone else"
+    assert [r.method for r in gh.writes()] == ["POST"]
+    assert [c["user"]["login"] for c in gh.comments[7]] == ["mallory", "github-actions[bot]"]
+    assert warnings == []
+
+
+def test_a_human_named_like_the_bot_is_not_the_bot(github_server):
+    gh, warnings = github_server, []
+    gh.add_comments(7, [MARK + "\nfake"], author={"login": "github-actions[bot]", "type": "User"})
+    upsert(gh, MARK + "\nmine", warnings)
+    assert [r.method for r in gh.writes()] == ["POST"]
+
+
+def test_a_personal_token_updates_only_its_users_comment(github_server):
+    gh, warnings = github_server, []
+    gh.user_login = "ci-bot-user"
+    gh.add_comments(7, [MARK + "\nby the actions bot"], author={"login": "github-actions[bot]", "type": "Bot"})
+    ours = gh.add_comments(7, [MARK + "\nold"])[0]
+    upsert(gh, MARK + "\nnew", warnings)
+    assert [(r.method, r.path) for r in gh.writes()] == [("PATCH", f"/repos/octo/widgets/issues/comments/{ours['id']}")]
+    assert ours["body"] == MARK + "\nnew"
+
+
 def test_more_than_100_comments_are_paged_through(github_server):
     gh, warnings = github_server, []
     gh.add_comments(7, [f"noise {i}" for i in range(230)])
     target = gh.add_comments(7, [MARK + "\nold"])[0]
     gh.add_comments(7, ["later noise"])
     upsert(gh, MARK + "\nnew", warnings)
-    gets = [r for r in gh.log if r.method == "GET"]
+    gets = [r for r in gh.log if r.method == "GET" and r.path != "/user"]
     assert [r.query for r in gets] == [
         {"per_page": "100"},
         {"per_page": "100", "page": "2"},
