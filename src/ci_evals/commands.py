@@ -17,13 +17,22 @@ DEFAULT_CONCURRENCY = 10
 
 def suite_slug(suite_file: str | Path, base: str | Path | None = None) -> str:
     """A results subfolder name for a suite: its path (relative to ``base``) without the suffix,
-    e.g. ``evals/a/suite.yaml`` -> ``evals-a-suite``; distinct suites never share a folder."""
+    e.g. ``evals/a/suite.yaml`` -> ``evals-a-suite``; distinct suites never share a folder.
+
+    Only a path of lowercase letters, digits, ``_`` and ``.`` between its slashes maps to a name
+    that can be read back; any other (``evals/a-b/suite.yaml`` beside ``evals/a/b/suite.yaml``,
+    ``A`` beside ``a`` on a case-blind disk, ``../x``) gets 8 hex digits of its path's hash too.
+    """
+    import hashlib
     import os
     import re
 
     path = os.path.relpath(str(suite_file), str(base)) if base is not None else os.path.normpath(str(suite_file))
-    stem = os.path.splitext(path)[0]
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
+    stem = os.path.splitext(path)[0].replace(os.sep, "/")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
+    if re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)*(/[a-z0-9_]+(\.[a-z0-9_]+)*)*", stem) and slug.replace("-", "/") == stem:
+        return slug
+    return f"{slug[:80]}-{hashlib.sha256(stem.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def _print_comment(summary: dict[str, Any], out: Path) -> None:
@@ -64,8 +73,15 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
 
         runner.agg = Aggregator(runner.config, keep_outcomes=True)
         baseline.attach(runner.agg)
-    summary = asyncio.run(runner.execute())
-    write_outputs(out, summary)
+    from ci_evals.folderlock import fingerprint, hold
+
+    selection = {k: getattr(args, k, None) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
+    lock = hold(out, fingerprint(suite, selection), resume=resume is not None)
+    try:
+        summary = asyncio.run(runner.execute())
+        write_outputs(out, summary)
+    finally:
+        lock.release()
     if not args.quiet:
         print(console.render(summary))
     else:

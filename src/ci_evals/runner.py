@@ -27,7 +27,7 @@ from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
 from ci_evals.graders.tool import ToolGrader
 from ci_evals.models import GradeResult, Sample
-from ci_evals.records import finish_record
+from ci_evals.records import finish_record, is_result_record
 from ci_evals.redact import scrub
 from ci_evals.suite import GraderSlot, LoadedSuite
 from ci_evals.trajectory import Trajectory
@@ -173,7 +173,7 @@ class Runner:
                     rec = json.loads(line)
                 except ValueError:
                     continue  # a torn last line from a hard kill: that job runs again
-                if not isinstance(rec, dict) or "sample_id" not in rec or not isinstance(rec.get("grades"), dict):
+                if not is_result_record(rec):
                     raise ConfigError("not a ci-evals results record; --resume needs a folder an "
                                       "interrupted run wrote", file=str(results), line=line_no)
                 key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
