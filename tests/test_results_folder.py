@@ -51,7 +51,7 @@ def test_two_suites_whose_paths_read_alike_write_two_folders(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = json.loads((tmp_path / "out" / "suites.json").read_text(encoding="utf-8"))
     assert [Path(r["output"]).name for r in rows] == ["a-b-suite-f0a779f1", "a-b-suite"]
-    assert [len((Path(r["output"]) / "results.jsonl").read_text().splitlines()) for r in rows] == [1, 2]
+    assert [len((tmp_path / r["output"] / "results.jsonl").read_text().splitlines()) for r in rows] == [1, 2]
 
 
 def test_a_second_run_into_a_held_folder_exits_2_naming_the_holder(tmp_path):
