@@ -350,6 +350,7 @@ def test_main_with_a_subcommand_is_the_plain_cli(tmp_path, capsys):
     assert rc == 0
     assert marker("good") in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        ".ci-evals-run.json",  # the folder's lock and the run's fingerprints (for --resume)
         "junit.xml",
         "results.jsonl",
         "summary.json",

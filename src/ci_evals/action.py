@@ -236,12 +236,18 @@ class SuiteRun:
     exit_code: int
     summary: dict[str, Any] | None
     log_tail: str = ""
+    untrusted: bool = False
+    """An artifact of another job (results mode): every string of it is made inert."""
 
     @property
     def name(self) -> str:
         return str((self.summary or {}).get("suite") or Path(self.suite_file).stem)
 
     def results(self) -> Iterator[dict[str, Any]]:
+        if self.untrusted:
+            from ci_evals.reports import artifact
+
+            return artifact.iter_results(self.out_dir)
         from ci_evals.reports.summary import iter_results
 
         return iter_results(self.out_dir / "results.jsonl")
@@ -321,10 +327,20 @@ def run_suite(inputs: Inputs, suite_file: str, several: bool) -> SuiteRun:
 
 
 def load_results(folder: str) -> SuiteRun:
-    """A finished results folder (another job's artifact, a merged shard folder) to report on."""
-    summary = json.loads((Path(folder) / "summary.json").read_text(encoding="utf-8"))
-    code = EXIT_PASSED if (summary.get("gate") or {}).get("passed") else EXIT_GATE_FAILED
-    return SuiteRun(str(summary.get("suite_file") or folder), Path(folder), code, summary)
+    """A finished results folder (another job's artifact, a merged shard folder) to report on.
+
+    Its strings are made inert (see ci_evals.reports.artifact); a summary.json that is not a JSON
+    object is an InputError.
+    """
+    from ci_evals.reports import artifact
+
+    try:
+        summary = artifact.load_summary(folder)
+    except ValueError as exc:
+        raise InputError(f"input 'results': {exc}") from None
+    gate = summary.get("gate") if isinstance(summary.get("gate"), dict) else {}
+    code = EXIT_PASSED if gate.get("passed") is True else EXIT_GATE_FAILED
+    return SuiteRun(str(summary.get("suite_file") or folder), Path(folder), code, summary, untrusted=True)
 
 
 # ---------------------------------------------------------------- reporting
