@@ -13,6 +13,7 @@ import pytest
 
 from ci_evals import action
 from ci_evals.action import InputError, command, parse_inputs, secrets_to_mask, set_outputs
+from ci_evals.reports.comment import marker
 from tests.fakes.github_server import github_server_fixture  # noqa: F401 (fixture)
 
 DATASET = [
@@ -213,7 +214,7 @@ def test_passing_suite_posts_one_comment_then_updates_it(tmp_path, gh_env, capsy
         "comment-url": comment["html_url"],
     }
     assert comment["body"].startswith(
-        "<!-- ci-evals:good:evals -->\n### ✅ ci-evals · good: passed\n\n**Verdict: passed**: 1 of 1 gates passed\n"
+        marker("good:evals") + "\n### ✅ ci-evals · good: passed\n\n**Verdict: passed**: 1 of 1 gates passed\n"
     )
     assert "[View the run](https://github.com/actions/runs/99)" not in comment["body"]
     assert "[View the run](https://github.com/octo/widgets/actions/runs/99)" in comment["body"]
@@ -334,8 +335,8 @@ def test_glob_runs_each_suite_into_its_own_folder(tmp_path, gh_env, capsys):
     ]
     assert sorted(json.loads(outputs["metrics"])) == ["one/answer", "two/answer"]
     assert sorted(c["body"].splitlines()[0] for c in gh.comments[7]) == [
-        "<!-- ci-evals:one:evals -->",
-        "<!-- ci-evals:two:evals -->",
+        marker("one:evals"),
+        marker("two:evals"),
     ]
     md = (tmp_path / "step_summary.md").read_text()
     assert "## ✅ ci-evals · one: passed" in md and "## ❌ ci-evals · two: failed" in md
@@ -361,8 +362,9 @@ def test_main_with_a_subcommand_is_the_plain_cli(tmp_path, capsys):
     suite = write_suite(tmp_path / "good", "good", GOOD)
     rc = action.main(["run", str(suite), "--output", str(tmp_path / "o"), "--dry-run", "-q"])
     assert rc == 0
-    assert "<!-- ci-evals:good -->" in capsys.readouterr().out
+    assert marker("good") in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        ".ci-evals-run.json",  # the folder's lock and the run's fingerprints (for --resume)
         "junit.xml",
         "results.jsonl",
         "summary.json",
@@ -419,7 +421,7 @@ def test_results_input_reports_on_finished_folders(tmp_path, gh_env, capsys):
     assert "::group::" not in out  # nothing was run
     assert "::error title=ci-evals gate failed" in out
     assert gh.comments[12][0]["body"].startswith(
-        "<!-- ci-evals:bad:evals -->\n### ❌ ci-evals · bad: failed"
+        marker("bad:evals") + "\n### ❌ ci-evals · bad: failed"
     )
     outputs = read_outputs(tmp_path / "output.txt")
     assert (outputs["exit-code"], outputs["summary-json"]) == (

@@ -177,7 +177,8 @@ def test_valid_5mb_jsonl_line_runs(tmp_path):
     assert proc.stderr == ""
     rows = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(r["sample_id"], r["error"], r["grades"]["acc"]["score"]) for r in rows] == [(1, None, 1.0), (2, None, 1.0)]
-    assert len(rows[1]["input"]) == len(big)
+    assert rows[1]["input"] == big[:100_000] + f"… [truncated by ci-evals: {len(big):,} characters in all]"
+    assert rows[1]["truncated"] == {"input": len(big)}  # stored capped; the grader saw it all
     summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
     assert summary["metrics"]["acc"]["mean"] == 1.0
     assert len((tmp_path / "out" / "summary.md").read_text(encoding="utf-8")) < 20_000
@@ -192,6 +193,17 @@ def test_invalid_5mb_jsonl_line_is_one_short_error(tmp_path):
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert lines[0].endswith("dataset.jsonl:2: invalid JSON at column 20: Unterminated string starting at")
     assert len(lines[0]) <= MAX_LINE
+
+
+def test_jsonl_line_over_the_limit_is_one_error_without_reading_it_whole(tmp_path):
+    from ci_evals.dataset import MAX_LINE_BYTES
+
+    row = json.dumps({"id": 2, "input": "x" * MAX_LINE_BYTES})
+    _huge_case(tmp_path, json.dumps({"id": 1, "input": "2+2?", "ground_truth": "4"}) + "\n" + row + "\n")
+    proc = _cli(tmp_path, ["validate", "suite.yaml"])
+    assert proc.returncode == 2
+    assert proc.stderr == (f"error: {tmp_path / 'dataset.jsonl'}:2: line longer than 16 MiB, the limit for one sample "
+                           "(keep large content in files the target reads)\n")
 
 
 def test_huge_csv_header_error_stays_short(tmp_path):

@@ -21,7 +21,7 @@ from tests.fakes import report_data as data
 from tests.fakes.github_server import FakeGitHub, github_server_fixture, start  # noqa: F401 (fixture)
 
 SNAPSHOT = Path(__file__).parent / "data" / "comment_baseline.md"
-MARK = "<!-- ci-evals:qa:evals -->"
+MARK = "<!-- ci-evals:qa:evals:0a36caf84d28241f -->"
 
 
 def check_blocks(body: str) -> None:
@@ -55,7 +55,18 @@ def comment(doc=None, rows=None, **kw) -> str:
 
 def test_marker_is_sanitised_and_cannot_close_the_html_comment():
     assert marker("qa:evals") == MARK
-    assert marker("a b-->c<!--") == "<!-- ci-evals:a_b-__c__-_ -->"
+    assert marker("a b-->c<!--") == "<!-- ci-evals:a_b-__c__-_:88a85241259ae192 -->"
+
+
+def test_markers_of_same_length_non_ascii_names_differ():
+    assert marker("評価スイート:evals") == "<!-- ci-evals:______:evals:58d887ad787b6c26 -->"
+    assert marker("回帰テスト集:evals") == "<!-- ci-evals:______:evals:a48a77017cd81b3d -->"
+
+
+def test_marker_of_a_huge_name_is_bounded_and_closed():
+    mark = marker("x" * 70_000 + ":evals")
+    assert mark == "<!-- ci-evals:" + "x" * 40 + ":" + mark[-20:-4] + " -->"
+    assert len(mark) == 75
 
 
 def test_snapshot_with_baseline_regressions_and_an_inconclusive_gate():
@@ -211,6 +222,7 @@ def test_first_run_creates_then_second_run_updates(github_server):
         ("GET", "/repos/octo/widgets/issues/7/comments"),
         ("POST", "/repos/octo/widgets/issues/7/comments"),
         ("GET", "/repos/octo/widgets/issues/7/comments"),
+        ("GET", "/user"),
         ("PATCH", f"/repos/octo/widgets/issues/comments/{gh.next_id}"),
     ]
     assert gh.log[0].query == {"per_page": "100"}
@@ -237,13 +249,44 @@ def test_a_comment_quoting_the_marker_is_not_taken_over(github_server):
     assert [r.method for r in gh.writes()] == ["POST"]
 
 
+OUTSIDER = {"login": "mallory", "type": "User"}
+
+
+def test_an_outsiders_comment_starting_with_the_marker_is_not_updated(github_server):
+    """GITHUB_TOKEN (an installation token): /user is 403, our comments are github-actions[bot]'s."""
+    gh, warnings = github_server, []
+    planted = gh.add_comments(7, [MARK + "\nplanted by someone else"], author=OUTSIDER)[0]
+    upsert(gh, MARK + "\nmine", warnings)
+    assert planted["body"] == MARK + "\nplanted by someone else"
+    assert [r.method for r in gh.writes()] == ["POST"]
+    assert [c["user"]["login"] for c in gh.comments[7]] == ["mallory", "github-actions[bot]"]
+    assert warnings == []
+
+
+def test_a_human_named_like_the_bot_is_not_the_bot(github_server):
+    gh, warnings = github_server, []
+    gh.add_comments(7, [MARK + "\nfake"], author={"login": "github-actions[bot]", "type": "User"})
+    upsert(gh, MARK + "\nmine", warnings)
+    assert [r.method for r in gh.writes()] == ["POST"]
+
+
+def test_a_personal_token_updates_only_its_users_comment(github_server):
+    gh, warnings = github_server, []
+    gh.user_login = "ci-bot-user"
+    gh.add_comments(7, [MARK + "\nby the actions bot"], author={"login": "github-actions[bot]", "type": "Bot"})
+    ours = gh.add_comments(7, [MARK + "\nold"])[0]
+    upsert(gh, MARK + "\nnew", warnings)
+    assert [(r.method, r.path) for r in gh.writes()] == [("PATCH", f"/repos/octo/widgets/issues/comments/{ours['id']}")]
+    assert ours["body"] == MARK + "\nnew"
+
+
 def test_more_than_100_comments_are_paged_through(github_server):
     gh, warnings = github_server, []
     gh.add_comments(7, [f"noise {i}" for i in range(230)])
     target = gh.add_comments(7, [MARK + "\nold"])[0]
     gh.add_comments(7, ["later noise"])
     upsert(gh, MARK + "\nnew", warnings)
-    gets = [r for r in gh.log if r.method == "GET"]
+    gets = [r for r in gh.log if r.method == "GET" and r.path != "/user"]
     assert [r.query for r in gets] == [
         {"per_page": "100"},
         {"per_page": "100", "page": "2"},

@@ -24,11 +24,11 @@ from tests.fakes.github_server import start as start_github
 from tests.fakes.letta_server import agent_file, write_agent_file
 from tests.fakes.openai_server import FakeOpenAI
 
-OPENAI_KEY = "sk-test-SECRET-openai-0123456789abcdef"
-LETTA_KEY = "letta-SECRET-key-0123456789abcdef"
-GITHUB_TOKEN = "ghs_SECRET_github_0123456789abcdef"
-AGENT_TOKEN = "agent-SECRET-token-0123456789abcdef"
-URL_PASSWORD = "urlpass-SECRET-0123456789"
+OPENAI_KEY = "sk-test-SECRET-openai-Qw7Rt2Yp9Lk4Zx"
+LETTA_KEY = "letta-SECRET-key-Hb3Nm8Vc1Df6Gj"
+GITHUB_TOKEN = "ghs_SECRET_github_Pu5Ie2Wo7Ra9Sd"
+AGENT_TOKEN = "agent-SECRET-token-Ty4Ui8Op3As6Df"
+URL_PASSWORD = "urlpass-SECRET-Kl2Jh5Gf8"
 SECRETS = (OPENAI_KEY, LETTA_KEY, GITHUB_TOKEN, AGENT_TOKEN, URL_PASSWORD)
 OUTPUT_FILES = ("results.jsonl", "summary.json", "summary.md", "junit.xml")
 
@@ -36,8 +36,9 @@ OUTPUT_FILES = ("results.jsonl", "summary.json", "summary.md", "junit.xml")
 class Reflector:
     """A server that answers everything with ``status`` and a body reflecting the request headers."""
 
-    def __init__(self, status: int = 401) -> None:
+    def __init__(self, status: int = 401, echo: Any = None) -> None:
         self.status = status
+        self.echo = echo  # headers -> the error text, when a test places the secret itself
         self.seen: list[dict[str, str]] = []
         reflector = self
 
@@ -53,7 +54,8 @@ class Reflector:
                     self.rfile.read(n)
                 headers = {k: v for k, v in self.headers.items()}
                 reflector.seen.append(headers)
-                text = f"invalid credentials; you sent {json.dumps(headers)}"
+                text = (reflector.echo(self.headers) if reflector.echo else
+                        f"invalid credentials; you sent {json.dumps(headers)}")
                 body = json.dumps({"error": {"message": text, "type": "invalid_request_error"},
                                    "detail": text, "message": text}).encode()
                 self.send_response(reflector.status)
@@ -113,9 +115,18 @@ def run_cli(root: Path, env: dict[str, str], *args: str) -> subprocess.Completed
                           text=True, timeout=120)
 
 
-def leaks(texts: dict[str, str]) -> list[str]:
-    """``where: secret`` for every secret found in any of the texts."""
-    return [f"{where}: {s}" for where, text in texts.items() for s in SECRETS if s in text]
+WINDOW = 12
+
+
+def windows(secret: str) -> set[str]:
+    """Every 12-character piece of a secret: a part that long is a leak too."""
+    return {secret[i:i + WINDOW] for i in range(max(1, len(secret) - WINDOW + 1))}
+
+
+def leaks(texts: dict[str, str], secrets: tuple[str, ...] = SECRETS) -> list[str]:
+    """``where: piece`` for every secret, or 12-character piece of one, found in any of the texts."""
+    return [f"{where}: {piece}" for where, text in texts.items() for s in secrets for piece in windows(s)
+            if piece in text]
 
 
 def outputs(out: Path) -> dict[str, str]:
@@ -268,3 +279,113 @@ def test_user_code_does_not_see_the_github_token(tmp_path):
     assert proc.returncode == 0, texts["stdout"]
     assert json.loads(texts["results.jsonl"])["grades"]["env"]["rationale"] == "[]"
     assert not leaks(texts), leaks(texts)
+
+
+def test_http_target_secret_split_by_the_cut_is_scrubbed_whole(tmp_path):
+    """The body's last 500 characters start inside the token: scrub first, then cut."""
+    server = Reflector(401, echo=lambda h: "denied: " + h["X-Agent-Auth"] + "z" * 480)
+    try:
+        suite_dir = tmp_path / "case"
+        write_case(suite_dir, {"kind": "http", "url": server.url("/agent"),
+                               "headers": {"X-Agent-Auth": {"env": "AGENT_TOKEN"}}},
+                   {"acc": {"kind": "tool", "function": "contains"}}, n=1)
+        texts, summary = run_and_collect(suite_dir, env_with())
+    finally:
+        server.close()
+    assert summary["errors"]["by_category"]["target"] == 1
+    assert "HTTP target returned 401: …" in texts["results.jsonl"]
+    assert not leaks(texts), leaks(texts)
+
+
+def test_judge_key_split_by_the_cut_is_scrubbed_whole(tmp_path, openai_fake):
+    """A key without the ``sk-`` shape, echoed where the message is cut at 300 characters."""
+    judge_key = "judgekey-SECRET-Mn4Bv7Cx2Zq9"
+    server = Reflector(400, echo=lambda h: "y" * 270 + " you sent " + h["Authorization"])
+    try:
+        suite_dir = tmp_path / "case"
+        write_case(suite_dir, {"kind": "model", "model": "gpt-4o-mini", "base_url": openai_fake.url},
+                   {"judge": {"kind": "rubric", "prompt": "Correct?", "base_url": server.url("/v1"),
+                              "api_key_env": "JUDGE_CREDENTIAL", "max_retries": 0}}, n=1)
+        # The reflected headers come first; the key sits near character 300 of the message.
+        texts, summary = run_and_collect(suite_dir, env_with(JUDGE_CREDENTIAL=judge_key))
+    finally:
+        server.close()
+    assert summary["errors"]["by_category"]["grading"] == 1
+    assert judge_key in json.dumps(server.seen)
+    assert not leaks(texts, (judge_key,)), leaks(texts, (judge_key,))
+
+
+def test_letta_judge_401_echoing_the_key_is_scrubbed(tmp_path, reflector):
+    """A Letta server answering the judge's import with a 401 that echoes Authorization."""
+    suite_dir = tmp_path / "case"
+    suite_dir.mkdir()
+    (suite_dir / "outputs.jsonl").write_text('{"id": 0, "output": "w0"}\n', encoding="utf-8")
+    write_case(suite_dir, {"kind": "replay", "outputs": "outputs.jsonl"},
+               {"judge": {"kind": "letta_judge", "prompt": "Correct?", "base_url": reflector.url()}}, n=1)
+    texts, summary = run_and_collect(suite_dir, env_with())
+    assert any(LETTA_KEY in json.dumps(h) for h in reflector.seen)
+    assert summary["errors"]["by_category"]["grading"] == 1
+    assert "Letta judge failed: Letta returned HTTP 401" in texts["results.jsonl"]
+    assert not leaks(texts), leaks(texts)
+
+
+SNOOP = r'''
+import glob, os, sys
+token = os.environ["SNOOP_FOR"].encode()
+sys.stdin.read()
+found = []
+for pid in [os.getppid()]:
+    try:
+        if token in open(f"/proc/{pid}/environ", "rb").read():
+            found.append(f"environ of {pid}")
+    except OSError:
+        pass
+    for fd in glob.glob(f"/proc/{pid}/fd/*"):
+        try:
+            handle = os.open(fd, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if token in os.read(handle, 1 << 16):
+                found.append(f"fd {fd}")
+        except OSError:
+            pass
+        finally:
+            os.close(handle)
+print("LEAKED " + ", ".join(found) if found else "CLEAN")
+'''
+
+
+def test_user_programs_cannot_read_the_token_through_proc(tmp_path):
+    """A command target reads /proc/<parent>/environ and the parent's open pipes: no token there."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "snoop.py").write_text(SNOOP, encoding="utf-8")
+    path = write_case(suite, {"kind": "command", "command": [sys.executable, "snoop.py"],
+                              "env": {"SNOOP_FOR": GITHUB_TOKEN[4:]}},
+                      {"clean": {"kind": "tool", "function": "exact_match"}}, n=1)
+    rows = [{"id": 0, "input": "x", "ground_truth": "CLEAN"}]
+    (suite / "dataset.jsonl").write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
+    proc, texts = _action(tmp_path, path, "http://127.0.0.1:9", {"INPUT_COMMENT": "never"})
+    record = json.loads(texts["results.jsonl"])
+    assert record["submission"]["clean"] == "CLEAN", record
+    assert proc.returncode == 0, texts["stdout"]
+
+
+def test_in_process_user_code_sees_no_token_in_its_environment(tmp_path):
+    """A custom grader runs inside ci-evals: neither os.environ nor /proc/self/environ holds the token."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "outputs.jsonl").write_text('{"id": 0, "output": "w0"}\n', encoding="utf-8")
+    (suite / "g.py").write_text(
+        "import os\nfrom ci_evals import grader, GradeResult\n\n@grader\ndef env_dump(sample, submission):\n"
+        f"    token = {GITHUB_TOKEN[4:]!r}\n"
+        "    raw = open('/proc/self/environ', 'rb').read().decode()\n"
+        "    seen = [k for k, v in os.environ.items() if token in v] + (['/proc'] if token in raw else [])\n"
+        "    return GradeResult(score=0.0 if seen else 1.0, rationale='seen in ' + repr(seen))\n", encoding="utf-8")
+    path = write_case(suite, {"kind": "replay", "outputs": "outputs.jsonl"},
+                      {"env": {"kind": "tool", "function": "g.py:env_dump"}}, n=1)
+    proc, texts = _action(tmp_path, path, "http://127.0.0.1:9",
+                          {"INPUT_COMMENT": "never", "GITHUB_TOKEN": GITHUB_TOKEN})
+    assert json.loads(texts["results.jsonl"])["grades"]["env"]["rationale"] == "seen in []"
+    assert proc.returncode == 0, texts["stdout"]

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ci_evals.cli import main
-from ci_evals.reports.comment import render_comment
+from ci_evals.reports.comment import marker, render_comment
 from ci_evals.reports.markdown import ZWJ
 from ci_evals.reports.summary import iter_results
 from tests.conftest import replay_suite
@@ -113,7 +113,10 @@ def test_model_output_and_dataset_text_cannot_inject_into_reports(sd):
     assert sd.run() == 1
     out = sd.root / "out"
     rows = sd.results()
-    assert len(rows) == 5 and rows[2]["submission"]["parrot"] == LONG  # results keep the raw text
+    # results keep the raw text up to the per-field cap, then say how long it was
+    assert len(rows) == 5 and rows[2]["submission"]["parrot"] == LONG[:100_000] + "… [truncated by ci-evals: 200,000 characters in all]"
+    assert rows[2]["truncated"] == {"input": 200_000, "submission.parrot": 200_000,
+                                    "grades.parrot.rationale": 200_010}
     md = (out / "summary.md").read_text(encoding="utf-8")
     check_markdown(md)
     assert max(len(line) for line in md.splitlines()) < 2_000
@@ -121,8 +124,8 @@ def test_model_output_and_dataset_text_cannot_inject_into_reports(sd):
 
     summary = sd.summary()
     body = render_comment(summary, iter_results(out / "results.jsonl"), run_url=None, marker_key="untrusted:evals")
-    assert body.startswith("<!-- ci-evals:untrusted:evals -->\n")
-    check_markdown(body, marker="<!-- ci-evals:untrusted:evals -->")
+    assert body.startswith(marker("untrusted:evals") + "\n")
+    check_markdown(body, marker=marker("untrusted:evals"))
     assert len(body) <= 65_536
     _, inside = split_fences(body)
     assert any("<!-- ci-evals:untrusted:evals -->" in line for line in inside)  # the fake marker stays fenced

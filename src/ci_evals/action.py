@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ci_evals.redact import scrub
 from ci_evals.reports.markdown import (
     errors_line,
     gate_description,
@@ -54,7 +55,9 @@ def _escape_prop(text: str) -> str:
 def command(name: str, message: str = "", out: TextIO | None = None, **props: str) -> None:
     """Print a workflow command (``::error title=..::message``) with GitHub's escaping."""
     stream = out or sys.stdout
-    params = ",".join(f"{k}={_escape_prop(v)}" for k, v in props.items() if v)
+    if name != "add-mask":
+        message = scrub(message)
+    params = ",".join(f"{k}={_escape_prop(scrub(v))}" for k, v in props.items() if v)
     stream.write(f"::{name}{' ' + params if params else ''}::{_escape_data(message)}\n")
     stream.flush()
 
@@ -89,6 +92,7 @@ def append_step_summary(path: str | None, text: str) -> None:
     """Append markdown to ``$GITHUB_STEP_SUMMARY`` (no-op outside GitHub), kept under GitHub's limit."""
     if not path:
         return
+    text = scrub(text)
     data = text.encode("utf-8")
     if len(data) > STEP_SUMMARY_LIMIT:
         text = data[: STEP_SUMMARY_LIMIT - 200].decode("utf-8", "ignore")
@@ -232,12 +236,18 @@ class SuiteRun:
     exit_code: int
     summary: dict[str, Any] | None
     log_tail: str = ""
+    untrusted: bool = False
+    """An artifact of another job (results mode): every string of it is made inert."""
 
     @property
     def name(self) -> str:
         return str((self.summary or {}).get("suite") or Path(self.suite_file).stem)
 
     def results(self) -> Iterator[dict[str, Any]]:
+        if self.untrusted:
+            from ci_evals.reports import artifact
+
+            return artifact.iter_results(self.out_dir)
         from ci_evals.reports.summary import iter_results
 
         return iter_results(self.out_dir / "results.jsonl")
@@ -317,12 +327,21 @@ def run_suite(inputs: Inputs, suite_file: str, several: bool) -> SuiteRun:
 
 
 def load_results(folder: str) -> SuiteRun:
-    """A finished results folder (another job's artifact, a merged shard folder) to report on."""
+    """A finished results folder (another job's artifact, a merged shard folder) to report on.
+
+    Its strings are made inert (see ci_evals.reports.artifact); a summary.json that is not a JSON
+    object is an InputError.
+    """
+    from ci_evals.reports import artifact
     from ci_evals.verdict import exit_code
 
-    summary = json.loads((Path(folder) / "summary.json").read_text(encoding="utf-8"))
-    code = exit_code(summary)
-    return SuiteRun(str(summary.get("suite_file") or folder), Path(folder), code, summary)
+    try:
+        summary = artifact.load_summary(folder)
+    except ValueError as exc:
+        raise InputError(f"input 'results': {exc}") from None
+    code = exit_code(summary) if summary.get("verdict") in (None, "passed", "failed", "errored", "partial",
+                                                             "interrupted") else 1
+    return SuiteRun(str(summary.get("suite_file") or folder), Path(folder), code, summary, untrusted=True)
 
 
 # ---------------------------------------------------------------- reporting
@@ -431,9 +450,13 @@ def combined_exit(codes: list[int]) -> int:
     return max(codes, default=EXIT_PASSED)
 
 
-def run_action(env: Mapping[str, str]) -> int:
-    """The action: inputs, suites, step summary, outputs, annotations, comment, exit code."""
-    for secret in secrets_to_mask(env):
+def run_action(env: Mapping[str, str], token: str | None = None) -> int:
+    """The action: inputs, suites, step summary, outputs, annotations, comment, exit code.
+
+    ``token`` is the GitHub token when it came through the handover pipe (see ci_evals.handover)
+    rather than the environment.
+    """
+    for secret in secrets_to_mask(env) + ([token] if token else []):
         command("add-mask", secret)
     summary_path, output_path = env.get("GITHUB_STEP_SUMMARY"), env.get("GITHUB_OUTPUT")
     try:
@@ -443,6 +466,8 @@ def run_action(env: Mapping[str, str]) -> int:
         append_step_summary(summary_path, render_error_md("action input error", str(exc)))
         set_outputs(output_path, {"passed": "false", "verdict": "errored", "exit-code": str(EXIT_CONFIG)})
         return EXIT_CONFIG
+    if token:
+        inputs.token = token
     os.environ.pop("INPUT_GITHUB-TOKEN", None)  # user code run by the suite never sees our token
     several = len(inputs.suites) > 1
     runs: list[SuiteRun] = []
@@ -481,8 +506,13 @@ def main(argv: list[str] | None = None) -> int:
         from ci_evals.cli import main as cli_main
 
         return cli_main(args)
+    from ci_evals import handover
+
     try:
-        return run_action(os.environ)
+        handover.reexec_without_token(os.environ, [sys.executable, "-m", "ci_evals", "action"])
+        token = handover.take_token(os.environ)
+        handover.make_undumpable()
+        return run_action(os.environ, token)
     except Exception as exc:  # the last line of defence: report, summarise, exit 3
         command(
             "error", f"internal error: {type(exc).__name__}: {exc}", title="ci-evals internal error"

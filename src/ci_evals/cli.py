@@ -174,14 +174,18 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(suite_schema(), indent=2))
             return EXIT_PASS
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from ci_evals.redact import scrub
+
+        print(scrub(f"error: {exc}"), file=sys.stderr)
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
     except Exception:  # a bug of ours: say so, with the traceback, and exit 3
         import traceback
 
-        traceback.print_exc()
+        from ci_evals.redact import scrub
+
+        print(scrub(traceback.format_exc()), end="", file=sys.stderr)
         print("internal error: this is a bug in ci-evals, please report it with the traceback above",
               file=sys.stderr)
         return EXIT_INTERNAL

@@ -17,13 +17,22 @@ DEFAULT_CONCURRENCY = 10
 
 def suite_slug(suite_file: str | Path, base: str | Path | None = None) -> str:
     """A results subfolder name for a suite: its path (relative to ``base``) without the suffix,
-    e.g. ``evals/a/suite.yaml`` -> ``evals-a-suite``; distinct suites never share a folder."""
+    e.g. ``evals/a/suite.yaml`` -> ``evals-a-suite``; distinct suites never share a folder.
+
+    Only a path of lowercase letters, digits, ``_`` and ``.`` between its slashes maps to a name
+    that can be read back; any other (``evals/a-b/suite.yaml`` beside ``evals/a/b/suite.yaml``,
+    ``A`` beside ``a`` on a case-blind disk, ``../x``) gets 8 hex digits of its path's hash too.
+    """
+    import hashlib
     import os
     import re
 
     path = os.path.relpath(str(suite_file), str(base)) if base is not None else os.path.normpath(str(suite_file))
-    stem = os.path.splitext(path)[0]
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
+    stem = os.path.splitext(path)[0].replace(os.sep, "/")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
+    if re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)*(/[a-z0-9_]+(\.[a-z0-9_]+)*)*", stem) and slug.replace("-", "/") == stem:
+        return slug
+    return f"{slug[:80]}-{hashlib.sha256(stem.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def _print_comment(summary: dict[str, Any], out: Path) -> None:
@@ -70,17 +79,24 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
 
         runner.agg = Aggregator(runner.config, keep_outcomes=True)
         baseline.attach(runner.agg, suite=suite.spec.name)
-    with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
-        summary = asyncio.run(runner.execute())
-        held.stopping = bool(summary.get("partial"))
-        write_outputs(out, summary)
-        if not args.quiet:
-            print(console.render(summary))
-        else:
-            print(console.verdict_line(summary, prefix=f"{summary['suite']}: "))
-        print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml)")
-        if args.dry_run:
-            _print_comment(summary, out)
+    from ci_evals.folderlock import fingerprint, hold
+
+    selection = {k: getattr(args, k, None) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
+    lock = hold(out, fingerprint(suite, selection), resume=resume is not None)
+    try:
+        with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
+            summary = asyncio.run(runner.execute())
+            held.stopping = bool(summary.get("partial"))
+            write_outputs(out, summary)
+            if not args.quiet:
+                print(console.render(summary))
+            else:
+                print(console.verdict_line(summary, prefix=f"{summary['suite']}: "))
+            print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml)")
+            if args.dry_run:
+                _print_comment(summary, out)
+    finally:
+        lock.release()
     if summary.get("interrupted_by"):
         print(f"interrupted: partial results written to {out}/; finish with --resume {out}", file=sys.stderr)
     from ci_evals.verdict import exit_code
@@ -105,7 +121,9 @@ def cmd_run(args: Namespace) -> int:
         try:
             code, summary, out = run_one(path, args, base / suite_slug(path.resolve(), common))
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            from ci_evals.redact import scrub
+
+            print(scrub(f"error: {exc}"), file=sys.stderr)
             code, summary = 2, None
         codes.append(code)
         rows.append({"suite_file": str(path), "exit_code": code,

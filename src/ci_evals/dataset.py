@@ -20,6 +20,8 @@ from typing import Any
 from ci_evals.errors import ConfigError
 from ci_evals.models import Sample
 
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""The longest JSONL line (one sample) we read: parsing costs several times a line's size in memory."""
 KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars",
          "sample_id", "prompt", "extra_vars")  # the last three: letta-evals 0.6-0.17 keys
 
@@ -179,7 +181,10 @@ class Dataset:
     def _jsonl(self) -> Iterator[tuple[int, Sample]]:
         index = 0
         with self.path.open("rb") as fh:
-            for line_no, raw in enumerate(fh, 1):
+            for line_no, raw in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""), 1):
+                if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+                    raise self._err(line_no, f"line longer than {MAX_LINE_BYTES // 2**20} MiB, the limit for one "
+                                             "sample (keep large content in files the target reads)")
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as exc:

@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import random
-import re
 import threading
 import time
 import urllib.parse
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.errors import CiEvalsError, ConfigError
+from ci_evals.redact import MESSAGE_LIMIT, clip, register
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "sk-no-key-required"
@@ -49,7 +49,6 @@ MAX_RETRY_AFTER = 60.0
 """A server's ``Retry-After`` is honoured up to this many seconds."""
 CACHE_VERSION = "ci-evals-llm-cache/1"
 _RETRY_STATUS = frozenset({408, 409, 429})
-_KEY_PATTERN = re.compile(r"sk-[A-Za-z0-9_\-*]{6,}")
 
 
 class LLMError(CiEvalsError):
@@ -135,13 +134,6 @@ def cache_key(endpoint: str, body: dict[str, Any], repeat: int = 0) -> str:
         ensure_ascii=False,
     )
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
-
-
-def scrub(text: str, key: str | None) -> str:
-    """``text`` with the API key (and anything shaped like an OpenAI key) masked."""
-    if key and len(key) >= 4:
-        text = text.replace(key, "***")
-    return _KEY_PATTERN.sub("sk-***", text)
 
 
 def shown_url(url: str) -> str:
@@ -434,6 +426,7 @@ class LLM:
         url, key = resolve_endpoint(self.spec_base_url, self.api_key_env, owner=self.owner)
         self.base_url = (url or DEFAULT_BASE_URL).rstrip("/")
         self._key = key
+        register(key if key != NO_KEY else None)
         state = _state()
         self._pool_key = (url, key)
         entry = state.clients.get(self._pool_key)
@@ -567,7 +560,7 @@ class LLM:
     def _error(self, path: str, problem: str, status: int | None, retries: int) -> LLMError:
         tail = f" (after {retries} retries)" if retries else ""
         msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
-        return LLMError(scrub(msg, self._key), status=status, retries=retries)
+        return LLMError(clip(msg, MESSAGE_LIMIT, [self._key]), status=status, retries=retries)
 
 
 def unusable(path: str, data: dict[str, Any]) -> str | None:
@@ -594,8 +587,8 @@ def _usage(data: dict[str, Any]) -> dict[str, int]:
 
 
 def _error_text(exc: Any) -> str:
-    """The server's error message (from the JSON body when there is one), one line, bounded."""
+    """The server's error message (from the JSON body when there is one), whole: the caller scrubs
+    it, then cuts it."""
     body = getattr(exc, "body", None)
     text = body.get("message") if isinstance(body, dict) else None
-    text = str(text or getattr(exc, "message", "") or "no details")
-    return " ".join(text.split())[:300]
+    return str(text or getattr(exc, "message", "") or "no details")

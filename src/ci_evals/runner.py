@@ -21,12 +21,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ci_evals import redact
 from ci_evals.aggregate import Aggregator
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
 from ci_evals.graders.tool import ToolGrader
 from ci_evals.models import GradeResult, Sample
 from ci_evals.perturn import grade_per_turn
+from ci_evals.records import finish_record, is_result_record
+from ci_evals.redact import scrub
 from ci_evals.rewards import reward_config
 from ci_evals.signals import on_signals
 from ci_evals.suite import GraderSlot, LoadedSuite
@@ -88,6 +91,8 @@ class Runner:
         self.done_keys: set[tuple] = set()
         self._last_flush = 0.0
         self._stopping = False
+        self._secrets: list[str] = []
+        self._secrets_gen = -1
 
     # -- jobs ------------------------------------------------------------------------------------
 
@@ -187,7 +192,7 @@ class Runner:
                     rec = json.loads(line)
                 except ValueError:
                     continue  # a torn last line from a hard kill: that job runs again
-                if not isinstance(rec, dict) or "sample_id" not in rec or not isinstance(rec.get("grades"), dict):
+                if not is_result_record(rec):
                     raise ConfigError("not a ci-evals results record; --resume needs a folder an "
                                       "interrupted run wrote", file=str(results), line=line_no)
                 key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
@@ -288,9 +293,12 @@ class Runner:
             try:
                 await closer()
             except Exception as exc:  # cleanup problems must not hide the verdict
-                print(f"warning: cleanup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                print(scrub(f"warning: cleanup failed: {type(exc).__name__}: {exc}"), file=sys.stderr)
 
     def _write(self, fh, rec: dict[str, Any]) -> None:
+        if self._secrets_gen != redact.generation:
+            self._secrets, self._secrets_gen = redact.known_secrets(), redact.generation
+        rec = finish_record(rec, self._secrets)
         try:  # the text layer encodes the whole line before writing any of it
             fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
         except UnicodeEncodeError:  # a grader's rationale or metadata carried a lone surrogate

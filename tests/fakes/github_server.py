@@ -1,7 +1,9 @@
 """A fake GitHub REST server for issue comments, over real HTTP on 127.0.0.1.
 
 Serves what the PR-comment code uses: list comments (``per_page``/``page`` pagination with ``Link``
-headers), create, update. Modes: ``forbidden`` (403 on writes, as for fork PRs), ``fail_next`` (that
+headers), create, update, and ``GET /user`` (a personal token's login; an installation token such
+as ``GITHUB_TOKEN`` gets 403 "Resource not accessible by integration", as on GitHub, and its
+comments are by ``github-actions[bot]``, type ``Bot``). Modes: ``forbidden`` (403 on writes, as for fork PRs), ``fail_next`` (that
 many 502s before answering), ``prefix`` (a GitHub Enterprise ``/api/v3`` base). Every request is
 logged so tests can assert exactly what was sent.
 """
@@ -40,6 +42,8 @@ class FakeGitHub:
     prefix: str = ""
     forbidden: bool = False
     fail_next: int = 0
+    user_login: str | None = None
+    """The token's user for a personal access token; None for an installation token (GITHUB_TOKEN)."""
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     log: list[Request] = field(default_factory=list)
     next_id: int = 1000
@@ -50,17 +54,23 @@ class FakeGitHub:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}{self.prefix}"
 
-    def add_comments(self, number: int, bodies: list[str]) -> list[dict[str, Any]]:
-        """Pre-existing comments on PR ``number``, oldest first."""
-        return [self._new(number, b) for b in bodies]
+    def add_comments(self, number: int, bodies: list[str], author: dict[str, str] | None = None
+                     ) -> list[dict[str, Any]]:
+        """Pre-existing comments on PR ``number``, oldest first; by the token's user unless ``author``."""
+        return [self._new(number, b, author) for b in bodies]
 
-    def _new(self, number: int, body: str) -> dict[str, Any]:
+    def own_user(self) -> dict[str, str]:
+        if self.user_login is None:
+            return {"login": "github-actions[bot]", "type": "Bot"}
+        return {"login": self.user_login, "type": "User"}
+
+    def _new(self, number: int, body: str, author: dict[str, str] | None = None) -> dict[str, Any]:
         self.next_id += 1
         comment = {
             "id": self.next_id,
             "body": body,
             "html_url": f"https://github.example/{self.repo}/pull/{number}#issuecomment-{self.next_id}",
-            "user": {"login": "github-actions[bot]"},
+            "user": dict(author or self.own_user()),
         }
         self.comments.setdefault(number, []).append(comment)
         return comment
@@ -109,6 +119,10 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 if state.forbidden and method != "GET":
                     return self._send(403, {"message": "Resource not accessible by integration"})
                 m_list, m_edit = list_re.match(parts.path), edit_re.match(parts.path)
+                if method == "GET" and parts.path == f"{state.prefix}/user":
+                    if state.user_login is None:
+                        return self._send(403, {"message": "Resource not accessible by integration"})
+                    return self._send(200, state.own_user())
                 if method == "GET" and m_list:
                     return self._list(int(m_list.group(1)), query, parts.path)
                 if method == "POST" and m_list:
@@ -121,6 +135,8 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                     for comments in state.comments.values():
                         for c in comments:
                             if c["id"] == int(m_edit.group(1)):
+                                if c["user"] != state.own_user():
+                                    return self._send(403, {"message": "Resource not accessible by integration"})
                                 c["body"] = body["body"]
                                 return self._send(200, c)
                 return self._send(404, {"message": "Not Found"})

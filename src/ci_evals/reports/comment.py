@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from ci_evals.records import submissions_of
 from ci_evals.reports.markdown import (
     BUCKETS,
     Digest,
@@ -59,11 +60,18 @@ LEVELS = (
 
 
 def marker(marker_key: str) -> str:
-    """The hidden HTML comment that identifies this suite's comment: ``<!-- ci-evals:suite:job -->``."""
-    safe = re.sub(r"[^A-Za-z0-9_.:/@+-]", "_", marker_key)
+    """The hidden HTML comment that identifies this suite's comment: ``<!-- ci-evals:suite:job:HASH -->``.
+
+    The readable part is ASCII, at most 40 characters, and cannot close the comment; the 16 hex
+    digits of sha256 of the whole key tell apart keys that read the same (non-ASCII names).
+    """
+    import hashlib
+
+    digest = hashlib.sha256(marker_key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    safe = re.sub(r"[^A-Za-z0-9_.:/+-]", "_", marker_key)[:40]
     while "--" in safe:
         safe = safe.replace("--", "-_")
-    return f"<!-- ci-evals:{safe} -->"
+    return f"<!-- ci-evals:{safe.rstrip('-')}:{digest} -->"
 
 
 def score_chart(title: str, counts: list[int]) -> str:
@@ -118,7 +126,11 @@ def failing_sample(row: dict[str, Any], limit: int, num_runs: int, labels: dict[
     ]
     if row.get("ground_truth") is not None:
         lines += ["**Expected**", "", fenced(str(row["ground_truth"]), limit // 2), ""]
-    submissions = row.get("submission") or {}
+    err = row.get("error")
+    if err:
+        category = escape_md(err.get("category") or "sample")
+        lines += [f"**Error ({category})**", "", fenced(str(err.get("message")), limit), ""]
+    submissions = submissions_of(row)
     texts = {str(submissions[n]) for n, _ in fails if n in submissions}
     if len(texts) == 1:  # every failing grader saw the same submission: show it once
         lines += ["**Submission**", "", fenced(texts.pop(), limit), ""]

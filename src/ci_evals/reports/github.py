@@ -14,8 +14,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ci_evals.redact import clip, register
+
 DEFAULT_API = "https://api.github.com"
 GITHUB_LIMIT = 65_536
+ACTIONS_BOT = "github-actions[bot]"
+"""The author GitHub gives comments made with the workflow's GITHUB_TOKEN."""
 MAX_PAGES = 200
 """At 100 comments a page: 20,000 comments before we give up looking and create a new one."""
 
@@ -83,6 +87,7 @@ class CommentClient:
         self.retries = retries
         self.backoff = backoff
         self._token = token
+        register(token)
         self._client = httpx.Client(
             timeout=timeout,
             headers={
@@ -120,7 +125,7 @@ class CommentClient:
                 continue
             if resp.status_code >= 400:
                 raise GitHubError(
-                    f"{method} {_path(url)}: HTTP {resp.status_code} {_message(resp).replace(self._token, '***')}",
+                    f"{method} {_path(url)}: HTTP {resp.status_code} {clip(_message(resp), 200, [self._token])}",
                     resp.status_code,
                 )
             return resp
@@ -132,12 +137,30 @@ class CommentClient:
             delay = max(delay, min(float(retry_after), 60.0))
         time.sleep(delay)
 
-    def find_comment(self, number: int, marker: str) -> dict[str, Any] | None:
-        """The first comment on issue/PR ``number`` that starts with ``marker``, paging through all.
+    def own_login(self) -> str:
+        """The login comments made with this token carry: ``GET /user`` for a user's token; an
+        installation token (the workflow's ``GITHUB_TOKEN``, a GitHub App's) may not read
+        ``/user`` (403), and GitHub documents its comments as by ``github-actions[bot]``."""
+        try:
+            user = self._request("GET", f"{self.api_url}/user").json()
+        except GitHubError as exc:
+            if exc.status in (403, 404):
+                return ACTIONS_BOT
+            raise
+        login = user.get("login") if isinstance(user, dict) else None
+        if not isinstance(login, str) or not login:
+            raise GitHubError("GET /user: the reply names no login")
+        return login
+
+    def find_comment(self, number: int, marker: str, *, ours: bool = True) -> dict[str, Any] | None:
+        """The first comment on issue/PR ``number`` written with this token that starts with ``marker``.
 
         Only the start counts: a marker quoted inside another comment (model output, a human
-        pasting a report) must not make us overwrite that comment.
+        pasting a report) must not make us overwrite that comment. Only our own comments count:
+        anyone can post a comment starting with the marker, and we must not edit theirs. Our
+        login is looked up only once a comment carries the marker.
         """
+        author: str | None = None
         url: str | None = (
             f"{self.api_url}/repos/{self.repository}/issues/{number}/comments?per_page=100"
         )
@@ -146,7 +169,11 @@ class CommentClient:
                 return None
             resp = self._request("GET", url)
             for comment in resp.json():
-                if (comment.get("body") or "").lstrip().startswith(marker):
+                if not (comment.get("body") or "").lstrip().startswith(marker):
+                    continue
+                if ours and author is None:
+                    author = self.own_login()
+                if _by(comment, author):
                     return comment
             url = resp.links.get("next", {}).get("url")
         return None
@@ -161,6 +188,17 @@ class CommentClient:
         return self._request("POST", url, json={"body": body}).json()
 
 
+def _by(comment: dict[str, Any], author: str | None) -> bool:
+    """The comment was written by ``author`` (any author when None); a ``[bot]`` login must be a Bot."""
+    if author is None:
+        return True
+    user = comment.get("user") if isinstance(comment.get("user"), dict) else {}
+    login = user.get("login")
+    if not isinstance(login, str) or login.lower() != author.lower():
+        return False
+    return not author.endswith("[bot]") or user.get("type") == "Bot"
+
+
 def _path(url: str) -> str:
     from urllib.parse import urlsplit
 
@@ -169,8 +207,8 @@ def _path(url: str) -> str:
 
 def _message(resp: Any) -> str:
     try:
-        return str(resp.json().get("message", ""))[:200]
-    except ValueError:
+        return str(resp.json().get("message", ""))
+    except (ValueError, AttributeError):
         return ""
 
 

@@ -13,12 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ci_evals.reports.markdown import (
-    gate_description,
-    input_text,
-    sample_label,
-    truncate,
-)
+from ci_evals.records import submission_of
+from ci_evals.reports.markdown import gate_description, input_text, sample_label, truncate
 
 FIELD_LIMIT = 20_000
 """Characters kept per rationale, submission or input: the report stays loadable by CI viewers."""
@@ -87,7 +83,7 @@ def _case_xml(summary: dict[str, Any], classname: str, name: str, row: dict[str,
     """One metric's <testcase> for one result line, and its result tag (failure/error/None)."""
     label, time, input_xml = shared
     grade = (row.get("grades") or {}).get(name) or {}
-    submission = (row.get("submission") or {}).get(name)
+    submission = submission_of(row, name)
     out = input_xml if submission is None else \
         f"{input_xml}\n{_text('submission: ' + truncate(str(submission), FIELD_LIMIT))}"
     tag = None

@@ -15,9 +15,10 @@ from pydantic import Field
 from ci_evals.bounds import check_url
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
+from ci_evals.redact import MESSAGE_LIMIT, clip, register
 from ci_evals.specs import MAX_TIMEOUT, Context, Strict, TargetSpec
 from ci_evals.targets.base import Target
-from ci_evals.targets.io import parse_answer, sample_payload, tail
+from ci_evals.targets.io import parse_answer, sample_payload
 from ci_evals.trajectory import Trajectory
 
 
@@ -52,6 +53,7 @@ class HttpTarget(Target):
                                       key=f"target.headers.{name}")
                 out[name] = value.prefix + os.environ[value.env]
                 self._secrets += [os.environ[value.env], out[name]]
+                register(os.environ[value.env])  # masked wherever it shows up, model output included
             else:
                 out[name] = value
         return out
@@ -72,17 +74,12 @@ class HttpTarget(Target):
         except (httpx.TimeoutException, TimeoutError):
             raise SampleError(f"HTTP target timed out after {self.spec.timeout:g} s") from None
         except httpx.HTTPError as exc:
-            raise SampleError(self._scrub(f"HTTP target request failed: {type(exc).__name__}: {exc}")) from None
+            raise SampleError(clip(f"HTTP target request failed: {type(exc).__name__}: {exc}", MESSAGE_LIMIT,
+                                   self._secrets)) from None
         if not 200 <= resp.status_code < 300:
-            raise SampleError(self._scrub(f"HTTP target returned {resp.status_code}: {tail(resp.text)}"))
+            raise SampleError(f"HTTP target returned {resp.status_code}: "
+                              + clip(resp.text, MESSAGE_LIMIT, self._secrets, tail=True))
         return parse_answer(resp.text)
-
-    def _scrub(self, text: str) -> str:
-        """``text`` with every header value taken from the environment masked."""
-        for secret in sorted(set(self._secrets), key=len, reverse=True):
-            if len(secret) >= 4:
-                text = text.replace(secret, "***")
-        return text
 
     async def aclose(self) -> None:
         if self.client is not None:

@@ -41,7 +41,10 @@ def parse_answer(text: str) -> Trajectory:
 
 
 def tail(text: str | bytes, limit: int = 500) -> str:
+    """The end of a program's output for a message: scrubbed whole first, then cut."""
+    from ci_evals.redact import scrub
+
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    text = text.strip()
+    text = scrub(text).strip()
     return text if len(text) <= limit else "…" + text[-limit:]

@@ -71,7 +71,10 @@ def make_client(spec: LettaServer) -> Any:
     """An AsyncLetta for this spec. HTTP-level retries are off: retries are whole-sample attempts."""
     from letta_client import AsyncLetta
 
+    from ci_evals.redact import register
+
     key = spec.api_key.get_secret_value() if spec.api_key else os.environ.get("LETTA_API_KEY")
+    register(key)
     return AsyncLetta(base_url=base_url_of(spec), api_key=key or None, project_id=project_of(spec),
                       timeout=spec.timeout, max_retries=0)
 
@@ -99,7 +102,13 @@ def backoff(exc: BaseException | None, seconds: float) -> float:
 
 
 def describe(exc: BaseException, base_url: str) -> str:
-    """One line for a failed Letta call (no headers, so no API key)."""
+    """One line for a failed Letta call, scrubbed whole and then cut (a server may echo the key)."""
+    from ci_evals.redact import MESSAGE_LIMIT, clip
+
+    return clip(_describe(exc, base_url), MESSAGE_LIMIT)
+
+
+def _describe(exc: BaseException, base_url: str) -> str:
     import letta_client
 
     if isinstance(exc, letta_client.APITimeoutError):
@@ -388,10 +397,7 @@ class LettaTarget(Target):
                 self.kept.extend(created)
             return traj
         where = f" after {attempt + 1} attempts" if attempt else ""
-        from ci_evals.llm import scrub
-
-        key = self.spec.api_key.get_secret_value() if self.spec.api_key else os.environ.get("LETTA_API_KEY")
-        raise SampleError(scrub(f"Letta agent run failed{where}: {describe(error, self.base_url)}", key),
+        raise SampleError(f"Letta agent run failed{where}: {describe(error, self.base_url)}",
                           retries=attempt) from error
 
     async def _forget(self, agent_ids: list[str]) -> None:

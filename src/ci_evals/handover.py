@@ -1,0 +1,105 @@
+"""Keep the GitHub token away from user code: re-execute without it, receive it through a pipe.
+
+GitHub hands the token to a Docker action as ``INPUT_GITHUB-TOKEN`` in the environment. A process
+cannot take a variable back out of ``/proc/<pid>/environ`` (``os.environ.pop`` changes only its
+own copy), and every program ci-evals starts (command targets, python graders, their children)
+could read that file of its parent. So the action reads the token, writes it into a pipe, and
+replaces itself (``execve``) with a copy whose environment has no token: neither the inputs, nor
+any variable holding the same value, nor the runner's ``ACTIONS_*_TOKEN`` credentials. The new
+process reads the token from the inherited pipe at once and closes it, then marks itself
+non-dumpable, so other processes of the same user cannot read its memory or open its files
+through ``/proc`` (root with ``CAP_SYS_PTRACE`` still can; Docker does not grant it by default).
+
+What this does not do: code that runs *inside* the ci-evals process (custom graders, extractors,
+setup scripts) shares its memory and can find the token there. See the README's security section.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, MutableMapping
+
+TOKEN_FD = "CI_EVALS_TOKEN_FD"
+TOKEN_INPUTS = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN")
+PR_SET_DUMPABLE = 4
+
+
+class HandoverError(Exception):
+    """The token could not be handed over safely (the action stops: exit 3)."""
+
+
+def hidden_names(env: Mapping[str, str]) -> list[str]:
+    """The variables user code must not see: the token inputs, any copy of the token, runner tokens."""
+    token = next((env[n].strip() for n in TOKEN_INPUTS if (env.get(n) or "").strip()), None)
+    return sorted(
+        name for name, value in env.items()
+        if name in TOKEN_INPUTS
+        or (token is not None and value.strip() == token)
+        or (name.startswith("ACTIONS_") and name.endswith("_TOKEN"))
+    )
+
+
+def reexec_without_token(env: Mapping[str, str], argv: list[str]) -> None:
+    """Replace this process with ``argv`` run without the hidden variables; return if none are set.
+
+    The token (when there is one) waits in a pipe whose read end the new process inherits; its
+    number is in ``CI_EVALS_TOKEN_FD``.
+    """
+    names = hidden_names(env)
+    if not names:
+        return
+    token = next((env[n].strip() for n in TOKEN_INPUTS if (env.get(n) or "").strip()), "")
+    new_env = {k: v for k, v in env.items() if k not in names and k != TOKEN_FD}
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, token.encode("utf-8"))  # far below the pipe's buffer: never blocks
+    finally:
+        os.close(write_end)
+    os.set_inheritable(read_end, True)
+    new_env[TOKEN_FD] = str(read_end)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(argv[0], argv, new_env)
+    except OSError as exc:
+        os.close(read_end)
+        raise HandoverError(f"could not restart without the token in the environment: {exc}") from None
+
+
+def take_token(env: MutableMapping[str, str]) -> str | None:
+    """The token handed over by :func:`reexec_without_token` (None when there was none); the pipe
+    is closed and the variable removed, so nothing started later inherits either."""
+    raw = env.pop(TOKEN_FD, None)
+    if raw is None:
+        return None
+    if not raw.isascii() or not raw.isdigit():
+        raise HandoverError(f"{TOKEN_FD} must be a file descriptor number, got {raw!r}")
+    fd = int(raw)
+    chunks = []
+    try:
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    except OSError as exc:
+        raise HandoverError(f"could not read the token from its pipe: {exc}") from None
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    token = b"".join(chunks).decode("utf-8", "replace").strip()
+    return token or None
+
+
+def make_undumpable() -> bool:
+    """``prctl(PR_SET_DUMPABLE, 0)`` on Linux: /proc/<pid>/mem, environ and fd of this process
+    become unreadable to other processes of the same user. False where it is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
