@@ -354,7 +354,7 @@ def test_runs_of_a_repeated_sample_are_judged_independently(openai_env, tmp_path
 @pytest.mark.parametrize(("raw", "message"), [
     ({"prompt": "a", "prompt_path": "b.txt"}, "graders.quality: give exactly one of 'prompt' or 'prompt_path' (both given)"),
     ({}, "graders.quality: give exactly one of 'prompt' or 'prompt_path' (neither given)"),
-    ({"prompt": "a", "provider": "anthropic"}, "graders.quality.provider: Input should be 'openai' (got 'anthropic')"),
+    ({"prompt": "a", "provider": "azure"}, "graders.quality.provider: Input should be 'openai', 'anthropic' or 'google' (got 'azure')"),
     ({"prompt": "a", "modle": "gpt-4o"}, "graders.quality.modle: unknown key 'modle' (did you mean 'model'?)"),
     ({"prompt": "a", "judge_samples": 0}, "graders.quality.judge_samples: Input should be greater than or equal to 1 (got 0)"),
     ({"prompt": "   "}, "graders.quality.prompt: the rubric is empty"),

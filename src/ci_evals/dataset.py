@@ -20,7 +20,7 @@ from typing import Any
 from ci_evals.errors import ConfigError
 from ci_evals.models import Sample
 
-KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars")
+KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars", "rubric", "rubric_path")
 
 
 def shard_of(sample_id: int | str, count: int) -> int:
@@ -62,6 +62,7 @@ class Dataset:
         self.format = suffix[1:]
         self.total = 0  # rows in the file, set by scan()
         self.count = 0  # selected samples, set by scan()
+        self._rubric_files: dict[Path, str] = {}  # rubric_path files, read once each
 
     # -- parsing -------------------------------------------------------------------------------
 
@@ -128,7 +129,33 @@ class Dataset:
         return Sample.model_construct(
             id=sid, input=inp, ground_truth=gt, metadata=obj("metadata") or {}, tags=tags,
             agent_args=obj("agent_args"), rubric_vars=obj("rubric_vars"), extra_vars=extra,
+            rubric=self._rubric(line, row, from_csv),
         )
+
+    def _rubric(self, line: int, row: dict[str, Any], from_csv: bool) -> str | None:
+        """The row's own rubric: ``rubric`` inline, or ``rubric_path`` relative to this dataset file."""
+        inline, path = row.get("rubric"), row.get("rubric_path")
+        if from_csv:
+            inline, path = inline or None, (path or "").strip() or None
+        if inline is not None and path is not None:
+            raise self._err(line, "give 'rubric' or 'rubric_path', not both")
+        if inline is not None and not isinstance(inline, str):
+            raise self._err(line, "'rubric' must be a string")
+        if path is None:
+            return inline
+        if not isinstance(path, str):
+            raise self._err(line, "'rubric_path' must be a string")
+        full = (self.path.parent / Path(path).expanduser()).resolve()
+        cache = self._rubric_files
+        if full not in cache:
+            try:
+                cache[full] = full.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise self._err(line, f"rubric_path '{path}' is not UTF-8 text (byte {exc.start})") from None
+            except OSError as exc:
+                reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+                raise self._err(line, f"cannot read rubric_path '{path}' ({full}): {reason}") from None
+        return cache[full]
 
     def _jsonl(self) -> Iterator[tuple[int, Sample]]:
         index = 0
