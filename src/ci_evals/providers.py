@@ -168,10 +168,15 @@ class Anthropic(Provider):
         return "/v1/messages", body
 
     async def send(self, client, body, timeout):
+        import importlib
+
         import anthropic
 
+        # The raw POST sends exactly letta-evals' body whatever parameters this SDK version types.
+        base = importlib.import_module("anthropic._base_client")
+        raw_type = (getattr(base, "httpx2", None) or base.httpx).Response  # the SDK's httpx flavour
         try:
-            message = await client.messages.create(**body)
+            response = await client.post("/v1/messages", cast_to=raw_type, body=body)
         except anthropic.APIStatusError as exc:
             err = exc.body.get("error") if isinstance(exc.body, dict) else None
             text = err.get("message") if isinstance(err, dict) else None
@@ -181,14 +186,16 @@ class Anthropic(Provider):
             raise Failure(f"timed out after {timeout:g} s") from None
         except anthropic.APIConnectionError as exc:
             raise Failure(f"connection failed ({type(exc.__cause__ or exc).__name__})") from None
-        except anthropic.AnthropicError as exc:  # a body the SDK could not read
-            raise Failure(f"unusable response: {one_line(exc)}") from None
-        text = "".join(b.text for b in message.content if getattr(b, "type", None) == "text")
-        u = message.usage
-        vendor = u.model_dump(mode="json", exclude_none=True)
-        prompt = (u.input_tokens or 0) + (getattr(u, "cache_creation_input_tokens", 0) or 0) + (
-            getattr(u, "cache_read_input_tokens", 0) or 0)
-        return chat_response(text, message.stop_reason, prompt, u.output_tokens or 0, vendor)
+        try:
+            data = response.json()
+            blocks, usage = data["content"], data.get("usage") or {}
+            text = "".join(b["text"] for b in blocks if b.get("type") == "text")
+            prompt = sum(int(usage.get(k) or 0) for k in
+                         ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+            completion = int(usage.get("output_tokens") or 0)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise Failure("the response body is not a Messages API response") from None
+        return chat_response(text, data.get("stop_reason"), prompt, completion, usage)
 
     async def close(self, client):
         await client.close()

@@ -5,7 +5,8 @@ replies and faults (``hang``, ``reset``, ``close``, ``malformed``, ``truncated``
 the route, the request checks and the JSON shapes, taken from the vendors' API references:
 
 * Anthropic (https://docs.anthropic.com/en/api/messages, /en/api/errors): ``POST /v1/messages``
-  with ``x-api-key`` and ``anthropic-version`` headers; ``model``, ``max_tokens`` and
+  with the key (``x-api-key``, or ``Authorization: Bearer`` as anthropic 2.x sends it) and an
+  ``anthropic-version`` header; ``model``, ``max_tokens`` and
   ``messages`` required. Errors are ``{"type": "error", "error": {"type", "message"},
   "request_id"}`` with the documented type per status (429 ``rate_limit_error``, 500
   ``api_error``, 529 ``overloaded_error``, ...).
@@ -28,6 +29,7 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
+from http import HTTPStatus
 from typing import Any
 
 import pytest
@@ -73,6 +75,15 @@ class _VendorFake(FakeOpenAI):
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         raise NotImplementedError
 
+    @staticmethod
+    def _send_raw(writer, status: int, body: bytes, extra: dict[str, str] | None = None) -> bool:
+        """As the OpenAI fake's, but any status (Anthropic's 529 is not in ``http.HTTPStatus``)."""
+        phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Overloaded"
+        lines = [f"HTTP/1.1 {status} {phrase}", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+        lines += [f"{k}: {v}" for k, v in (extra or {}).items()]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        return True
+
     async def _fault(self, fault: Fault, writer) -> bool:
         if not fault.kind.isdigit():
             return await super()._fault(fault, writer)
@@ -117,7 +128,8 @@ class FakeAnthropic(_VendorFake):
     def handle(self, method: str, path: str, headers: dict, body: Any) -> tuple[int, Any]:
         if method != "POST" or path != MESSAGES:
             return 404, self.error_body(404, f"Not found: {method} {path}")
-        if not headers.get("x-api-key"):
+        bearer = headers.get("authorization", "")
+        if not headers.get("x-api-key") and not bearer.startswith("Bearer "):
             return 401, self.error_body(401, "x-api-key header is required")
         if not headers.get("anthropic-version"):
             return 400, self.error_body(400, "anthropic-version: header is required")

@@ -61,10 +61,13 @@ def default_mode(rubric_mode: str | None, system_prompt: str | None, rubric: str
     """(mode, why) by the rule in the module docstring."""
     if rubric_mode is not None:
         return rubric_mode, "rubric_mode"
-    if modern_suite(raw_suite) and (system_prompt is not None or references_submission(rubric)):
-        why = "system_prompt" if system_prompt is not None else "{submission} placeholder"
-        return "verbatim", f"default: 0.7+ suite, {why}"
-    return "wrapped", "default"
+    if not modern_suite(raw_suite):
+        return "wrapped", "default: not a letta-evals 0.7+ suite"
+    if system_prompt is not None:
+        return "verbatim", "default: letta-evals 0.7+ suite, system_prompt set"
+    if references_submission(rubric):
+        return "verbatim", "default: letta-evals 0.7+ suite, rubric has {submission}"
+    return "wrapped", "default: rubric has no {submission}"
 
 
 def check_verbatim_sample(sample: Sample, grader_fields: set[str], grader: str) -> None:
