@@ -284,7 +284,9 @@ class Google(Provider):
         return chat_response(response.text or "", finish, prompt, completion, vendor)
 
     async def close(self, client):
-        await client.aio.aclose()
+        close = getattr(client.aio, "aclose", None)  # google-genai >= 1.33
+        if close is not None:
+            await close()
 
 
 def _retry_delay(details: Any) -> float | None:
