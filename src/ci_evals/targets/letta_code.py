@@ -36,6 +36,13 @@ from ci_evals.trajectory import Trajectory
 STDERR_TAIL = 400
 
 
+def extra_vars(sample: Sample) -> dict[str, Any]:
+    """The row's letta-evals ``extra_vars`` (a loader that keeps the column nested is unwrapped)."""
+    ev = sample.extra_vars or {}
+    nested = ev.get("extra_vars")
+    return nested if isinstance(nested, dict) else ev
+
+
 class LettaCodeSpec(TargetSpec, LettaServer):
     kind: Literal["letta_code"] = "letta_code"
     model_handles: list[str] = Field(min_length=1, description="Letta model handles; every sample runs once per handle.")
@@ -125,9 +132,9 @@ class LettaCodeTarget(Target):
     def _memory_dir(self, sample: Sample, agent_id: str | None) -> Path | None:
         if not self.spec.memory_workspace:
             return None
-        env = (sample.extra_vars or {}).get("env") or {}
+        env = extra_vars(sample).get("env") or {}
         given = (env.get("MEMORY_DIR") or env.get("LETTA_MEMORY_DIR")) if isinstance(env, dict) else None
-        given = given or (sample.extra_vars or {}).get("memory_dir")
+        given = given or extra_vars(sample).get("memory_dir")
         if given:
             return Path(str(given)).expanduser()
         if self.spec.memory_dir:
@@ -142,7 +149,7 @@ class LettaCodeTarget(Target):
         if memory is not None:
             memory.mkdir(parents=True, exist_ok=True)
             env["MEMORY_DIR"] = env["LETTA_MEMORY_DIR"] = str(memory)
-        extra = (sample.extra_vars or {}).get("env")
+        extra = extra_vars(sample).get("env")
         if extra is not None:
             if not isinstance(extra, dict) or not all(isinstance(k, str) for k in extra):
                 raise SampleError(f"sample {sample.id}: extra_vars.env must be an object of strings")
