@@ -358,7 +358,7 @@ class RubricGrader(JudgeGrader):
                     f"sample {sample.id} is missing rubric variable {names} required by grader '{self.name}'",
                     key=f"graders.{self.name}.rubric_vars",
                 )
-            if self.mode == "verbatim":
+            if getattr(self, "mode", None) == "verbatim":  # the agent judge reuses this method
                 check_verbatim_sample(sample, self.fields, self.name)
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
