@@ -118,7 +118,7 @@ def test_missing_cli_is_a_config_error_naming_the_package(sd, capsys):
 @pytest.mark.skipif(not (os.environ.get("LETTA_BASE_URL") and os.environ.get("LETTA_CODE_MODEL")
                          and shutil.which("letta")),
                     reason="needs LETTA_BASE_URL (a Letta server with Redis), LETTA_CODE_MODEL (a handle whose "
-                           "endpoint streams) and Letta Code's `letta` on PATH; see docs/letta.md")
+                           "endpoint streams) and Letta Code's `letta` on PATH; see docs/letta-code.md")
 def test_letta_code_end_to_end_on_a_real_letta_server(sd):
     import httpx
 

@@ -19,7 +19,13 @@ from ci_evals.models import Sample
 from ci_evals.providers import require
 from ci_evals.specs import Context
 from ci_evals.trajectory import Trajectory
-from tests.fakes.vendor_servers import MESSAGES, FakeAnthropic, FakeGemini, anthropic_server, gemini_server  # noqa: F401
+from tests.fakes.vendor_servers import (  # noqa: F401
+    MESSAGES,
+    FakeAnthropic,
+    FakeGemini,
+    anthropic_server,
+    gemini_server,
+)
 
 ANT_KEY = "sk-ant-test-secret-0123456789"
 GEM_KEY = "AIzaSyTestSecret0123456789"

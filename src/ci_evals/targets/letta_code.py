@@ -11,7 +11,7 @@ from the Letta server (the conversation the CLI reported, else the agent's). A n
 deleted afterwards unless ``cleanup: false``.
 
 The CLI needs a Letta server with Redis (background streaming) and a model endpoint that streams;
-see docs/letta.md.
+see docs/letta-code.md.
 """
 
 from __future__ import annotations
@@ -30,7 +30,14 @@ from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
 from ci_evals.specs import Context, TargetSpec
 from ci_evals.targets.base import Target
-from ci_evals.targets.letta import LettaServer, base_url_of, delete_agent, dump, make_client, to_turn
+from ci_evals.targets.letta import (
+    LettaServer,
+    base_url_of,
+    delete_agent,
+    dump,
+    make_client,
+    to_turn,
+)
 from ci_evals.trajectory import Trajectory
 
 STDERR_TAIL = 400
@@ -189,7 +196,7 @@ class LettaCodeTarget(Target):
                                                     start_new_session=True)
         try:
             out, err = await asyncio.wait_for(proc.communicate(prompt.encode("utf-8")), self.spec.timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        except (TimeoutError, asyncio.CancelledError) as exc:
             import signal
 
             try:
