@@ -248,3 +248,37 @@ def test_validate_without_the_anthropic_sdk_exits_2_with_one_line(sd):
     assert proc.returncode == 2
     assert proc.stderr == (f"error: {sd.root / 'suite.yaml'}:{line}: graders.quality.provider: provider 'anthropic' "
                            "needs the anthropic SDK: pip install 'ci-evals[anthropic]'\n")
+
+
+def test_anthropic_timeout_is_retried_then_an_error(anthropic_env, tmp_path):
+    anthropic_env.fault("hang", hang_s=2)
+    g = grade(make({"provider": "anthropic", "timeout": 0.3, "max_retries": 1}, tmp_path))
+    assert g.error == f"{anthropic_env.url}/v1/messages: timed out after 0.3 s (after 1 retries)"
+    assert anthropic_env.count() == 2
+
+
+@pytest.mark.parametrize(("details", "seconds"), [
+    ({"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2.5s"}]}}, 2.5),
+    ({"error": {"details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure"}]}}, None),
+    ({"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "soon"}]}}, None),
+    ("not json", None),
+])
+def test_gemini_retry_info_delay(details, seconds):
+    from ci_evals.providers import _retry_delay
+
+    assert _retry_delay(details) == seconds
+
+
+def test_gemini_waits_what_retry_info_asks(gemini_env, tmp_path, monkeypatch):
+    waits = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds):
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(llm_mod.asyncio, "sleep", sleep)
+    gemini_env.fault("429", first=1)  # the fake's RetryInfo says 0.05s
+    gemini_env.script(REPLY)
+    assert grade(make({"provider": "google"}, tmp_path)).score == 0.75
+    assert waits == [0.05]
