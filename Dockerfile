@@ -27,15 +27,15 @@ RUN set -eux; \
     bash /tmp/install-wordnet.sh; \
     python3 -m venv "$VIRTUAL_ENV"
 
-# Dependencies first (rebuilt only when pyproject.toml changes), then the package itself as a
-# regular (non-editable) install. PIP_CERT (optional) is a CA bundle for pip behind a
-# TLS-intercepting proxy, mounted at build time.
+# Dependencies first (rebuilt only when pyproject.toml changes), with the anthropic and google
+# extras (judges of every provider), then the package itself as a regular (non-editable) install.
+# PIP_CERT (optional) is a CA bundle for pip behind a TLS-intercepting proxy, mounted at build time.
 ARG PIP_CERT
 WORKDIR /tmp/build
 COPY pyproject.toml README.md ./
 RUN set -eux; \
     [ -n "${PIP_CERT:-}" ] || unset PIP_CERT; \
-    python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > requirements.txt; \
+    python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; extras = p['optional-dependencies']; print('\n'.join(p['dependencies'] + extras['anthropic'] + extras['google']))" > requirements.txt; \
     pip install -r requirements.txt
 COPY src ./src
 RUN set -eux; \

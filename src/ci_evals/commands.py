@@ -158,7 +158,8 @@ def cmd_validate(args: Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             worst = 2
             continue
-        graders = ", ".join(f"{n} ({s.grader.spec.kind}, {s.extractor.name}, pass {s.rule_text})"
+        graders = ", ".join(f"{n} ({s.grader.spec.kind}, {s.extractor.name}, pass {s.rule_text}"
+                            + (f", {s.grader.describe()}" if hasattr(s.grader, "describe") else "") + ")"
                             for n, s in suite.graders.items())
         gates = "; ".join([g.describe() for g in suite.gates] + [describe_typed(g) for g in suite.typed_gates]) \
             or "none (add one with --gate)"

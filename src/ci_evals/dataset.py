@@ -22,7 +22,7 @@ from ci_evals.models import Sample
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """The longest JSONL line (one sample) we read: parsing costs several times a line's size in memory."""
-KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars",
+KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars", "rubric", "rubric_path",
          "sample_id", "prompt", "extra_vars")  # the last three: letta-evals 0.6-0.17 keys
 
 
@@ -90,6 +90,7 @@ class Dataset:
         self.count = 0  # selected samples, set by scan()
         self.unsharded = 0  # selected samples before the shard is taken, set by scan()
         self._no_id = False  # whether the row parsed last had no 'id'
+        self._rubric_files: dict[Path, str] = {}  # rubric_path files, read once each
 
     # -- parsing -------------------------------------------------------------------------------
 
@@ -176,7 +177,33 @@ class Dataset:
             id=sid, input=inp, ground_truth=gt, metadata=meta, tags=tags,
             agent_args=obj("agent_args") or nested["agent_args"],
             rubric_vars=obj("rubric_vars") or nested["rubric_vars"], extra_vars=extra,
+            rubric=self._rubric(line, row, from_csv),
         )
+
+    def _rubric(self, line: int, row: dict[str, Any], from_csv: bool) -> str | None:
+        """The row's own rubric: ``rubric`` inline, or ``rubric_path`` relative to this dataset file."""
+        inline, path = row.get("rubric"), row.get("rubric_path")
+        if from_csv:
+            inline, path = inline or None, (path or "").strip() or None
+        if inline is not None and path is not None:
+            raise self._err(line, "give 'rubric' or 'rubric_path', not both")
+        if inline is not None and not isinstance(inline, str):
+            raise self._err(line, "'rubric' must be a string")
+        if path is None:
+            return inline
+        if not isinstance(path, str):
+            raise self._err(line, "'rubric_path' must be a string")
+        full = (self.path.parent / Path(path).expanduser()).resolve()
+        cache = self._rubric_files
+        if full not in cache:
+            try:
+                cache[full] = full.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise self._err(line, f"rubric_path '{path}' is not UTF-8 text (byte {exc.start})") from None
+            except OSError as exc:
+                reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+                raise self._err(line, f"cannot read rubric_path '{path}' ({full}): {reason}") from None
+        return cache[full]
 
     def _jsonl(self) -> Iterator[tuple[int, Sample]]:
         index = 0

@@ -5,6 +5,8 @@ OpenAI, Azure-compatible gateways, vLLM, Ollama and LiteLLM all behave the same 
 
 * Endpoint: ``base_url`` / ``api_key_env`` from the spec, else ``OPENAI_BASE_URL`` /
   ``OPENAI_API_KEY``. A custom base URL needs no key (local servers); the real OpenAI API does.
+* ``provider: anthropic | google``: the same wrapper over the vendor's SDK (see
+  :mod:`ci_evals.providers`); only the endpoint, the request shape and the error mapping differ.
 * One ``AsyncOpenAI`` client per (event loop, base URL, key), shared by every grader and target,
   so concurrent calls reuse pooled connections.
 * Our own retry loop (the SDK's is off): 429, 408, 409, 5xx, timeouts, dropped connections and
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.errors import CiEvalsError, ConfigError
+from ci_evals.providers import Failure
 from ci_evals.redact import MESSAGE_LIMIT, clip, register
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -391,6 +394,7 @@ class LLM:
         max_retries: retries after the first attempt for transient failures.
         cache_dir: response cache folder, or None for no cache.
         owner: YAML path used in error messages (``graders.quality``).
+        provider: ``openai`` (any OpenAI-compatible server), ``anthropic`` or ``google``.
     """
 
     def __init__(
@@ -402,11 +406,14 @@ class LLM:
         max_retries: int = 5,
         cache_dir: str | Path | None = None,
         owner: str | None = None,
+        provider: str = "openai",
     ) -> None:
         if base_url is not None:
             from ci_evals.bounds import check_url
 
             check_url(base_url, f"{owner}.base_url" if owner else "base_url")
+        self.provider = provider
+        self._vendor: Any = None
         self.spec_base_url = base_url
         self.api_key_env = api_key_env
         self.timeout = timeout
@@ -423,15 +430,26 @@ class LLM:
         """Resolve the endpoint and borrow the shared client for this event loop."""
         if self._client is not None:
             return
-        url, key = resolve_endpoint(self.spec_base_url, self.api_key_env, owner=self.owner)
-        self.base_url = (url or DEFAULT_BASE_URL).rstrip("/")
+        if self.provider != "openai":
+            from ci_evals.providers import require, vendor
+
+            require(self.provider, self.owner)
+            self._vendor = vendor(self.provider)
+            url, key = self._vendor.endpoint(self.spec_base_url, self.api_key_env, self.owner)
+            default = self._vendor.default_base_url
+        else:
+            url, key = resolve_endpoint(self.spec_base_url, self.api_key_env, owner=self.owner)
+            default = DEFAULT_BASE_URL
+        self.base_url = (url or default).rstrip("/")
         self._key = key
         register(key if key != NO_KEY else None)
         state = _state()
-        self._pool_key = (url, key)
+        self._pool_key = (self.provider, url, key)
         entry = state.clients.get(self._pool_key)
         if entry is None:
-            entry = state.clients[self._pool_key] = [_make_client(url, key, self.timeout), 0]
+            client = (self._vendor.client(url, key, self.timeout) if self._vendor is not None
+                      else _make_client(url, key, self.timeout))
+            entry = state.clients[self._pool_key] = [client, 0]
         entry[1] += 1
         self._client = entry[0]
         self._state = state
@@ -448,7 +466,7 @@ class LLM:
             entry[1] -= 1
             if entry[1] <= 0:
                 del self._state.clients[self._pool_key]
-                await entry[0].close()
+                await (self._vendor.close(entry[0]) if self._vendor is not None else entry[0].close())
 
     async def chat(
         self,
@@ -464,6 +482,11 @@ class LLM:
 
         ``repeat`` only enters the cache key, so repeated runs of one request stay independent.
         """
+        if self.provider != "openai":
+            if self._vendor is None:
+                await self.start()
+            path, body = self._vendor.request(model, messages, params or {}, response_format)
+            return await self._call(path, body, repeat)
         body: dict[str, Any] = {"model": model, "messages": messages}
         if params:
             body.update({k: v for k, v in params.items() if v is not None})
@@ -512,50 +535,61 @@ class LLM:
             self._state.inflight.pop(flight, None)
 
     async def _http(self, path: str, body: dict[str, Any]) -> LLMResult:
-        import openai
-
-        raw_type = _http_module().Response
+        """Attempts until one succeeds, a failure is final, or retries run out (every provider)."""
         retries = 0
         while True:
-            wait: float | None = None
-            status: int | None = None
             try:
-                async with asyncio.timeout(self.timeout):  # the whole attempt, not each read
-                    response = await self._client.post(path, cast_to=raw_type, body=body,
-                                                       options={"timeout": self.timeout})
                 try:
-                    data = json.loads(response.content)
-                    if not isinstance(data, dict):
-                        raise ValueError("not an object")
-                except ValueError:
-                    problem = "the response body is not valid JSON"
-                else:
-                    problem = unusable(path, data)
-                    if problem is None:
-                        return LLMResult(data, retries=retries, usage=_usage(data))
-            except openai.APIStatusError as exc:
-                status = exc.status_code
-                wait = retry_after_seconds(exc.response.headers)
-                problem = f"HTTP {status}: {_error_text(exc)}"
-                if status not in _RETRY_STATUS and status < 500:
-                    raise self._error(path, problem, status, retries) from None
-            except (openai.APITimeoutError, TimeoutError) as exc:
-                cause = exc.__cause__
-                if type(cause).__name__ == "ConnectTimeout" and "Connect call failed" in str(cause):
-                    # The aiohttp transport reports a refused connection as a connect timeout.
-                    problem = "connection failed (ConnectError)"
-                else:
-                    problem = f"timed out after {self.timeout:g} s"
-            except openai.APIConnectionError as exc:
-                problem = f"connection failed ({type(exc.__cause__ or exc).__name__})"
-            except openai.OpenAIError as exc:
-                raise self._error(path, str(exc), None, retries) from None
-            if retries >= self.max_retries:
-                raise self._error(path, problem, status, retries)
+                    async with asyncio.timeout(self.timeout):  # the whole attempt, not each read
+                        if self._vendor is not None:
+                            data = await self._vendor.send(self._client, body, self.timeout)
+                        else:
+                            data = await self._openai_attempt(path, body)
+                except TimeoutError:
+                    raise Failure(f"timed out after {self.timeout:g} s") from None
+                problem = unusable(path, data)
+                if problem is not None:
+                    raise Failure(problem)
+                return LLMResult(data, retries=retries, usage=_usage(data))
+            except Failure as failure:
+                if not failure.retry or retries >= self.max_retries:
+                    raise self._error(path, failure.problem, failure.status, retries) from None
+                wait = failure.wait
+                if wait is None and failure.headers is not None:
+                    wait = retry_after_seconds(failure.headers)
             if wait is None:
                 wait = random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**retries))
             retries += 1
-            await asyncio.sleep(wait)
+            await asyncio.sleep(min(wait, MAX_RETRY_AFTER))
+
+    async def _openai_attempt(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One ``POST`` through the OpenAI SDK: the response JSON, or :class:`Failure`."""
+        import openai
+
+        try:
+            response = await self._client.post(path, cast_to=_http_module().Response, body=body,
+                                               options={"timeout": self.timeout})
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            raise Failure(f"HTTP {status}: {_error_text(exc)}", status, status in _RETRY_STATUS or status >= 500,
+                          headers=exc.response.headers) from None
+        except openai.APITimeoutError as exc:
+            cause = exc.__cause__
+            if type(cause).__name__ == "ConnectTimeout" and "Connect call failed" in str(cause):
+                # The aiohttp transport reports a refused connection as a connect timeout.
+                raise Failure("connection failed (ConnectError)") from None
+            raise Failure(f"timed out after {self.timeout:g} s") from None
+        except openai.APIConnectionError as exc:
+            raise Failure(f"connection failed ({type(exc.__cause__ or exc).__name__})") from None
+        except openai.OpenAIError as exc:
+            raise Failure(str(exc), retry=False) from None
+        try:
+            data = json.loads(response.content)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise Failure("the response body is not valid JSON")
+        return data
 
     def _error(self, path: str, problem: str, status: int | None, retries: int) -> LLMError:
         tail = f" (after {retries} retries)" if retries else ""

@@ -27,6 +27,8 @@ class Sample(BaseModel):
     agent_args: dict[str, Any] | None = None
     rubric_vars: dict[str, Any] | None = None
     extra_vars: dict[str, Any] = Field(default_factory=dict)
+    rubric: str | None = None
+    """This sample's own rubric (dataset ``rubric`` / ``rubric_path``); overrides the grader's."""
 
     def item(self) -> dict[str, Any]:
         """The row as OpenAI graders see it (``{{ item.x }}``): fields plus extra columns."""

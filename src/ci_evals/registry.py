@@ -56,6 +56,7 @@ for _kind, _path in {
     "model": "ci_evals.targets.model:ModelTarget",
     "agent": "ci_evals.targets.letta:LettaTarget",
     "letta_agent": "ci_evals.targets.letta:LettaTarget",
+    "letta_code": "ci_evals.targets.letta_code:LettaCodeTarget",
 }.items():
     TARGETS.register_lazy(_kind, _path)
 

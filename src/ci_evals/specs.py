@@ -62,6 +62,7 @@ class Context:
         self.cache_dir = cache_dir
         self.offline = offline
         self.pricing = pricing or {}
+        self.suite_raw: dict[str, Any] | None = None  # the suite as written (graders pick dialect defaults)
 
     def resolve(self, path: str | Path) -> Path:
         p = Path(path).expanduser()

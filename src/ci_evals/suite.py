@@ -168,6 +168,7 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
             base / spec.cache if isinstance(spec.cache, str) else Path(".ci-evals-cache"))
     ctx = Context(base, path, cache_dir=cache_dir or None, offline=offline,
                   pricing={k: v.model_dump() for k, v in spec.pricing.items()})
+    ctx.suite_raw = raw
     if num_runs is not None:
         spec.num_runs = num_runs
 

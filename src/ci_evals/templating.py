@@ -115,6 +115,44 @@ def substitute(template: str, values: dict[str, Any], context: dict[str, Any] | 
 
 
 
+def brace_parts(template: str) -> list[tuple[str, str | None]]:
+    """A letta-evals 0.17+ rubric split into (literal text, placeholder name or None) parts.
+
+    The rules are Python's ``str.format``: ``{name}`` is a placeholder, ``{{`` and ``}}`` are
+    literal braces. A placeholder must be a plain name (no ``.attr``, ``[i]``, ``!r``, ``:spec``,
+    no empty ``{}``); a lone brace is an error. Raises TemplateError.
+    """
+    import string
+
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise TemplateError(f"rubric template: {exc}; write {{{{ and }}}} for literal braces") from None
+    parts: list[tuple[str, str | None]] = []
+    for literal, name, spec, conversion in parsed:
+        if name is not None and (not name.isidentifier() or spec or conversion):
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise TemplateError(f"rubric placeholder {shown} is not a plain name; write {{{{ and }}}} for literal braces")
+        parts.append((literal, name))
+    return parts
+
+
+def format_braces(template: str, values: dict[str, Any]) -> str:
+    """Fill a letta-evals 0.17+ rubric in one pass (substituted text is never re-read).
+
+    Raises TemplateError naming the first placeholder ``values`` lacks.
+    """
+    out = []
+    for literal, name in brace_parts(template):
+        out.append(literal)
+        if name is not None:
+            if name not in values:
+                raise TemplateError(f"rubric references {{{name}}} but no value was given "
+                                    f"(available: {', '.join(sorted(values))})")
+            out.append(to_text(values[name]))
+    return "".join(out)
+
+
 _ABSENT = object()
 
 

@@ -1,9 +1,16 @@
 """LLM-as-judge graders: the shared JSON-judge machinery and the rubric grader.
 
-``kind: rubric`` (letta-evals 0.5 also calls it ``model_judge``) sends the judge the system prompt
-below and a user prompt made of the rubric (placeholders filled), the original input, the ground
-truth (when there is one) and the submission, in JSON mode. The reply must carry ``score`` and
-``rationale``; the score is clamped to [0, 1]. A judge that cannot be reached, or whose reply is
+``kind: rubric`` (letta-evals 0.5 also calls it ``model_judge``) has two modes (``rubric_mode``):
+
+* ``wrapped`` (letta-evals 0.4-0.16): the judge gets the system prompt below and a user prompt made
+  of the rubric (placeholders filled), the original input, the ground truth (when there is one)
+  and the submission, in JSON mode.
+* ``verbatim`` (letta-evals 0.17+): the rubric is the whole user prompt after the ``str.format``
+  template rules (see :func:`ci_evals.templating.brace_parts`); the only system prompt is the
+  grader's ``system_prompt``; the reply is requested with the ``{score, rationale}`` JSON schema.
+
+The default is chosen by :func:`default_mode`. A sample's own ``rubric`` replaces the grader's
+in both modes. The reply must carry ``score`` and ``rationale``; the score is clamped to [0, 1]. A judge that cannot be reached, or whose reply is
 not usable, gives an *error* grade (score 0, counted as errored), never a silent low score.
 
 :class:`JudgeGrader` holds what every LLM judge shares (client, JSON call, parse, error grade and
@@ -23,6 +30,14 @@ from pydantic import Field, model_validator
 
 from ci_evals.errors import ConfigError
 from ci_evals.graders.base import Grader
+from ci_evals.graders.rubric_modes import (
+    JSON_OBJECT,
+    SCHEMA_FORMAT,
+    check_verbatim_sample,
+    default_mode,
+    placeholders,
+    verbatim_messages,
+)
 from ci_evals.models import GradeResult, Sample
 from ci_evals.specs import MAX_TIMEOUT, Context, GraderSpec
 from ci_evals.templating import TemplateError, grader_context, substitute
@@ -191,8 +206,10 @@ def number_field(obj: dict[str, Any], name: str) -> float:
 class JudgeSpecMixin(GraderSpec):
     """Connection fields every LLM judge has."""
 
-    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; default OPENAI_BASE_URL.")
-    api_key_env: str | None = Field(default=None, description="Environment variable with the key; default OPENAI_API_KEY.")
+    base_url: str | None = Field(default=None, description="Endpoint; default OPENAI_BASE_URL (ANTHROPIC_BASE_URL, "
+                                 "GOOGLE_GEMINI_BASE_URL for those providers).")
+    api_key_env: str | None = Field(default=None, description="Environment variable with the key; default "
+                                    "OPENAI_API_KEY (ANTHROPIC_API_KEY, GEMINI_API_KEY / GOOGLE_API_KEY).")
     timeout: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT, description="Seconds per HTTP attempt.")
     max_retries: int = Field(default=5, ge=0, description="Retries on 429, 5xx, timeouts and dropped connections.")
 
@@ -203,9 +220,13 @@ class JudgeGrader(Grader):
     def __init__(self, name: str, spec: JudgeSpecMixin, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
         from ci_evals.llm import LLM
+        from ci_evals.providers import require
 
+        provider = getattr(spec, "provider", "openai")
+        require(provider, f"graders.{name}.provider")
         # Constructing LLM reads no environment and opens nothing: safe offline.
         self.llm: LLM = LLM(
+            provider=provider,
             base_url=spec.base_url,
             api_key_env=spec.api_key_env,
             timeout=spec.timeout,
@@ -221,7 +242,8 @@ class JudgeGrader(Grader):
         await self.llm.aclose()
 
     async def ask_json(
-        self, tally: Tally, *, model: str, messages: list[dict[str, Any]], params: dict[str, Any], repeat: int
+        self, tally: Tally, *, model: str, messages: list[dict[str, Any]], params: dict[str, Any], repeat: int,
+        response_format: dict[str, Any] = JSON_OBJECT,
     ) -> dict[str, Any]:
         """One JSON-mode judge call; the reply's JSON object. Usage goes into ``tally``.
 
@@ -232,7 +254,7 @@ class JudgeGrader(Grader):
 
         try:
             result = await self.llm.chat(
-                model=model, messages=messages, params=params, response_format={"type": "json_object"}, repeat=repeat
+                model=model, messages=messages, params=params, response_format=response_format, repeat=repeat
             )
         except LLMError as exc:
             tally.add_error(exc)
@@ -259,9 +281,13 @@ class RubricSpec(JudgeSpecMixin):
     kind: Literal["rubric", "model_judge"] = "rubric"
     prompt: str | None = Field(default=None, description="The rubric text (exactly one of prompt / prompt_path).")
     prompt_path: str | None = Field(default=None, description="File holding the rubric, relative to the suite.")
-    model: str = Field(default="gpt-4o-mini", description="Judge model (any OpenAI-compatible model).")
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="Reasoning models (o1/o3/o4/gpt-5) get 1.0.")
-    provider: Literal["openai"] = "openai"
+    model: str = Field(default="gpt-4o-mini", description="Judge model (for the provider).")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="OpenAI reasoning models (o1/o3/o4/gpt-5) get 1.0.")
+    provider: Literal["openai", "anthropic", "google"] = Field(
+        default="openai", description="openai (any OpenAI-compatible server), anthropic or google (extras).")
+    system_prompt: str | None = Field(default=None, description="The judge's system prompt (replaces the standard one).")
+    rubric_mode: Literal["wrapped", "verbatim"] | None = Field(
+        default=None, description="wrapped (letta-evals 0.4-0.16) or verbatim (0.17+); default: see the docs.")
     rubric_vars: list[str] | None = Field(default=None, description="Variables every sample's rubric_vars must give.")
     judge_samples: int = Field(default=1, ge=1, le=20, description="Judge calls averaged per grade.")
 
@@ -304,13 +330,25 @@ class RubricGrader(JudgeGrader):
             )
         from ci_evals.llm import effective_temperature
 
-        self.temperature = effective_temperature(spec.model, spec.temperature)
+        self.temperature = (effective_temperature(spec.model, spec.temperature) if spec.provider == "openai"
+                            else spec.temperature)
         self.rubric_vars = list(spec.rubric_vars or [])
+        self.mode, self.mode_reason = default_mode(spec.rubric_mode, spec.system_prompt, self.rubric,
+                                                   getattr(ctx, "suite_raw", None))
+        self.fields: set[str] = set()
+        if self.mode == "verbatim":
+            try:
+                self.fields = placeholders(self.rubric)
+            except TemplateError as exc:
+                raise ConfigError(str(exc), key=f"graders.{name}.{'prompt_path' if spec.prompt_path else 'prompt'}") from None
+
+    def describe(self) -> str:
+        """How this judge is called, for ``validate``."""
+        return f"{self.spec.provider} {self.spec.model}, rubric {self.mode} ({self.mode_reason})"
 
     def check_samples(self, samples: Iterable[Sample]) -> None:
-        """Every sample must give every declared rubric variable; name the first that does not."""
-        if not self.rubric_vars:
-            return
+        """Every sample must give every declared rubric variable and, in verbatim mode, every
+        placeholder of the rubric it will be judged with; name the first that does not."""
         for sample in samples:
             given = sample.rubric_vars or {}
             missing = [v for v in self.rubric_vars if v not in given]
@@ -320,29 +358,29 @@ class RubricGrader(JudgeGrader):
                     f"sample {sample.id} is missing rubric variable {names} required by grader '{self.name}'",
                     key=f"graders.{self.name}.rubric_vars",
                 )
+            if getattr(self, "mode", None) == "verbatim":  # the agent judge reuses this method
+                check_verbatim_sample(sample, self.fields, self.name)
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
         from ci_evals.llm import LLMError, Tally
 
         tally = Tally()
         model = self.spec.model
+        template = sample.rubric if sample.rubric is not None else self.rubric
         try:
-            tool_calls = [tc.to_openai() for tc in trajectory.tool_calls()] if "{{" in self.rubric else []
-            rubric = fill_rubric(self.rubric, sample, submission, self.rubric_vars, tool_calls)
+            messages = self._messages(template, sample, submission, trajectory)
         except TemplateError as exc:
             return self.error_grade(str(exc), model=model)
-        messages = [
-            {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
-            {"role": "user", "content": build_judge_prompt(rubric, sample, submission)},
-        ]
         params = {"temperature": self.temperature}
+        response_format = SCHEMA_FORMAT if self.mode == "verbatim" or self.spec.provider != "openai" else JSON_OBJECT
         base = self.run_index(trajectory) * self.spec.judge_samples
         scores: list[float] = []
         rationales: list[str] = []
         raw_scores: list[float] = []
         try:
             for j in range(self.spec.judge_samples):
-                reply = await self.ask_json(tally, model=model, messages=messages, params=params, repeat=base + j)
+                reply = await self.ask_json(tally, model=model, messages=messages, params=params, repeat=base + j,
+                                            response_format=response_format)
                 raw = number_field(reply, "score")
                 if "rationale" not in reply or reply["rationale"] is None:
                     raise JudgeReplyError(f"judge reply has no 'rationale' (keys: {', '.join(reply)})")
@@ -362,3 +400,14 @@ class RubricGrader(JudgeGrader):
             meta["judge_spread"] = max(scores) - min(scores)
             meta["judge_stdev"] = statistics.pstdev(scores)
         return GradeResult(score=statistics.fmean(scores), rationale=rationales[0], metadata=meta)
+
+    def _messages(self, template: str, sample: Sample, submission: str, trajectory: Trajectory) -> list[dict[str, Any]]:
+        """The judge's messages in this grader's mode; TemplateError for a missing variable."""
+        if self.mode == "verbatim":
+            return verbatim_messages(template, sample, input_text(sample), submission, self.spec.system_prompt)
+        tool_calls = [tc.to_openai() for tc in trajectory.tool_calls()] if "{{" in template else []
+        rubric = fill_rubric(template, sample, submission, self.rubric_vars, tool_calls)
+        return [
+            {"role": "system", "content": self.spec.system_prompt or JUDGE_SYSTEM_PROMPT},
+            {"role": "user", "content": build_judge_prompt(rubric, sample, submission)},
+        ]

@@ -1,0 +1,284 @@
+"""Anthropic and Gemini judges: each vendor's SDK over real HTTP against the local fakes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+import ci_evals.llm as llm_mod
+from ci_evals.errors import ConfigError
+from ci_evals.graders.base import build_grader
+from ci_evals.graders.rubric import JUDGE_SYSTEM_PROMPT, build_judge_prompt
+from ci_evals.graders.rubric_modes import JUDGE_SCHEMA
+from ci_evals.models import Sample
+from ci_evals.providers import require
+from ci_evals.specs import Context
+from ci_evals.trajectory import Trajectory
+from tests.fakes.vendor_servers import (  # noqa: F401
+    MESSAGES,
+    FakeAnthropic,
+    FakeGemini,
+    anthropic_server,
+    gemini_server,
+)
+
+ANT_KEY = "sk-ant-test-secret-0123456789"
+GEM_KEY = "AIzaSyTestSecret0123456789"
+CAPITAL = Sample(id=1, input="What is the capital of France?", ground_truth="Paris")
+REPLY = {"score": 0.75, "rationale": "mostly right"}
+
+
+@pytest.fixture(autouse=True)
+def fast_backoff(monkeypatch):
+    monkeypatch.setattr(llm_mod, "BACKOFF_BASE", 0.01)
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+                 "GOOGLE_GEMINI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def anthropic_env(anthropic_server, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic_server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANT_KEY)
+    return anthropic_server
+
+
+@pytest.fixture
+def gemini_env(gemini_server, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", gemini_server.url)
+    monkeypatch.setenv("GEMINI_API_KEY", GEM_KEY)
+    return gemini_server
+
+
+def make(raw: dict, tmp_path, *, cache: bool = False, pricing: dict | None = None):
+    ctx = Context(tmp_path, tmp_path / "suite.yaml", cache_dir=tmp_path / "cache" if cache else None, pricing=pricing)
+    return build_grader("quality", {"kind": "model_judge", "prompt": "Is it right?", **raw}, ctx)
+
+
+def grade(grader, sample: Sample = CAPITAL, submission: str = "Paris."):
+    async def go():
+        await grader.start()
+        try:
+            return await grader.grade(sample, submission, Trajectory.from_text(submission))
+        finally:
+            await grader.aclose()
+
+    return asyncio.run(go())
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+# --- Anthropic ---------------------------------------------------------------------------------
+
+
+def test_anthropic_judge_sends_letta_evals_request_and_scores(anthropic_env, tmp_path):
+    from anthropic import transform_schema
+
+    anthropic_env.script(REPLY)
+    g = grade(make({"provider": "anthropic", "model": "claude-haiku-4-5"}, tmp_path))
+    user = build_judge_prompt("Is it right?", CAPITAL, "Paris.")
+    assert anthropic_env.bodies(MESSAGES) == [{
+        "model": "claude-haiku-4-5", "max_tokens": 4096, "temperature": 0.0,
+        "messages": [{"role": "user", "content": user}],
+        "system": [{"type": "text", "text": JUDGE_SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}],
+        "output_config": {"format": {"type": "json_schema", "schema": transform_schema(JUDGE_SCHEMA)}},
+    }]
+    headers = anthropic_env.requests[0].headers
+    assert headers["authorization"] == f"Bearer {ANT_KEY}"
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", headers["anthropic-version"])
+    prompt = words(JUDGE_SYSTEM_PROMPT) + words(user)
+    assert (g.score, g.rationale, g.error) == (0.75, "mostly right", None)
+    assert g.metadata == {"model": "claude-haiku-4-5", "usage": {"prompt_tokens": prompt, "completion_tokens": 5},
+                          "cache_hits": 0, "retries": 0}
+
+
+def test_anthropic_retries_429_529_and_500_then_succeeds(anthropic_env, tmp_path):
+    anthropic_env.fault("429", first=1, retry_after="0")
+    anthropic_env.fault("overloaded", first=1)
+    anthropic_env.fault("500", first=1)
+    anthropic_env.script(REPLY)
+    g = grade(make({"provider": "anthropic"}, tmp_path))
+    assert (g.score, g.error, g.metadata["retries"], anthropic_env.count()) == (0.75, None, 3, 4)
+
+
+def test_anthropic_out_of_retries_is_an_error_grade_with_the_vendor_message(anthropic_env, tmp_path):
+    anthropic_env.fault("overloaded", message="Overloaded")
+    g = grade(make({"provider": "anthropic", "max_retries": 2}, tmp_path))
+    assert g.error == f"{anthropic_env.url}/v1/messages: HTTP 529: Overloaded (after 2 retries)"
+    assert (g.score, g.metadata["retries"], anthropic_env.count()) == (0.0, 2, 3)
+
+
+def test_anthropic_400_is_not_retried_and_the_key_never_shows(anthropic_env, tmp_path):
+    anthropic_env.fault("400", message=f"bad request for key {ANT_KEY}")
+    g = grade(make({"provider": "anthropic"}, tmp_path))
+    assert g.error == f"{anthropic_env.url}/v1/messages: HTTP 400: bad request for key ***"
+    assert anthropic_env.count() == 1 and ANT_KEY not in json.dumps(g.model_dump())
+
+
+def test_anthropic_malformed_body_is_retried(anthropic_env, tmp_path):
+    anthropic_env.fault("malformed", first=1)
+    anthropic_env.script(REPLY)
+    g = grade(make({"provider": "anthropic"}, tmp_path))
+    assert (g.score, g.metadata["retries"]) == (0.75, 1)
+
+
+def test_anthropic_spec_base_url_and_api_key_env_win(anthropic_server, monkeypatch, tmp_path):  # noqa: F811
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("MY_CLAUDE_KEY", "sk-ant-own-key-999999")
+    anthropic_server.script(REPLY)
+    g = grade(make({"provider": "anthropic", "base_url": anthropic_server.url, "api_key_env": "MY_CLAUDE_KEY"},
+                   tmp_path))
+    assert g.score == 0.75 and anthropic_server.requests[0].headers["authorization"] == "Bearer sk-ant-own-key-999999"
+
+
+def test_anthropic_without_key_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        grade(make({"provider": "anthropic"}, tmp_path))
+    assert str(info.value) == ("graders.quality: ANTHROPIC_API_KEY is not set; set it for provider 'anthropic', "
+                               "or point base_url at a compatible server")
+
+
+def test_anthropic_cache_and_cost_as_for_openai(anthropic_env, tmp_path):
+    pricing = {"claude-haiku-4-5": {"input_per_mtok": 1.0, "output_per_mtok": 5.0}}
+    anthropic_env.script({"text": json.dumps(REPLY), "usage": {"input_tokens": 100, "output_tokens": 20,
+                                                                "cache_creation_input_tokens": 0,
+                                                                "cache_read_input_tokens": 50}})
+    raw = {"provider": "anthropic", "model": "claude-haiku-4-5"}
+    first = grade(make(raw, tmp_path, cache=True, pricing=pricing))
+    second = grade(make(raw, tmp_path, cache=True, pricing=pricing))
+    assert first.metadata["usage"] == {"prompt_tokens": 150, "completion_tokens": 20}
+    assert first.metadata["cost_usd"] == pytest.approx((150 * 1.0 + 20 * 5.0) / 1e6)
+    assert (second.score, second.metadata["cache_hits"], second.metadata["usage"]) == (
+        0.75, 1, {"prompt_tokens": 0, "completion_tokens": 0})
+    assert anthropic_env.count() == 1
+
+
+# --- Gemini ------------------------------------------------------------------------------------
+
+
+def test_gemini_judge_sends_letta_evals_request_and_scores(gemini_env, tmp_path):
+    gemini_env.script(REPLY)
+    g = grade(make({"provider": "google", "model": "gemini-2.5-flash"}, tmp_path))
+    user = build_judge_prompt("Is it right?", CAPITAL, "Paris.")
+    [req] = gemini_env.requests
+    assert req.path == "/v1/models/gemini-2.5-flash:generateContent"
+    assert req.headers["x-goog-api-key"] == GEM_KEY
+    config = req.body["generationConfig"]
+    assert req.body["contents"] == [{"parts": [{"text": user}], "role": "user"}]
+    assert req.body["systemInstruction"]["parts"] == [{"text": JUDGE_SYSTEM_PROMPT}]
+    assert (config["temperature"], config["responseMimeType"]) == (0.0, "application/json")
+    assert config["responseSchema"]["required"] == ["score", "rationale"]
+    assert config["responseSchema"]["properties"]["score"]["type"] == "NUMBER"
+    prompt = words(JUDGE_SYSTEM_PROMPT) + words(user)
+    assert (g.score, g.rationale, g.error) == (0.75, "mostly right", None)
+    assert g.metadata["usage"] == {"prompt_tokens": prompt, "completion_tokens": 5}
+
+
+def test_gemini_google_api_key_is_the_fallback(gemini_server, monkeypatch, tmp_path):  # noqa: F811
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", gemini_server.url)
+    monkeypatch.setenv("GOOGLE_API_KEY", "AIzaFallbackKey0000")
+    gemini_server.script(REPLY)
+    assert grade(make({"provider": "google"}, tmp_path)).score == 0.75
+    assert gemini_server.requests[0].headers["x-goog-api-key"] == "AIzaFallbackKey0000"
+
+
+def test_gemini_retries_429_with_retry_info_and_503(gemini_env, tmp_path):
+    gemini_env.fault("429", first=1)
+    gemini_env.fault("503", first=1)
+    gemini_env.script(REPLY)
+    g = grade(make({"provider": "google"}, tmp_path))
+    assert (g.score, g.metadata["retries"], gemini_env.count()) == (0.75, 2, 3)
+
+
+def test_gemini_400_is_final_with_the_vendor_message(gemini_env, tmp_path):
+    gemini_env.fault("400", message="API key not valid. Please pass a valid API key.")
+    g = grade(make({"provider": "google", "model": "gemini-x"}, tmp_path))
+    assert g.error == (f"{gemini_env.url.rstrip('/')}/v1/models/gemini-x:generateContent: "
+                       "HTTP 400: API key not valid. Please pass a valid API key.")
+    assert gemini_env.count() == 1
+
+
+def test_gemini_connection_refused_is_retried_then_an_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("GEMINI_API_KEY", GEM_KEY)
+    g = grade(make({"provider": "google", "model": "m", "base_url": "http://127.0.0.1:9/", "max_retries": 1},
+                   tmp_path))
+    assert g.error.startswith("http://127.0.0.1:9/v1/models/m:generateContent: connection failed (")
+    assert g.error.endswith(" (after 1 retries)") and g.metadata["retries"] == 1
+
+
+def test_gemini_without_key_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        grade(make({"provider": "google"}, tmp_path))
+    assert str(info.value) == ("graders.quality: GEMINI_API_KEY or GOOGLE_API_KEY is not set; set it for provider "
+                               "'google', or point base_url at a compatible server")
+
+
+# --- missing extras -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("provider", "line"), [
+    ("anthropic", "provider 'anthropic' needs the anthropic SDK: pip install 'ci-evals[anthropic]'"),
+    ("google", "provider 'google' needs the google.genai SDK: pip install 'ci-evals[google]'"),
+])
+def test_missing_extra_is_one_line_naming_the_pip_command(provider, line, monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ConfigError) as info:
+        require(provider, "graders.quality.provider")
+    assert str(info.value) == f"graders.quality.provider: {line}"
+
+
+def test_validate_without_the_anthropic_sdk_exits_2_with_one_line(sd):
+    sd.write("dataset.jsonl", [{"input": "q", "ground_truth": "a"}])
+    sd.write("outputs.jsonl", [{"id": 0, "output": "a"}])
+    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+              "graders": {"quality": {"kind": "model_judge", "prompt": "ok?", "provider": "anthropic"}}})
+    code = ("import sys; sys.modules['anthropic'] = None; from ci_evals.cli import main; "
+            f"sys.exit(main(['validate', {str(sd.root / 'suite.yaml')!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    line = (sd.root / "suite.yaml").read_text().splitlines().index("    provider: anthropic") + 1
+    assert proc.returncode == 2
+    assert proc.stderr == (f"error: {sd.root / 'suite.yaml'}:{line}: graders.quality.provider: provider 'anthropic' "
+                           "needs the anthropic SDK: pip install 'ci-evals[anthropic]'\n")
+
+
+def test_anthropic_timeout_is_retried_then_an_error(anthropic_env, tmp_path):
+    anthropic_env.fault("hang", hang_s=2)
+    g = grade(make({"provider": "anthropic", "timeout": 0.3, "max_retries": 1}, tmp_path))
+    assert g.error == f"{anthropic_env.url}/v1/messages: timed out after 0.3 s (after 1 retries)"
+    assert anthropic_env.count() == 2
+
+
+@pytest.mark.parametrize(("details", "seconds"), [
+    ({"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2.5s"}]}}, 2.5),
+    ({"error": {"details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure"}]}}, None),
+    ({"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "soon"}]}}, None),
+    ("not json", None),
+])
+def test_gemini_retry_info_delay(details, seconds):
+    from ci_evals.providers import _retry_delay
+
+    assert _retry_delay(details) == seconds
+
+
+def test_gemini_waits_what_retry_info_asks(gemini_env, tmp_path, monkeypatch):
+    waits = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds):
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(llm_mod.asyncio, "sleep", sleep)
+    gemini_env.fault("429", first=1)  # the fake's RetryInfo says 0.05s
+    gemini_env.script(REPLY)
+    assert grade(make({"provider": "google"}, tmp_path)).score == 0.75
+    assert waits == [0.05]
