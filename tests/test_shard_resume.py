@@ -80,6 +80,7 @@ def test_sigint_flushes_results_and_writes_partial_summary(sd):
     assert rc == 130
     s = sd.summary()
     assert s["partial"] is True and s["interrupted_by"] == "SIGINT"
+    assert (s["verdict"], s["gate"]["passed"]) == ("interrupted", False)
     rows = sd.results()
     assert 3 <= len(rows) < 12
     assert s["records"] == len(rows)
