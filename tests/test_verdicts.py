@@ -312,3 +312,18 @@ def test_the_documented_lower_is_better_example(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert rc == 0
     assert "\n".join(out[-4:-1]) in doc
+
+
+def test_gates_on_means_and_pass_rates_always_carry_their_95_interval(sd):
+    sd.write("dataset.jsonl", DATA)
+    sd.write("outputs.jsonl", [{"id": i, "output": "yes" if i else "no"} for i in range(4)])
+    sd.suite(replay_suite({"q": {"kind": "tool", "function": "contains"}}, None,
+                          gates=[{"op": "gte", "value": 0.5}, {"metric": "accuracy", "op": "gte", "value": 0.5},
+                                 {"metric": "min", "op": "gte", "value": 0.0}]))
+    assert sd.run() == 0
+    s = sd.summary()
+    m = s["metrics"]["q"]
+    assert [g["interval"] for g in s["gates"]] == [m["ci_mean"], m["ci_pass_rate"], None]
+    assert [round(x, 4) for x in m["ci_pass_rate"]] == [0.3006, 0.9544]
+    md = (sd.root / "out" / "summary.md").read_text()
+    assert "| q accuracy gte 0.5 | 0.750 | 0.301–0.954 | 4/4 | 0 | ✅ passed | accuracy 0.7500 &gt;= 0.5 |" in md
