@@ -193,7 +193,7 @@ def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | Non
         checks.append(check)
 
     if gate.max_drop is not None or gate.max_regressions is not None:
-        missing = "no baseline given" if baseline is None else baseline.get("missing")
+        missing = "run without --baseline" if baseline is None else baseline.get("missing")
         if missing:
             checks.append("no_baseline")
             reasons.append(f"no baseline: {missing} (on_missing_baseline: {gate.on_missing_baseline})")
