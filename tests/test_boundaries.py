@@ -156,3 +156,25 @@ def test_letta_judge_prompt_fills_once(tmp_path, monkeypatch):
                                 "rubric_vars": ["tone"]}, ctx(tmp_path))
     prompt = grader.build_prompt(SAMPLE, TRICKY)
     assert f"Judge {TRICKY} against THE ANSWER {{submission}} (polite)" in prompt
+
+
+def test_a_lone_surrogate_from_a_model_and_its_judge_never_costs_the_verdict(sd, monkeypatch):
+    from tests.fakes.openai_server import FakeOpenAI
+
+    def reply(req):
+        if req.get("response_format"):  # the judge
+            return {"score": 1, "rationale": "good \ud83d"}
+        return "Paris \udc00"
+
+    with FakeOpenAI(reply) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-surrogate-000")
+        sd.write("dataset.jsonl", [{"id": 1, "input": "Capital of France?", "ground_truth": "Paris"}])
+        sd.suite({"name": "m", "dataset": "dataset.jsonl", "target": {"kind": "model", "model": "gpt-4o-mini"},
+                  "graders": {"judge": {"kind": "rubric", "prompt": "Is {submission} right?"}},
+                  "gate": {"op": "gte", "value": 0.5}})
+        assert sd.run() == 0
+    (rec,) = raw_lines(sd)
+    assert rec["submission"]["judge"] == "Paris \ufffd"
+    assert rec["grades"]["judge"]["rationale"] == "good \ufffd"
+    assert rec["replaced_chars"] == 2

@@ -156,3 +156,11 @@ def test_shards_that_do_not_belong_together_are_a_configuration_error(sd, capsys
     assert merge(sd, dirs) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith(message.format(first=sd.root / "shard1")) and err.count("\n") == 0
+
+
+def test_a_regression_gate_run_without_baseline_says_so(sd, capsys):
+    write_suite(sd, [{"metric_key": "ok", "max_drop": 0.05}])
+    rc = main(["run", str(sd.root / "suite.yaml"), "-o", str(sd.root / "out"), "--no-cache"])
+    assert rc == 0
+    assert ("Gate: ok avg_score max_drop 0.05: no baseline: run without --baseline (on_missing_baseline: pass) "
+            "-> NO BASELINE (passes)") in capsys.readouterr().out.splitlines()

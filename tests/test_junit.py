@@ -127,7 +127,7 @@ def test_gate_cases_failed_inconclusive_and_no_baseline(tmp_path):
             "description": "quality avg_score max_drop 0.05",
             "interval": None,
             "label": "Answer quality",
-            "reason": "no baseline: no baseline given (on_missing_baseline: pass)",
+            "reason": "no baseline: run without --baseline (on_missing_baseline: pass)",
         }
     )
     gates = suites_by_name(write(tmp_path, doc, data.results()))["qa.gates"]
@@ -140,7 +140,7 @@ def test_gate_cases_failed_inconclusive_and_no_baseline(tmp_path):
         "1 of 6 samples errored (within max_errors 1)",
     )
     assert results["Answer quality (quality) avg_score max_drop 0.05"][0].message == \
-        "no baseline: no baseline given (on_missing_baseline: pass)"
+        "no baseline: run without --baseline (on_missing_baseline: pass)"
     assert {p.name: p.value for p in gates.properties()}["gate.passed"] == "false"
 
 

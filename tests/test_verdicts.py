@@ -296,3 +296,34 @@ def test_summary_json_is_written_with_the_contract_fields(sd):
     assert set(s["metrics"]["q"]) >= {"n", "graded", "errors", "mean", "min", "max", "median", "p50", "p95", "p99",
                                       "pass_rate", "ci_mean", "ci_pass_rate", "label", "rule"}
     assert (s["verdict"], s["gates"][0]["label"], s["metrics"]["q"]["label"]) == ("passed", "Q", "Q")
+
+
+def test_the_documented_lower_is_better_example(tmp_path, capsys):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "lower-is-better" / "suite.yaml"
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "gates.md").read_text(encoding="utf-8")
+    rc = main(["run", str(example), "-o", str(tmp_path / "a"), "--no-cache"])
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 1
+    for line in out[1:12]:  # the table, the errors and the verdict, as docs/gates.md shows them
+        assert line in doc, line
+    rc = main(["run", str(example), "-o", str(tmp_path / "b"), "--no-cache", "--max-errors", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 0
+    assert "\n".join(out[-4:-1]) in doc
+
+
+def test_gates_on_means_and_pass_rates_always_carry_their_95_interval(sd):
+    sd.write("dataset.jsonl", DATA)
+    sd.write("outputs.jsonl", [{"id": i, "output": "yes" if i else "no"} for i in range(4)])
+    sd.suite(replay_suite({"q": {"kind": "tool", "function": "contains"}}, None,
+                          gates=[{"op": "gte", "value": 0.5}, {"metric": "accuracy", "op": "gte", "value": 0.5},
+                                 {"metric": "min", "op": "gte", "value": 0.0}]))
+    assert sd.run() == 0
+    s = sd.summary()
+    m = s["metrics"]["q"]
+    assert [g["interval"] for g in s["gates"]] == [m["ci_mean"], m["ci_pass_rate"], None]
+    assert [round(x, 4) for x in m["ci_pass_rate"]] == [0.3006, 0.9544]
+    md = (sd.root / "out" / "summary.md").read_text()
+    assert "| q accuracy gte 0.5 | 0.750 | 0.301–0.954 | 4/4 | 0 | ✅ passed | accuracy 0.7500 &gt;= 0.5 |" in md

@@ -185,13 +185,15 @@ def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | Non
             reasons.append(f"{gate.metric} {actual:.4f}, {gate.confidence:g} interval [{lo:.4f}, {hi:.4f}] "
                            f"{word} {sym} {gate.value:g}")
         else:
+            ci = {"avg_score": agg["ci_mean"], "accuracy": agg["ci_pass_rate"]}.get(gate.metric)
+            out["interval"] = list(ci) if ci else None  # shown beside the value; not part of the check
             check = "passed" if OPS[gate.op](actual, gate.value) else "failed"
             reasons.append(f"{gate.metric} {actual:.4f} {sym} {gate.value:g}" if check == "passed"
                            else f"{gate.metric} {actual:.4f}, needs {sym} {gate.value:g}")
         checks.append(check)
 
     if gate.max_drop is not None or gate.max_regressions is not None:
-        missing = "no baseline given" if baseline is None else baseline.get("missing")
+        missing = "run without --baseline" if baseline is None else baseline.get("missing")
         if missing:
             checks.append("no_baseline")
             reasons.append(f"no baseline: {missing} (on_missing_baseline: {gate.on_missing_baseline})")
