@@ -196,3 +196,12 @@ def test_string_command_is_split_not_run_by_a_shell(sd, command, expected):
     sd.run()
     row = sd.results()[0]
     assert (row["error"], row["submission"]["same"], row["grades"]["same"]["score"]) == (None, expected, 1.0)
+
+
+
+def test_gate_text_survives_missing_figures():
+    from ci_evals.reports.markdown import gate_compared
+
+    gate = {"op": None, "actual": None, "drop": 0.0, "baseline_value": None, "max_drop": 0.1, "status": "passed"}
+    assert gate_compared(gate, lambda x: f"{x:.4f}") == "drop 0.0000 from none, max 0.1"
+    assert gate_compared({"op": "gte", "actual": None, "status": "failed"}) == "actual none"

@@ -256,13 +256,16 @@ def gate_description(gate: dict[str, Any]) -> str:
 def gate_compared(gate: dict[str, Any], fmt=fmt_score) -> str:
     """What a gate compared, in words: ``actual 0.750``, ``3 regressions, max 1``,
     ``drop 0.200 from 0.800, max 0.1``, ``no baseline`` (parts joined by ``; ``)."""
+    def show(key: str) -> str:
+        return "none" if gate.get(key) is None else fmt(gate[key])
+
     def limit(key: str) -> str:
         return "" if gate.get(key) is None else f", max {gate[key]:g}"
 
-    actual = f"actual {'none' if gate.get('actual') is None else fmt(gate['actual'])}"
+    actual = f"actual {show('actual')}"
     parts = [actual] if gate.get("op") is not None else []
     if gate.get("drop") is not None:
-        parts.append(f"drop {fmt(gate['drop'])} from {fmt(gate.get('baseline_value'))}{limit('max_drop')}")
+        parts.append(f"drop {show('drop')} from {show('baseline_value')}{limit('max_drop')}")
     if gate.get("regressions") is not None:
         count = gate["regressions"]
         parts.append(f"{fmt_int(count)} regression{'' if count == 1 else 's'}{limit('max_regressions')}")
