@@ -38,6 +38,7 @@ def _print_comment(summary: dict[str, Any], out: Path) -> None:
 def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict[str, Any] | None, Path]:
     """Load, run and report one suite. Returns (exit code, summary, output folder)."""
     from ci_evals.baseline import Baseline
+    from ci_evals.bounds import check_output_folder
     from ci_evals.reports import console
     from ci_evals.reports.summary import write_outputs
     from ci_evals.runner import Runner, RunOptions
@@ -49,6 +50,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     suite = load_suite(path, max_samples=args.max_samples, sample_tags=tags, num_runs=args.num_runs,
                        shard=args.shard, cache_dir=False if args.no_cache else None)
     out = resume or output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
+    check_output_folder(out, "--resume" if resume is not None else "--output")
     if resume is not None and not (resume / "results.jsonl").exists():
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
     baseline = Baseline(args.baseline) if args.baseline else None
@@ -161,6 +163,7 @@ def cmd_list() -> int:
 def cmd_merge(args: Namespace) -> int:
     from ci_evals.aggregate import Aggregator
     from ci_evals.baseline import Baseline
+    from ci_evals.bounds import check_output_folder, dumps, foreign_shape
     from ci_evals.reports import console
     from ci_evals.reports.summary import build_summary, iter_results, write_outputs
 
@@ -176,12 +179,14 @@ def cmd_merge(args: Namespace) -> int:
         if not isinstance(summary, dict):
             raise ConfigError("summary.json is not a JSON object", file=str(p))
         summaries.append(summary)
+    check_output_folder(args.output)
     config = summaries[0].get("config")
     for d, s in zip(args.dirs, summaries, strict=True):
         if s.get("config") != config or s.get("suite") != summaries[0].get("suite"):
             raise ConfigError("this folder holds results of a different suite or configuration", file=str(d))
     baseline = Baseline(args.baseline) if args.baseline else None
-    agg = Aggregator(config, keep_outcomes=baseline is not None)
+    with foreign_shape(str(args.dirs[0] / "summary.json"), "summary.json"):
+        agg = Aggregator(config, keep_outcomes=baseline is not None)
     if baseline is not None:
         baseline.attach(agg)
     args.output.mkdir(parents=True, exist_ok=True)
@@ -189,21 +194,23 @@ def cmd_merge(args: Namespace) -> int:
     with (args.output / "results.jsonl").open("w", encoding="utf-8") as fh:
         for d in args.dirs:
             for rec in iter_results(d / "results.jsonl"):
-                key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
-                if key in seen:
-                    raise ConfigError(f"sample {rec['sample_id']!r} appears in more than one shard", file=str(d))
-                seen.add(key)
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                agg.add(rec)
+                with foreign_shape(str(d / "results.jsonl"), "results.jsonl"):
+                    key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
+                    if key in seen:
+                        raise ConfigError(f"sample {rec['sample_id']!r} appears in more than one shard", file=str(d))
+                    seen.add(key)
+                    fh.write(dumps(rec, ensure_ascii=False) + "\n")
+                    agg.add(rec)
     from datetime import datetime
 
-    started = min(datetime.fromisoformat(s["started_at"]) for s in summaries)
-    duration = max(s["duration_s"] for s in summaries)
-    first = summaries[0]
-    extra = {"suite": first["suite"], "suite_file": first.get("suite_file"), "description": first.get("description"),
-             "merged_from": [str(d) for d in args.dirs], "versions": first.get("versions")}
-    summary = build_summary(None, config, agg, started=started, duration=duration,
-                            partial=any(s.get("partial") for s in summaries), extra=extra, baseline=baseline)
+    with foreign_shape(str(args.dirs[0] / "summary.json"), "summary.json"):
+        started = min(datetime.fromisoformat(s["started_at"]) for s in summaries)
+        duration = max(float(s["duration_s"]) for s in summaries)
+        first = summaries[0]
+        extra = {"suite": first["suite"], "suite_file": first.get("suite_file"), "description": first.get("description"),
+                 "merged_from": [str(d) for d in args.dirs], "versions": first.get("versions")}
+        summary = build_summary(None, config, agg, started=started, duration=duration,
+                                partial=any(s.get("partial") for s in summaries), extra=extra, baseline=baseline)
     write_outputs(args.output, summary)
     print(console.render(summary))
     if args.dry_run:

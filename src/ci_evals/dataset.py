@@ -17,9 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ci_evals.bounds import clip, loads
 from ci_evals.errors import ConfigError
 from ci_evals.models import Sample
 
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""The longest JSONL line (one sample) we read: parsing costs several times a line's size in memory."""
 KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars")
 
 
@@ -79,7 +82,7 @@ class Dataset:
             text = inp.strip()
             if text.startswith("[") and text.endswith("]"):
                 try:
-                    inp = json.loads(text)
+                    inp = loads(text)
                 except ValueError as exc:
                     raise self._err(line, f"'input' looks like a JSON list but is invalid: {exc}") from None
         if isinstance(inp, list):
@@ -103,7 +106,7 @@ class Dataset:
                 if value in (None, ""):
                     return None
                 try:
-                    value = json.loads(value)
+                    value = loads(value)
                 except ValueError as exc:
                     raise self._err(line, f"'{name}' cell is not valid JSON: {exc}") from None
             need(value is None or isinstance(value, dict), f"'{name}' must be a JSON object")
@@ -112,7 +115,10 @@ class Dataset:
         tags = row.get("tags")
         if from_csv and isinstance(tags, str):
             t = tags.strip()
-            tags = json.loads(t) if t.startswith("[") else [x.strip() for x in t.split(",") if x.strip()]
+            try:
+                tags = loads(t) if t.startswith("[") else [x.strip() for x in t.split(",") if x.strip()]
+            except ValueError as exc:
+                raise self._err(line, f"'tags' cell looks like a JSON list but is invalid: {exc}") from None
         tags = tags or []
         need(isinstance(tags, list) and all(isinstance(x, str) for x in tags), "'tags' must be a list of strings")
 
@@ -141,7 +147,7 @@ class Dataset:
                 if not text.strip():
                     continue
                 try:
-                    row = json.loads(text)
+                    row = loads(text)
                 except ValueError as exc:
                     raise self._err(line_no, f"invalid JSON: {exc}") from None
                 if not isinstance(row, dict):
@@ -150,8 +156,10 @@ class Dataset:
                 index += 1
 
     def _csv(self) -> Iterator[tuple[int, Sample]]:
+        # Cells as long as a JSONL line may be; "utf-8-sig" drops the BOM Excel's "CSV UTF-8" writes.
+        csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
         try:
-            fh = self.path.open(newline="", encoding="utf-8")
+            fh = self.path.open(newline="", encoding="utf-8-sig")
             with fh:
                 reader = csv.DictReader(fh)
                 header = reader.fieldnames
@@ -208,7 +216,7 @@ class Dataset:
                 key = str(sample.id)
                 first = seen.setdefault(key, line)
                 if first != line:
-                    raise self._err(line, f"duplicate sample id {sample.id!r} (first on line {first})")
+                    raise self._err(line, f"duplicate sample id {clip(repr(sample.id))} (first on line {first})")
                 yield line, sample
 
         count = 0

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.aggregate import Aggregator
+from ci_evals.bounds import dumps, foreign_shape
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
 from ci_evals.graders.tool import ToolGrader
@@ -177,7 +178,8 @@ class Runner:
                 if key in self.done_keys:
                     continue
                 self.done_keys.add(key)
-                self.agg.add(rec)
+                with foreign_shape(f"{results}:{line_no}", "this record"):
+                    self.agg.add(rec)
 
     async def _call_setup(self) -> None:
         fn = self.suite.setup
@@ -274,7 +276,7 @@ class Runner:
                 print(f"warning: cleanup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def _write(self, fh, rec: dict[str, Any]) -> None:
-        fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+        fh.write(dumps(rec, ensure_ascii=False, default=str) + "\n")
         now = time.monotonic()
         if now - self._last_flush > FLUSH_SECONDS:
             fh.flush()
