@@ -71,6 +71,10 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
         summary = asyncio.run(runner.execute())
         held.stopping = bool(summary.get("partial"))
         write_outputs(out, summary)
+        if args.shard and suite.dataset.count == 0:
+            print(f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
+                  f"gate here (merge the shards for the verdict). Results: {out}/")
+            return 0, summary, out
         if not args.quiet:
             print(console.render(summary))
         else:

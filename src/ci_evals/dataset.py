@@ -227,7 +227,7 @@ class Dataset:
         if state["total"] == 0:
             raise ConfigError("dataset is empty", file=str(self.path))
         self.total = state["total"]
-        if count == 0:
+        if count == 0 and self.shard is None:  # an empty shard is fine: its part of the work is nothing
             why = f" with any of the tags {sorted(self.sample_tags)}" if self.sample_tags else ""
             raise ConfigError(f"no sample selected{why}", file=str(self.path))
         self.count = count
