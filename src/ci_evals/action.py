@@ -183,12 +183,12 @@ def parse_inputs(env: Mapping[str, str]) -> Inputs:
     raw_max = get_input(env, "max-concurrent")
     max_concurrent = None
     if raw_max:
-        if not raw_max.isdigit() or int(raw_max) < 1:
+        if not (raw_max.isascii() and raw_max.isdigit()) or int(raw_max) < 1:
             raise InputError(f"input 'max-concurrent' must be a positive integer, got {raw_max!r}")
         max_concurrent = int(raw_max)
     results = resolve_results(get_input(env, "results"))
     raw_pr = get_input(env, "pr-number")
-    if raw_pr and not raw_pr.isdigit():
+    if raw_pr and not (raw_pr.isascii() and raw_pr.isdigit()):
         raise InputError(f"input 'pr-number' must be a pull request number, got {raw_pr!r}")
     try:
         args = shlex.split(get_input(env, "args"))

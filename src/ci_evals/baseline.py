@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.aggregate import Aggregator
+from ci_evals.bounds import foreign_shape
 from ci_evals.errors import ConfigError
 from ci_evals.gate import GateSpec, metric_value
 from ci_evals.reports.summary import iter_results
@@ -51,10 +52,12 @@ class Baseline:
         if not (folder / "results.jsonl").exists():
             self.missing = f"baseline folder {folder} has no results.jsonl"
             return
-        self.agg = Aggregator(config, keep_outcomes=True)
-        for rec in iter_results(folder / "results.jsonl"):
-            self.agg.add(rec)
-        self.agg.flush_pending()
+        with foreign_shape(str(summary_path), "baseline summary.json"):
+            self.agg = Aggregator(config, keep_outcomes=True)
+        with foreign_shape(str(folder / "results.jsonl"), "baseline results.jsonl"):
+            for rec in iter_results(folder / "results.jsonl"):
+                self.agg.add(rec)
+            self.agg.flush_pending()
         if not self.agg.records:
             self.missing = f"baseline results.jsonl in {folder} is empty"
 

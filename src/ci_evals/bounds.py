@@ -7,6 +7,9 @@ resume and merge readers and the URL-taking specs.
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ci_evals.errors import ConfigError
@@ -52,6 +55,44 @@ def loads(text: str | bytes) -> Any:
     if depth_exceeds(value):
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
     return value
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN/±inf float replaced by None (JSON has no such numbers)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that always gives valid JSON: a non-finite number becomes null."""
+    try:
+        return json.dumps(value, allow_nan=False, **kwargs)
+    except ValueError:  # only the rare record holding NaN/inf pays for the copy
+        return json.dumps(finite(value), allow_nan=False, **kwargs)
+
+
+@contextmanager
+def foreign_shape(file: str, what: str) -> Iterator[None]:
+    """Turn a crash on a file another run wrote (valid JSON, wrong shape) into a one-line ConfigError."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        detail = clip(f"{type(exc).__name__}: {exc}", 80)
+        raise ConfigError(f"{what} has an unexpected shape ({detail}); is it a ci-evals results folder?",
+                          file=file) from None
+
+
+def check_output_folder(path: Any, option: str = "--output") -> None:
+    """ConfigError when a results folder path names an existing file (it could only fail later)."""
+    from pathlib import Path
+
+    if Path(path).exists() and not Path(path).is_dir():
+        raise ConfigError(f"{option}: is a file, expected a folder", file=str(path))
 
 
 def check_url(url: str, key: str) -> None:

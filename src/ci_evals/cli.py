@@ -36,7 +36,7 @@ def _non_negative(text: str) -> int:
 
 def _shard(text: str) -> tuple[int, int]:
     k, sep, n = text.partition("/")
-    if not sep or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n):
+    if not sep or not (k + n).isascii() or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n):
         raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
     return int(k), int(n)
 

@@ -47,6 +47,7 @@ def _print_comment(summary: dict[str, Any], out: Path) -> None:
 def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict[str, Any] | None, Path]:
     """Load, run and report one suite. Returns (exit code, summary, output folder)."""
     from ci_evals.baseline import Baseline
+    from ci_evals.bounds import check_output_folder
     from ci_evals.reports import console
     from ci_evals.reports.summary import write_outputs
     from ci_evals.runner import Runner, RunOptions
@@ -63,6 +64,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
 
         select_model(suite, args.model_handle)
     out = resume or output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
+    check_output_folder(out, "--resume" if resume is not None else "--output")
     if resume is not None and not (resume / "results.jsonl").exists():
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
     baseline = Baseline(args.baseline) if args.baseline else None
@@ -88,6 +90,10 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
             summary = asyncio.run(runner.execute())
             held.stopping = bool(summary.get("partial"))
             write_outputs(out, summary)
+            if args.shard and suite.dataset.count == 0:
+                print(f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
+                      f"gate here (merge the shards for the verdict). Results: {out}/")
+                return 0, summary, out
             if not args.quiet:
                 print(console.render(summary))
             else:
@@ -188,6 +194,7 @@ def cmd_list() -> int:
 def cmd_merge(args: Namespace) -> int:
     from ci_evals.aggregate import Aggregator
     from ci_evals.baseline import Baseline
+    from ci_evals.bounds import check_output_folder, dumps, foreign_shape
     from ci_evals.reports import console
     from ci_evals.reports.summary import build_summary, iter_results, write_outputs
 
@@ -203,13 +210,15 @@ def cmd_merge(args: Namespace) -> int:
         if not isinstance(summary, dict):
             raise ConfigError("summary.json is not a JSON object", file=str(p))
         summaries.append(summary)
+    check_output_folder(args.output)
     config = summaries[0].get("config")
     for d, s in zip(args.dirs, summaries, strict=True):
         if s.get("config") != config or s.get("suite") != summaries[0].get("suite"):
             raise ConfigError("this folder holds results of a different suite or configuration", file=str(d))
     missing = shard_gaps(args.dirs, summaries)
     baseline = Baseline(args.baseline) if args.baseline else None
-    agg = Aggregator(config, keep_outcomes=baseline is not None)
+    with foreign_shape(str(args.dirs[0] / "summary.json"), "summary.json"):
+        agg = Aggregator(config, keep_outcomes=baseline is not None)
     if baseline is not None:
         baseline.attach(agg, suite=summaries[0].get("suite"))
     args.output.mkdir(parents=True, exist_ok=True)
@@ -218,13 +227,14 @@ def cmd_merge(args: Namespace) -> int:
         for d, s in zip(args.dirs, summaries, strict=True):
             read = 0
             for rec in iter_results(d / "results.jsonl"):
-                key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
-                if key in seen:
-                    raise ConfigError(f"sample {rec['sample_id']!r} appears in more than one shard", file=str(d))
-                seen.add(key)
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                agg.add(rec)
-                read += 1
+                with foreign_shape(str(d / "results.jsonl"), "results.jsonl"):
+                    key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
+                    if key in seen:
+                        raise ConfigError(f"sample {rec['sample_id']!r} appears in more than one shard", file=str(d))
+                    seen.add(key)
+                    fh.write(dumps(rec, ensure_ascii=False) + "\n")
+                    agg.add(rec)
+                    read += 1
             if read < int(s.get("records") or 0):
                 missing.append(f"{_shard_name(d, s)}: results.jsonl has {read} of {s['records']} records")
     total = _expected_samples(summaries)
@@ -232,15 +242,16 @@ def cmd_merge(args: Namespace) -> int:
         missing.append(f"the shards hold {agg.n_samples()} of {total} samples")
     from datetime import datetime
 
-    started = min(datetime.fromisoformat(s["started_at"]) for s in summaries)
-    duration = max(s["duration_s"] for s in summaries)
-    first = summaries[0]
-    extra = {"suite": first["suite"], "suite_file": first.get("suite_file"), "description": first.get("description"),
-             "merged_from": [str(d) for d in args.dirs], "versions": first.get("versions")}
-    if missing:
-        extra["partial_reason"] = "; ".join(missing)
-    summary = build_summary(None, config, agg, started=started, duration=duration,
-                            partial=bool(missing), extra=extra, baseline=baseline)
+    with foreign_shape(str(args.dirs[0] / "summary.json"), "summary.json"):
+        started = min(datetime.fromisoformat(s["started_at"]) for s in summaries)
+        duration = max(float(s["duration_s"]) for s in summaries)
+        first = summaries[0]
+        extra = {"suite": first["suite"], "suite_file": first.get("suite_file"), "description": first.get("description"),
+                 "merged_from": [str(d) for d in args.dirs], "versions": first.get("versions")}
+        if missing:
+            extra["partial_reason"] = "; ".join(missing)
+        summary = build_summary(None, config, agg, started=started, duration=duration,
+                                partial=bool(missing), extra=extra, baseline=baseline)
     write_outputs(args.output, summary)
     print(console.render(summary))
     if args.dry_run:

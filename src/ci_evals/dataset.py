@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ci_evals.bounds import clip, loads
 from ci_evals.errors import ConfigError
 from ci_evals.models import Sample
 
@@ -110,7 +111,7 @@ class Dataset:
             text = inp.strip()
             if text.startswith("[") and text.endswith("]"):
                 try:
-                    inp = json.loads(text)
+                    inp = loads(text)
                 except ValueError as exc:
                     raise self._err(line, "'input' looks like a JSON list but is invalid"
                                     + _json_where(exc, "character")) from None
@@ -145,7 +146,7 @@ class Dataset:
                 if value in (None, ""):
                     return None
                 try:
-                    value = json.loads(value)
+                    value = loads(value)
                 except ValueError as exc:
                     raise self._err(line, f"'{name}' cell is not valid JSON" + _json_where(exc, "character")) from None
             need(value is None or isinstance(value, dict), f"'{name}' must be a JSON object")
@@ -154,7 +155,10 @@ class Dataset:
         tags = row.get("tags")
         if from_csv and isinstance(tags, str):
             t = tags.strip()
-            tags = json.loads(t) if t.startswith("[") else [x.strip() for x in t.split(",") if x.strip()]
+            try:
+                tags = loads(t) if t.startswith("[") else [x.strip() for x in t.split(",") if x.strip()]
+            except ValueError as exc:
+                raise self._err(line, f"'tags' cell looks like a JSON list but is invalid: {exc}") from None
         tags = tags or []
         need(isinstance(tags, list) and all(isinstance(x, str) for x in tags), "'tags' must be a list of strings")
 
@@ -219,7 +223,7 @@ class Dataset:
                 if not text.strip():
                     continue
                 try:
-                    row = json.loads(text.rstrip("\r\n"))  # so an error at the end is in this line
+                    row = loads(text.rstrip("\r\n"))  # so an error at the end is in this line
                 except ValueError as exc:  # one position: the file's line, the column in it
                     raise self._err(line_no, "invalid JSON" + _json_where(exc, "column")) from None
                 if not isinstance(row, dict):
@@ -228,8 +232,10 @@ class Dataset:
                 index += 1
 
     def _csv(self) -> Iterator[tuple[int, Sample]]:
+        # Cells as long as a JSONL line may be; "utf-8-sig" drops the BOM Excel's "CSV UTF-8" writes.
+        csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
         try:
-            fh = self.path.open(newline="", encoding="utf-8")
+            fh = self.path.open(newline="", encoding="utf-8-sig")
             with fh:
                 reader = csv.DictReader(fh)
                 header = reader.fieldnames
@@ -299,7 +305,7 @@ class Dataset:
         if state["total"] == 0:
             raise ConfigError("dataset is empty", file=str(self.path))
         self.total = state["total"]
-        if count == 0:
+        if count == 0 and self.shard is None:  # an empty shard is fine: its part of the work is nothing
             why = f" with any of the tags {sorted(self.sample_tags)}" if self.sample_tags else ""
             raise ConfigError(f"no sample selected{why}", file=str(self.path))
         self.count = count

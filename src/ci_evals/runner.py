@@ -23,6 +23,7 @@ from typing import Any
 
 from ci_evals import redact
 from ci_evals.aggregate import Aggregator
+from ci_evals.bounds import dumps, foreign_shape
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
 from ci_evals.graders.tool import ToolGrader
@@ -199,7 +200,8 @@ class Runner:
                 if key in self.done_keys:
                     continue
                 self.done_keys.add(key)
-                self.agg.add(rec)
+                with foreign_shape(f"{results}:{line_no}", "this record"):
+                    self.agg.add(rec)
 
     async def _call_setup(self) -> None:
         fn = self.suite.setup
@@ -300,11 +302,11 @@ class Runner:
             self._secrets, self._secrets_gen = redact.known_secrets(), redact.generation
         rec = finish_record(rec, self._secrets)
         try:  # the text layer encodes the whole line before writing any of it
-            fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+            fh.write(dumps(rec, ensure_ascii=False, default=str) + "\n")
         except UnicodeEncodeError:  # a grader's rationale or metadata carried a lone surrogate
             rec, n = clean_value(rec)
             rec["replaced_chars"] = rec.get("replaced_chars", 0) + n
-            fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+            fh.write(dumps(rec, ensure_ascii=False, default=str) + "\n")
         now = time.monotonic()
         if now - self._last_flush > FLUSH_SECONDS:
             fh.flush()

@@ -131,6 +131,7 @@ def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | 
     """
     from pydantic import ValidationError
 
+    from ci_evals.bounds import clip
     from ci_evals.errors import ConfigError, did_you_mean
 
     try:
@@ -156,8 +157,9 @@ def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | 
                     break
                 dict_key = _is_mapping(field.annotation)
             valid = list(getattr(owner, "model_fields", {})) if owner is not None else []
-            hint = did_you_mean(str(loc[-1]), valid) if valid else ""
-            msg = f"unknown key '{loc[-1]}'{hint}"
+            long = len(str(loc[-1])) > 100  # no sensible suggestion; keep the line short
+            hint = did_you_mean(str(loc[-1]), valid) if valid and not long else ""
+            msg = f"unknown key '{clip(str(loc[-1]), 60)}'{hint}"
         elif err["type"] == "missing":
             msg = "required key is missing"
         elif err["type"] in ("literal_error", "enum"):
@@ -168,5 +170,5 @@ def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | 
                 msg = msg[len("Value error, "):]
             given = err.get("input")
             if err["type"] not in ("value_error", "assertion_error") and not isinstance(given, (dict, list)):
-                msg += f" (got {given!r})"
-        raise ConfigError(msg, file=file, line=line, key=path or None) from None
+                msg += f" (got {clip(repr(given))})"
+        raise ConfigError(msg, file=file, line=line, key=clip(path, 60) if path else None) from None

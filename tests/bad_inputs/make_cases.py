@@ -93,6 +93,76 @@ case("suite_not_utf8", "not UTF-8 text", ["suite.yaml"],
      suite_text=None, files={"suite.yaml": suite(description="caf\u00e9").encode("latin-1")})
 case("suite_file_missing", "file not found", ["missing.yaml"], suite_arg="missing.yaml")
 
+# ---------------------------------------------------------------- hostile input (issue 15 items 13-14, 18-20)
+
+BOMB = "".join(c + ": &" + c + " [" + ", ".join([("*" + p) if p else '"lol"'] * 9) + "]\n"
+               for c, p in zip("abcdefghi", [None, *"abcdefgh"], strict=True))
+case("yaml_alias_bomb", "more than 100,000 values once aliases are expanded", ["suite.yaml:"], suite_text=BOMB)
+case("yaml_nesting_too_deep", "nested more than 100 levels deep", ["suite.yaml:13"],
+     suite_text=suite() + "description: " + "[" * 5000 + "]" * 5000 + "\n")
+case("yaml_block_nesting_too_deep", "nested more than 100 levels deep", ["suite.yaml"],
+     suite_text=suite() + "description:\n" + "".join("  " * i + "- \n" for i in range(1, 200)))
+case("yaml_duplicate_key", "duplicate key 'gate' (lines 10 and 13)", ["suite.yaml:13"],
+     suite_text=suite() + "gate: {op: gte, value: 0.9}\n")
+case("yaml_duplicate_nested_key", "duplicate key 'kind' (lines 8 and 9)", ["suite.yaml:9"],
+     suite_text=suite().replace("    kind: tool\n", "    kind: tool\n    kind: rubric\n"))
+case("yaml_nan_gate_value", "'.nan' at gate.value is not a finite number", ["suite.yaml:12"],
+     suite_text=suite(gate={"op": "gte", "value": 0.5}).replace("value: 0.5", "value: .nan"))
+case("yaml_inf_in_extractor_config", "'-.inf' at graders.acc.extractor_config.x is not a finite number",
+     ["suite.yaml:"], suite_text=suite().replace("function: exact_match", "function: exact_match\n"
+                                                 "    extractor_config: {x: -.inf}"))
+case("gate_value_nan_string", "Input should be a finite number", ["suite.yaml:12", "gate.value"],
+     suite_text=suite(gate={"op": "gte", "value": "NaN"}))
+case("score_model_infinite_range", "is not a finite number", ["suite.yaml:"],
+     suite_text=suite(graders={"q": {"kind": "score_model", "model": "m", "input": [{"role": "user", "content": "x"}],
+                                     "range": [0, 1]}}).replace("- 0\n    - 1\n", "- -.inf\n    - .inf\n"))
+case("dataset_jsonl_nesting_too_deep", "nested more than 100 levels deep", ["dataset.jsonl:2"],
+     files={"dataset.jsonl": jsonl(DATA[:1]) + '{"id": 2, "input": "x", "metadata": {"a": '
+            + "[" * 50000 + "]" * 50000 + "}}\n"})
+case("dataset_jsonl_moderately_deep", "nested more than 100 levels deep", ["dataset.jsonl:2"],
+     files={"dataset.jsonl": jsonl(DATA[:1]) + '{"id": 2, "input": "x", "metadata": {"a": '
+            + "[" * 500 + "]" * 500 + "}}\n"})
+case("dataset_jsonl_nan", "NaN is not valid JSON (numbers must be finite)", ["dataset.jsonl:2"],
+     files={"dataset.jsonl": jsonl(DATA[:1]) + '{"id": 2, "input": "x", "metadata": {"w": NaN}}\n'})
+case("dataset_csv_tags_invalid_json", "'tags' cell looks like a JSON list but is invalid", ["dataset.csv:2"],
+     suite_text=suite(dataset="dataset.csv"), files={"dataset.csv": 'id,input,tags\n1,hi,"[oops"\n'})
+case("dataset_duplicate_huge_id", "duplicate sample id 'xxxxxxxx", ["dataset.jsonl:2"],
+     files={"dataset.jsonl": jsonl([{"id": "x" * 100_000, "input": "a"}, {"id": "x" * 100_000, "input": "b"}])})
+case("top_huge_unknown_key", "unknown key 'yyyyyyyy", ["suite.yaml:13"], suite_text=suite(**{"y" * 100_000: 1}))
+case("top_huge_wrong_value", "Input should be a valid integer", ["suite.yaml:13", "num_runs"],
+     suite_text=suite(num_runs="z" * 100_000))
+case("replay_outputs_nesting_too_deep", "nested more than 100 levels deep", ["outputs.jsonl:1"],
+     files={"outputs.jsonl": '{"id": 1, "output": "4", "extra": ' + "[" * 50000 + "]" * 50000 + "}\n"})
+case("replay_outputs_is_a_folder", "replay outputs is a folder", ["outs", "target.outputs"],
+     suite_text=suite(target={"kind": "replay", "outputs": "outs"}), files={"outs/.keep": ""})
+case("command_unbalanced_quote", "cannot split the command: No closing quotation", ["suite.yaml:5", "target.command"],
+     suite_text=suite(target={"kind": "command", "command": "python agent.py 'oops"}))
+case("command_cwd_missing", "folder not found", ["suite.yaml:6", "target.cwd"],
+     suite_text=suite(target={"kind": "command", "command": "true", "cwd": "nowhere"}))
+case("command_timeout_huge", "less than or equal to 86400", ["suite.yaml:6", "target.timeout"],
+     suite_text=suite(target={"kind": "command", "command": "true", "timeout": "1e300"}))
+case("http_target_port_out_of_range", "invalid URL: Port out of range 0-65535", ["suite.yaml:5", "target.url"],
+     suite_text=suite(target={"kind": "http", "url": "http://localhost:99999/agent"}))
+case("model_target_port_out_of_range", "invalid URL: Port out of range 0-65535", ["suite.yaml", "target.base_url"],
+     suite_text=suite(target={"kind": "model", "model": "m", "base_url": "http://localhost:99999/v1"}))
+case("cli_output_is_a_file", "--output: is a file, expected a folder", ["out.txt"], command="run",
+     args=["--output", "out.txt"], files={"out.txt": "not a folder\n"})
+case("cli_shard_non_ascii_digits", "expected K/N with 1 <= K <= N", ["--shard"], command="run",
+     args=["--shard", "\u00b9/\u00b2"])
+case("baseline_summary_config_wrong_shape", "unexpected shape", ["base/summary.json"], command="run",
+     args=["--baseline", "base"], files={"base/summary.json": '{"suite": "x", "config": {"graders": [1, 2]}}\n'})
+case("baseline_results_wrong_shape", "unexpected shape", ["base/results.jsonl"], command="run",
+     args=["--baseline", "base"], files={
+         "base/summary.json": json.dumps({"suite": "x", "config": {"graders": {"acc": {"rule": ["gte", 0.5]}},
+                                                                   "gates": [], "num_runs": 1, "reducer": "mean"}}),
+         "base/results.jsonl": '{"sample_id": 1, "grades": {"acc": 7}}\n'})
+case("merge_summary_wrong_shape", "unexpected shape", ["shard1"], command="merge",
+     suite_arg="shard1", args=["shard2", "--output", "merged"],
+     files={"shard1/summary.json": '{"suite": "x", "config": {"graders": 3}}\n',
+            "shard2/summary.json": '{"suite": "x", "config": {"graders": 3}}\n'})
+case("resume_results_wrong_shape", "unexpected shape", ["out/results.jsonl"], command="run",
+     args=["--resume", "out"], files={"out/results.jsonl": '{"sample_id": 1, "grades": {"acc": [1]}}\n'})
+
 # ---------------------------------------------------------------- top level: keys and types
 
 case("top_unknown_key", "unknown key 'max_concurent' (did you mean 'max_concurrent'?)",

@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ci_evals.bounds import dumps
+
 SCHEMA_VERSION = 1
 
 
@@ -150,7 +152,7 @@ def write_outputs(out: Path, summary: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "summary.json.tmp"
     tmp.write_text(
-        json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
+        dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
     )
     tmp.replace(out / "summary.json")
     results = out / "results.jsonl"

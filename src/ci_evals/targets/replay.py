@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from ci_evals.bounds import loads
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
 from ci_evals.specs import Context, TargetSpec
@@ -31,6 +32,9 @@ class ReplayTarget(Target):
         self.records: dict[str, tuple[int, str]] = {}
         if not self.path.exists():
             raise ConfigError("replay outputs file not found", file=str(self.path), key="target.outputs")
+        if self.path.is_dir():
+            raise ConfigError("replay outputs is a folder, expected a JSONL file", file=str(self.path),
+                              key="target.outputs")
         with self.path.open("rb") as fh:
             for line_no, raw in enumerate(fh, 1):
                 try:
@@ -40,7 +44,7 @@ class ReplayTarget(Target):
                 if not text.strip():
                     continue
                 try:
-                    rec = json.loads(text)
+                    rec = loads(text)
                 except ValueError as exc:
                     raise ConfigError(f"invalid JSON: {exc}", file=str(self.path), line=line_no) from None
                 if not isinstance(rec, dict) or "id" not in rec:
