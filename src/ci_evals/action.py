@@ -309,12 +309,12 @@ def run_suite(inputs: Inputs, suite_file: str, several: bool) -> SuiteRun:
     command("group", f"ci-evals {shlex.join(argv)}")
     # Model output may reach the log: switch workflow commands off so a line such as
     # "::error::" or "::stop-commands::" in it is printed, never obeyed.
-    resume = uuid.uuid4().hex
-    command("stop-commands", resume)
+    from ci_evals.workflow import commands_stopped
+
     try:
-        rc, tail = run_cli(argv)
+        with commands_stopped(force=True):
+            rc, tail = run_cli(argv)
     finally:
-        command(resume)
         command("endgroup")
     summary = None
     summary_file = out_dir / "summary.json"

@@ -7,6 +7,7 @@ traceback); 3 internal error; 130 interrupted (SIGINT), 143 terminated (SIGTERM)
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -114,6 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         build_parser().print_help()
         return EXIT_CONFIG
+    if os.environ.get("GITHUB_ACTIONS") == "true":  # model output must not become a workflow command
+        from ci_evals.workflow import commands_stopped
+
+        with commands_stopped():
+            return _dispatch(args)
+    return _dispatch(args)
+
+
+def _dispatch(args) -> int:
     from ci_evals.errors import ConfigError
 
     try:
