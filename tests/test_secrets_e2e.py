@@ -23,7 +23,6 @@ from tests.fakes.github_server import start as start_github
 from tests.fakes.letta_server import letta_fake_fixture  # noqa: F401 (fixture)
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_secrets import (
-    AGENT_TOKEN,
     GITHUB_TOKEN,
     LETTA_KEY,
     OPENAI_KEY,

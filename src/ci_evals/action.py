@@ -400,7 +400,12 @@ def post_comments(
 ) -> list[str]:
     """Render one comment per suite and upsert it (a dry run posts nothing); the comment URLs."""
     from ci_evals.reports.comment import marker, render_comment
-    from ci_evals.reports.github import pr_number_from_event, run_url, upsert_pr_comment
+    from ci_evals.reports.github import (
+        pr_number_from_event,
+        run_url,
+        upsert_pr_comment,
+        workflow_run_head,
+    )
 
     if dry_run:
         print("ci-evals: dry run, no PR comment posted")
@@ -408,6 +413,9 @@ def post_comments(
     if not should_comment(inputs.comment, env, inputs.pr_number is not None):
         return []
     number = inputs.pr_number or pr_number_from_event(env.get("GITHUB_EVENT_PATH"))
+    head_sha = None
+    if inputs.results and inputs.pr_number is not None and env.get("GITHUB_EVENT_NAME") == "workflow_run":
+        head_sha = workflow_run_head(env.get("GITHUB_EVENT_PATH")) or "(no workflow_run.head_sha in the event)"
     job = inputs.comment_key or env.get("GITHUB_JOB") or "evals"
     urls = []
     for run in (r for r in runs if r.summary is not None):
@@ -421,6 +429,7 @@ def post_comments(
             number=number,
             api_url=env.get("GITHUB_API_URL"),
             warn=lambda msg: command("warning", msg, title="ci-evals PR comment"),
+            head_sha=head_sha,
         )
         if url:
             urls.append(url)
