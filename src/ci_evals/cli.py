@@ -106,11 +106,12 @@ def expand_suites(patterns: list[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from_command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "action":
         from ci_evals.action import main as action_main
 
-        return action_main(argv[1:])
+        return action_main(argv[1:], restart=from_command_line)
     args = build_parser().parse_args(argv)
     if args.command is None:
         build_parser().print_help()
