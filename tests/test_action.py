@@ -415,7 +415,10 @@ def test_results_input_reports_on_finished_folders(tmp_path, gh_env, capsys):
             "INPUT_PR-NUMBER": "12",
         }
     )
-    env["GITHUB_EVENT_PATH"] = str(tmp_path / "missing.json")
+    event = tmp_path / "workflow_run.json"
+    event.write_text(json.dumps({"workflow_run": {"head_sha": "abc123" * 6, "pull_requests": []}}))
+    env["GITHUB_EVENT_PATH"] = str(event)
+    gh.pulls[12] = "abc123" * 6  # the PR number from the artifact is checked against the run's commit
     assert action.run_action(env) == 1
     out = capsys.readouterr().out
     assert "::group::" not in out  # nothing was run
@@ -428,6 +431,23 @@ def test_results_input_reports_on_finished_folders(tmp_path, gh_env, capsys):
         "1",
         str(tmp_path / "artifact" / "summary.json"),
     )
+
+
+def test_results_mode_refuses_a_pr_number_whose_head_is_not_the_runs_commit(tmp_path, gh_env, capsys):
+    env, gh = gh_env
+    suite = write_suite(tmp_path / "bad", "bad", BAD)
+    assert action.main(["run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
+    event = tmp_path / "workflow_run.json"
+    event.write_text(json.dumps({"workflow_run": {"head_sha": "a" * 40, "pull_requests": []}}))
+    gh.pulls[12] = "b" * 40  # the artifact names someone else's pull request
+    capsys.readouterr()
+    env.update({"GITHUB_EVENT_NAME": "workflow_run", "GITHUB_EVENT_PATH": str(event),
+                "INPUT_RESULTS": str(tmp_path / "artifact"), "INPUT_PR-NUMBER": "12"})
+    assert action.run_action(env) == 1
+    out = capsys.readouterr().out
+    assert ("::warning title=ci-evals PR comment::pull request #12 has head bbbbbbbbbbbb, not this run's "
+            "commit aaaaaaaaaaaa: the PR comment was not posted") in out
+    assert gh.writes() == []
 
 
 def test_results_input_without_a_summary_is_an_input_error(tmp_path):

@@ -57,8 +57,11 @@ def test_every_string_of_a_tampered_artifact_is_rendered_inert(tmp_path, gh_env,
             row["error"]["category"] = EVIL
     (tmp_path / "artifact" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     capsys.readouterr()
+    event = tmp_path / "workflow_run.json"
+    event.write_text(json.dumps({"workflow_run": {"head_sha": "c" * 40}}))
+    gh.pulls[12] = "c" * 40
     env.update({"GITHUB_EVENT_NAME": "workflow_run", "INPUT_RESULTS": str(tmp_path / "artifact"),
-                "INPUT_PR-NUMBER": "12"})
+                "INPUT_PR-NUMBER": "12", "GITHUB_EVENT_PATH": str(event)})
     code = action.run_action(env)
     out = capsys.readouterr().out
     assert code in (0, 1, 2), out

@@ -157,3 +157,24 @@ def test_runs_and_models_name_the_testcase(tmp_path):
     rows = [dict(data.results()[0], run=1, model="gpt-x")]
     suite = suites_by_name(write(tmp_path, data.summary(num_runs=2), rows))["qa.quality"]
     assert [c.name for c in suite] == ["sample 1 run 1 · gpt-x"]
+
+
+def test_junit_stays_near_its_budget_with_many_graders_and_long_texts(tmp_path, monkeypatch):
+    """40 graders x 500 samples of 5,000-character texts: 200 MB unbounded; the budget holds it near 1 MB."""
+    import ci_evals.reports.junit as junit
+
+    monkeypatch.setattr(junit, "BUDGET", 1_000_000)
+    graders = [f"g{i}" for i in range(40)]
+    summary = {"suite": "big", "num_runs": 1, "gates": [], "gate": {"passed": False},
+               "metrics": {g: {"n": 500, "pass_rule": "score >= 1", "kind": "tool"} for g in graders}}
+    rows = ({"sample_id": i, "input": "i" * 5000, "duration_s": 0.1,
+             "submission": {g: "s" * 5000 for g in graders},
+             "grades": {g: {"score": 0.0, "passed": False, "rationale": "r" * 5000} for g in graders}}
+            for i in range(500))
+    path = tmp_path / "junit.xml"
+    write_junit(summary, rows, path)
+    size = path.stat().st_size
+    assert 1_000_000 < size < 1_000_000 + 40 * 500 * 400
+    xml = JUnitXml.fromfile(str(path))
+    assert sum(s.tests for s in xml) == 40 * 500 + 0
+    assert junit.field_limit(20_000) == 200 and junit.field_limit(10) == junit.FIELD_LIMIT

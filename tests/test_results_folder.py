@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.commands import suite_slug
+from ci_evals.commands import suite_slug, unique_slugs
 from ci_evals.folderlock import LOCK_NAME, hold
 from tests.conftest import replay_suite
 
 
 def test_suite_paths_that_read_alike_get_different_folders():
+    assert unique_slugs(["evals/a-b/suite.yaml", "evals/a/b/suite.yaml", "evals/one-suite.yaml", "X/s.yaml",
+                         "x/s.yaml"]) == {
+        "evals/a-b/suite.yaml": "evals-a-b-suite-e1edf7a7", "evals/a/b/suite.yaml": "evals-a-b-suite-d00c5cd5",
+        "evals/one-suite.yaml": "evals-one-suite", "X/s.yaml": "X-s-a96e0204", "x/s.yaml": "x-s-aa50043b"}
     assert suite_slug("evals/a/b/suite.yaml") == "evals-a-b-suite"
-    assert suite_slug("evals/a-b/suite.yaml") == "evals-a-b-suite-67bb11f3"
-    assert suite_slug("../x/suite.yaml") == "x-suite-24e9e487"
-    assert suite_slug("x/suite.yaml") == "x-suite"
 
 
 def _env() -> dict[str, str]:
@@ -50,7 +51,7 @@ def test_two_suites_whose_paths_read_alike_write_two_folders(tmp_path):
     proc = cli(tmp_path, "run", "evals/a-b/suite.yaml", "evals/a/b/suite.yaml", "--output", "out", "-q")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads((tmp_path / "out" / "suites.json").read_text(encoding="utf-8"))
-    assert [Path(r["output"]).name for r in rows] == ["a-b-suite-f0a779f1", "a-b-suite"]
+    assert [Path(r["output"]).name for r in rows] == ["a-b-suite-1dc7d63f", "a-b-suite-e8cf3860"]
     assert [len((tmp_path / r["output"] / "results.jsonl").read_text().splitlines()) for r in rows] == [1, 2]
 
 

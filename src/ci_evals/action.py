@@ -299,22 +299,22 @@ def run_cli(argv: list[str]) -> tuple[int, str]:
     return int(rc or 0), tail.buf
 
 
-def run_suite(inputs: Inputs, suite_file: str, several: bool) -> SuiteRun:
-    """Run one suite inside a log group and read back its summary."""
+def run_suite(inputs: Inputs, suite_file: str, several: bool, slug: str | None = None) -> SuiteRun:
+    """Run one suite inside a log group and read back its summary (``slug``: its subfolder)."""
     from ci_evals.commands import suite_slug
 
-    slug = suite_slug(suite_file)
+    slug = slug or suite_slug(suite_file)
     out_dir = inputs.output_dir / slug if several else inputs.output_dir
     argv = cli_args(inputs, suite_file, out_dir, baseline_for(inputs.baseline, slug, several))
     command("group", f"ci-evals {shlex.join(argv)}")
     # Model output may reach the log: switch workflow commands off so a line such as
     # "::error::" or "::stop-commands::" in it is printed, never obeyed.
-    resume = uuid.uuid4().hex
-    command("stop-commands", resume)
+    from ci_evals.workflow import commands_stopped
+
     try:
-        rc, tail = run_cli(argv)
+        with commands_stopped(force=True):
+            rc, tail = run_cli(argv)
     finally:
-        command(resume)
         command("endgroup")
     summary = None
     summary_file = out_dir / "summary.json"
@@ -399,7 +399,12 @@ def post_comments(
 ) -> list[str]:
     """Render one comment per suite and upsert it (a dry run posts nothing); the comment URLs."""
     from ci_evals.reports.comment import marker, render_comment
-    from ci_evals.reports.github import pr_number_from_event, run_url, upsert_pr_comment
+    from ci_evals.reports.github import (
+        pr_number_from_event,
+        run_url,
+        upsert_pr_comment,
+        workflow_run_head,
+    )
 
     if dry_run:
         print("ci-evals: dry run, no PR comment posted")
@@ -407,6 +412,9 @@ def post_comments(
     if not should_comment(inputs.comment, env, inputs.pr_number is not None):
         return []
     number = inputs.pr_number or pr_number_from_event(env.get("GITHUB_EVENT_PATH"))
+    head_sha = None
+    if inputs.results and inputs.pr_number is not None and env.get("GITHUB_EVENT_NAME") == "workflow_run":
+        head_sha = workflow_run_head(env.get("GITHUB_EVENT_PATH")) or "(no workflow_run.head_sha in the event)"
     job = inputs.comment_key or env.get("GITHUB_JOB") or "evals"
     urls = []
     for run in (r for r in runs if r.summary is not None):
@@ -420,6 +428,7 @@ def post_comments(
             number=number,
             api_url=env.get("GITHUB_API_URL"),
             warn=lambda msg: command("warning", msg, title="ci-evals PR comment"),
+            head_sha=head_sha,
         )
         if url:
             urls.append(url)
@@ -470,9 +479,12 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
         inputs.token = token
     os.environ.pop("INPUT_GITHUB-TOKEN", None)  # user code run by the suite never sees our token
     several = len(inputs.suites) > 1
+    from ci_evals.commands import unique_slugs
+
+    slugs = unique_slugs(inputs.suites)
     runs: list[SuiteRun] = []
     for item in inputs.results or inputs.suites:
-        run = load_results(item) if inputs.results else run_suite(inputs, item, several)
+        run = load_results(item) if inputs.results else run_suite(inputs, item, several, slugs[item])
         runs.append(run)
         append_step_summary(summary_path, step_summary(run))
         annotate(run)
@@ -497,8 +509,14 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
     return code
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``ci-evals action [SUBCOMMAND ...]``: the Action, or the plain CLI when given a subcommand."""
+def main(argv: list[str] | None = None, restart: bool | None = None) -> int:
+    """``ci-evals action [SUBCOMMAND ...]``: the Action, or the plain CLI when given a subcommand.
+
+    ``restart`` (default: when run from the command line, ``argv`` None) hands the GitHub token
+    over to a fresh process without it in the environment (ci_evals.handover); a caller that
+    imported the action, such as a test, keeps its own process.
+    """
+    restart = argv is None if restart is None else restart
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["action"]:
         args = args[1:]
@@ -509,9 +527,11 @@ def main(argv: list[str] | None = None) -> int:
     from ci_evals import handover
 
     try:
-        handover.reexec_without_token(os.environ, [sys.executable, "-m", "ci_evals", "action"])
-        token = handover.take_token(os.environ)
-        handover.make_undumpable()
+        token = None
+        if restart:
+            handover.reexec_without_token(os.environ, [sys.executable, "-m", "ci_evals", "action"])
+            token = handover.take_token(os.environ)
+            handover.make_undumpable()
         return run_action(os.environ, token)
     except Exception as exc:  # the last line of defence: report, summarise, exit 3
         command(

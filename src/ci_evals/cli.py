@@ -7,6 +7,7 @@ input (one line, no traceback); 3 internal error; 130 interrupted (SIGINT), 143 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -132,6 +133,7 @@ def load_dotenv(path: Path = Path(".env")) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from_command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "action":
         if argv[1:] in (["-h"], ["--help"]):
@@ -141,12 +143,21 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_PASS
         from ci_evals.action import main as action_main
 
-        return action_main(argv[1:])
+        return action_main(argv[1:], restart=from_command_line)
     args = build_parser().parse_args(argv)
     if args.command is None:
         build_parser().print_help()
         return EXIT_CONFIG
     load_dotenv()
+    if os.environ.get("GITHUB_ACTIONS") == "true":  # model output must not become a workflow command
+        from ci_evals.workflow import commands_stopped
+
+        with commands_stopped():
+            return _dispatch(args)
+    return _dispatch(args)
+
+
+def _dispatch(args) -> int:
     from ci_evals.errors import ConfigError
 
     try:

@@ -17,22 +17,33 @@ DEFAULT_CONCURRENCY = 10
 
 def suite_slug(suite_file: str | Path, base: str | Path | None = None) -> str:
     """A results subfolder name for a suite: its path (relative to ``base``) without the suffix,
-    e.g. ``evals/a/suite.yaml`` -> ``evals-a-suite``; distinct suites never share a folder.
-
-    Only a path of lowercase letters, digits, ``_`` and ``.`` between its slashes maps to a name
-    that can be read back; any other (``evals/a-b/suite.yaml`` beside ``evals/a/b/suite.yaml``,
-    ``A`` beside ``a`` on a case-blind disk, ``../x``) gets 8 hex digits of its path's hash too.
-    """
-    import hashlib
+    e.g. ``evals/a/suite.yaml`` -> ``evals-a-suite`` (see :func:`unique_slugs` for several)."""
     import os
     import re
 
     path = os.path.relpath(str(suite_file), str(base)) if base is not None else os.path.normpath(str(suite_file))
-    stem = os.path.splitext(path)[0].replace(os.sep, "/")
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
-    if re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)*(/[a-z0-9_]+(\.[a-z0-9_]+)*)*", stem) and slug.replace("-", "/") == stem:
-        return slug
-    return f"{slug[:80]}-{hashlib.sha256(stem.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+    stem = os.path.splitext(path)[0]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
+
+
+def unique_slugs(suite_files: list, base: str | Path | None = None) -> dict[str, str]:
+    """``{str(path): folder name}`` for the suites of one run, distinct for distinct paths.
+
+    Names that would be shared (``evals/a-b/suite.yaml`` and ``evals/a/b/suite.yaml`` both read
+    ``evals-a-b-suite``; ``A`` and ``a`` on a case-blind disk) get 8 hex digits of their path's
+    sha256 each; the others keep the readable name.
+    """
+    import hashlib
+    import os
+    from collections import Counter
+
+    slugs = {str(p): suite_slug(p, base) for p in suite_files}
+    counts = Counter(s.lower() for s in slugs.values())
+    for path, slug in slugs.items():
+        if counts[slug.lower()] > 1:
+            norm = os.path.normpath(os.path.relpath(path, str(base)) if base is not None else path)
+            slugs[path] = f"{slug}-{hashlib.sha256(norm.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+    return slugs
 
 
 def _print_comment(summary: dict[str, Any], out: Path) -> None:
@@ -122,10 +133,11 @@ def cmd_run(args: Namespace) -> int:
     import os
 
     common = os.path.commonpath([str(p.resolve().parent) for p in paths])
+    slugs = unique_slugs([p.resolve() for p in paths], common)
     codes, rows = [], []
     for path in paths:
         try:
-            code, summary, out = run_one(path, args, base / suite_slug(path.resolve(), common))
+            code, summary, out = run_one(path, args, base / slugs[str(path.resolve())])
         except ConfigError as exc:
             from ci_evals.redact import scrub
 

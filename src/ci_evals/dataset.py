@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ci_evals.bounds import clip, loads
+from ci_evals.bounds import loads
 from ci_evals.errors import ConfigError
 from ci_evals.models import Sample
 

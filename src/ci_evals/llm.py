@@ -41,7 +41,7 @@ from typing import Any
 
 from ci_evals.errors import CiEvalsError, ConfigError
 from ci_evals.providers import Failure
-from ci_evals.redact import MESSAGE_LIMIT, clip, register
+from ci_evals.redact import MESSAGE_LIMIT, clip, register, scrub_tree
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "sk-no-key-required"
@@ -305,6 +305,7 @@ class ResponseCache:
         return data if isinstance(data, dict) else None
 
     def put(self, key: str, data: dict[str, Any]) -> None:
+        data = scrub_tree(data)  # a server that echoes the key must not leave it on disk
         target = self.path(key)
         tmp = target.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.{random.getrandbits(32):08x}.tmp")
         try:

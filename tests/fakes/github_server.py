@@ -43,6 +43,8 @@ class FakeGitHub:
     forbidden: bool = False
     fail_next: int = 0
     user_login: str | None = None
+    pulls: dict[int, str] = field(default_factory=dict)
+    """Pull request number -> its head commit sha (``GET /repos/{repo}/pulls/{n}``)."""
     """The token's user for a personal access token; None for an installation token (GITHUB_TOKEN)."""
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     log: list[Request] = field(default_factory=list)
@@ -83,6 +85,7 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
     list_re = re.compile(
         rf"^{re.escape(state.prefix)}/repos/{re.escape(state.repo)}/issues/(\d+)/comments$"
     )
+    pull_re = re.compile(rf"^{re.escape(state.prefix)}/repos/{re.escape(state.repo)}/pulls/(\d+)$")
     edit_re = re.compile(
         rf"^{re.escape(state.prefix)}/repos/{re.escape(state.repo)}/issues/comments/(\d+)$"
     )
@@ -119,6 +122,12 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 if state.forbidden and method != "GET":
                     return self._send(403, {"message": "Resource not accessible by integration"})
                 m_list, m_edit = list_re.match(parts.path), edit_re.match(parts.path)
+                m_pull = pull_re.match(parts.path)
+                if method == "GET" and m_pull:
+                    number = int(m_pull.group(1))
+                    if number not in state.pulls:
+                        return self._send(404, {"message": "Not Found"})
+                    return self._send(200, {"number": number, "head": {"sha": state.pulls[number]}})
                 if method == "GET" and parts.path == f"{state.prefix}/user":
                     if state.user_login is None:
                         return self._send(403, {"message": "Resource not accessible by integration"})

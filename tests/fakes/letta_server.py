@@ -105,11 +105,12 @@ class FakeLetta:
     # knobs
 
     def fail(self, method: str, path: str, *, status: int = 500, times: int = 1,
-             hang: float | None = None) -> None:
+             hang: float | None = None, echo: bool = False) -> None:
         """The next ``times`` requests matching ``method`` and the ``path`` regex get ``status``
-        (after hanging ``hang`` seconds, when given)."""
+        (after hanging ``hang`` seconds, when given); with ``echo`` the error's detail repeats the
+        request's headers, credentials included, as some proxies and gateways do."""
         self._faults.append({"method": method, "path": re.compile(path), "status": status,
-                             "times": times, "hang": hang})
+                             "times": times, "hang": hang, "echo": echo})
 
     def add_agent(self, name: str = "existing", *, blocks: dict[str, str] | None = None,
                   model: str = "openai/gpt-4o-mini") -> str:
@@ -310,7 +311,10 @@ def _handler(fake: FakeLetta) -> type[BaseHTTPRequestHandler]:
             if fault:
                 if fault["hang"]:
                     fake.stop_event.wait(fault["hang"])
-                self._send(fault["status"], {"detail": "injected fault"})
+                detail = "injected fault"
+                if fault.get("echo"):
+                    detail += f"; you sent {json.dumps(dict(self.headers.items()))}"
+                self._send(fault["status"], {"detail": detail})
                 return
             with fake.lock:
                 status, payload = route(fake, method, path, query, body, self.headers)

@@ -51,6 +51,17 @@ def pr_number_from_event(event_path: str | os.PathLike[str] | None) -> int | Non
     return None
 
 
+def workflow_run_head(event_path: str | os.PathLike[str] | None) -> str | None:
+    """``workflow_run.head_sha`` from the event payload: the commit the reported run was for."""
+    try:
+        payload = json.loads(Path(event_path).read_text(encoding="utf-8")) if event_path else None
+    except (OSError, ValueError):
+        return None
+    run = payload.get("workflow_run") if isinstance(payload, dict) else None
+    sha = run.get("head_sha") if isinstance(run, dict) else None
+    return sha if isinstance(sha, str) and sha else None
+
+
 def run_url(env: Mapping[str, str]) -> str | None:
     """The link to this workflow run, from the standard ``GITHUB_*`` variables."""
     server, repo, run_id = (
@@ -178,6 +189,12 @@ class CommentClient:
             url = resp.links.get("next", {}).get("url")
         return None
 
+    def pull_head(self, number: int) -> str | None:
+        """The head commit sha of pull request ``number`` (None when GitHub does not say)."""
+        pull = self._request("GET", f"{self.api_url}/repos/{self.repository}/pulls/{number}").json()
+        sha = (pull.get("head") or {}).get("sha") if isinstance(pull, dict) else None
+        return sha if isinstance(sha, str) else None
+
     def upsert(self, number: int, marker: str, body: str) -> dict[str, Any]:
         """Update the comment carrying ``marker`` or create one; returns GitHub's comment object."""
         existing = self.find_comment(number, marker)
@@ -236,8 +253,13 @@ def upsert_pr_comment(
     retries: int = 3,
     backoff: float = 1.0,
     timeout: float = 30.0,
+    head_sha: str | None = None,
 ) -> str | None:
-    """Create or update the PR comment carrying ``marker``; its URL, or None after a warning."""
+    """Create or update the PR comment carrying ``marker``; its URL, or None after a warning.
+
+    With ``head_sha`` (a ``workflow_run``'s commit) the pull request must have that head commit:
+    a PR number taken from an artifact is untrusted, and must not aim the comment elsewhere.
+    """
     if not token:
         warn("no GitHub token: the PR comment was not posted (set the github-token input)")
         return None
@@ -250,6 +272,12 @@ def upsert_pr_comment(
         token, repository, api_url=api_url, retries=retries, backoff=backoff, timeout=timeout
     )
     try:
+        if head_sha is not None:
+            actual = client.pull_head(number)
+            if actual != head_sha:
+                warn(f"pull request #{number} has head {str(actual)[:12]}, not this run's commit "
+                     f"{head_sha[:12]}: the PR comment was not posted")
+                return None
         comment = client.upsert(number, marker, body)
     except GitHubError as exc:
         warn(f"could not post the PR comment: {exc}{_hint(exc.status)}")

@@ -18,6 +18,15 @@ from ci_evals.reports.markdown import gate_description, input_text, sample_label
 
 FIELD_LIMIT = 20_000
 """Characters kept per rationale, submission or input: the report stays loadable by CI viewers."""
+BUDGET = 50_000_000
+"""Characters of testcase text: per-field limits shrink with the number of testcases to stay near
+it, and past it testcases carry no text at all (40 graders x 10,000 samples: ~200 MB, not 1.6 GB)."""
+MIN_FIELD = 200
+
+
+def field_limit(cases: int) -> int:
+    """Characters kept per field when ``cases`` testcases share the budget (input, submission, rationale)."""
+    return max(MIN_FIELD, min(FIELD_LIMIT, BUDGET // max(1, 3 * cases)))
 
 
 def _common_properties(summary: dict[str, Any]) -> dict[str, str]:
@@ -71,35 +80,35 @@ def _clean(text: str) -> str:
     return _ILLEGAL_XML.sub("", text)
 
 
-def _row_parts(summary: dict[str, Any], row: dict[str, Any]) -> tuple[str, str, str]:
+def _row_parts(summary: dict[str, Any], row: dict[str, Any], limit: int = FIELD_LIMIT) -> tuple[str, str, str]:
     """What every metric's testcase of one result line shares: (name, time, escaped input line)."""
     num_runs = int(summary.get("num_runs") or 1)
-    input_line = f"input: {truncate(input_text(row.get('input')), FIELD_LIMIT)}"
+    input_line = f"input: {truncate(input_text(row.get('input')), limit)}"
     return sample_label(row, num_runs), f"{float(row.get('duration_s') or 0.0):.6f}", _text(input_line)
 
 
 def _case_xml(summary: dict[str, Any], classname: str, name: str, row: dict[str, Any],
-              shared: tuple[str, str, str]) -> tuple[str, str | None]:
+              shared: tuple[str, str, str], limit: int = FIELD_LIMIT) -> tuple[str, str | None]:
     """One metric's <testcase> for one result line, and its result tag (failure/error/None)."""
     label, time, input_xml = shared
     grade = (row.get("grades") or {}).get(name) or {}
     submission = submission_of(row, name)
     out = input_xml if submission is None else \
-        f"{input_xml}\n{_text('submission: ' + truncate(str(submission), FIELD_LIMIT))}"
+        f"{input_xml}\n{_text('submission: ' + truncate(str(submission), limit))}"
     tag = None
     row_error = row.get("error")
     if row_error or grade.get("error") or not grade:
         category = (row_error or {}).get("category") or grade.get("error_category") or "grading"
         message = (row_error or {}).get("message") or grade.get("error") or "no grade recorded"
         tag = "error"
-        result = (f'<error message={_attr(truncate(f"{category} error: {message}", 1000))} '
-                  f'type={_attr(category)}>{_text(truncate(str(message), FIELD_LIMIT))}</error>')
+        result = (f'<error message={_attr(truncate(f"{category} error: {message}", min(1000, max(limit, 200))))} '
+                  f'type={_attr(category)}>{_text(truncate(str(message), limit))}</error>')
     elif not grade.get("passed"):
         score = float(grade.get("score") or 0.0)
         metric = (summary.get("metrics") or {}).get(name) or {}
         rule = metric.get("rule") or metric.get("pass_rule") or "pass threshold"
         tag = "failure"
-        rationale = truncate(str(grade.get("rationale") or ""), FIELD_LIMIT)
+        rationale = truncate(str(grade.get("rationale") or ""), limit)
         result = (f'<failure message={_attr(f"score {score:.3f} does not meet {rule}")} type="below_threshold"'
                   + (f">{_text(rationale)}</failure>" if rationale else "/>"))
     else:
@@ -208,12 +217,18 @@ def write_junit(summary: dict[str, Any], results: Iterable[dict[str, Any]], path
         name: _SuiteWriter(f"{suite}.{name}", _metric_properties(summary, name, m), stamp, wall)
         for name, m in metrics.items()
     }
+    limit = field_limit(sum(int(m.get("n") or 0) for m in metrics.values() if isinstance(m, dict)))
+    written = 0
     for row in results:
-        shared = _row_parts(summary, row)
+        if written > BUDGET:
+            limit = 0  # the budget is spent: the remaining testcases keep their verdicts only
+        shared = _row_parts(summary, row, limit)
         for name in row.get("grades") or {}:
             if name not in writers:
                 writers[name] = _SuiteWriter(f"{suite}.{name}", _common_properties(summary), stamp, wall)
-            writers[name].add_xml(*_case_xml(summary, f"{suite}.{name}", name, row, shared))
+            xml, tag = _case_xml(summary, f"{suite}.{name}", name, row, shared, limit)
+            written += len(xml)
+            writers[name].add_xml(xml, tag)
     gates = _SuiteWriter(f"{suite}.gates", {
         **_common_properties(summary),
         "gate.passed": str(bool((summary.get("gate") or {}).get("passed"))).lower(),
