@@ -371,3 +371,15 @@ def test_bad_gate_flag_is_one_line_exit_2(sd, capsys, flag, message):
     assert sd.run("--gate", flag) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.endswith(f"--gate '{flag}': {message}")
+
+
+def test_console_and_markdown_show_each_sub_gate(sd, capsys):
+    write(sd, gate=TYPED[7])
+    assert main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out"), "--no-cache"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert ("Gate: weighted_average(0.7*quality + 0.3*ascii_only) avg_score gte 0.75: "
+            "weighted avg_score 0.7280, needs >= 0.75 -> FAIL") in out
+    assert "  - quality avg_score: avg_score 0.7400 x weight 0.7000 (failed)" in out, out
+    assert "  - ascii_only avg_score: avg_score 0.7000 x weight 0.3000 (failed)" in out
+    md = (sd.root / "out" / "summary.md").read_text()
+    assert "| ↳ quality avg_score × 0.7 | 0.740 |  | ❌ failed |" in md

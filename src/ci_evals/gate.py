@@ -120,6 +120,8 @@ def passes(score: float, op: str, value: float) -> bool:
 
 def display_name(label: str | None, key: str | None) -> str:
     """A metric as every report names it: its display name, with its key when they differ."""
+    if key is None and label:  # a letta-evals weighted_average / logical gate names no one metric
+        return str(label)
     if not label or label == key:
         return str(key)
     return f"{label} ({key})"

@@ -50,9 +50,20 @@ HEADERS = ["metric", "mean", "mean 95% CI", "pass rate", "pass rate 95% CI", "gr
 def gate_title(g: dict[str, Any]) -> str:
     """A gate as written, its metric named the way the metric table names it: ``Quality (q) avg_score gte 0.75``."""
     desc = str(g.get("description") or "")
+    if g.get("children"):  # a letta-evals weighted_average / logical gate: its own description says it all
+        return desc
     key = str(g.get("metric_key"))
     rest = desc[len(key):].lstrip() if desc.startswith(key) else desc
     return f"{display_name(g.get('label'), key)} {rest}".rstrip()
+
+
+def sub_gate_lines(g: dict[str, Any], depth: int = 1) -> list[str]:
+    """The sub-gates of a weighted or logical gate, one indented line each, with their values."""
+    out = []
+    for c in g.get("children") or []:
+        out.append(f"{'  ' * depth}- {gate_title(c)}: {c.get('reason')} ({c['status']})")
+        out += sub_gate_lines(c, depth + 1)
+    return out
 
 
 def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]:
@@ -143,5 +154,6 @@ def render(summary: dict[str, Any]) -> str:
                 "no_baseline": "NO BASELINE" + (" (passes)" if g.get("passed") else " (fails)")}[g["status"]]
         where = f" [{g['model']}]" if g.get("model") else ""
         lines.append(f"Gate{where}: {gate_title(g)}: {g.get('reason')} -> {mark}")
+        lines += sub_gate_lines(g)
     lines.append(verdict_line(summary))
     return "\n".join(lines)
