@@ -70,11 +70,11 @@ def test_metric_key_naming_no_grader_is_an_error(sd, capsys):
     assert err.endswith("gate.metric_key: metric_key 'acuracy' names no grader (did you mean 'acc'?)")
 
 
-def test_accuracy_above_one_is_rejected_with_hint(sd, capsys):
-    setup(sd, replay_suite(ACC, {"metric": "accuracy", "op": "gte", "value": 75}))
+def test_accuracy_above_100_is_rejected(sd, capsys):
+    setup(sd, replay_suite(ACC, {"metric": "accuracy", "op": "gte", "value": 150}))
     rc, err = validate(sd, capsys)
     assert rc == 2
-    assert err.endswith("gate: accuracy is a fraction in [0, 1]; value 75 looks like a percentage (use 0.75)")
+    assert err.endswith("gate.value: accuracy value 150 is above 100 (a fraction in [0, 1], or a percentage up to 100)")
 
 
 def test_unknown_op_is_an_error(sd, capsys):

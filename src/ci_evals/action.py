@@ -116,6 +116,7 @@ class Inputs:
     fail_on_gate: bool = True
     baseline: str | None = None
     args: list[str] = field(default_factory=list)
+    gates: list[str] = field(default_factory=list)  # the `gate` input: one `--gate` per line
     comment_key: str | None = None
     results: list[str] = field(default_factory=list)
     pr_number: int | None = None
@@ -203,6 +204,7 @@ def parse_inputs(env: Mapping[str, str]) -> Inputs:
         fail_on_gate=_bool("fail-on-gate", get_input(env, "fail-on-gate", "true")),
         baseline=get_input(env, "baseline") or None,
         args=args,
+        gates=[g.strip() for g in get_input(env, "gate").splitlines() if g.strip()],
         comment_key=get_input(env, "comment-key") or None,
         results=results,
         pr_number=int(raw_pr) if raw_pr else None,
@@ -280,6 +282,8 @@ def cli_args(inputs: Inputs, suite_file: str, out_dir: Path, baseline: str | Non
         argv += ["--max-concurrent", str(inputs.max_concurrent)]
     if baseline:
         argv += ["--baseline", baseline]
+    for gate in inputs.gates:
+        argv += ["--gate", gate]
     return argv + inputs.args
 
 

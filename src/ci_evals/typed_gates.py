@@ -24,8 +24,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ci_evals.gate import OPS, SYMBOL, Metric, Op, budget_exceeded
+from ci_evals.gate import OPS, SYMBOL, Metric, Op
 from ci_evals.specs import Strict, validate_model
+from ci_evals.verdict import budget_exceeded
 
 
 class Condition(Strict):
@@ -182,9 +183,9 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
         children = []
         for name, w in gate.weights.items():
             child = _leaf(name, gate.aggregation, None, metric, budget)
-            child["weight"] = w / total
+            child["weight"], child["description"] = w / total, f"{name} {gate.aggregation}"
             children.append(child)
-        out = _base(metric="weighted_average", op=gate.op, value=gate.value, label="weighted average",
+        out = _base(metric="weighted_average", op=gate.op, value=gate.value, label=describe(gate),
                     description=describe(gate), max_errors=max_errors, max_error_rate=max_error_rate,
                     children=children, aggregation=gate.aggregation)
         _counts(out, children)
@@ -206,7 +207,7 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
         return out
 
     children = [_node(c, metric, max_errors, max_error_rate) for c in gate.conditions]
-    out = _base(metric="logical", operator=gate.operator, label=f"{gate.operator.upper()} of {len(children)}",
+    out = _base(metric="logical", operator=gate.operator, label=describe(gate),
                 description=describe(gate), max_errors=max_errors, max_error_rate=max_error_rate, children=children)
     _counts(out, children)
     statuses = [c["status"] for c in children]
@@ -216,6 +217,5 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
     else:
         status = "passed" if passed else ("errored" if "errored" in statuses else "failed")
     out["status"], out["passed"] = status, status == "passed"
-    out["actual"] = float(passed)
     out["reason"] = f"{passed} of {len(children)} conditions passed ({gate.operator})"
     return out

@@ -22,6 +22,8 @@ SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
 def display_name(label: str | None, key: str | None) -> str:
     """A metric as every report names it: its display name, with its key when they differ."""
+    if key is None and label:  # a letta-evals weighted_average / logical gate names no one metric
+        return str(label)
     if not label or label == key:
         return str(key)
     return f"{label} ({key})"
@@ -44,6 +46,8 @@ def budget_exceeded(errors: int, n: int, max_errors: int | None, max_error_rate:
 def gate_title(g: dict[str, Any]) -> str:
     """A gate as written, its metric named as the metric table names it: ``Quality (q) avg_score gte 0.75``."""
     desc = str(g.get("description") or "")
+    if g.get("children"):  # a letta-evals weighted_average / logical gate: its own description says it all
+        return desc
     key = str(g.get("metric_key"))
     rest = desc[len(key):].lstrip() if desc.startswith(key) else desc
     return f"{display_name(g.get('label'), key)} {rest}".rstrip()

@@ -206,8 +206,8 @@ case("gate_unknown_metric", "gate.metric: unknown metric 'mean_score' (did you m
 case("gate_metric_key_names_no_grader", "metric_key 'acuracy' names no grader (did you mean 'acc'?)",
      ["suite.yaml:11", "gate.metric_key"],
      suite_text=suite(gate={"metric_key": "acuracy", "op": "gte", "value": 0.5}))
-case("gate_accuracy_above_one", "value 75 looks like a percentage (use 0.75)", ["suite.yaml:10", "gate"],
-     suite_text=suite(gate={"metric": "accuracy", "op": "gte", "value": 75}))
+case("gate_accuracy_above_100", "accuracy value 150 is above 100 (a fraction in [0, 1], or a percentage up to 100)",
+     ["suite.yaml:13", "gate.value"], suite_text=suite(gate={"metric": "accuracy", "op": "gte", "value": 150}))
 
 # ---------------------------------------------------------------- target
 

@@ -47,6 +47,15 @@ def metric_rows(metrics: dict[str, Any], baseline: dict[str, Any] | None = None)
 HEADERS = ["metric", "mean", "mean 95% CI", "pass rate", "pass rate 95% CI", "graded/n", "errors", "pass rule"]
 
 
+def sub_gate_lines(g: dict[str, Any], depth: int = 1) -> list[str]:
+    """The sub-gates of a weighted or logical gate, one indented line each, with their values."""
+    out = []
+    for c in g.get("children") or []:
+        out.append(f"{'  ' * depth}- {gate_title(c)}: {c.get('reason')} ({c['status']})")
+        out += sub_gate_lines(c, depth + 1)
+    return out
+
+
 def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]:
     """The distinct error messages, most frequent first: ``target error ×6: cannot start 'pyhton3': ...``."""
     errs = summary.get("errors") or {}
@@ -135,5 +144,6 @@ def render(summary: dict[str, Any]) -> str:
                 "no_baseline": "NO BASELINE" + (" (passes)" if g.get("passed") else " (fails)")}[g["status"]]
         where = f" [{g['model']}]" if g.get("model") else ""
         lines.append(f"Gate{where}: {gate_title(g)}: {g.get('reason')} -> {mark}")
+        lines += sub_gate_lines(g)
     lines.append(verdict_line(summary))
     return "\n".join(lines)

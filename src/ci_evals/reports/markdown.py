@@ -287,13 +287,20 @@ def gate_table(summary: dict[str, Any]) -> list[str]:
     with_model = any(g.get("model") for g in gates)
     head = "| Gate |" + (" Model |" if with_model else "") + " Actual | 95% interval | Graded | Errors | Status | Why |"
     lines = [head, "|---|" + ("---|" if with_model else "") + "---:|---:|---:|---:|---|---|"]
-    for g in gates:
+
+    def rows(g: dict[str, Any], indent: str) -> None:
         model = f" {escape_md(g.get('model') or '')} |" if with_model else ""
+        weight = f" × {g['weight']:.3g}" if g.get("weight") is not None else ""
         lines.append(
-            f"| {escape_md(gate_description(g))} |{model} {gate_actual(g)} | "
+            f"| {indent}{escape_md(gate_description(g))}{weight} |{model} {gate_actual(g)} | "
             f"{fmt_interval(g.get('interval'))} | {fmt_int(g.get('graded'))}/{fmt_int(g.get('n'))} | "
             f"{fmt_int(g.get('errors'))} | {gate_status(g)} | {escape_md(g.get('reason') or '', 300)} |"
         )
+        for c in g.get("children") or []:  # sub-gates of a letta-evals weighted_average / logical gate
+            rows(c, indent + "↳ ")
+
+    for g in gates:
+        rows(g, "")
     return lines
 
 
