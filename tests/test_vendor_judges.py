@@ -276,3 +276,46 @@ def test_gemini_waits_what_retry_info_asks(gemini_env, tmp_path, monkeypatch):
     gemini_env.script(REPLY)
     assert judge(make({"provider": "google"}, tmp_path)).score == 0.75
     assert waits == [0.05]
+
+
+# --- whole runs: the summary counts vendor tokens, cost and retries as for OpenAI ---------------
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "google"])
+def test_a_run_with_a_vendor_judge_reports_tokens_cost_and_retries(provider, sd, request, monkeypatch):
+    server = request.getfixturevalue("anthropic_env" if provider == "anthropic" else "gemini_env")
+    server.script({"text": json.dumps(REPLY), "usage": (
+        {"input_tokens": 40, "output_tokens": 10} if provider == "anthropic"
+        else {"promptTokenCount": 40, "candidatesTokenCount": 10, "totalTokenCount": 50})})
+    server.fault("429", first=1, retry_after="0")
+    sd.write("dataset.jsonl", [{"input": "q", "ground_truth": "a"}])
+    sd.write("outputs.jsonl", [{"id": 0, "output": "a"}])
+    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+              "graders": {"quality": {"kind": "model_judge", "provider": provider, "model": "judge-1",
+                                      "prompt": "ok?"}},
+              "gate": {"metric_key": "quality", "op": "gte", "value": 0.7},
+              "pricing": {"judge-1": {"input_per_mtok": 2.0, "output_per_mtok": 10.0}}})
+    assert sd.run() == 0
+    s = sd.summary()
+    assert s["metrics"]["quality"]["mean"] == 0.75
+    assert s["usage"]["graders"]["quality"] == {"prompt_tokens": 40, "completion_tokens": 10}
+    assert s["usage"]["cost_usd"] == round((40 * 2.0 + 10 * 10.0) / 1e6, 6)
+    assert (s["retries"], server.count()) == (1, 2)
+
+
+def test_verbatim_anthropic_has_no_system_block_and_uses_the_schema(anthropic_env, tmp_path):
+    anthropic_env.script(REPLY)
+    judge(make({"provider": "anthropic", "prompt": "Rate {submission} for {input}", "rubric_mode": "verbatim"},
+               tmp_path))
+    [body] = anthropic_env.bodies(MESSAGES)
+    assert "system" not in body and body["output_config"]["format"]["type"] == "json_schema"
+    assert body["messages"] == [{"role": "user", "content": "Rate Paris. for What is the capital of France?"}]
+
+
+def test_verbatim_gemini_sends_the_system_prompt_as_system_instruction(gemini_env, tmp_path):
+    gemini_env.script(REPLY)
+    judge(make({"provider": "google", "prompt": "Rate {submission}", "rubric_mode": "verbatim",
+                "system_prompt": "You grade."}, tmp_path))
+    [req] = gemini_env.requests
+    assert req.body["systemInstruction"]["parts"] == [{"text": "You grade."}]
+    assert req.body["contents"] == [{"parts": [{"text": "Rate Paris."}], "role": "user"}]
