@@ -136,3 +136,18 @@ def test_letta_code_end_to_end_on_a_real_letta_server(sd):
     assert rec["target"]["agent_id"].startswith("agent-") and rec["target"]["conversation_id"].startswith("conv-")
     after = {a["id"] for a in httpx.get(f"{base}/v1/agents/", params={"limit": 1000}).json()}
     assert rec["target"]["agent_id"] not in after and after == before  # the run's agent was deleted
+
+
+def test_agent_script_agent_is_passed_with_agent_and_the_sample(sd):
+    log = write(sd, {"agent_script": "factory.py:make_agent"})
+    sd.write("factory.py", textwrap.dedent("""\
+        from letta_evals.decorators import agent_factory
+
+        @agent_factory
+        async def make_agent(client, sample):
+            return f"agent-for-{sample.id}"
+        """))
+    assert sd.run() == 1
+    [call] = calls(log)
+    assert call["argv"][4:7] == ["--yolo", "--agent", "agent-for-a"]
+    assert "--new-agent" not in call["argv"]

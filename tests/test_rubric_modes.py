@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from ci_evals.cli import main
@@ -15,8 +13,8 @@ from ci_evals.models import Sample
 from ci_evals.specs import Context
 from ci_evals.suite import load_suite
 from ci_evals.templating import TemplateError, format_braces
-from ci_evals.trajectory import Trajectory
 from tests.fakes.openai_server import openai_env, openai_server  # noqa: F401
+from tests.test_rubric_grader import grade
 
 REPLY = {"score": 1, "rationale": "ok"}
 SAMPLE = Sample(id=3, input="Name a dog breed.", ground_truth="beagle", rubric_vars={"tone": "friendly"})
@@ -27,15 +25,8 @@ def make(raw: dict, tmp_path):
     return build_grader("quality", {"kind": "model_judge", **raw}, ctx)
 
 
-def grade(grader, sample: Sample = SAMPLE, submission: str = "A beagle {x}."):
-    async def go():
-        await grader.start()
-        try:
-            return await grader.grade(sample, submission, Trajectory.from_text(submission))
-        finally:
-            await grader.aclose()
-
-    return asyncio.run(go())
+def judge(grader, sample: Sample = SAMPLE):
+    return grade(grader, sample, "A beagle {x}.")
 
 
 # --- the template rules -------------------------------------------------------------------------
@@ -66,7 +57,7 @@ def test_format_braces_rejects_what_str_format_would(template, message):
 def test_verbatim_sends_the_filled_rubric_alone_with_the_json_schema(openai_env, tmp_path):  # noqa: F811
     openai_env.script(REPLY)
     rubric = "Q: {input}\nExpected: {ground_truth}\nTone: {tone}\nAnswer: {submission}\nReply {{\"score\": s}}"
-    g = grade(make({"prompt": rubric, "rubric_mode": "verbatim"}, tmp_path))
+    g = judge(make({"prompt": rubric, "rubric_mode": "verbatim"}, tmp_path))
     [body] = openai_env.bodies()
     assert body["messages"] == [{"role": "user", "content": (
         'Q: Name a dog breed.\nExpected: beagle\nTone: friendly\nAnswer: A beagle {x}.\nReply {"score": s}')}]
@@ -76,14 +67,14 @@ def test_verbatim_sends_the_filled_rubric_alone_with_the_json_schema(openai_env,
 
 def test_verbatim_system_prompt_is_sent_as_given(openai_env, tmp_path):  # noqa: F811
     openai_env.script(REPLY)
-    grade(make({"prompt": "Judge: {submission}", "rubric_mode": "verbatim", "system_prompt": "Be strict."}, tmp_path))
+    judge(make({"prompt": "Judge: {submission}", "rubric_mode": "verbatim", "system_prompt": "Be strict."}, tmp_path))
     assert openai_env.bodies()[0]["messages"] == [{"role": "system", "content": "Be strict."},
                                                    {"role": "user", "content": "Judge: A beagle {x}."}]
 
 
 def test_wrapped_system_prompt_replaces_the_standard_one(openai_env, tmp_path):  # noqa: F811
     openai_env.script(REPLY)
-    grade(make({"prompt": "Judge it", "system_prompt": "Be strict."}, tmp_path))
+    judge(make({"prompt": "Judge it", "system_prompt": "Be strict."}, tmp_path))
     [body] = openai_env.bodies()
     assert body["messages"][0] == {"role": "system", "content": "Be strict."}
     assert "## Evaluation Rubric\nJudge it" in body["messages"][1]["content"]
@@ -93,8 +84,8 @@ def test_wrapped_system_prompt_replaces_the_standard_one(openai_env, tmp_path): 
 def test_a_samples_own_rubric_replaces_the_graders_in_both_modes(openai_env, tmp_path):  # noqa: F811
     openai_env.script(REPLY, REPLY)
     own = SAMPLE.model_copy(update={"rubric": "Own: {submission}"})
-    grade(make({"prompt": "Grader: {submission}", "rubric_mode": "verbatim"}, tmp_path), own)
-    grade(make({"prompt": "Grader rubric"}, tmp_path), own)
+    judge(make({"prompt": "Grader: {submission}", "rubric_mode": "verbatim"}, tmp_path), own)
+    judge(make({"prompt": "Grader rubric"}, tmp_path), own)
     verbatim, wrapped = openai_env.bodies()
     assert verbatim["messages"] == [{"role": "user", "content": "Own: A beagle {x}."}]
     assert wrapped["messages"][0]["content"] == JUDGE_SYSTEM_PROMPT

@@ -18,7 +18,6 @@ from ci_evals.graders.rubric_modes import JUDGE_SCHEMA
 from ci_evals.models import Sample
 from ci_evals.providers import require
 from ci_evals.specs import Context
-from ci_evals.trajectory import Trajectory
 from tests.fakes.vendor_servers import (  # noqa: F401
     MESSAGES,
     FakeAnthropic,
@@ -26,10 +25,12 @@ from tests.fakes.vendor_servers import (  # noqa: F401
     anthropic_server,
     gemini_server,
 )
+from tests.test_rubric_grader import grade
 
 ANT_KEY = "sk-ant-test-secret-0123456789"
 GEM_KEY = "AIzaSyTestSecret0123456789"
 CAPITAL = Sample(id=1, input="What is the capital of France?", ground_truth="Paris")
+PARIS = "Paris."
 REPLY = {"score": 0.75, "rationale": "mostly right"}
 
 
@@ -60,15 +61,8 @@ def make(raw: dict, tmp_path, *, cache: bool = False, pricing: dict | None = Non
     return build_grader("quality", {"kind": "model_judge", "prompt": "Is it right?", **raw}, ctx)
 
 
-def grade(grader, sample: Sample = CAPITAL, submission: str = "Paris."):
-    async def go():
-        await grader.start()
-        try:
-            return await grader.grade(sample, submission, Trajectory.from_text(submission))
-        finally:
-            await grader.aclose()
-
-    return asyncio.run(go())
+def judge(grader, sample: Sample = CAPITAL):
+    return grade(grader, sample, PARIS)
 
 
 def words(text: str) -> int:
@@ -82,8 +76,8 @@ def test_anthropic_judge_sends_letta_evals_request_and_scores(anthropic_env, tmp
     from anthropic import transform_schema
 
     anthropic_env.script(REPLY)
-    g = grade(make({"provider": "anthropic", "model": "claude-haiku-4-5"}, tmp_path))
-    user = build_judge_prompt("Is it right?", CAPITAL, "Paris.")
+    g = judge(make({"provider": "anthropic", "model": "claude-haiku-4-5"}, tmp_path))
+    user = build_judge_prompt("Is it right?", CAPITAL, PARIS)
     assert anthropic_env.bodies(MESSAGES) == [{
         "model": "claude-haiku-4-5", "max_tokens": 4096, "temperature": 0.0,
         "messages": [{"role": "user", "content": user}],
@@ -104,20 +98,20 @@ def test_anthropic_retries_429_529_and_500_then_succeeds(anthropic_env, tmp_path
     anthropic_env.fault("overloaded", first=1)
     anthropic_env.fault("500", first=1)
     anthropic_env.script(REPLY)
-    g = grade(make({"provider": "anthropic"}, tmp_path))
+    g = judge(make({"provider": "anthropic"}, tmp_path))
     assert (g.score, g.error, g.metadata["retries"], anthropic_env.count()) == (0.75, None, 3, 4)
 
 
 def test_anthropic_out_of_retries_is_an_error_grade_with_the_vendor_message(anthropic_env, tmp_path):
     anthropic_env.fault("overloaded", message="Overloaded")
-    g = grade(make({"provider": "anthropic", "max_retries": 2}, tmp_path))
+    g = judge(make({"provider": "anthropic", "max_retries": 2}, tmp_path))
     assert g.error == f"{anthropic_env.url}/v1/messages: HTTP 529: Overloaded (after 2 retries)"
     assert (g.score, g.metadata["retries"], anthropic_env.count()) == (0.0, 2, 3)
 
 
 def test_anthropic_400_is_not_retried_and_the_key_never_shows(anthropic_env, tmp_path):
     anthropic_env.fault("400", message=f"bad request for key {ANT_KEY}")
-    g = grade(make({"provider": "anthropic"}, tmp_path))
+    g = judge(make({"provider": "anthropic"}, tmp_path))
     assert g.error == f"{anthropic_env.url}/v1/messages: HTTP 400: bad request for key ***"
     assert anthropic_env.count() == 1 and ANT_KEY not in json.dumps(g.model_dump())
 
@@ -125,7 +119,7 @@ def test_anthropic_400_is_not_retried_and_the_key_never_shows(anthropic_env, tmp
 def test_anthropic_malformed_body_is_retried(anthropic_env, tmp_path):
     anthropic_env.fault("malformed", first=1)
     anthropic_env.script(REPLY)
-    g = grade(make({"provider": "anthropic"}, tmp_path))
+    g = judge(make({"provider": "anthropic"}, tmp_path))
     assert (g.score, g.metadata["retries"]) == (0.75, 1)
 
 
@@ -133,14 +127,14 @@ def test_anthropic_spec_base_url_and_api_key_env_win(anthropic_server, monkeypat
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("MY_CLAUDE_KEY", "sk-ant-own-key-999999")
     anthropic_server.script(REPLY)
-    g = grade(make({"provider": "anthropic", "base_url": anthropic_server.url, "api_key_env": "MY_CLAUDE_KEY"},
+    g = judge(make({"provider": "anthropic", "base_url": anthropic_server.url, "api_key_env": "MY_CLAUDE_KEY"},
                    tmp_path))
     assert g.score == 0.75 and anthropic_server.requests[0].headers["authorization"] == "Bearer sk-ant-own-key-999999"
 
 
 def test_anthropic_without_key_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError) as info:
-        grade(make({"provider": "anthropic"}, tmp_path))
+        judge(make({"provider": "anthropic"}, tmp_path))
     assert str(info.value) == ("graders.quality: ANTHROPIC_API_KEY is not set; set it for provider 'anthropic', "
                                "or point base_url at a compatible server")
 
@@ -151,8 +145,8 @@ def test_anthropic_cache_and_cost_as_for_openai(anthropic_env, tmp_path):
                                                                 "cache_creation_input_tokens": 0,
                                                                 "cache_read_input_tokens": 50}})
     raw = {"provider": "anthropic", "model": "claude-haiku-4-5"}
-    first = grade(make(raw, tmp_path, cache=True, pricing=pricing))
-    second = grade(make(raw, tmp_path, cache=True, pricing=pricing))
+    first = judge(make(raw, tmp_path, cache=True, pricing=pricing))
+    second = judge(make(raw, tmp_path, cache=True, pricing=pricing))
     assert first.metadata["usage"] == {"prompt_tokens": 150, "completion_tokens": 20}
     assert first.metadata["cost_usd"] == pytest.approx((150 * 1.0 + 20 * 5.0) / 1e6)
     assert (second.score, second.metadata["cache_hits"], second.metadata["usage"]) == (
@@ -165,8 +159,8 @@ def test_anthropic_cache_and_cost_as_for_openai(anthropic_env, tmp_path):
 
 def test_gemini_judge_sends_letta_evals_request_and_scores(gemini_env, tmp_path):
     gemini_env.script(REPLY)
-    g = grade(make({"provider": "google", "model": "gemini-2.5-flash"}, tmp_path))
-    user = build_judge_prompt("Is it right?", CAPITAL, "Paris.")
+    g = judge(make({"provider": "google", "model": "gemini-2.5-flash"}, tmp_path))
+    user = build_judge_prompt("Is it right?", CAPITAL, PARIS)
     [req] = gemini_env.requests
     assert req.path == "/v1/models/gemini-2.5-flash:generateContent"
     assert req.headers["x-goog-api-key"] == GEM_KEY
@@ -185,7 +179,7 @@ def test_gemini_google_api_key_is_the_fallback(gemini_server, monkeypatch, tmp_p
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", gemini_server.url)
     monkeypatch.setenv("GOOGLE_API_KEY", "AIzaFallbackKey0000")
     gemini_server.script(REPLY)
-    assert grade(make({"provider": "google"}, tmp_path)).score == 0.75
+    assert judge(make({"provider": "google"}, tmp_path)).score == 0.75
     assert gemini_server.requests[0].headers["x-goog-api-key"] == "AIzaFallbackKey0000"
 
 
@@ -193,13 +187,13 @@ def test_gemini_retries_429_with_retry_info_and_503(gemini_env, tmp_path):
     gemini_env.fault("429", first=1)
     gemini_env.fault("503", first=1)
     gemini_env.script(REPLY)
-    g = grade(make({"provider": "google"}, tmp_path))
+    g = judge(make({"provider": "google"}, tmp_path))
     assert (g.score, g.metadata["retries"], gemini_env.count()) == (0.75, 2, 3)
 
 
 def test_gemini_400_is_final_with_the_vendor_message(gemini_env, tmp_path):
     gemini_env.fault("400", message="API key not valid. Please pass a valid API key.")
-    g = grade(make({"provider": "google", "model": "gemini-x"}, tmp_path))
+    g = judge(make({"provider": "google", "model": "gemini-x"}, tmp_path))
     assert g.error == (f"{gemini_env.url.rstrip('/')}/v1/models/gemini-x:generateContent: "
                        "HTTP 400: API key not valid. Please pass a valid API key.")
     assert gemini_env.count() == 1
@@ -207,7 +201,7 @@ def test_gemini_400_is_final_with_the_vendor_message(gemini_env, tmp_path):
 
 def test_gemini_connection_refused_is_retried_then_an_error(monkeypatch, tmp_path):
     monkeypatch.setenv("GEMINI_API_KEY", GEM_KEY)
-    g = grade(make({"provider": "google", "model": "m", "base_url": "http://127.0.0.1:9/", "max_retries": 1},
+    g = judge(make({"provider": "google", "model": "m", "base_url": "http://127.0.0.1:9/", "max_retries": 1},
                    tmp_path))
     assert g.error.startswith("http://127.0.0.1:9/v1/models/m:generateContent: connection failed (")
     assert g.error.endswith(" (after 1 retries)") and g.metadata["retries"] == 1
@@ -215,7 +209,7 @@ def test_gemini_connection_refused_is_retried_then_an_error(monkeypatch, tmp_pat
 
 def test_gemini_without_key_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError) as info:
-        grade(make({"provider": "google"}, tmp_path))
+        judge(make({"provider": "google"}, tmp_path))
     assert str(info.value) == ("graders.quality: GEMINI_API_KEY or GOOGLE_API_KEY is not set; set it for provider "
                                "'google', or point base_url at a compatible server")
 
@@ -252,7 +246,7 @@ def test_validate_without_the_anthropic_sdk_exits_2_with_one_line(sd):
 
 def test_anthropic_timeout_is_retried_then_an_error(anthropic_env, tmp_path):
     anthropic_env.fault("hang", hang_s=2)
-    g = grade(make({"provider": "anthropic", "timeout": 0.3, "max_retries": 1}, tmp_path))
+    g = judge(make({"provider": "anthropic", "timeout": 0.3, "max_retries": 1}, tmp_path))
     assert g.error == f"{anthropic_env.url}/v1/messages: timed out after 0.3 s (after 1 retries)"
     assert anthropic_env.count() == 2
 
@@ -280,5 +274,48 @@ def test_gemini_waits_what_retry_info_asks(gemini_env, tmp_path, monkeypatch):
     monkeypatch.setattr(llm_mod.asyncio, "sleep", sleep)
     gemini_env.fault("429", first=1)  # the fake's RetryInfo says 0.05s
     gemini_env.script(REPLY)
-    assert grade(make({"provider": "google"}, tmp_path)).score == 0.75
+    assert judge(make({"provider": "google"}, tmp_path)).score == 0.75
     assert waits == [0.05]
+
+
+# --- whole runs: the summary counts vendor tokens, cost and retries as for OpenAI ---------------
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "google"])
+def test_a_run_with_a_vendor_judge_reports_tokens_cost_and_retries(provider, sd, request, monkeypatch):
+    server = request.getfixturevalue("anthropic_env" if provider == "anthropic" else "gemini_env")
+    server.script({"text": json.dumps(REPLY), "usage": (
+        {"input_tokens": 40, "output_tokens": 10} if provider == "anthropic"
+        else {"promptTokenCount": 40, "candidatesTokenCount": 10, "totalTokenCount": 50})})
+    server.fault("429", first=1, retry_after="0")
+    sd.write("dataset.jsonl", [{"input": "q", "ground_truth": "a"}])
+    sd.write("outputs.jsonl", [{"id": 0, "output": "a"}])
+    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+              "graders": {"quality": {"kind": "model_judge", "provider": provider, "model": "judge-1",
+                                      "prompt": "ok?"}},
+              "gate": {"metric_key": "quality", "op": "gte", "value": 0.7},
+              "pricing": {"judge-1": {"input_per_mtok": 2.0, "output_per_mtok": 10.0}}})
+    assert sd.run() == 0
+    s = sd.summary()
+    assert s["metrics"]["quality"]["mean"] == 0.75
+    assert s["usage"]["graders"]["quality"] == {"prompt_tokens": 40, "completion_tokens": 10}
+    assert s["usage"]["cost_usd"] == round((40 * 2.0 + 10 * 10.0) / 1e6, 6)
+    assert (s["retries"], server.count()) == (1, 2)
+
+
+def test_verbatim_anthropic_has_no_system_block_and_uses_the_schema(anthropic_env, tmp_path):
+    anthropic_env.script(REPLY)
+    judge(make({"provider": "anthropic", "prompt": "Rate {submission} for {input}", "rubric_mode": "verbatim"},
+               tmp_path))
+    [body] = anthropic_env.bodies(MESSAGES)
+    assert "system" not in body and body["output_config"]["format"]["type"] == "json_schema"
+    assert body["messages"] == [{"role": "user", "content": "Rate Paris. for What is the capital of France?"}]
+
+
+def test_verbatim_gemini_sends_the_system_prompt_as_system_instruction(gemini_env, tmp_path):
+    gemini_env.script(REPLY)
+    judge(make({"provider": "google", "prompt": "Rate {submission}", "rubric_mode": "verbatim",
+                "system_prompt": "You grade."}, tmp_path))
+    [req] = gemini_env.requests
+    assert req.body["systemInstruction"]["parts"] == [{"text": "You grade."}]
+    assert req.body["contents"] == [{"parts": [{"text": "Rate Paris."}], "role": "user"}]

@@ -335,12 +335,17 @@ class FakeOpenAI:
             except Exception:
                 pass
 
-    async def _dispatch(self, method: str, path: str, headers: dict, raw: bytes, writer) -> bool:
+    def _log(self, method: str, path: str, headers: dict, raw: bytes, writer) -> Any:
+        """Record the request; its JSON body (None when it is not JSON)."""
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
         self.requests.append(Request(method, path, headers, body, writer.get_extra_info("peername")))
+        return body
+
+    async def _dispatch(self, method: str, path: str, headers: dict, raw: bytes, writer) -> bool:
+        body = self._log(method, path, headers, raw, writer)
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:

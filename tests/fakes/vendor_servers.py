@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, Fault, Request, text_of, words
+from tests.fakes.openai_server import FakeOpenAI, Fault, text_of, words
 
 MESSAGES = "/v1/messages"
 _GEMINI_ROUTE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):generateContent$")
@@ -92,11 +92,7 @@ class _VendorFake(FakeOpenAI):
         return self._send(writer, status, self.error_body(status, fault.message or f"injected {status}"), extra)
 
     async def _dispatch(self, method: str, path: str, headers: dict, raw: bytes, writer) -> bool:
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
-        self.requests.append(Request(method, path, headers, body, writer.get_extra_info("peername")))
+        body = self._log(method, path, headers, raw, writer)
         if self.latency:
             await asyncio.sleep(self.latency)
         fault = next((f for f in self.faults if f.applies(path, self._rng)), None)

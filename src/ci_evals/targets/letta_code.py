@@ -30,14 +30,7 @@ from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
 from ci_evals.specs import Context, TargetSpec
 from ci_evals.targets.base import Target
-from ci_evals.targets.letta import (
-    LettaServer,
-    base_url_of,
-    delete_agent,
-    dump,
-    make_client,
-    to_turn,
-)
+from ci_evals.targets.letta import LettaServer, LettaTarget, base_url_of, dump, to_turn
 from ci_evals.trajectory import Trajectory
 
 STDERR_TAIL = 400
@@ -74,14 +67,19 @@ class LettaCodeSpec(TargetSpec, LettaServer):
         return v
 
 
-class LettaCodeTarget(Target):
-    """Runs each sample through the Letta Code CLI and returns the server's trace."""
+class LettaCodeTarget(LettaTarget):
+    """Runs each sample through the Letta Code CLI and returns the server's trace.
+
+    The Letta side (client, model handles, deleting agents, closing) is the agent target's.
+    """
 
     spec_model = LettaCodeSpec
 
     def __init__(self, spec: LettaCodeSpec, ctx: Context) -> None:
-        super().__init__(spec, ctx)
-        self.spec: LettaCodeSpec = spec
+        Target.__init__(self, spec, ctx)  # not the agent target's checks: there is no agent source here
+        self.spec: LettaCodeSpec = spec  # type: ignore[assignment]
+        self._lock: asyncio.Lock | None = None
+        self._live: set[str] = set()
         self.flags = shlex.split(spec.flags) if spec.flags else []
         for name, flag in (("allowed_tools", "--allowed-tools"), ("disallowed_tools", "--disallowed-tools")):
             if getattr(spec, name):
@@ -95,20 +93,11 @@ class LettaCodeTarget(Target):
         self._client: Any = None
         self.kept: list[str] = []
 
-    def models(self) -> list[str | None]:
-        return list(self.spec.model_handles)
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = make_client(self.spec)
-        return self._client
-
     async def start(self) -> None:
         if shutil.which(self.spec.command) is None:
             raise ConfigError(f"the Letta Code CLI '{self.spec.command}' is not on PATH: pip install 'letta>=0.32.13'",
                               key="target.command")
-        self.client  # noqa: B018
+        await super().start()
 
     async def run(self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
                   ) -> Trajectory:
@@ -125,16 +114,13 @@ class LettaCodeTarget(Target):
             if self.spec.cleanup:
                 await self._forget(created)
             else:
+                self._live.difference_update(created)
                 self.kept.extend(created)
             if attempt:
                 traj.metadata["retries"] = attempt
             return traj
         where = f" after {self.spec.max_retries + 1} attempts" if self.spec.max_retries else ""
         raise SampleError(f"Letta Code run failed{where}: {error}", retries=self.spec.max_retries) from error
-
-    async def _forget(self, agent_ids: list[str]) -> None:
-        for agent_id in agent_ids:
-            await delete_agent(self._client, agent_id)
 
     def _memory_dir(self, sample: Sample, agent_id: str | None) -> Path | None:
         if not self.spec.memory_workspace:
@@ -172,6 +158,7 @@ class LettaCodeTarget(Target):
             if not isinstance(factory_agent, str) or not factory_agent:
                 raise SampleError(f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id")
             created.append(factory_agent)
+            self._live.add(factory_agent)
         cmd = [self.spec.command, "--output-format", "stream-json", "--model", model]
         if not self.spec.permission_mode:
             cmd.append("--yolo")
@@ -188,6 +175,7 @@ class LettaCodeTarget(Target):
         agent_id = init.get("agent_id") or factory_agent
         if agent_id and agent_id not in created:
             created.append(agent_id)
+            self._live.add(agent_id)
         return await self._trace(events, stderr, agent_id, init.get("conversation_id"), model, need_memory)
 
     async def _run_cli(self, cmd: list[str], prompt: str, env: dict[str, str], cwd: str) -> tuple[list[dict], str]:
@@ -247,8 +235,3 @@ class LettaCodeTarget(Target):
         traj.metadata.update(agent_id=agent_id, model=model, conversation_id=conversation,
                              duration_ms=result.get("duration_ms"))
         return traj
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
