@@ -66,12 +66,12 @@ def decide(summary: dict[str, Any]) -> tuple[str, str]:
         return "errored", "no sample ran"
     config = summary.get("config") or {}
     if not gates:
-        over = budget_exceeded(int(errors.get("samples") or 0), n, config.get("max_errors"),
-                               config.get("max_error_rate"))
+        errored = int(errors.get("samples", errors.get("total")) or 0)  # older summaries: total only
+        over = budget_exceeded(errored, n, config.get("max_errors"), config.get("max_error_rate"))
         if over:
             return "errored", f"{over}; no gate configured"
-        return "passed", f"no gate configured; {n} samples ran without error" if not errors.get("samples") \
-            else f"no gate configured; {errors['samples']} of {n} samples errored (within the error budget)"
+        return "passed", f"no gate configured; {n} samples ran without error" if not errored \
+            else f"no gate configured; {errored} of {n} samples errored (within the error budget)"
     bad = [g for g in gates if not g.get("passed")]
     if not bad:
         return "passed", f"{len(gates)} of {len(gates)} gates passed"
