@@ -99,7 +99,7 @@ class Runner:
 
     async def _grade_one(self, slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[dict, str]:
         try:
-            submission = slot.extractor(traj)
+            submission = await slot.extractor.extract(traj)
         except Exception as exc:  # a custom extractor failing is that sample's extraction error
             return _error_grade(f"extractor '{slot.extractor.name}' failed: {type(exc).__name__}: {exc}",
                                 "extraction"), ""
