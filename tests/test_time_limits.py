@@ -281,3 +281,4 @@ def test_sigint_is_honoured_within_2_seconds_while_a_custom_grader_spins(sd):
     assert proc.returncode == 130, err
     assert took < 2, f"{took:.2f} s"
     assert sd.summary()["partial"] is True
+
