@@ -57,13 +57,13 @@ def test_catastrophic_pattern_extractor_is_an_extraction_error(sd):
                               "on a 61-character text (catastrophic backtracking?)")
 
 
-def _sigint_during(sd, out: str = "out") -> tuple[int, str, float]:
+def sigint_when(sd, ready, out: str = "out") -> tuple[int, str, float]:
+    """Run the suite in a subprocess, send SIGINT once ``ready()``; (exit code, stderr, seconds to exit)."""
     proc = subprocess.Popen([*CLI, "run", "suite.yaml", "--output", out, "-q", "--no-cache"], cwd=sd.root,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        results = sd.root / out / "results.jsonl"
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 1):
+        while time.monotonic() < deadline and not ready():
             time.sleep(0.02)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -71,6 +71,11 @@ def _sigint_during(sd, out: str = "out") -> tuple[int, str, float]:
         return proc.returncode, err, time.monotonic() - t0
     finally:
         proc.kill()
+
+
+def _sigint_during(sd, out: str = "out") -> tuple[int, str, float]:
+    results = sd.root / out / "results.jsonl"
+    return sigint_when(sd, lambda: results.exists() and results.read_text().count("\n") >= 1, out)
 
 
 def test_sigint_is_honoured_within_2_seconds_during_catastrophic_regexes(sd):
@@ -268,17 +273,8 @@ def test_sigint_is_honoured_within_2_seconds_while_a_custom_grader_spins(sd):
     sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "ok"} for i in range(5)])
     sd.write("outputs.jsonl", [{"id": i, "output": "ok"} for i in range(5)])
     sd.suite(replay_suite({"g": {"kind": "tool", "function": "g.py:spin"}}, {"op": "gte", "value": 0.5}))
-    proc = subprocess.Popen([*CLI, "run", "suite.yaml", "--output", "out", "-q", "--no-cache"], cwd=sd.root,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(2)  # loaded, and spinning
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-        took = time.monotonic() - t0
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
+    started = time.monotonic()
+    rc, err, took = sigint_when(sd, lambda: time.monotonic() - started > 2)  # loaded, and spinning
+    assert rc == 130, err
     assert took < 2, f"{took:.2f} s"
     assert sd.summary()["partial"] is True
-
