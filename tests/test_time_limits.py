@@ -57,13 +57,13 @@ def test_catastrophic_pattern_extractor_is_an_extraction_error(sd):
                               "on a 61-character text (catastrophic backtracking?)")
 
 
-def _sigint_during(sd, out: str = "out") -> tuple[int, str, float]:
+def sigint_when(sd, ready, out: str = "out") -> tuple[int, str, float]:
+    """Run the suite in a subprocess, send SIGINT once ``ready()``; (exit code, stderr, seconds to exit)."""
     proc = subprocess.Popen([*CLI, "run", "suite.yaml", "--output", out, "-q", "--no-cache"], cwd=sd.root,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        results = sd.root / out / "results.jsonl"
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 1):
+        while time.monotonic() < deadline and not ready():
             time.sleep(0.02)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -71,6 +71,11 @@ def _sigint_during(sd, out: str = "out") -> tuple[int, str, float]:
         return proc.returncode, err, time.monotonic() - t0
     finally:
         proc.kill()
+
+
+def _sigint_during(sd, out: str = "out") -> tuple[int, str, float]:
+    results = sd.root / out / "results.jsonl"
+    return sigint_when(sd, lambda: results.exists() and results.read_text().count("\n") >= 1, out)
 
 
 def test_sigint_is_honoured_within_2_seconds_during_catastrophic_regexes(sd):
@@ -213,3 +218,63 @@ def test_judge_timeout_is_a_total_deadline(sd, drip):
     assert grade["error_category"] == "grading"
     assert f"{drip.url}/v1/chat/completions: timed out after 1 s" in grade["error"]
     assert took < 5, f"{took:.1f} s"
+
+
+# ---------------------------------------------------------------- item 10: custom graders and extractors
+
+SLOW_CODE = ("import time\nfrom ci_evals import grader, extractor, GradeResult\n\n"
+             "@grader\ndef slow(sample, submission):\n"
+             "    if sample.input == 'stuck':\n        time.sleep(30)\n"
+             "    return GradeResult(score=1.0)\n\n"
+             "@extractor\ndef slow_ex(trajectory, config):\n"
+             "    text = trajectory[-1][-1].content\n"
+             "    if text == 'stuck':\n        time.sleep(30)\n"
+             "    return text\n")
+
+
+def _custom_suite(sd, grader: dict, inputs: list[str]):
+    sd.write("g.py", SLOW_CODE)
+    sd.write("dataset.jsonl", [{"id": i, "input": x, "ground_truth": "ok"} for i, x in enumerate(inputs)])
+    sd.write("outputs.jsonl", [{"id": i, "output": x} for i, x in enumerate(inputs)])
+    sd.suite(replay_suite({"g": grader}, {"op": "gte", "value": 0.5}, max_concurrent=1))
+
+
+def test_a_stuck_custom_grader_is_abandoned_after_its_time_limit(sd, monkeypatch):
+    from ci_evals import usercode
+
+    monkeypatch.setattr(usercode, "USER_CODE_SECONDS", 0.5)
+    _custom_suite(sd, {"kind": "tool", "function": "g.py:slow"}, ["fine", "stuck", "fine"])
+    t0 = time.monotonic()
+    assert sd.run() == 0
+    assert time.monotonic() - t0 < 5
+    grades = [r["grades"]["g"] for r in sorted(sd.results(), key=lambda r: r["sample_id"])]
+    assert [(g["score"], g["error"]) for g in grades] == [
+        (1.0, None), (0.0, "grader 'g.py:slow' took over 0.5 s and was abandoned"), (1.0, None)]
+
+
+def test_a_stuck_custom_extractor_is_abandoned_after_its_time_limit(sd, monkeypatch):
+    from ci_evals import usercode
+
+    monkeypatch.setattr(usercode, "USER_CODE_SECONDS", 0.5)
+    _custom_suite(sd, {"kind": "tool", "function": "contains", "extractor": "g.py:slow_ex"}, ["ok", "stuck"])
+    t0 = time.monotonic()
+    assert sd.run() == 0
+    assert time.monotonic() - t0 < 5
+    grades = [r["grades"]["g"] for r in sorted(sd.results(), key=lambda r: r["sample_id"])]
+    assert grades[0]["score"] == 1.0
+    assert (grades[1]["error_category"], grades[1]["error"]) == (
+        "extraction", "extractor 'g.py:slow_ex' failed: UserCodeTimeout: extractor 'g.py:slow_ex' took over 0.5 s "
+                      "and was abandoned")
+
+
+def test_sigint_is_honoured_within_2_seconds_while_a_custom_grader_spins(sd):
+    sd.write("g.py", "from ci_evals import grader, GradeResult\n\n@grader\ndef spin(sample, submission):\n"
+                     "    while True:\n        pass\n")
+    sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "ok"} for i in range(5)])
+    sd.write("outputs.jsonl", [{"id": i, "output": "ok"} for i in range(5)])
+    sd.suite(replay_suite({"g": {"kind": "tool", "function": "g.py:spin"}}, {"op": "gte", "value": 0.5}))
+    started = time.monotonic()
+    rc, err, took = sigint_when(sd, lambda: time.monotonic() - started > 2)  # loaded, and spinning
+    assert rc == 130, err
+    assert took < 2, f"{took:.2f} s"
+    assert sd.summary()["partial"] is True

@@ -157,6 +157,14 @@ class Extractor:
         self.custom = custom
         self._three = custom and len(inspect.signature(fn).parameters) == 3
 
+    async def extract(self, trajectory: Trajectory) -> str:
+        """The submission; a custom extractor runs off the event loop, time-limited (ci_evals.usercode)."""
+        if not self.custom:
+            return self(trajectory)
+        from ci_evals import usercode
+
+        return await usercode.call(self, trajectory, what=f"extractor '{self.name}'")
+
     def __call__(self, trajectory: Trajectory) -> str:
         if self._three:
             blocks = [SimpleNamespace(label=k, value=v) for k, v in trajectory.memory_blocks.items()]

@@ -112,7 +112,7 @@ class Runner:
         if isinstance(sample.ground_truth, list):  # letta-evals 0.9+: each turn graded on its own
             return await grade_per_turn(self._grade_one, slot, sample, traj)
         try:
-            submission = slot.extractor(traj)
+            submission = await slot.extractor.extract(traj)
         except Exception as exc:  # a custom extractor failing is that sample's extraction error
             return _error_grade(f"extractor '{slot.extractor.name}' failed: {type(exc).__name__}: {exc}",
                                 "extraction"), ""

@@ -28,8 +28,14 @@ class RegexTimeout(Exception):
 @functools.lru_cache(maxsize=256)
 def compile_pattern(pattern: str) -> Any:
     """The compiled pattern (``re`` syntax); raises ``ValueError`` with the reason when invalid."""
+    import re
+
     import regex
 
+    try:
+        re.compile(pattern)  # the syntax is re's, and so are the error messages users know
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise ValueError(str(exc)) from None
     try:
         return regex.compile(pattern, regex.VERSION0)
     except (regex.error, OverflowError, RecursionError) as exc:

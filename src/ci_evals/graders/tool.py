@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from ci_evals import usercode
 from ci_evals.errors import ConfigError
 from ci_evals.graders.base import Grader
 from ci_evals.models import GradeResult, Sample
@@ -133,9 +134,14 @@ class ToolGrader(Grader):
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
         try:
-            out = self.fn(sample, submission)
-            if self.is_async or inspect.isawaitable(out):
+            if self.is_async:
+                out = await self.fn(sample, submission)
+            else:  # off the event loop, time-limited (see ci_evals.usercode)
+                out = await usercode.call(self.fn, sample, submission, what=f"grader '{self.spec.function}'")
+            if inspect.isawaitable(out):
                 out = await out
+        except usercode.UserCodeTimeout as exc:
+            return GradeResult(score=0.0, rationale=str(exc), error=str(exc))
         except Exception as exc:  # a user's grader failing is that sample's grading error
             msg = f"grader '{self.spec.function}' raised {type(exc).__name__}: {exc}"
             return GradeResult(score=0.0, rationale=msg, error=msg)
