@@ -264,23 +264,6 @@ def test_action_mode_github_error_reflecting_the_token_is_scrubbed(tmp_path, ref
     assert not leaks(texts), leaks(texts)
 
 
-def test_user_code_does_not_see_the_github_token(tmp_path):
-    """A custom grader (user code) runs without the action's token in its environment."""
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "outputs.jsonl").write_text('{"id": 0, "output": "w0"}\n', encoding="utf-8")
-    (suite / "g.py").write_text(
-        "import os\nfrom ci_evals import grader, GradeResult\n\n@grader\ndef env_dump(sample, submission):\n"
-        "    seen = [v for k, v in os.environ.items() if 'GITHUB-TOKEN' in k or 'GITHUB_TOKEN' in k]\n"
-        "    return GradeResult(score=0.0 if seen else 1.0, rationale=repr(seen))\n", encoding="utf-8")
-    path = write_case(suite, {"kind": "replay", "outputs": "outputs.jsonl"},
-                      {"env": {"kind": "tool", "function": "g.py:env_dump"}}, n=1)
-    proc, texts = _action(tmp_path, path, "http://127.0.0.1:9", {"INPUT_COMMENT": "never"})
-    assert proc.returncode == 0, texts["stdout"]
-    assert json.loads(texts["results.jsonl"])["grades"]["env"]["rationale"] == "[]"
-    assert not leaks(texts), leaks(texts)
-
-
 def test_http_target_secret_split_by_the_cut_is_scrubbed_whole(tmp_path):
     """The body's last 500 characters start inside the token: scrub first, then cut."""
     server = Reflector(401, echo=lambda h: "denied: " + h["X-Agent-Auth"] + "z" * 480)
