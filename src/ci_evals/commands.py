@@ -139,7 +139,8 @@ def cmd_validate(args: Namespace) -> int:
             continue
         graders = ", ".join(f"{n} ({s.grader.spec.kind}, {s.extractor.name}, pass {s.rule_text})"
                             for n, s in suite.graders.items())
-        gates = "; ".join([g.describe() for g in suite.gates] + [describe_typed(g) for g in suite.typed_gates]) \
+        gates = "; ".join(g.describe() for g in suite.gates) or "none"
+        gates = "; ".join(([gates] if suite.gates else []) + [describe_typed(g) for g in suite.typed_gates]) \
             or "none (add one with --gate)"
         if suite.reward is not None:
             graders += f"; {suite.reward.describe()}"
