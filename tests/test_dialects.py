@@ -265,8 +265,9 @@ def test_logical_condition_typo_names_its_path(sd, capsys):
 def test_validate_describes_typed_gates(sd, capsys):
     write(sd, gate=TYPED[7])
     assert main(["validate", str(sd.root / "suite.yaml")]) == 0
-    assert capsys.readouterr().out.strip().endswith(
-        "gates: weighted_average(0.7*quality + 0.3*ascii_only) avg_score gte 0.75")
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.endswith("gates: weighted_average(0.7*quality + 0.3*ascii_only) avg_score gte 0.75")
+    assert second == "  read as a letta-evals 0.7-0.20 (typed gates) suite"
 
 
 # -- 0.21+: rewards -----------------------------------------------------------------------------
@@ -308,8 +309,12 @@ def test_metric_reward_copies_the_grader(sd):
 def test_reward_without_gate_passes_on_a_clean_run(sd, capsys):
     write(sd, reward={"kind": "metric", "metric_key": "quality"})
     assert sd.run() == 0
+    capsys.readouterr()
     assert main(["validate", str(sd.root / "suite.yaml")]) == 0
-    assert "gates: none (add one with --gate)" in capsys.readouterr().out
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.endswith("graders: quality (tool, pattern, pass score >= 1), ascii_only (tool, pattern, pass "
+                          "score >= 1); reward = quality; gates: none (add one with --gate)")
+    assert second == "  read as a letta-evals 0.21+ (reward) suite"
 
 
 def test_reward_out_of_range_is_an_error_not_a_score(sd):

@@ -126,6 +126,7 @@ def cmd_run(args: Namespace) -> int:
 
 def cmd_validate(args: Namespace) -> int:
     from ci_evals.cli import expand_suites
+    from ci_evals.dialects import DIALECTS
     from ci_evals.suite import load_suite
     from ci_evals.typed_gates import describe as describe_typed
 
@@ -146,6 +147,8 @@ def cmd_validate(args: Namespace) -> int:
             graders += f"; {suite.reward.describe()}"
         print(f"{path}: valid. {suite.dataset.count} samples ({suite.dataset.total} in "
               f"{suite.dataset.path.name}), target {suite.spec.target['kind']}, graders: {graders}; gates: {gates}")
+        if suite.dialect != "ci-evals":
+            print(f"  read as a {DIALECTS[suite.dialect]} suite")
     return worst
 
 

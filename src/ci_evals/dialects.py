@@ -19,8 +19,8 @@ from typing import Any
 
 from ci_evals.errors import ConfigError
 
-DIALECTS = {"ci-evals": "ci-evals / letta-evals 0.4-0.6", "typed": "letta-evals 0.7-0.20",
-            "reward": "letta-evals 0.21+"}
+DIALECTS = {"ci-evals": "ci-evals / letta-evals 0.4-0.6", "typed": "letta-evals 0.7-0.20 (typed gates)",
+            "reward": "letta-evals 0.21+ (reward)"}
 
 
 @dataclass
