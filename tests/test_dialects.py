@@ -388,3 +388,18 @@ def test_console_and_markdown_show_each_sub_gate(sd, capsys):
     assert "  - ascii_only avg_score: avg_score 0.7000 x weight 0.3000 (failed)" in out
     md = (sd.root / "out" / "summary.md").read_text()
     assert "| ↳ quality avg_score × 0.7 | 0.740 |  | ❌ failed |" in md
+
+
+def test_json_schema_accepts_every_dialect_and_rejects_unknown_gate_keys():
+    import jsonschema
+
+    from ci_evals.schema import suite_schema
+
+    schema = suite_schema()
+    base = {"name": "s", "dataset": "d.jsonl", "target": {"kind": "replay", "outputs": "o.jsonl"}, "graders": GRADERS}
+    for extra in [{"gate": TYPED[6]}, {"gate": TYPED[8]}, {"gate": TYPED[11]}, {"gates": [TYPED[0], TYPED[7]]},
+                  {"gate": {"metric_key": "quality", "metric": "accuracy", "op": "gte", "value": 60}},
+                  {"reward": {"kind": "custom", "function": "rewards.py:weighted"}, "cleanup": False}]:
+        jsonschema.validate({**base, **extra}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**base, "gate": {**TYPED[7], "weigths": {"quality": 1}}}, schema)
