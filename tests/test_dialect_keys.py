@@ -113,9 +113,7 @@ def test_top_level_cleanup_reaches_the_letta_target(sd):
 
 
 def test_cleanup_on_a_target_that_creates_no_agents_is_an_error(sd, capsys):
-    sd.write("dataset.jsonl", [{"id": 1, "input": "hi"}])
-    sd.write("outputs.jsonl", [{"id": 1, "output": "hi"}])
-    sd.suite(replay_suite({"has": {"kind": "tool", "function": "contains"}}, cleanup=True))
+    one_sample_suite(sd, cleanup=True)
     assert main(["validate", str(sd.root / "suite.yaml")]) == 2
     assert capsys.readouterr().err.strip().endswith(
         "suite.yaml:10: cleanup: 'cleanup' applies to targets that create agents; target kind 'replay' creates none")
@@ -171,11 +169,15 @@ def test_model_handle_not_listed_is_exit_2(sd, capsys):
 
 
 def test_model_handle_on_a_target_without_handles_is_exit_2(sd, capsys):
-    sd.write("dataset.jsonl", [{"id": 1, "input": "hi"}])
-    sd.write("outputs.jsonl", [{"id": 1, "output": "hi"}])
-    sd.suite(replay_suite({"has": {"kind": "tool", "function": "contains"}}))
+    one_sample_suite(sd)
     assert sd.run("--model-handle", "openai/gpt-4o") == 2
     assert "(it lists no model_handles)" in capsys.readouterr().err
+
+
+def one_sample_suite(sd, **top) -> None:
+    sd.write("dataset.jsonl", [{"id": 1, "input": "hi"}])
+    sd.write("outputs.jsonl", [{"id": 1, "output": "hi"}])
+    sd.suite(replay_suite({"has": {"kind": "tool", "function": "contains"}}, **top))
 
 
 def test_dotenv_is_loaded_without_overriding_and_never_printed(sd, capsys, monkeypatch):
@@ -186,9 +188,7 @@ def test_dotenv_is_loaded_without_overriding_and_never_printed(sd, capsys, monke
     monkeypatch.setenv("CIEV_T_KEPT", "from-environment")
     monkeypatch.chdir(sd.root)
     sd.write(".env", "CIEV_T_SECRET=s3cr3t-dotenv-value\nCIEV_T_KEPT=from-dotenv\nnot a valid line\n")
-    sd.write("dataset.jsonl", [{"id": 1, "input": "hi"}])
-    sd.write("outputs.jsonl", [{"id": 1, "output": "hi"}])
-    sd.suite(replay_suite({"has": {"kind": "tool", "function": "contains"}}))
+    one_sample_suite(sd)
     assert main(["validate", "suite.yaml"]) == 0
     out = capsys.readouterr()
     assert (os.environ["CIEV_T_SECRET"], os.environ["CIEV_T_KEPT"]) == ("s3cr3t-dotenv-value", "from-environment")
@@ -201,9 +201,7 @@ def test_dotenv_is_not_loaded_in_ci(sd, capsys, monkeypatch):
     monkeypatch.setenv("CI", "true")
     monkeypatch.chdir(sd.root)
     sd.write(".env", "CIEV_T_SECRET=s3cr3t\n")
-    sd.write("dataset.jsonl", [{"id": 1, "input": "hi"}])
-    sd.write("outputs.jsonl", [{"id": 1, "output": "hi"}])
-    sd.suite(replay_suite({"has": {"kind": "tool", "function": "contains"}}))
+    one_sample_suite(sd)
     assert main(["validate", "suite.yaml"]) == 0
     assert "CIEV_T_SECRET" not in os.environ
     assert capsys.readouterr().err.strip() == "note: ./.env not loaded: CI is set (set variables in the workflow instead)"

@@ -265,8 +265,9 @@ def test_logical_condition_typo_names_its_path(sd, capsys):
 def test_validate_describes_typed_gates(sd, capsys):
     write(sd, gate=TYPED[7])
     assert main(["validate", str(sd.root / "suite.yaml")]) == 0
-    assert capsys.readouterr().out.strip().endswith(
-        "gates: weighted_average(0.7*quality + 0.3*ascii_only) avg_score gte 0.75")
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.endswith("gates: weighted_average(0.7*quality + 0.3*ascii_only) avg_score gte 0.75")
+    assert second == "  read as a letta-evals 0.7-0.20 (typed gates) suite"
 
 
 # -- 0.21+: rewards -----------------------------------------------------------------------------
@@ -308,8 +309,12 @@ def test_metric_reward_copies_the_grader(sd):
 def test_reward_without_gate_passes_on_a_clean_run(sd, capsys):
     write(sd, reward={"kind": "metric", "metric_key": "quality"})
     assert sd.run() == 0
+    capsys.readouterr()
     assert main(["validate", str(sd.root / "suite.yaml")]) == 0
-    assert "gates: none (add one with --gate)" in capsys.readouterr().out
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.endswith("graders: quality (tool, pattern, pass score >= 1), ascii_only (tool, pattern, pass "
+                          "score >= 1); reward = quality; gates: none (add one with --gate)")
+    assert second == "  read as a letta-evals 0.21+ (reward) suite"
 
 
 def test_reward_out_of_range_is_an_error_not_a_score(sd):
@@ -383,3 +388,18 @@ def test_console_and_markdown_show_each_sub_gate(sd, capsys):
     assert "  - ascii_only avg_score: avg_score 0.7000 x weight 0.3000 (failed)" in out
     md = (sd.root / "out" / "summary.md").read_text()
     assert "| ↳ quality avg_score × 0.7 | 0.740 |  | ❌ failed |" in md
+
+
+def test_json_schema_accepts_every_dialect_and_rejects_unknown_gate_keys():
+    import jsonschema
+
+    from ci_evals.schema import suite_schema
+
+    schema = suite_schema()
+    base = {"name": "s", "dataset": "d.jsonl", "target": {"kind": "replay", "outputs": "o.jsonl"}, "graders": GRADERS}
+    for extra in [{"gate": TYPED[6]}, {"gate": TYPED[8]}, {"gate": TYPED[11]}, {"gates": [TYPED[0], TYPED[7]]},
+                  {"gate": {"metric_key": "quality", "metric": "accuracy", "op": "gte", "value": 60}},
+                  {"reward": {"kind": "custom", "function": "rewards.py:weighted"}, "cleanup": False}]:
+        jsonschema.validate({**base, **extra}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**base, "gate": {**TYPED[7], "weigths": {"quality": 1}}}, schema)

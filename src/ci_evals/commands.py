@@ -165,6 +165,7 @@ def cmd_run(args: Namespace) -> int:
 
 def cmd_validate(args: Namespace) -> int:
     from ci_evals.cli import expand_suites
+    from ci_evals.dialects import DIALECTS
     from ci_evals.suite import load_suite
     from ci_evals.typed_gates import describe as describe_typed
 
@@ -179,12 +180,15 @@ def cmd_validate(args: Namespace) -> int:
         graders = ", ".join(f"{n} ({s.grader.spec.kind}, {s.extractor.name}, pass {s.rule_text}"
                             + (f", {s.grader.describe()}" if hasattr(s.grader, "describe") else "") + ")"
                             for n, s in suite.graders.items())
-        gates = "; ".join([g.describe() for g in suite.gates] + [describe_typed(g) for g in suite.typed_gates]) \
+        gates = "; ".join(g.describe() for g in suite.gates) or "none"
+        gates = "; ".join(([gates] if suite.gates else []) + [describe_typed(g) for g in suite.typed_gates]) \
             or "none (add one with --gate)"
         if suite.reward is not None:
             graders += f"; {suite.reward.describe()}"
         print(f"{path}: valid. {suite.dataset.count} samples ({suite.dataset.total} in "
               f"{suite.dataset.path.name}), target {suite.spec.target['kind']}, graders: {graders}; gates: {gates}")
+        if suite.dialect != "ci-evals":
+            print(f"  read as a {DIALECTS[suite.dialect]} suite")
     return worst
 
 

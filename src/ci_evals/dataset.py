@@ -23,8 +23,11 @@ from ci_evals.models import Sample
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """The longest JSONL line (one sample) we read: parsing costs several times a line's size in memory."""
-KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars", "rubric", "rubric_path",
-         "sample_id", "prompt", "extra_vars")  # the last three: letta-evals 0.6-0.17 keys
+KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars", "rubric", "rubric_path")
+
+
+LETTA_KEYS = ("sample_id", "prompt", "extra_vars")  # letta-evals 0.6-0.17 row keys, read in _sample
+NESTED = ("agent_args", "rubric_vars", "extra_vars")  # letta-evals 0.14+: these objects may sit in `metadata`
 
 
 def shard_of(sample_id: int | str, count: int) -> int:
@@ -105,6 +108,9 @@ class Dataset:
 
         if row.get("input") in (None, "") and row.get("prompt") not in (None, ""):
             row = {**row, "input": row["prompt"]}  # letta-evals 0.14+: `prompt` is an alias of `input`
+        meta = row.get("metadata")
+        if isinstance(meta, dict):
+            row = {**{k: meta[k] for k in NESTED if isinstance(meta.get(k), dict)}, **row}
         need("input" in row, "missing required field 'input'")
         inp = row["input"]
         if from_csv:
@@ -172,15 +178,12 @@ class Dataset:
         need(isinstance(sid, (int, str)) and not isinstance(sid, bool), "'id' must be a string or an integer")
 
         extra = {k: v for k, v in row.items() if k not in KNOWN and k is not None}
-        meta = obj("metadata") or {}
-        # letta-evals 0.6+: an `extra_vars` object; 0.14+: the three objects may sit in `metadata`
-        nested = {k: meta.get(k) if isinstance(meta.get(k), dict) else None
-                  for k in ("agent_args", "rubric_vars", "extra_vars")}
-        extra.update(obj("extra_vars") or nested["extra_vars"] or {})
+        for k in LETTA_KEYS:
+            extra.pop(k, None)
+        extra.update(obj("extra_vars") or {})  # letta-evals 0.6+: the row's `extra_vars` object
         return Sample.model_construct(
-            id=sid, input=inp, ground_truth=gt, metadata=meta, tags=tags,
-            agent_args=obj("agent_args") or nested["agent_args"],
-            rubric_vars=obj("rubric_vars") or nested["rubric_vars"], extra_vars=extra,
+            id=sid, input=inp, ground_truth=gt, metadata=obj("metadata") or {}, tags=tags,
+            agent_args=obj("agent_args"), rubric_vars=obj("rubric_vars"), extra_vars=extra,
             rubric=self._rubric(line, row, from_csv),
         )
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from ci_evals.errors import ConfigError
 
-DIALECTS = {"ci-evals": "ci-evals / letta-evals 0.4-0.6", "typed": "letta-evals 0.7-0.20",
-            "reward": "letta-evals 0.21+"}
+DIALECTS = {"ci-evals": "ci-evals / letta-evals 0.4-0.6", "typed": "letta-evals 0.7-0.20 (typed gates)",
+            "reward": "letta-evals 0.21+ (reward)"}
 
 
 @dataclass
@@ -212,3 +212,28 @@ def select_model(suite, handle: str) -> None:
                           + did_you_mean(handle, handles), file=str(suite.path), key="target.model_handles",
                           line=suite.lines.get("target.model_handles"))
     spec.model_handles = [handle]
+
+
+def extend_schema(schema: dict[str, Any]) -> None:
+    """Add the letta-evals keys :func:`translate` reads to the suite JSON Schema (for editors)."""
+    from ci_evals.rewards import CustomReward, MetricReward
+    from ci_evals.typed_gates import Condition, LogicalGate, WeightedGate
+
+    defs = schema.setdefault("$defs", {})
+
+    def ref(model) -> dict[str, Any]:
+        sub = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(sub.pop("$defs", {}))
+        defs[model.__name__] = sub
+        return {"$ref": f"#/$defs/{model.__name__}"}
+
+    props = schema["properties"]
+    typed = [ref(Condition), ref(WeightedGate), ref(LogicalGate)]
+    native = props["gate"]
+    props["gate"] = {"anyOf": [native, *typed], "title": "Gate (letta-evals 0.7-0.20: kind simple, "
+                                                          "weighted_average or logical)"}
+    props["gates"] = {**props["gates"], "items": {"anyOf": [props["gates"]["items"], *typed]}}
+    props["reward"] = {"anyOf": [ref(MetricReward), ref(CustomReward)],
+                       "title": "Reward (letta-evals 0.21+): the metric `reward`"}
+    props["cleanup"] = {"type": "boolean", "title": "Cleanup (letta-evals 0.12+): the target's `cleanup`"}
+    props["sandbox"] = {"type": "object", "title": "Sandbox (letta-evals Modal): not supported, run refuses it"}

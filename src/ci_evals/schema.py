@@ -49,6 +49,9 @@ def suite_schema() -> dict[str, Any]:
         "type": "object", "title": "Graders", "minProperties": 1,
         "additionalProperties": {"anyOf": grader_branches},
     }
+    from ci_evals.dialects import extend_schema
+
+    extend_schema(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "ci-evals suite"
     return schema

@@ -159,8 +159,8 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
     from ci_evals.customcode import load_object
     if not isinstance(raw, dict):
         raise ConfigError("a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file)
-    raw, dialect = translate(raw, file, lines, offline=offline)
-    spec: SuiteSpec = validate_model(SuiteSpec, raw, "", file, lines)
+    translated, dialect = translate(raw, file, lines, offline=offline)  # `raw` stays as the user wrote it
+    spec: SuiteSpec = validate_model(SuiteSpec, translated, "", file, lines)
     base = path.resolve().parent
 
     if cache_dir is None:
