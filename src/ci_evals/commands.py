@@ -70,7 +70,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
         print(console.render(summary))
     else:
         print(f"{summary['suite']}: " + ("PASSED" if summary["gate"]["passed"] else "FAILED"))
-    print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml)")
+    print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)")
     if args.dry_run:
         _print_comment(summary, out)
     if summary.get("partial"):
@@ -152,6 +152,34 @@ def cmd_list() -> int:
     for name, (_, _, doc) in BUILTINS.items():
         print(f"  {name:16} {doc}")
     print("  file.py:function  a custom @extractor")
+    return 0
+
+
+def cmd_report(args: Namespace) -> int:
+    """``ci-evals report DIR``: rebuild DIR/report.html from its summary.json and results.jsonl."""
+    from ci_evals.reports.html import write_report
+
+    folder: Path = args.dir
+    path = folder / "summary.json"
+    if not path.is_file():
+        raise ConfigError("no summary.json in this folder (is it a ci-evals results folder?)", file=str(folder))
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"summary.json is not valid JSON: {exc}", file=str(path)) from None
+    if not isinstance(summary, dict):
+        raise ConfigError("summary.json is not a JSON object", file=str(path))
+    if not (folder / "results.jsonl").is_file():
+        raise ConfigError("no results.jsonl in this folder", file=str(folder))
+    if args.baseline is not None and not (args.baseline / "results.jsonl").is_file():
+        raise ConfigError("no results.jsonl in the baseline folder", file=str(args.baseline))
+    report = write_report(folder, summary, args.baseline)
+    print(f"Report: {report}")
+    if args.open:
+        import webbrowser
+
+        if not webbrowser.open(report.resolve().as_uri()):
+            print("could not open a browser; open the file above yourself", file=sys.stderr)
     return 0
 
 

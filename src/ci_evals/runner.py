@@ -145,6 +145,8 @@ class Runner:
         rec["grades"] = {s.name: p[0] for s, p in zip(slots, pairs, strict=True)}
         rec["submission"] = {s.name: p[1] for s, p in zip(slots, pairs, strict=True)}
         rec["usage"] = traj.usage.to_dict()
+        rec["trajectory"] = {"turns": [[m.to_dict() for m in t] for t in traj.turns],
+                             "memory_blocks": dict(traj.memory_blocks)}
         for k in ("cache_hits", "retries"):
             if traj.metadata.get(k):
                 rec[k] = traj.metadata[k]

@@ -1,0 +1,286 @@
+"""report.html: one self-contained page per results folder (no network, no server).
+
+The page is rendered with Jinja2 (autoescaped) from summary.json and results.jsonl; the rows go in
+as JSON inside ``<script type="application/json">`` and a small script of our own draws the sample
+table and detail, inserting every untrusted string with ``textContent``. A Content-Security-Policy
+meta tag allows only that script and stylesheet (by hash) and no fetch of any kind.
+
+Scale: each text field is cut at a character cap (the page shows the cut and the full length),
+and the cap shrinks until the data fits :data:`MAX_DATA_BYTES`. Beyond :data:`MAX_ROWS` result
+lines, the page keeps every failing, errored and regressed line plus a seeded random sample of the
+others, and says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import random
+from collections import Counter
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ci_evals.reports.summary import iter_results
+
+MAX_ROWS = 50_000
+MAX_DATA_BYTES = 20_000_000
+TEXT_CAP = 8_000
+MIN_TEXT_CAP = 200
+BASELINE_RATIONALE_CAP = 1_000
+BUCKETS = 10
+VERDICT_WORDS = {
+    "passed": "Every gate passed.",
+    "failed": "A gate failed on the measured scores.",
+    "errored": "Samples errored: the gates could not be judged on scores alone.",
+    "interrupted": "The run was interrupted; these are partial results.",
+    "partial": "Samples are missing (merge or resume incomplete); these are partial results.",
+}
+OPS = {"gte": "≥", "gt": ">", "lte": "≤", "lt": "<", "eq": "="}
+_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def script_json(data: Any) -> str:
+    """JSON that cannot end its ``<script>`` element or start markup: ``< > &`` and U+2028/9 escaped."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text.translate(str.maketrans(_JSON_ESCAPES))
+
+
+def _cap(value: Any, limit: int) -> Any:
+    """Text cut to ``limit`` characters as ``{"text", "length"}``; other values as text; None stays."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else {"text": text[:limit], "length": len(text)}
+
+
+def row_key(rec: dict[str, Any]) -> tuple:
+    """(model, sample id, run): what tells result lines apart."""
+    return rec.get("model"), str(rec.get("sample_id")), rec.get("run") or 0
+
+
+def _failing(rec: dict[str, Any]) -> bool:
+    return bool(rec.get("error")) or any(not g.get("passed") for g in (rec.get("grades") or {}).values())
+
+
+def _errored(rec: dict[str, Any]) -> bool:
+    return bool(rec.get("error")) or any(g.get("error") for g in (rec.get("grades") or {}).values())
+
+
+def _row_cost(rec: dict[str, Any]) -> float | None:
+    costs = [(rec.get("target") or {}).get("cost_usd")]
+    costs += [(g.get("metadata") or {}).get("cost_usd") for g in (rec.get("grades") or {}).values()]
+    costs = [c for c in costs if isinstance(c, int | float)]
+    return sum(costs) if costs else None
+
+
+class _Baseline:
+    """The baseline folder's grades per (model, sample, run), for the side-by-side columns."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.grades: dict[tuple, dict[str, Any]] = {}
+        if folder is None:
+            return
+        for rec in iter_results(folder / "results.jsonl"):
+            self.grades[row_key(rec)] = {
+                name: {"score": g.get("score"), "passed": bool(g.get("passed")), "error": g.get("error"),
+                       "rationale": _cap(g.get("rationale"), BASELINE_RATIONALE_CAP)}
+                for name, g in (rec.get("grades") or {}).items()
+            }
+
+    def of(self, key: tuple) -> dict[str, Any] | None:
+        model, sid, run = key
+        return self.grades.get(key) or self.grades.get((None, sid, run))
+
+    def regressed(self, key: tuple, grades: dict[str, Any]) -> list[str]:
+        old = self.of(key) or {}
+        return [n for n, g in grades.items() if n in old and old[n]["passed"] and not g.get("passed")]
+
+
+def _regression_set(summary: dict[str, Any]) -> set[tuple]:
+    items = (summary.get("baseline") or {}).get("regressions") or []
+    return {(i.get("model"), str(i.get("sample_id")), i.get("metric")) for i in items if isinstance(i, dict)}
+
+
+def _row(rec: dict[str, Any], cap: int, base: _Baseline, regs: set[tuple]) -> dict[str, Any]:
+    """One result line as the page's JavaScript reads it, every text capped."""
+    key = row_key(rec)
+    grades_in = rec.get("grades") or {}
+    subs = rec.get("submission") or {}
+    grades = {
+        name: {"score": g.get("score"), "passed": bool(g.get("passed")), "error": _cap(g.get("error"), cap),
+               "category": g.get("error_category"), "rationale": _cap(g.get("rationale"), cap),
+               "submission": _cap(subs.get(name), cap),
+               "metadata": _cap({k: v for k, v in (g.get("metadata") or {}).items()} or None, cap)}
+        for name, g in grades_in.items()
+    }
+    regressed = sorted({n for (m, s, n) in regs if m == key[0] and s == key[1]} | set(base.regressed(key, grades_in)))
+    inp = rec.get("input")
+    traj = rec.get("trajectory") or {}
+    err = rec.get("error")
+    usage = rec.get("usage") or {}
+    return {
+        "id": key[1], "model": key[0], "run": key[2], "tags": [str(t) for t in rec.get("tags") or []],
+        "input": [_cap(t, cap) for t in inp] if isinstance(inp, list) else _cap(inp, cap),
+        "ground_truth": _cap(rec.get("ground_truth"), cap),
+        "error": {"category": err.get("category"), "message": _cap(err.get("message"), cap)}
+        if isinstance(err, dict) else _cap(err, cap),
+        "grades": grades, "regressed": regressed, "baseline": base.of(key),
+        "tokens": int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0),
+        "usage": usage, "cost": _row_cost(rec), "duration": rec.get("duration_s"),
+        "target": _cap(rec.get("target"), cap),
+        "turns": [[_message(m, cap) for m in turn] for turn in traj.get("turns") or []],
+        "memory": {str(k): _cap(v, cap) for k, v in (traj.get("memory_blocks") or {}).items()},
+    }
+
+
+def _message(m: dict[str, Any], cap: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": m.get("role"), "content": _cap(m.get("content"), cap)}
+    if m.get("tool_calls"):
+        out["tool_calls"] = [{"id": t.get("id"), "name": _cap(t.get("name"), 200),
+                              "arguments": _cap(t.get("arguments"), cap)} for t in m["tool_calls"]]
+    for k in ("tool_call_id", "name"):
+        if m.get(k) is not None:
+            out[k] = _cap(m[k], 200)
+    return out
+
+
+def _scan(results: Path, base: _Baseline, regs: set[tuple], max_rows: int) -> dict[str, Any]:
+    """First pass: counts, histograms, error groups, and which line numbers the page keeps."""
+    total, keep, others = 0, [], []
+    hist: dict[str, list[int]] = {}
+    groups: Counter = Counter()
+    rng = random.Random(0)
+    for i, rec in enumerate(iter_results(results)):
+        total += 1
+        grades = rec.get("grades") or {}
+        for name, g in grades.items():
+            if g.get("error") is None and isinstance(g.get("score"), int | float):
+                b = min(max(int(float(g["score"]) * BUCKETS), 0), BUCKETS - 1)
+                hist.setdefault(name, [0] * BUCKETS)[b] += 1
+        err = rec.get("error")
+        if isinstance(err, dict):
+            groups[(err.get("category") or "target", None, str(err.get("message"))[:500])] += 1
+        else:
+            for name, g in grades.items():
+                if g.get("error"):
+                    groups[(g.get("error_category") or "grading", name, str(g["error"])[:500])] += 1
+        key = row_key(rec)
+        if _failing(rec) or any((key[0], key[1], n) in regs for n in grades) or base.regressed(key, grades):
+            keep.append(i)
+        elif len(others) < max_rows:  # reservoir sample of the passing lines
+            others.append(i)
+        else:
+            j = rng.randrange(total)
+            if j < max_rows:
+                others[j] = i
+    if len(keep) > max_rows:
+        keep = sorted(rng.sample(keep, max_rows))
+    room = max_rows - len(keep)
+    sampled = sorted(rng.sample(others, room)) if len(others) > room else others
+    return {"total": total, "keep": set(keep) | set(sampled), "n_kept_failing": len(keep),
+            "n_others": total - len(keep), "hist": hist,
+            "groups": [{"category": c, "grader": g, "message": m, "count": n}
+                       for (c, g, m), n in groups.most_common()]}
+
+
+def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
+               max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(page data for the script, scan facts for the template), shrinking the text cap to fit ``max_bytes``."""
+    base = _Baseline(baseline)
+    regs = _regression_set(summary)
+    scan = _scan(results, base, regs, max_rows)
+    metrics = summary.get("metrics") or {}
+    names = list(metrics) or sorted(scan["hist"])
+    cap = TEXT_CAP
+    while True:
+        rows = [_row(rec, cap, base, regs) for i, rec in enumerate(iter_results(results)) if i in scan["keep"]]
+        data = {"metrics": [{"key": k, "label": (metrics.get(k) or {}).get("label") or k} for k in names],
+                "rows": rows, "total_rows": scan["total"], "has_baseline": bool(base.grades),
+                "text_cap": cap}
+        size = len(script_json(data).encode("utf-8"))
+        if size <= max_bytes or cap <= MIN_TEXT_CAP:
+            return data, scan
+        cap = max(MIN_TEXT_CAP, int(cap * max_bytes / size * 0.9))
+
+
+def _verdict(summary: dict[str, Any]) -> str:
+    if summary.get("verdict"):
+        return str(summary["verdict"])
+    if summary.get("partial"):
+        return "partial"
+    return "passed" if (summary.get("gate") or {}).get("passed") else "failed"
+
+
+def _histogram_svg(counts: list[int]) -> list[dict[str, Any]]:
+    """Bars for the template's inline SVG: x, y, height and a title per bucket (100 x 40 box)."""
+    top = max(counts) or 1
+    return [{"x": i * 10 + 1, "h": round(36 * c / top, 2), "y": round(38 - 36 * c / top, 2),
+             "title": f"{i / BUCKETS:.1f}–{(i + 1) / BUCKETS:.1f}: {c}"} for i, c in enumerate(counts)]
+
+
+def _asset(name: str) -> str:
+    return resources.files("ci_evals.reports").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def _sha256(text: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+
+
+def render_report(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
+                  max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES) -> str:
+    """The whole report.html as text."""
+    import jinja2
+    from markupsafe import Markup
+
+    from ci_evals.reports import markdown as md
+
+    data, scan = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("ci_evals.reports", "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    def given(value: Any) -> bool:
+        return value is not None and not isinstance(value, jinja2.Undefined)
+
+    def lenient(fn):  # a missing key (older summary.json) shows as "–", like a null
+        return lambda value, *a: fn(value if given(value) else None, *a)
+
+    env.tests["given"] = given
+    env.filters.update({name: lenient(fn) for name, fn in (
+        ("score", md.fmt_score), ("pct", md.fmt_pct), ("interval", md.fmt_interval),
+        ("delta", md.fmt_delta), ("cost", md.fmt_cost))})
+    script, style = _asset("report.js"), _asset("report.css")
+    groups = (summary.get("errors") or {}).get("groups")
+    models = list(summary.get("models") or {}) or sorted({r["model"] for r in data["rows"] if r["model"]})
+    return env.get_template("report.html.j2").render(
+        s=summary, verdict=_verdict(summary), verdict_words=VERDICT_WORDS, ops=OPS, script=Markup(script), style=Markup(style),
+        script_hash=_sha256(script), style_hash=_sha256(style), data=Markup(script_json(data)),
+        hist={k: _histogram_svg(v) for k, v in scan["hist"].items()},
+        groups=groups if isinstance(groups, list) else scan["groups"], models=models,
+        base_metrics=(summary.get("baseline") or {}).get("metrics") or {},
+        shown=len(data["rows"]), total=scan["total"], kept_failing=scan["n_kept_failing"],
+        others=scan["n_others"], max_rows=max_rows, text_cap=data["text_cap"], baseline_folder=baseline,
+    )
+
+
+def baseline_folder(summary: dict[str, Any], results_dir: Path) -> Path | None:
+    """The baseline folder named in summary.json, if it still holds a results.jsonl."""
+    folder = (summary.get("baseline") or {}).get("folder")
+    if not folder:
+        return None
+    for cand in (Path(folder), results_dir / folder):
+        if (cand / "results.jsonl").is_file():
+            return cand
+    return None
+
+
+def write_report(out: Path, summary: dict[str, Any], baseline: Path | None = None) -> Path:
+    """Write ``out/report.html`` (atomically) and return its path."""
+    baseline = baseline or baseline_folder(summary, out)
+    text = render_report(summary, out / "results.jsonl", baseline)
+    tmp = out / "report.html.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out / "report.html")
+    return out / "report.html"
+
