@@ -80,7 +80,7 @@
     if (key === "model") return r.model || "";
     if (key === "run" || key === "duration" || key === "tokens") return r[key] == null ? -1 : r[key];
     if (key === "status") return failing(r) ? (errored(r) ? 0 : 1) : 2;
-    var g = r.grades[key]; return g == null || g.score == null ? -1 : g.score;
+    var g = r.grades[key]; return g == null || g.error || g.score == null ? -1 : g.score;
   }
   function sortRows() {
     if (!state.sort) return;
