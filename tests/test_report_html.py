@@ -1,0 +1,161 @@
+"""report.html without a browser: the data block, caps, the row limit, older folders, the CLI."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from ci_evals.cli import main
+from ci_evals.reports import html
+from tests import reportdata as rd
+from tests.conftest import replay_suite
+
+DATA_BLOCK = re.compile(r'<script type="application/json" id="report-data">(.*?)</script>', re.S)
+
+
+def page_data(text: str) -> dict:
+    return json.loads(DATA_BLOCK.search(text).group(1))
+
+
+def test_script_json_escapes_what_could_end_or_start_markup():
+    text = html.script_json({"a": "</script><!-- & \u2028\u2029 >"})
+    assert text == '{"a":"\\u003c/script\\u003e\\u003c!-- \\u0026 \\u2028\\u2029 \\u003e"}'
+    assert json.loads(text) == {"a": "</script><!-- & \u2028\u2029 >"}
+
+
+def test_long_text_is_cut_with_its_full_length():
+    assert html._cap("x" * 10, 4) == {"text": "xxxx", "length": 10}
+    assert html._cap("short", 10) == "short"
+    assert html._cap({"k": 1}, 100) == '{"k": 1}'
+    assert html._cap(None, 10) is None
+
+
+def test_report_embeds_every_row_with_its_baseline_and_regressions(tmp_path: Path):
+    base = rd.baseline_folder(tmp_path / "baseline")
+    folder = rd.write_folder(tmp_path / "run", rd.summary(baseline=base), rd.records())
+    text = html.write_report(folder, json.loads((folder / "summary.json").read_text())).read_text()
+    data = page_data(text)
+    assert [(r["id"], r["model"], r["run"]) for r in data["rows"]] == [
+        ("s1", "gpt-a", 0), ("s1", "gpt-a", 1), ("s1", "gpt-b", 0), ("s2", "gpt-a", 0), ("s3", "gpt-a", 0),
+        ("s4", "gpt-b", 0)]
+    s2 = data["rows"][3]
+    assert s2["regressed"] == ["answer"]
+    assert s2["baseline"]["answer"] == {"score": 1.0, "passed": True, "error": None,
+                                        "rationale": "baseline said Paris"}
+    assert s2["turns"][0][2]["tool_calls"] == [{"id": "call_1", "name": "web_search",
+                                                "arguments": '{"query": "capital of France"}'}]
+    assert data["rows"][5]["error"] == {"category": "target", "message": "boom: agent crashed"}
+    assert data["has_baseline"] is True and data["total_rows"] == 6
+
+
+def test_csp_allows_only_the_reports_own_script_and_style_by_hash(tmp_path: Path):
+    folder = rd.write_folder(tmp_path / "run", rd.summary(), rd.records())
+    text = html.write_report(folder, rd.summary()).read_text()
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', text).group(1)
+    script = re.search(r"<script>(.*?)</script>\s*</body>", text, re.S).group(1)
+    style = re.search(r"<style>(.*?)</style>", text, re.S).group(1)
+
+    def digest(s: str) -> str:
+        return "sha256-" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()
+
+    assert csp == (f"default-src 'none'; script-src '{digest(script)}'; style-src '{digest(style)}'; "
+                   "img-src data:; base-uri 'none'; form-action 'none'")
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)  # nothing to fetch from anywhere
+
+
+def test_the_summary_text_is_escaped_by_the_template(tmp_path: Path):
+    s = rd.summary()
+    s["suite"] = "<script>alert(1)</script>"
+    folder = rd.write_folder(tmp_path / "run", s, rd.records())
+    text = html.write_report(folder, s).read_text()
+    assert "<script>alert(1)</script>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_an_older_summary_without_the_new_fields_still_renders(tmp_path: Path):
+    s = rd.summary(new_fields=False)
+    folder = rd.write_folder(tmp_path / "old", s, rd.records())
+    text = html.write_report(folder, s).read_text()
+    assert '<span id="verdict">FAILED</span>' in text
+    assert "<td>answer</td>" in text  # no label: the metric key
+    assert '<td class="num">5</td>' in text  # graded = n - errors
+    # errors.groups absent: grouped from results.jsonl
+    assert re.search(r"<td>target</td><td>–</td><td class=\"msg\">boom: agent crashed</td><td class=\"num\">1</td>", text)
+
+
+def test_text_cap_shrinks_until_the_data_fits(tmp_path: Path):
+    recs = [rd.record(f"s{i}", answer="y" * 5000, tool=False) for i in range(20)]
+    folder = rd.write_folder(tmp_path / "big", rd.summary(n=20), recs)
+    data, _ = html.build_data(rd.summary(n=20), folder / "results.jsonl", max_bytes=60_000)
+    assert len(html.script_json(data).encode()) <= 60_000
+    assert data["text_cap"] < 5000
+    assert data["rows"][0]["grades"]["answer"]["submission"] == {"text": "y" * data["text_cap"], "length": 5000}
+
+
+def test_beyond_the_row_limit_failing_rows_stay_and_the_rest_is_sampled(tmp_path: Path):
+    recs = [rd.record(f"p{i}", score=1.0, tool=False) for i in range(50)]
+    recs += [rd.record(f"f{i}", score=0.0, tool=False) for i in range(5)]
+    folder = rd.write_folder(tmp_path / "big", rd.summary(n=55), recs)
+    data, scan = html.build_data(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
+    ids = [r["id"] for r in data["rows"]]
+    assert len(ids) == 20 and {f"f{i}" for i in range(5)} <= set(ids)
+    assert (scan["total"], scan["n_kept_failing"], scan["n_others"]) == (55, 5, 50)
+    again, _ = html.build_data(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
+    assert [r["id"] for r in again["rows"]] == ids  # seeded: the same sample every time
+
+
+def test_every_run_and_merge_write_report_html(sd):
+    sd.write("dataset.jsonl", [{"id": f"s{i}", "input": f"q{i}", "ground_truth": "yes"} for i in range(6)])
+    sd.write("outputs.jsonl", [{"id": f"s{i}", "output": "yes" if i % 2 else "no"} for i in range(6)])
+    sd.suite(replay_suite({"c": {"kind": "tool", "function": "contains"}}, None))
+    for k in (1, 2):
+        sd.run("--shard", f"{k}/2", out=f"shard{k}")
+    assert (sd.root / "shard1" / "report.html").is_file()
+    rc = main(["merge", str(sd.root / "shard1"), str(sd.root / "shard2"), "--output", str(sd.root / "merged")])
+    assert rc == 0
+    data = page_data((sd.root / "merged" / "report.html").read_text())
+    assert sorted(r["id"] for r in data["rows"]) == [f"s{i}" for i in range(6)]
+    assert data["rows"][0]["turns"][0][-1]["role"] == "assistant"  # results.jsonl keeps the trajectory
+
+
+def test_report_command_rebuilds_the_page(tmp_path: Path, capsys):
+    folder = rd.write_folder(tmp_path / "run", rd.summary(), rd.records())
+    assert main(["report", str(folder)]) == 0
+    assert capsys.readouterr().out == f"Report: {folder / 'report.html'}\n"
+    assert len(page_data((folder / "report.html").read_text())["rows"]) == 6
+
+
+def test_report_command_takes_a_baseline_folder(tmp_path: Path):
+    base = rd.baseline_folder(tmp_path / "baseline")
+    folder = rd.write_folder(tmp_path / "run", rd.summary(), rd.records())
+    assert main(["report", str(folder), "--baseline", str(base)]) == 0
+    data = page_data((folder / "report.html").read_text())
+    assert data["has_baseline"] is True and data["rows"][3]["regressed"] == ["answer"]
+
+
+def test_report_command_bad_folders_are_one_line_exit_2(tmp_path: Path, capsys):
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'nope'}: no summary.json in this folder "
+                                       "(is it a ci-evals results folder?)\n")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "summary.json").write_text("{oops")
+    assert main(["report", str(tmp_path / "bad")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'bad' / 'summary.json'}: summary.json is not valid JSON")
+    (tmp_path / "bad" / "summary.json").write_text("{}")
+    assert main(["report", str(tmp_path / "bad")]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'bad'}: no results.jsonl in this folder\n"
+    folder = rd.write_folder(tmp_path / "run", rd.summary(), rd.records())
+    assert main(["report", str(folder), "--baseline", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no results.jsonl in the baseline folder\n"
+
+
+def test_the_template_ships_as_package_data():
+    from importlib import resources
+
+    names = {p.name for p in resources.files("ci_evals.reports").joinpath("templates").iterdir()}
+    assert {"report.html.j2", "report.js", "report.css"} <= names
+    pyproject = Path(__file__).parents[1].joinpath("pyproject.toml").read_text()
+    assert '"reports/templates/*"' in pyproject
