@@ -159,3 +159,11 @@ def test_the_template_ships_as_package_data():
     assert {"report.html.j2", "report.js", "report.css"} <= names
     pyproject = Path(__file__).parents[1].joinpath("pyproject.toml").read_text()
     assert '"reports/templates/*"' in pyproject
+
+
+def test_a_text_said_twice_is_stored_once(tmp_path: Path):
+    folder = rd.write_folder(tmp_path / "run", rd.summary(), [rd.record("s1", answer="Paris, surely")])
+    row = html.build_data(rd.summary(), folder / "results.jsonl")[0]["rows"][0]
+    assert row["grades"]["answer"]["submission"] == "Paris, surely"
+    assert row["grades"]["style"]["submission"] == {"ref": "answer"}
+    assert row["turns"][0][-1] == {"role": "assistant", "content": {"ref": "answer"}}

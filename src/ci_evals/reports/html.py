@@ -109,10 +109,20 @@ def _row(rec: dict[str, Any], cap: int, base: _Baseline, regs: set[tuple]) -> di
     key = row_key(rec)
     grades_in = rec.get("grades") or {}
     subs = rec.get("submission") or {}
+    # A text said twice (graders sharing a submission, the final reply) is stored once: {"ref": grader}.
+    first: dict[str, str] = {}
+    for name in grades_in:
+        if isinstance(subs.get(name), str) and subs[name]:
+            first.setdefault(subs[name], name)
+
+    def sub(name: str) -> Any:
+        text = subs.get(name)
+        return {"ref": first[text]} if isinstance(text, str) and first.get(text, name) != name else _cap(text, cap)
+
     grades = {
         name: {"score": g.get("score"), "passed": bool(g.get("passed")), "error": _cap(g.get("error"), cap),
                "category": g.get("error_category"), "rationale": _cap(g.get("rationale"), cap),
-               "submission": _cap(subs.get(name), cap),
+               "submission": sub(name),
                "metadata": _cap({k: v for k, v in (g.get("metadata") or {}).items()} or None, cap)}
         for name, g in grades_in.items()
     }
@@ -131,13 +141,15 @@ def _row(rec: dict[str, Any], cap: int, base: _Baseline, regs: set[tuple]) -> di
         "tokens": int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0),
         "usage": usage, "cost": _row_cost(rec), "duration": rec.get("duration_s"),
         "target": _cap(rec.get("target"), cap),
-        "turns": [[_message(m, cap) for m in turn] for turn in traj.get("turns") or []],
+        "turns": [[_message(m, cap, first) for m in turn] for turn in traj.get("turns") or []],
         "memory": {str(k): _cap(v, cap) for k, v in (traj.get("memory_blocks") or {}).items()},
     }
 
 
-def _message(m: dict[str, Any], cap: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": m.get("role"), "content": _cap(m.get("content"), cap)}
+def _message(m: dict[str, Any], cap: int, submissions: dict[str, str]) -> dict[str, Any]:
+    content = m.get("content")
+    ref = submissions.get(content) if isinstance(content, str) and content else None
+    out: dict[str, Any] = {"role": m.get("role"), "content": {"ref": ref} if ref else _cap(content, cap)}
     if m.get("tool_calls"):
         out["tool_calls"] = [{"id": t.get("id"), "name": _cap(t.get("name"), 200),
                               "arguments": _cap(t.get("arguments"), cap)} for t in m["tool_calls"]]

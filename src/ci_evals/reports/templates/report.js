@@ -17,6 +17,8 @@
     return n;
   }
   function txt(v) { return v == null ? "" : (typeof v === "object" ? v.text : String(v)); }
+  // A text stored once per row: {"ref": grader} points at that grader's submission.
+  function deref(r, v) { return v && typeof v === "object" && v.ref != null ? r.grades[v.ref].submission : v; }
   // A capped text: the text, plus a note of its full length when it was cut.
   function textBlock(v, cls) {
     var box = el("div", { cls: cls || "pre" });
@@ -38,8 +40,8 @@
       (Array.isArray(r.input) ? r.input : [r.input]).forEach(function (t) { parts.push(txt(t)); });
       parts.push(txt(r.ground_truth));
       if (r.error) parts.push(txt(r.error.message || r.error));
-      for (var k in r.grades) { var g = r.grades[k]; parts.push(txt(g.submission), txt(g.rationale), txt(g.error)); }
-      r.turns.forEach(function (t) { t.forEach(function (m) { parts.push(txt(m.content)); }); });
+      for (var k in r.grades) { var g = r.grades[k]; parts.push(txt(deref(r, g.submission)), txt(g.rationale), txt(g.error)); }
+      r.turns.forEach(function (t) { t.forEach(function (m) { if (!(m.content && m.content.ref != null)) parts.push(txt(m.content)); }); });
       hay[i] = parts.join("\n").toLowerCase();
     }
     return hay[i];
@@ -173,7 +175,7 @@
       if (g.error) why.appendChild(el("div", { cls: "err", text: (g.category || "error") + " error: " + txt(g.error) }));
       var tr = el("tr", { cls: g.error ? "s-err" : g.passed ? "s-pass" : "s-fail" }, [
         el("td", { text: m.label }), el("td", { cls: "num", text: g.error ? "error" : fmt(g.score) }),
-        el("td", { text: g.passed ? "pass" : "fail" }), el("td", null, [textBlock(g.submission)]), why]);
+        el("td", { text: g.passed ? "pass" : "fail" }), el("td", null, [textBlock(deref(r, g.submission))]), why]);
       if (DATA.has_baseline) {
         var b = (r.baseline || {})[m.key], td = el("td", { cls: "baseline" });
         if (!b) td.textContent = "not in baseline";
@@ -191,7 +193,8 @@
       box.appendChild(el("h5", { text: "Turn " + (i + 1) }));
       turn.forEach(function (m) {
         var msg = el("div", { cls: "msg role-" + (m.role || "unknown") }, [el("div", { cls: "role", text: (m.role || "?") + (m.name ? " · " + txt(m.name) : "") })]);
-        if (txt(m.content)) msg.appendChild(textBlock(m.content));
+        var content = deref(r, m.content);
+        if (txt(content)) msg.appendChild(textBlock(content));
         (m.tool_calls || []).forEach(function (tc) {
           var call = el("div", { cls: "tool-call" }, [el("span", { cls: "tool-name", text: "→ " + txt(tc.name) }), el("span", { cls: "muted", text: " " + (tc.id || "") })]);
           var args = txt(tc.arguments);
