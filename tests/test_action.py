@@ -350,6 +350,7 @@ def test_main_with_a_subcommand_is_the_plain_cli(tmp_path, capsys):
     assert "<!-- ci-evals:good -->" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
         "junit.xml",
+        "report.html",
         "results.jsonl",
         "summary.json",
         "summary.md",
