@@ -100,7 +100,7 @@
   if (DATA.runs > 1) COLS.push({ key: "run", label: "Run" });
   COLS.push({ key: "status", label: "Status" });
   METRICS.forEach(function (m) { COLS.push({ key: m.key, label: m.label, metric: true }); });
-  if (DATA.has_baseline) COLS.push({ key: "baseline", label: "Baseline", nosort: true });
+  if (DATA.has_baseline) COLS.push({ key: "baseline", label: "Baseline: " + METRICS.map(function (m) { return m.label; }).join(" / "), nosort: true });
   COLS.push({ key: "duration", label: "Duration s" }, { key: "tokens", label: "Tokens" });
   var head = document.getElementById("sample-head");
   COLS.forEach(function (c) {
@@ -216,7 +216,7 @@
   }
   function column(r) {
     var col = el("div", { cls: "col" });
-    col.appendChild(el("h4", { text: (r.model || "") + (DATA.runs > 1 ? (r.model ? " · " : "") + "run " + r.run : "") || "result" }));
+    col.appendChild(el("h4", { text: (r.model || "") + (DATA.runs > 1 ? (r.model ? " · " : "") + "run " + r.run : "") || "Result" }));
     col.appendChild(el("span", { cls: "badge st-" + statusOf(r), text: statusOf(r) }));
     if (r.regressed.length) col.appendChild(el("span", { cls: "badge st-regressed", text: "regressed: " + r.regressed.join(", ") }));
     if (r.error) col.appendChild(el("div", { cls: "err", text: (r.error.category || "target") + " error: " + txt(r.error.message || r.error) }));
