@@ -89,22 +89,32 @@ def test_an_older_summary_without_the_new_fields_still_renders(tmp_path: Path):
 def test_text_cap_shrinks_until_the_data_fits(tmp_path: Path):
     recs = [rd.record(f"s{i}", answer="y" * 5000, tool=False) for i in range(20)]
     folder = rd.write_folder(tmp_path / "big", rd.summary(n=20), recs)
-    data, _ = html.build_data(rd.summary(n=20), folder / "results.jsonl", max_bytes=60_000)
-    assert len(html.script_json(data).encode()) <= 60_000
+    text, _ = html.build_data(rd.summary(n=20), folder / "results.jsonl", max_bytes=60_000)
+    data = json.loads(text)
+    assert len(text.encode()) <= 60_000
     assert data["text_cap"] < 5000
     assert data["rows"][0]["grades"]["answer"]["submission"] == {"text": "y" * data["text_cap"], "length": 5000}
+
+
+def test_at_the_smallest_cap_every_row_stays_whatever_the_size(tmp_path: Path):
+    recs = [rd.record(f"s{i}", answer="y" * 5000, tool=False) for i in range(20)]
+    folder = rd.write_folder(tmp_path / "big", rd.summary(n=20), recs)
+    text, scan = html.build_data(rd.summary(n=20), folder / "results.jsonl", max_bytes=1_000)
+    data = json.loads(text)
+    assert (len(data["rows"]), data["text_cap"], scan["shown"]) == (20, html.MIN_TEXT_CAP, 20)
+    assert data["rows"][0]["grades"]["answer"]["submission"] == {"text": "y" * html.MIN_TEXT_CAP, "length": 5000}
 
 
 def test_beyond_the_row_limit_failing_rows_stay_and_the_rest_is_sampled(tmp_path: Path):
     recs = [rd.record(f"p{i}", score=1.0, tool=False) for i in range(50)]
     recs += [rd.record(f"f{i}", score=0.0, tool=False) for i in range(5)]
     folder = rd.write_folder(tmp_path / "big", rd.summary(n=55), recs)
-    data, scan = html.build_data(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
-    ids = [r["id"] for r in data["rows"]]
+    text, scan = html.build_data(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
+    ids = [r["id"] for r in json.loads(text)["rows"]]
     assert len(ids) == 20 and {f"f{i}" for i in range(5)} <= set(ids)
     assert (scan["total"], scan["n_kept_failing"], scan["n_others"]) == (55, 5, 50)
     again, _ = html.build_data(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
-    assert [r["id"] for r in again["rows"]] == ids  # seeded: the same sample every time
+    assert [r["id"] for r in json.loads(again)["rows"]] == ids  # seeded: the same sample every time
 
 
 def test_every_run_and_merge_write_report_html(sd):
@@ -163,7 +173,7 @@ def test_the_template_ships_as_package_data():
 
 def test_a_text_said_twice_is_stored_once(tmp_path: Path):
     folder = rd.write_folder(tmp_path / "run", rd.summary(), [rd.record("s1", answer="Paris, surely")])
-    row = html.build_data(rd.summary(), folder / "results.jsonl")[0]["rows"][0]
+    row = json.loads(html.build_data(rd.summary(), folder / "results.jsonl")[0])["rows"][0]
     assert row["grades"]["answer"]["submission"] == "Paris, surely"
     assert row["grades"]["style"]["submission"] == {"ref": "answer"}
     assert row["turns"][0][-1] == {"role": "assistant", "content": {"ref": "answer"}}

@@ -164,9 +164,12 @@ def _scan(results: Path, base: _Baseline, regs: set[tuple], max_rows: int) -> di
     total, keep, others = 0, [], []
     hist: dict[str, list[int]] = {}
     groups: Counter = Counter()
+    models: set[str] = set()
     rng = random.Random(0)
     for i, rec in enumerate(iter_results(results)):
         total += 1
+        if rec.get("model"):
+            models.add(str(rec["model"]))
         grades = rec.get("grades") or {}
         for name, g in grades.items():
             if g.get("error") is None and isinstance(g.get("score"), int | float):
@@ -192,15 +195,30 @@ def _scan(results: Path, base: _Baseline, regs: set[tuple], max_rows: int) -> di
         keep = sorted(rng.sample(keep, max_rows))
     room = max_rows - len(keep)
     sampled = sorted(rng.sample(others, room)) if len(others) > room else others
-    return {"total": total, "keep": set(keep) | set(sampled), "n_kept_failing": len(keep),
+    return {"total": total, "keep": set(keep) | set(sampled), "models": sorted(models), "n_kept_failing": len(keep),
             "n_others": total - len(keep), "hist": hist,
             "groups": [{"category": c, "grader": g, "message": m, "count": n}
                        for (c, g, m), n in groups.most_common()]}
 
 
+def _rows_json(results: Path, keep: set[int], cap: int, base: _Baseline, regs: set[tuple],
+               max_bytes: int | None) -> tuple[list[str], int]:
+    """The kept rows as JSON texts and their size; stops early (returning the projected size) once
+    they cannot fit ``max_bytes``, so memory stays near ``max_bytes`` whatever results.jsonl holds."""
+    parts: list[str] = []
+    size = 0
+    for i, rec in enumerate(iter_results(results)):
+        if i in keep:
+            parts.append(script_json(_row(rec, cap, base, regs)))
+            size += len(parts[-1].encode("utf-8")) + 1
+            if max_bytes is not None and size > max_bytes:
+                return [], int(size * len(keep) / len(parts))
+    return parts, size
+
+
 def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
-               max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(page data for the script, scan facts for the template), shrinking the text cap to fit ``max_bytes``."""
+               max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES) -> tuple[str, dict[str, Any]]:
+    """(the page's data as script-safe JSON, facts for the template), cutting texts to fit ``max_bytes``."""
     base = _Baseline(baseline)
     regs = _regression_set(summary)
     scan = _scan(results, base, regs, max_rows)
@@ -208,14 +226,15 @@ def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = N
     names = list(metrics) or sorted(scan["hist"])
     cap = TEXT_CAP
     while True:
-        rows = [_row(rec, cap, base, regs) for i, rec in enumerate(iter_results(results)) if i in scan["keep"]]
-        data = {"metrics": [{"key": k, "label": (metrics.get(k) or {}).get("label") or k} for k in names],
-                "rows": rows, "total_rows": scan["total"], "has_baseline": bool(base.grades),
-                "text_cap": cap}
-        size = len(script_json(data).encode("utf-8"))
-        if size <= max_bytes or cap <= MIN_TEXT_CAP:
-            return data, scan
+        last = cap <= MIN_TEXT_CAP  # at the smallest cap every kept row goes in, whatever the size
+        rows, size = _rows_json(results, scan["keep"], cap, base, regs, None if last else max_bytes)
+        if last or size <= max_bytes:
+            break
         cap = max(MIN_TEXT_CAP, int(cap * max_bytes / size * 0.9))
+    head = script_json({"metrics": [{"key": k, "label": (metrics.get(k) or {}).get("label") or k} for k in names],
+                        "total_rows": scan["total"], "has_baseline": bool(base.grades), "text_cap": cap})
+    scan.update(text_cap=cap, shown=len(rows))
+    return head[:-1] + ',"rows":[' + ",".join(rows) + "]}", scan
 
 
 def _verdict(summary: dict[str, Any]) -> str:
@@ -264,15 +283,15 @@ def render_report(summary: dict[str, Any], results: Path, baseline: Path | None 
         ("delta", md.fmt_delta), ("cost", md.fmt_cost))})
     script, style = _asset("report.js"), _asset("report.css")
     groups = (summary.get("errors") or {}).get("groups")
-    models = list(summary.get("models") or {}) or sorted({r["model"] for r in data["rows"] if r["model"]})
+    models = list(summary.get("models") or {}) or scan["models"]
     return env.get_template("report.html.j2").render(
         s=summary, verdict=_verdict(summary), verdict_words=VERDICT_WORDS, ops=OPS, script=Markup(script), style=Markup(style),
-        script_hash=_sha256(script), style_hash=_sha256(style), data=Markup(script_json(data)),
+        script_hash=_sha256(script), style_hash=_sha256(style), data=Markup(data),
         hist={k: _histogram_svg(v) for k, v in scan["hist"].items()},
         groups=groups if isinstance(groups, list) else scan["groups"], models=models,
         base_metrics=(summary.get("baseline") or {}).get("metrics") or {},
-        shown=len(data["rows"]), total=scan["total"], kept_failing=scan["n_kept_failing"],
-        others=scan["n_others"], max_rows=max_rows, text_cap=data["text_cap"], baseline_folder=baseline,
+        shown=scan["shown"], total=scan["total"], kept_failing=scan["n_kept_failing"],
+        others=scan["n_others"], max_rows=max_rows, text_cap=scan["text_cap"],
     )
 
 
