@@ -13,11 +13,29 @@ from ci_evals.reports import html
 from tests import reportdata as rd
 from tests.conftest import replay_suite
 
-DATA_BLOCK = re.compile(r'<script type="application/json" id="report-data">(.*?)</script>', re.S)
+BLOCK = r'<script type="application/json" id="{}">(.*?)</script>'
+
+
+def merged(data_text: str, details_text: str) -> dict:
+    """The page's data with each row's detail merged in, as report.js does on first use."""
+    data = json.loads(data_text)
+    for row, detail in zip(data["rows"], json.loads(details_text), strict=True):
+        for k, v in detail.items():
+            if k in ("grades", "baseline"):
+                for name, g in v.items():
+                    row[k][name] = {**row[k].get(name, {}), **g}
+            else:
+                row[k] = v
+    return data
 
 
 def page_data(text: str) -> dict:
-    return json.loads(DATA_BLOCK.search(text).group(1))
+    return merged(*(re.search(BLOCK.format(b), text, re.S).group(1) for b in ("report-data", "report-details")))
+
+
+def build(*args, **kwargs) -> tuple[dict, dict]:
+    data, details, scan = html.build_data(*args, **kwargs)
+    return merged(data, details), scan
 
 
 def test_script_json_escapes_what_could_end_or_start_markup():
@@ -43,8 +61,7 @@ def test_report_embeds_every_row_with_its_baseline_and_regressions(tmp_path: Pat
         ("s4", "gpt-b", 0)]
     s2 = data["rows"][3]
     assert s2["regressed"] == ["answer"]
-    assert s2["baseline"]["answer"] == {"score": 1.0, "passed": True, "error": None,
-                                        "rationale": "baseline said Paris"}
+    assert s2["baseline"]["answer"] == {"score": 1.0, "passed": True, "rationale": "baseline said Paris"}
     assert s2["turns"][0][2]["tool_calls"] == [{"id": "call_1", "name": "web_search",
                                                 "arguments": '{"query": "capital of France"}'}]
     assert data["rows"][5]["error"] == {"category": "target", "message": "boom: agent crashed"}
@@ -89,32 +106,35 @@ def test_an_older_summary_without_the_new_fields_still_renders(tmp_path: Path):
 def test_text_cap_shrinks_until_the_data_fits(tmp_path: Path):
     recs = [rd.record(f"s{i}", answer="y" * 5000, tool=False) for i in range(20)]
     folder = rd.write_folder(tmp_path / "big", rd.summary(n=20), recs)
-    text, _ = html.build_data(rd.summary(n=20), folder / "results.jsonl", max_bytes=60_000)
-    data = json.loads(text)
-    assert len(text.encode()) <= 60_000
+    text, details, _ = html.build_data(rd.summary(n=20), folder / "results.jsonl", max_bytes=60_000)
+    data = merged(text, details)
+    assert len(text.encode()) + len(details.encode()) <= 60_000
     assert data["text_cap"] < 5000
     assert data["rows"][0]["grades"]["answer"]["submission"] == {"text": "y" * data["text_cap"], "length": 5000}
 
 
-def test_at_the_smallest_cap_every_row_stays_whatever_the_size(tmp_path: Path):
-    recs = [rd.record(f"s{i}", answer="y" * 5000, tool=False) for i in range(20)]
-    folder = rd.write_folder(tmp_path / "big", rd.summary(n=20), recs)
-    text, scan = html.build_data(rd.summary(n=20), folder / "results.jsonl", max_bytes=1_000)
-    data = json.loads(text)
-    assert (len(data["rows"]), data["text_cap"], scan["shown"]) == (20, html.MIN_TEXT_CAP, 20)
-    assert data["rows"][0]["grades"]["answer"]["submission"] == {"text": "y" * html.MIN_TEXT_CAP, "length": 5000}
+def test_when_even_the_smallest_cut_does_not_fit_failing_rows_stay_first(tmp_path: Path):
+    recs = [rd.record(f"p{i}", score=1.0, answer="y" * 5000) for i in range(40)]
+    recs += [rd.record(f"f{i}", score=0.0, answer="y" * 5000) for i in range(5)]
+    folder = rd.write_folder(tmp_path / "big", rd.summary(n=45), recs)
+    text, details, scan = html.build_data(rd.summary(n=45), folder / "results.jsonl", max_bytes=20_000)
+    data = merged(text, details)
+    ids = {r["id"] for r in data["rows"]}
+    assert len(text.encode()) + len(details.encode()) <= 20_000 and data["text_cap"] == html.MIN_TEXT_CAP
+    assert {f"f{i}" for i in range(5)} <= ids and 5 < len(ids) < 45
+    assert (scan["shown"], scan["failing_shown"], scan["limit"]) == (len(ids), 5, len(ids))
 
 
 def test_beyond_the_row_limit_failing_rows_stay_and_the_rest_is_sampled(tmp_path: Path):
     recs = [rd.record(f"p{i}", score=1.0, tool=False) for i in range(50)]
     recs += [rd.record(f"f{i}", score=0.0, tool=False) for i in range(5)]
     folder = rd.write_folder(tmp_path / "big", rd.summary(n=55), recs)
-    text, scan = html.build_data(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
-    ids = [r["id"] for r in json.loads(text)["rows"]]
+    data, scan = build(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
+    ids = [r["id"] for r in data["rows"]]
     assert len(ids) == 20 and {f"f{i}" for i in range(5)} <= set(ids)
-    assert (scan["total"], scan["n_kept_failing"], scan["n_others"]) == (55, 5, 50)
-    again, _ = html.build_data(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
-    assert [r["id"] for r in json.loads(again)["rows"]] == ids  # seeded: the same sample every time
+    assert (scan["total"], scan["failing_total"], scan["failing_shown"], scan["others_total"]) == (55, 5, 5, 50)
+    again, _ = build(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
+    assert [r["id"] for r in again["rows"]] == ids  # seeded: the same sample every time
 
 
 def test_every_run_and_merge_write_report_html(sd):
@@ -172,8 +192,28 @@ def test_the_template_ships_as_package_data():
 
 
 def test_a_text_said_twice_is_stored_once(tmp_path: Path):
-    folder = rd.write_folder(tmp_path / "run", rd.summary(), [rd.record("s1", answer="Paris, surely")])
-    row = json.loads(html.build_data(rd.summary(), folder / "results.jsonl")[0])["rows"][0]
+    rec = rd.record("s1", answer="Paris, surely")
+    rec["trajectory"]["turns"][0][0]["content"] = rec["input"]
+    folder = rd.write_folder(tmp_path / "run", rd.summary(), [rec])
+    row = build(rd.summary(), folder / "results.jsonl")[0]["rows"][0]
     assert row["grades"]["answer"]["submission"] == "Paris, surely"
     assert row["grades"]["style"]["submission"] == {"ref": "answer"}
     assert row["turns"][0][-1] == {"role": "assistant", "content": {"ref": "answer"}}
+    assert row["turns"][0][0] == {"role": "user", "content": {"input": 0}}
+
+
+def test_empty_entries_are_left_out_of_the_rows(tmp_path: Path):
+    folder = rd.write_folder(tmp_path / "run", rd.summary(), [rd.record("s1", score=0.0, tags=())])
+    row = build(rd.summary(), folder / "results.jsonl")[0]["rows"][0]
+    assert row["grades"]["answer"] == {"score": 0.0, "rationale": "answer rationale s1", "submission": "Paris"}
+    assert not {"model", "tags", "error", "regressed", "baseline", "cost", "target"} & set(row)
+
+
+def test_the_table_part_holds_no_text_of_the_run(tmp_path: Path):
+    folder = rd.write_folder(tmp_path / "run", rd.summary(), [rd.record("s1", error="agent crashed")])
+    data, details, _ = html.build_data(rd.summary(), folder / "results.jsonl")
+    assert json.loads(data)["rows"] == [{"id": "s1", "run": 0, "tags": ["geo"], "tokens": 0, "duration": 0.25,
+                                         "grades": {"answer": {"score": 0.0, "error": True},
+                                                    "style": {"score": 0.0, "error": True}},
+                                         "error": {"category": "target"}}]
+    assert "agent crashed" in details

@@ -55,6 +55,11 @@ def _cap(value: Any, limit: int) -> Any:
     return text if len(text) <= limit else {"text": text[:limit], "length": len(text)}
 
 
+def _compact(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without its empty entries (None, "", [], {}, False): the page reads a missing key as empty."""
+    return {k: v for k, v in d.items() if not (v is None or v is False or v == "" or v == [] or v == {})}
+
+
 def row_key(rec: dict[str, Any]) -> tuple:
     """(model, sample id, run): what tells result lines apart."""
     return rec.get("model"), str(rec.get("sample_id")), rec.get("run") or 0
@@ -85,8 +90,9 @@ class _Baseline:
             return
         for rec in iter_results(folder / "results.jsonl"):
             self.grades[row_key(rec)] = {
-                name: {"score": g.get("score"), "passed": bool(g.get("passed")), "error": g.get("error"),
-                       "rationale": _cap(g.get("rationale"), BASELINE_RATIONALE_CAP)}
+                name: _compact({"score": g.get("score"), "passed": bool(g.get("passed")),
+                                "error": _cap(g.get("error"), BASELINE_RATIONALE_CAP),
+                                "rationale": _cap(g.get("rationale"), BASELINE_RATIONALE_CAP)})
                 for name, g in (rec.get("grades") or {}).items()
             }
 
@@ -96,7 +102,7 @@ class _Baseline:
 
     def regressed(self, key: tuple, grades: dict[str, Any]) -> list[str]:
         old = self.of(key) or {}
-        return [n for n, g in grades.items() if n in old and old[n]["passed"] and not g.get("passed")]
+        return [n for n, g in grades.items() if n in old and old[n].get("passed") and not g.get("passed")]
 
 
 def _regression_set(summary: dict[str, Any]) -> set[tuple]:
@@ -109,7 +115,8 @@ def _row(rec: dict[str, Any], cap: int, base: _Baseline, regs: set[tuple]) -> di
     key = row_key(rec)
     grades_in = rec.get("grades") or {}
     subs = rec.get("submission") or {}
-    # A text said twice (graders sharing a submission, the final reply) is stored once: {"ref": grader}.
+    # A text said twice is stored once: {"ref": grader} for a shared submission or the final reply,
+    # {"input": i} for a user message that repeats the sample's input.
     first: dict[str, str] = {}
     for name in grades_in:
         if isinstance(subs.get(name), str) and subs[name]:
@@ -120,18 +127,18 @@ def _row(rec: dict[str, Any], cap: int, base: _Baseline, regs: set[tuple]) -> di
         return {"ref": first[text]} if isinstance(text, str) and first.get(text, name) != name else _cap(text, cap)
 
     grades = {
-        name: {"score": g.get("score"), "passed": bool(g.get("passed")), "error": _cap(g.get("error"), cap),
-               "category": g.get("error_category"), "rationale": _cap(g.get("rationale"), cap),
-               "submission": sub(name),
-               "metadata": _cap({k: v for k, v in (g.get("metadata") or {}).items()} or None, cap)}
+        name: _compact({"score": g.get("score"), "passed": bool(g.get("passed")), "error": _cap(g.get("error"), cap),
+                        "category": g.get("error_category"), "rationale": _cap(g.get("rationale"), cap),
+                        "submission": sub(name), "metadata": _cap(g.get("metadata") or None, cap)})
         for name, g in grades_in.items()
     }
     regressed = sorted({n for (m, s, n) in regs if m == key[0] and s == key[1]} | set(base.regressed(key, grades_in)))
     inp = rec.get("input")
+    inputs = {t: i for i, t in enumerate(inp if isinstance(inp, list) else [inp]) if isinstance(t, str) and t}
     traj = rec.get("trajectory") or {}
     err = rec.get("error")
     usage = rec.get("usage") or {}
-    return {
+    return _compact({
         "id": key[1], "model": key[0], "run": key[2], "tags": [str(t) for t in rec.get("tags") or []],
         "input": [_cap(t, cap) for t in inp] if isinstance(inp, list) else _cap(inp, cap),
         "ground_truth": _cap(rec.get("ground_truth"), cap),
@@ -139,17 +146,22 @@ def _row(rec: dict[str, Any], cap: int, base: _Baseline, regs: set[tuple]) -> di
         if isinstance(err, dict) else _cap(err, cap),
         "grades": grades, "regressed": regressed, "baseline": base.of(key),
         "tokens": int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0),
-        "usage": usage, "cost": _row_cost(rec), "duration": rec.get("duration_s"),
+        "usage": _compact(usage), "cost": _row_cost(rec), "duration": rec.get("duration_s"),
         "target": _cap(rec.get("target"), cap),
-        "turns": [[_message(m, cap, first) for m in turn] for turn in traj.get("turns") or []],
+        "turns": [[_message(m, cap, first, inputs) for m in turn] for turn in traj.get("turns") or []],
         "memory": {str(k): _cap(v, cap) for k, v in (traj.get("memory_blocks") or {}).items()},
-    }
+    })
 
 
-def _message(m: dict[str, Any], cap: int, submissions: dict[str, str]) -> dict[str, Any]:
+def _message(m: dict[str, Any], cap: int, submissions: dict[str, str], inputs: dict[str, int]) -> dict[str, Any]:
     content = m.get("content")
-    ref = submissions.get(content) if isinstance(content, str) and content else None
-    out: dict[str, Any] = {"role": m.get("role"), "content": {"ref": ref} if ref else _cap(content, cap)}
+    if isinstance(content, str) and content in submissions:
+        text: Any = {"ref": submissions[content]}
+    elif isinstance(content, str) and m.get("role") == "user" and content in inputs:
+        text = {"input": inputs[content]}
+    else:
+        text = _cap(content, cap)
+    out: dict[str, Any] = _compact({"role": m.get("role"), "content": text})
     if m.get("tool_calls"):
         out["tool_calls"] = [{"id": t.get("id"), "name": _cap(t.get("name"), 200),
                               "arguments": _cap(t.get("arguments"), cap)} for t in m["tool_calls"]]
@@ -191,50 +203,90 @@ def _scan(results: Path, base: _Baseline, regs: set[tuple], max_rows: int) -> di
             j = rng.randrange(total)
             if j < max_rows:
                 others[j] = i
-    if len(keep) > max_rows:
-        keep = sorted(rng.sample(keep, max_rows))
-    room = max_rows - len(keep)
-    sampled = sorted(rng.sample(others, room)) if len(others) > room else others
-    return {"total": total, "keep": set(keep) | set(sampled), "models": sorted(models), "n_kept_failing": len(keep),
-            "n_others": total - len(keep), "hist": hist,
+    return {"total": total, "failing": keep, "others": others, "models": sorted(models), "hist": hist,
             "groups": [{"category": c, "grader": g, "message": m, "count": n}
                        for (c, g, m), n in groups.most_common()]}
 
 
+def _choose(scan: dict[str, Any], limit: int) -> set[int]:
+    """At most ``limit`` line numbers: the failing ones first, then a seeded sample of the others."""
+    rng = random.Random(1)
+    failing, others = scan["failing"], scan["others"]
+    if len(failing) >= limit:
+        return set(rng.sample(failing, limit))
+    room = limit - len(failing)
+    return set(failing) | set(rng.sample(others, room) if len(others) > room else others)
+
+
+_TABLE_KEYS = ("id", "model", "run", "tags", "regressed", "tokens", "duration", "cost")
+
+
+def _split(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what the table needs, the texts only a sample's detail or a search needs).
+
+    The page parses the second part on first use, so a large report opens without parsing its texts.
+    """
+    table = {k: row[k] for k in _TABLE_KEYS if k in row}
+    detail = {k: v for k, v in row.items() if k not in _TABLE_KEYS}
+
+    def flags(grades: dict[str, Any]) -> dict[str, Any]:
+        return {n: _compact({"score": g.get("score"), "passed": g.get("passed"), "error": bool(g.get("error"))})
+                for n, g in grades.items()}
+
+    if "grades" in row:
+        table["grades"] = flags(row["grades"])
+    if "baseline" in row:
+        table["baseline"] = flags(row["baseline"])
+    if "error" in row:
+        table["error"] = {"category": row["error"].get("category")} if isinstance(row["error"], dict) else True
+    return table, detail
+
+
 def _rows_json(results: Path, keep: set[int], cap: int, base: _Baseline, regs: set[tuple],
-               max_bytes: int | None) -> tuple[list[str], int]:
-    """The kept rows as JSON texts and their size; stops early (returning the projected size) once
-    they cannot fit ``max_bytes``, so memory stays near ``max_bytes`` whatever results.jsonl holds."""
-    parts: list[str] = []
+               max_bytes: int | None) -> tuple[list[str], list[str], int]:
+    """The kept rows as JSON texts (table part, detail part) and their size; stops early (returning
+    the projected size) once they cannot fit ``max_bytes``, so memory stays near ``max_bytes``."""
+    tables: list[str] = []
+    details: list[str] = []
     size = 0
     for i, rec in enumerate(iter_results(results)):
         if i in keep:
-            parts.append(script_json(_row(rec, cap, base, regs)))
-            size += len(parts[-1].encode("utf-8")) + 1
+            table, detail = _split(_row(rec, cap, base, regs))
+            tables.append(script_json(table))
+            details.append(script_json(detail))
+            size += len(tables[-1].encode("utf-8")) + len(details[-1].encode("utf-8")) + 2
             if max_bytes is not None and size > max_bytes:
-                return [], int(size * len(keep) / len(parts))
-    return parts, size
+                return [], [], int(size * len(keep) / len(tables))
+    return tables, details, size
 
 
 def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
-               max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES) -> tuple[str, dict[str, Any]]:
-    """(the page's data as script-safe JSON, facts for the template), cutting texts to fit ``max_bytes``."""
+               max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES) -> tuple[str, str, dict[str, Any]]:
+    """(the page's data and the rows' details as script-safe JSON, facts for the template), cutting
+    texts to fit ``max_bytes``."""
     base = _Baseline(baseline)
     regs = _regression_set(summary)
     scan = _scan(results, base, regs, max_rows)
     metrics = summary.get("metrics") or {}
     names = list(metrics) or sorted(scan["hist"])
+    limit = max_rows
+    keep = _choose(scan, limit)
     cap = TEXT_CAP
     while True:
-        last = cap <= MIN_TEXT_CAP  # at the smallest cap every kept row goes in, whatever the size
-        rows, size = _rows_json(results, scan["keep"], cap, base, regs, None if last else max_bytes)
-        if last or size <= max_bytes:
+        rows, details, size = _rows_json(results, keep, cap, base, regs, max_bytes if len(keep) > 1 else None)
+        if size <= max_bytes or len(keep) <= 1:
             break
-        cap = max(MIN_TEXT_CAP, int(cap * max_bytes / size * 0.9))
+        if cap > MIN_TEXT_CAP:  # first cut the texts, then (at the smallest cut) hold fewer lines
+            cap = max(MIN_TEXT_CAP, int(cap * max_bytes / size * 0.9))
+        else:
+            limit = max(1, min(len(keep) - 1, int(len(keep) * max_bytes / size * 0.9)))
+            keep = _choose(scan, limit)
     head = script_json({"metrics": [{"key": k, "label": (metrics.get(k) or {}).get("label") or k} for k in names],
                         "total_rows": scan["total"], "has_baseline": bool(base.grades), "text_cap": cap})
-    scan.update(text_cap=cap, shown=len(rows))
-    return head[:-1] + ',"rows":[' + ",".join(rows) + "]}", scan
+    n_fail = len(scan["failing"])
+    scan.update(text_cap=cap, shown=len(rows), limit=limit, failing_total=n_fail,
+                failing_shown=min(n_fail, len(rows)), others_total=scan["total"] - n_fail)
+    return head[:-1] + ',"rows":[' + ",".join(rows) + "]}", "[" + ",".join(details) + "]", scan
 
 
 def _verdict(summary: dict[str, Any]) -> str:
@@ -268,7 +320,7 @@ def render_report(summary: dict[str, Any], results: Path, baseline: Path | None 
 
     from ci_evals.reports import markdown as md
 
-    data, scan = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes)
+    data, details, scan = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes)
     env = jinja2.Environment(loader=jinja2.PackageLoader("ci_evals.reports", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     def given(value: Any) -> bool:
@@ -286,12 +338,11 @@ def render_report(summary: dict[str, Any], results: Path, baseline: Path | None 
     models = list(summary.get("models") or {}) or scan["models"]
     return env.get_template("report.html.j2").render(
         s=summary, verdict=_verdict(summary), verdict_words=VERDICT_WORDS, ops=OPS, script=Markup(script), style=Markup(style),
-        script_hash=_sha256(script), style_hash=_sha256(style), data=Markup(data),
+        script_hash=_sha256(script), style_hash=_sha256(style), data=Markup(data), details=Markup(details),
         hist={k: _histogram_svg(v) for k, v in scan["hist"].items()},
         groups=groups if isinstance(groups, list) else scan["groups"], models=models,
         base_metrics=(summary.get("baseline") or {}).get("metrics") or {},
-        shown=scan["shown"], total=scan["total"], kept_failing=scan["n_kept_failing"],
-        others=scan["n_others"], max_rows=max_rows, text_cap=scan["text_cap"],
+        scan=scan, max_rows=max_rows, max_mb=f"{max_bytes / 1e6:g}",
     )
 
 

@@ -2,8 +2,30 @@
 // textContent (via el()); nothing is ever assigned to innerHTML.
 (function () {
   "use strict";
+  var t0 = performance.now();
   var DATA = JSON.parse(document.getElementById("report-data").textContent);
+  var tParsed = performance.now();
   var ROWS = DATA.rows, METRICS = DATA.metrics, PAGE = 100;
+  // Empty entries are left out of the data: put them back so the code below needs no guards.
+  ROWS.forEach(function (r, i) {
+    r.index = i; r.model = r.model || null; r.run = r.run || 0; r.tags = r.tags || []; r.grades = r.grades || {};
+    r.regressed = r.regressed || []; r.turns = r.turns || []; r.memory = r.memory || {};
+    r.usage = r.usage || {}; r.tokens = r.tokens || 0;
+  });
+  // The texts (inputs, outputs, rationales, trajectories) are parsed on first use: a sample's detail
+  // or a text search. Until then a row holds only what the table shows.
+  var DETAILS = null;
+  function full(r) {
+    if (r.full) return r;
+    if (!DETAILS) DETAILS = JSON.parse(document.getElementById("report-details").textContent);
+    var d = DETAILS[r.index];
+    for (var k in d) {
+      if (k === "grades" || k === "baseline") for (var n in d[k]) r[k][n] = Object.assign(r[k][n] || {}, d[k][n]);
+      else r[k] = d[k];
+    }
+    r.full = true;
+    return r;
+  }
   var state = { sort: null, dir: 1, page: 0, shown: ROWS };
 
   function el(tag, attrs, children) {
@@ -17,8 +39,12 @@
     return n;
   }
   function txt(v) { return v == null ? "" : (typeof v === "object" ? v.text : String(v)); }
-  // A text stored once per row: {"ref": grader} points at that grader's submission.
-  function deref(r, v) { return v && typeof v === "object" && v.ref != null ? r.grades[v.ref].submission : v; }
+  // A text stored once per row: {"ref": grader} is that grader's submission, {"input": i} the i-th input.
+  function deref(r, v) {
+    if (v && typeof v === "object" && v.ref != null) return r.grades[v.ref].submission;
+    if (v && typeof v === "object" && v.input != null) return Array.isArray(r.input) ? r.input[v.input] : r.input;
+    return v;
+  }
   // A capped text: the text, plus a note of its full length when it was cut.
   function textBlock(v, cls) {
     var box = el("div", { cls: cls || "pre" });
@@ -36,12 +62,12 @@
   function haystack(i) {
     if (!hay) hay = new Array(ROWS.length);
     if (hay[i] == null) {
-      var r = ROWS[i], parts = [r.id];
+      var r = full(ROWS[i]), parts = [r.id];
       (Array.isArray(r.input) ? r.input : [r.input]).forEach(function (t) { parts.push(txt(t)); });
       parts.push(txt(r.ground_truth));
       if (r.error) parts.push(txt(r.error.message || r.error));
       for (var k in r.grades) { var g = r.grades[k]; parts.push(txt(deref(r, g.submission)), txt(g.rationale), txt(g.error)); }
-      r.turns.forEach(function (t) { t.forEach(function (m) { if (!(m.content && m.content.ref != null)) parts.push(txt(m.content)); }); });
+      r.turns.forEach(function (t) { t.forEach(function (m) { if (!(m.content && (m.content.ref != null || m.content.input != null))) parts.push(txt(m.content)); }); });
       hay[i] = parts.join("\n").toLowerCase();
     }
     return hay[i];
@@ -230,7 +256,7 @@
   }
   function showDetail(id) {
     var sec = document.getElementById("detail"), body = document.getElementById("detail-body");
-    var rows = ROWS.filter(function (r) { return r.id === id; });
+    var rows = ROWS.filter(function (r) { return r.id === id; }).map(full);
     body.textContent = "";
     if (!rows.length) { sec.hidden = false; document.getElementById("detail-title").textContent = "Sample " + id + " is not in this report"; return; }
     document.getElementById("detail-title").textContent = "Sample " + id;
@@ -259,5 +285,6 @@
   window.addEventListener("hashchange", onHash);
   render();
   onHash();
-  document.body.setAttribute("data-ready", "1");
+  // When the page was usable, and where the time went (milliseconds since navigation start).
+  document.body.setAttribute("data-ready", [t0, tParsed, performance.now()].map(Math.round).join(" "));
 })();
