@@ -168,8 +168,7 @@ def test_report_command_takes_a_baseline_folder(tmp_path: Path):
 
 def test_report_command_bad_folders_are_one_line_exit_2(tmp_path: Path, capsys):
     assert main(["report", str(tmp_path / "nope")]) == 2
-    assert capsys.readouterr().err == (f"error: {tmp_path / 'nope'}: no summary.json in this folder "
-                                       "(is it a ci-evals results folder?)\n")
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no summary.json in this folder\n"
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "summary.json").write_text("{oops")
     assert main(["report", str(tmp_path / "bad")]) == 2
@@ -180,6 +179,19 @@ def test_report_command_bad_folders_are_one_line_exit_2(tmp_path: Path, capsys):
     folder = rd.write_folder(tmp_path / "run", rd.summary(), rd.records())
     assert main(["report", str(folder), "--baseline", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no results.jsonl in the baseline folder\n"
+
+
+def test_report_open_hands_the_file_to_the_local_browser(tmp_path: Path, monkeypatch, capsys):
+    import webbrowser
+
+    opened: list[str] = []
+    monkeypatch.setattr(webbrowser, "open", lambda uri: opened.append(uri) or True)
+    folder = rd.write_folder(tmp_path / "run", rd.summary(), rd.records())
+    assert main(["report", str(folder), "--open"]) == 0
+    assert opened == [(folder / "report.html").resolve().as_uri()]
+    monkeypatch.setattr(webbrowser, "open", lambda uri: False)
+    assert main(["report", str(folder), "--open"]) == 0
+    assert capsys.readouterr().err == "could not open a browser; open the file above yourself\n"
 
 
 def test_the_template_ships_as_package_data():

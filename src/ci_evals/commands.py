@@ -155,20 +155,26 @@ def cmd_list() -> int:
     return 0
 
 
-def cmd_report(args: Namespace) -> int:
-    """``ci-evals report DIR``: rebuild DIR/report.html from its summary.json and results.jsonl."""
-    from ci_evals.reports.html import write_report
-
-    folder: Path = args.dir
+def read_summary(folder: Path) -> dict[str, Any]:
+    """A results folder's summary.json; a missing or broken one is a one-line ConfigError."""
     path = folder / "summary.json"
     if not path.is_file():
-        raise ConfigError("no summary.json in this folder (is it a ci-evals results folder?)", file=str(folder))
+        raise ConfigError("no summary.json in this folder", file=str(folder))
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError(f"summary.json is not valid JSON: {exc}", file=str(path)) from None
     if not isinstance(summary, dict):
         raise ConfigError("summary.json is not a JSON object", file=str(path))
+    return summary
+
+
+def cmd_report(args: Namespace) -> int:
+    """``ci-evals report DIR``: rebuild DIR/report.html from its summary.json and results.jsonl."""
+    from ci_evals.reports.html import write_report
+
+    folder: Path = args.dir
+    summary = read_summary(folder)
     if not (folder / "results.jsonl").is_file():
         raise ConfigError("no results.jsonl in this folder", file=str(folder))
     if args.baseline is not None and not (args.baseline / "results.jsonl").is_file():
@@ -191,16 +197,7 @@ def cmd_merge(args: Namespace) -> int:
 
     summaries = []
     for d in args.dirs:
-        p = d / "summary.json"
-        if not p.exists():
-            raise ConfigError("no summary.json in this folder", file=str(d))
-        try:
-            summary = json.loads(p.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ConfigError(f"summary.json is not valid JSON: {exc}", file=str(p)) from None
-        if not isinstance(summary, dict):
-            raise ConfigError("summary.json is not a JSON object", file=str(p))
-        summaries.append(summary)
+        summaries.append(read_summary(d))
     config = summaries[0].get("config")
     for d, s in zip(args.dirs, summaries, strict=True):
         if s.get("config") != config or s.get("suite") != summaries[0].get("suite"):

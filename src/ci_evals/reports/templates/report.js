@@ -56,7 +56,6 @@
   function fmt(x) { return x == null ? "–" : Number(x).toFixed(3); }
   function failing(r) { if (r.error) return true; for (var k in r.grades) if (!r.grades[k].passed) return true; return false; }
   function errored(r) { if (r.error) return true; for (var k in r.grades) if (r.grades[k].error) return true; return false; }
-  function label(r) { return r.id + (r.model ? " · " + r.model : "") + (DATA.runs > 1 || r.run ? " · run " + r.run : ""); }
 
   var hay = null;
   function haystack(i) {
