@@ -104,6 +104,16 @@ def test_verdict_gates_and_rows_as_a_person_sees_them(tab, report):
     tab.close(report)
 
 
+def test_the_baseline_column_shows_the_baselines_scores(tab, report):
+    tab.open(report)
+    head = tab.page.locator("#sample-head th[data-key=baseline]").inner_text()
+    assert head == "Baseline: Answer correct / Style"
+    cells = [tab.page.locator("#sample-body tr").nth(i).locator("td").nth(6).inner_text() for i in range(6)]
+    # s1 run 1 falls back to the baseline's run 0; gpt-b and s4 were not in the baseline
+    assert cells == ["1.000 / 0.500", "1.000 / 0.500", "new", "1.000 / 0.500", "0.000 / 0.500", "new"]
+    tab.close(report)
+
+
 def test_filters_narrow_the_rows_and_say_how_many(tab, report):
     from playwright.sync_api import expect
 

@@ -97,8 +97,12 @@ class _Baseline:
             }
 
     def of(self, key: tuple) -> dict[str, Any] | None:
+        """The same sample's grades: same model and run, else its first run, else a model-less baseline."""
         model, sid, run = key
-        return self.grades.get(key) or self.grades.get((None, sid, run))
+        for k in (key, (model, sid, 0), (None, sid, run), (None, sid, 0)):
+            if k in self.grades:
+                return self.grades[k]
+        return None
 
     def regressed(self, key: tuple, grades: dict[str, Any]) -> list[str]:
         old = self.of(key) or {}
