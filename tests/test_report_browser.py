@@ -52,10 +52,10 @@ class Page:
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.on("dialog", lambda d: (self.console.append(f"dialog: {d.message}"), d.dismiss()))
 
-    def open(self, report: Path, fragment: str = "") -> float:
-        """Open the report; the seconds until its script has drawn the table."""
+    def open(self, report: Path, fragment: str = "", until: str = "domcontentloaded") -> float:
+        """Open the report; the seconds until its script has drawn the table (and ``until`` happened)."""
         t0 = time.perf_counter()
-        self.page.goto(report.resolve().as_uri() + fragment)
+        self.page.goto(report.resolve().as_uri() + fragment, wait_until=until)
         self.page.wait_for_selector("body[data-ready]", timeout=30_000)
         return time.perf_counter() - t0
 
@@ -280,26 +280,37 @@ def _big_folder(tmp: Path, n: int) -> Path:
 @pytest.mark.parametrize("n", [1_000, 10_000])
 def test_large_reports_open_fast_and_stay_small(browser, tmp_path, n, capsys):
     """Opened three times in fresh tabs; the best time must be under 2 s (the others show the noise
-    of a shared CI machine). Ready = the script has parsed the data and drawn the first page."""
+    of a shared CI machine). Table = the table is drawn and can be sorted and filtered; loaded = the
+    browser has read the whole file; detail = a sample's detail is on screen (from navigation)."""
     folder = _big_folder(tmp_path / f"n{n}", n)
     report = write_report(folder, json.loads((folder / "summary.json").read_text()))
     size = report.stat().st_size
-    times, in_page = [], []
+    table, loaded, detail = [], [], []
     for _ in range(3):
         tab = Page(browser)
-        times.append(tab.open(report))
-        in_page.append(int(tab.page.locator("body").get_attribute("data-ready").split()[-1]))
-        assert tab.text("#count") == f"Showing {n:,} of {n:,} rows"
         t0 = time.perf_counter()
+        table.append(tab.open(report, until="commit"))
+        assert tab.text("#count") == f"Showing {n:,} of {n:,} rows"
+        tab.page.click("#sample-body tr:first-child a")
+        tab.page.wait_for_selector("#detail:not([hidden])")
+        detail.append(time.perf_counter() - t0)
+        loaded.append(tab.page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
+                      / 1000)
+        assert tab.text("#detail-title") == "Sample sample-00000"
+        t1 = time.perf_counter()
         tab.page.check("#f-failing")
-        filter_s = time.perf_counter() - t0
+        filter_s = time.perf_counter() - t1
         assert tab.rows() == 100
         if n == 10_000:
             tab.shot("report-10000")
         tab.close(report)
+
+    def fmt(xs: list[float]) -> str:
+        return ", ".join(f"{x:.2f}" for x in xs)
+
     with capsys.disabled():
-        print(f"\nreport.html with {n:,} samples: {size / 1e6:.1f} MB; ready in "
-              f"{', '.join(f'{t:.2f}' for t in times)} s (in-page {', '.join(f'{m / 1000:.2f}' for m in in_page)} s); "
+        print(f"\nreport.html with {n:,} samples: {size / 1e6:.1f} MB; table drawn in {fmt(table)} s, "
+              f"file read in {fmt(loaded)} s, a detail shown in {fmt(detail)} s; "
               f"'failing only' filter in {filter_s:.2f} s")
     assert size < 25_000_000
-    assert min(times) < 2.0
+    assert min(table) < 2.0

@@ -12,9 +12,14 @@
     r.regressed = r.regressed || []; r.turns = r.turns || []; r.memory = r.memory || {};
     r.usage = r.usage || {}; r.tokens = r.tokens || 0;
   });
-  // The texts (inputs, outputs, rationales, trajectories) are parsed on first use: a sample's detail
-  // or a text search. Until then a row holds only what the table shows.
+  // The texts (inputs, outputs, rationales, trajectories) follow this script in the page, so the table
+  // is drawn before the browser has even read them; they are parsed on first use (a sample's detail or
+  // a text search), once the page has finished loading. Until then a row holds what the table shows.
   var DETAILS = null;
+  function whenLoaded(fn) {
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", fn, { once: true });
+    else fn();
+  }
   function full(r) {
     if (r.full) return r;
     if (!DETAILS) DETAILS = JSON.parse(document.getElementById("report-details").textContent);
@@ -85,6 +90,7 @@
   if (!DATA.has_baseline && !ROWS.some(function (r) { return r.regressed.length; })) document.getElementById("f-regressed").disabled = true;
 
   function applyFilters() {
+    if (document.getElementById("f-text").value.trim() && document.readyState === "loading") return whenLoaded(applyFilters);
     var f = function (id) { return document.getElementById(id); };
     var onlyFail = f("f-failing").checked, onlyErr = f("f-errored").checked, onlyReg = f("f-regressed").checked;
     var tag = f("f-tag").value, model = f("f-model").value, q = f("f-text").value.trim().toLowerCase();
@@ -277,7 +283,7 @@
   }
   function onHash() {
     var m = /^#sample=(.*)$/.exec(location.hash);
-    if (m) { var id; try { id = decodeURIComponent(m[1]); } catch (e) { id = m[1]; } showDetail(id); }
+    if (m) { var id; try { id = decodeURIComponent(m[1]); } catch (e) { id = m[1]; } whenLoaded(function () { showDetail(id); }); }
     else document.getElementById("detail").hidden = true;
   }
   document.getElementById("detail-close").addEventListener("click", function (e) { e.preventDefault(); history.replaceState(null, "", location.pathname + location.search); document.getElementById("detail").hidden = true; });
