@@ -137,10 +137,12 @@
   COLS.forEach(function (c) {
     var th = el("th", { "data-key": c.key, text: c.label });
     if (!c.nosort) {
-      th.className = "sortable"; th.title = "sort by " + c.label;
-      th.addEventListener("click", function () {
+      th.className = "sortable"; th.title = "sort by " + c.label; th.tabIndex = 0;
+      var sortBy = function () {
         state.dir = state.sort === c.key ? -state.dir : 1; state.sort = c.key; sortRows(); state.page = 0; render();
-      });
+      };
+      th.addEventListener("click", sortBy);
+      th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sortBy(); } });
     }
     head.appendChild(th);
   });
