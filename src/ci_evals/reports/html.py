@@ -18,6 +18,7 @@ import hashlib
 import json
 import random
 from collections import Counter
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,28 @@ def _cap(value: Any, limit: int) -> Any:
 def _compact(d: dict[str, Any]) -> dict[str, Any]:
     """``d`` without its empty entries (None, "", [], {}, False): the page reads a missing key as empty."""
     return {k: v for k, v in d.items() if v or (v is not False and v == 0)}
+
+
+def _numbered(results: Path, wanted: set[int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of results.jsonl, parsing only the ``wanted`` lines; a torn line is skipped."""
+    if not results.exists():
+        return
+    with results.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh):
+            if (wanted is None or n in wanted) and line.strip():
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict):
+                    yield n, rec
+
+
+def _line_count(results: Path) -> int:
+    if not results.exists():
+        return 0
+    with results.open("rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
 
 
 def row_key(rec: dict[str, Any]) -> tuple:
@@ -202,7 +225,9 @@ def _scan(results: Path, base: _Baseline, regs: dict[tuple, set[str]], max_rows:
     groups: Counter = Counter()
     models: set[str] = set()
     rng = random.Random(0)
-    for i, rec in enumerate(iter_results(results)):
+    if _line_count(results) > max_rows:  # some lines will be left out: no point building every row now
+        tables = None
+    for i, rec in _numbered(results):
         total += 1
         if rec.get("model"):
             models.add(str(rec["model"]))
@@ -257,14 +282,13 @@ def _rows_json(results: Path, keep: set[int], cap: int, base: _Baseline, regs: d
     tables: list[str] = []
     details: list[str] = []
     size = 0
-    for i, rec in enumerate(iter_results(results)):
-        if i in keep:
-            table, detail = _row(rec, cap, base, regs)
-            tables.append(script_json(table))
-            details.append(script_json(detail))
-            size += len(tables[-1].encode("utf-8")) + len(details[-1].encode("utf-8")) + 2
-            if max_bytes is not None and size > max_bytes:
-                return [], [], int(size * len(keep) / len(tables))
+    for _, rec in _numbered(results, keep):
+        table, detail = _row(rec, cap, base, regs)
+        tables.append(script_json(table))
+        details.append(script_json(detail))
+        size += len(tables[-1].encode("utf-8")) + len(details[-1].encode("utf-8")) + 2
+        if max_bytes is not None and size > max_bytes:
+            return [], [], int(size * len(keep) / len(tables))
     return tables, details, size
 
 
