@@ -59,6 +59,22 @@ def _cap(value: Any, limit: int) -> Any:
     return text if len(text) <= limit else {"text": text[:limit], "length": len(text)}
 
 
+class _Cut:
+    """``_cap`` at one limit, remembering the longest text it saw (whether a smaller limit would help)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.longest = 0
+
+    def __call__(self, value: Any) -> Any:
+        out = _cap(value, self.limit)
+        if isinstance(out, dict):
+            self.longest = max(self.longest, out["length"])
+        elif isinstance(out, str):
+            self.longest = max(self.longest, len(out))
+        return out
+
+
 def _compact(d: dict[str, Any]) -> dict[str, Any]:
     """``d`` without its empty entries (None, "", [], {}, False): the page reads a missing key as empty."""
     return {k: v for k, v in d.items() if v or (v is not False and v == 0)}
@@ -144,7 +160,7 @@ def _regression_index(summary: dict[str, Any]) -> dict[tuple, set[str]]:
     return index
 
 
-def _row(rec: dict[str, Any], cap: int, base: _Baseline, regs: dict[tuple, set[str]]) -> tuple[dict, dict]:
+def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[str]]) -> tuple[dict, dict]:
     """One result line as the page reads it: (what the table needs, the texts for the detail and
     search, which the page parses only on first use). Every text is capped; empty entries are left out."""
     key = row_key(rec)
@@ -159,14 +175,14 @@ def _row(rec: dict[str, Any], cap: int, base: _Baseline, regs: dict[tuple, set[s
 
     def sub(name: str) -> Any:
         text = subs.get(name)
-        return {"ref": first[text]} if isinstance(text, str) and first.get(text, name) != name else _cap(text, cap)
+        return {"ref": first[text]} if isinstance(text, str) and first.get(text, name) != name else cut(text)
 
     flags, texts = {}, {}
     for name, g in grades_in.items():
         flags[name] = _compact({"score": g.get("score"), "passed": bool(g.get("passed")), "error": bool(g.get("error"))})
-        texts[name] = _compact({"error": _cap(g.get("error"), cap), "category": g.get("error_category"),
-                                "rationale": _cap(g.get("rationale"), cap), "submission": sub(name),
-                                "metadata": _cap(g.get("metadata") or None, cap)})
+        texts[name] = _compact({"error": cut(g.get("error")), "category": g.get("error_category"),
+                                "rationale": cut(g.get("rationale")), "submission": sub(name),
+                                "metadata": cut(g.get("metadata") or None)})
     regressed = regs.get(key[:2], set()) | set(base.regressed(key, grades_in))
     old = base.of(key)
     inp = rec.get("input")
@@ -184,29 +200,29 @@ def _row(rec: dict[str, Any], cap: int, base: _Baseline, regs: dict[tuple, set[s
         "cost": _row_cost(rec), "duration": rec.get("duration_s"),
     })
     detail = _compact({
-        "input": [_cap(t, cap) for t in inp] if isinstance(inp, list) else _cap(inp, cap),
-        "ground_truth": _cap(rec.get("ground_truth"), cap),
-        "error": {"category": err.get("category"), "message": _cap(err.get("message"), cap)}
-        if isinstance(err, dict) else _cap(err, cap),
-        "grades": _compact(texts), "baseline": old, "usage": _compact(usage), "target": _cap(rec.get("target"), cap),
-        "turns": [[_message(m, cap, first, inputs) for m in turn] for turn in traj.get("turns") or []],
-        "memory": {str(k): _cap(v, cap) for k, v in (traj.get("memory_blocks") or {}).items()},
+        "input": [cut(t) for t in inp] if isinstance(inp, list) else cut(inp),
+        "ground_truth": cut(rec.get("ground_truth")),
+        "error": {"category": err.get("category"), "message": cut(err.get("message"))}
+        if isinstance(err, dict) else cut(err),
+        "grades": _compact(texts), "baseline": old, "usage": _compact(usage), "target": cut(rec.get("target")),
+        "turns": [[_message(m, cut, first, inputs) for m in turn] for turn in traj.get("turns") or []],
+        "memory": {str(k): cut(v) for k, v in (traj.get("memory_blocks") or {}).items()},
     })
     return table, detail
 
 
-def _message(m: dict[str, Any], cap: int, submissions: dict[str, str], inputs: dict[str, int]) -> dict[str, Any]:
+def _message(m: dict[str, Any], cut: _Cut, submissions: dict[str, str], inputs: dict[str, int]) -> dict[str, Any]:
     content = m.get("content")
     if isinstance(content, str) and content in submissions:
         text: Any = {"ref": submissions[content]}
     elif isinstance(content, str) and m.get("role") == "user" and content in inputs:
         text = {"input": inputs[content]}
     else:
-        text = _cap(content, cap)
+        text = cut(content)
     out: dict[str, Any] = _compact({"role": m.get("role"), "content": text})
     if m.get("tool_calls"):
         out["tool_calls"] = [{"id": t.get("id"), "name": _cap(t.get("name"), 200),
-                              "arguments": _cap(t.get("arguments"), cap)} for t in m["tool_calls"]]
+                              "arguments": cut(t.get("arguments"))} for t in m["tool_calls"]]
     for k in ("tool_call_id", "name"):
         if m.get(k) is not None:
             out[k] = _cap(m[k], 200)
@@ -225,6 +241,7 @@ def _scan(results: Path, base: _Baseline, regs: dict[tuple, set[str]], max_rows:
     groups: Counter = Counter()
     models: set[str] = set()
     rng = random.Random(0)
+    eager_cut = _Cut(TEXT_CAP)
     if _line_count(results) > max_rows:  # some lines will be left out: no point building every row now
         tables = None
     for i, rec in _numbered(results):
@@ -244,7 +261,7 @@ def _scan(results: Path, base: _Baseline, regs: dict[tuple, set[str]], max_rows:
                 if g.get("error"):
                     groups[(g.get("error_category") or "grading", name, str(g["error"])[:500])] += 1
         if tables is not None:
-            table, detail = _row(rec, TEXT_CAP, base, regs)
+            table, detail = _row(rec, eager_cut, base, regs)
             tables.append(script_json(table))
             details.append(script_json(detail))
             size += len(tables[-1].encode("utf-8")) + len(details[-1].encode("utf-8")) + 2
@@ -275,7 +292,7 @@ def _choose(scan: dict[str, Any], limit: int) -> set[int]:
     return set(failing) | set(rng.sample(others, room) if len(others) > room else others)
 
 
-def _rows_json(results: Path, keep: set[int], cap: int, base: _Baseline, regs: dict[tuple, set[str]],
+def _rows_json(results: Path, keep: set[int], cut: _Cut, base: _Baseline, regs: dict[tuple, set[str]],
                max_bytes: int | None) -> tuple[list[str], list[str], int]:
     """The kept rows as JSON texts (table part, detail part) and their size; stops early (returning
     the projected size) once they cannot fit ``max_bytes``, so memory stays near ``max_bytes``."""
@@ -283,7 +300,7 @@ def _rows_json(results: Path, keep: set[int], cap: int, base: _Baseline, regs: d
     details: list[str] = []
     size = 0
     for _, rec in _numbered(results, keep):
-        table, detail = _row(rec, cap, base, regs)
+        table, detail = _row(rec, cut, base, regs)
         tables.append(script_json(table))
         details.append(script_json(detail))
         size += len(tables[-1].encode("utf-8")) + len(details[-1].encode("utf-8")) + 2
@@ -308,12 +325,14 @@ def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = N
     if eager is not None:
         rows, details, size = eager
     while eager is None:
-        rows, details, size = _rows_json(results, keep, cap, base, regs, max_bytes if len(keep) > 1 else None)
+        cut = _Cut(cap)
+        rows, details, size = _rows_json(results, keep, cut, base, regs, max_bytes if len(keep) > 1 else None)
         if size <= max_bytes or len(keep) <= 1:
             break
-        if cap > MIN_TEXT_CAP:  # first cut the texts, then (at the smallest cut) hold fewer lines
-            cap = max(MIN_TEXT_CAP, int(cap * max_bytes / size * 0.9))
-        else:
+        smaller = max(MIN_TEXT_CAP, int(cap * max_bytes / size * 0.9))
+        if smaller < cap and smaller < cut.longest:  # first cut the texts (where that helps) ...
+            cap = smaller
+        else:  # ... then hold fewer lines
             limit = max(1, min(len(keep) - 1, int(len(keep) * max_bytes / size * 0.9)))
             keep = _choose(scan, limit)
     head = script_json({"metrics": [{"key": k, "label": (metrics.get(k) or {}).get("label") or k} for k in names],
