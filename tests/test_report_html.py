@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ci_evals.cli import main
 from ci_evals.reports import html
+from ci_evals.reports import report_data as data_mod
 from tests import reportdata as rd
 from tests.conftest import replay_suite
 
@@ -34,21 +35,21 @@ def page_data(text: str) -> dict:
 
 
 def build(*args, **kwargs) -> tuple[dict, dict]:
-    data, details, scan = html.build_data(*args, **kwargs)
+    data, details, scan = data_mod.build_data(*args, **kwargs)
     return merged(data, details), scan
 
 
 def test_script_json_escapes_what_could_end_or_start_markup():
-    text = html.script_json({"a": "</script><!-- & \u2028\u2029 >"})
+    text = data_mod.script_json({"a": "</script><!-- & \u2028\u2029 >"})
     assert text == '{"a":"\\u003c/script\\u003e\\u003c!-- \\u0026 \\u2028\\u2029 \\u003e"}'
     assert json.loads(text) == {"a": "</script><!-- & \u2028\u2029 >"}
 
 
 def test_long_text_is_cut_with_its_full_length():
-    assert html._cap("x" * 10, 4) == {"text": "xxxx", "length": 10}
-    assert html._cap("short", 10) == "short"
-    assert html._cap({"k": 1}, 100) == '{"k": 1}'
-    assert html._cap(None, 10) is None
+    assert data_mod._cap("x" * 10, 4) == {"text": "xxxx", "length": 10}
+    assert data_mod._cap("short", 10) == "short"
+    assert data_mod._cap({"k": 1}, 100) == '{"k": 1}'
+    assert data_mod._cap(None, 10) is None
 
 
 def test_report_embeds_every_row_with_its_baseline_and_regressions(tmp_path: Path):
@@ -106,7 +107,7 @@ def test_an_older_summary_without_the_new_fields_still_renders(tmp_path: Path):
 def test_text_cap_shrinks_until_the_data_fits(tmp_path: Path):
     recs = [rd.record(f"s{i}", answer="y" * 5000, tool=False) for i in range(20)]
     folder = rd.write_folder(tmp_path / "big", rd.summary(n=20), recs)
-    text, details, _ = html.build_data(rd.summary(n=20), folder / "results.jsonl", max_bytes=60_000)
+    text, details, _ = data_mod.build_data(rd.summary(n=20), folder / "results.jsonl", max_bytes=60_000)
     data = merged(text, details)
     assert len(text.encode()) + len(details.encode()) <= 60_000
     assert data["text_cap"] < 5000
@@ -117,10 +118,10 @@ def test_when_even_the_smallest_cut_does_not_fit_failing_rows_stay_first(tmp_pat
     recs = [rd.record(f"p{i}", score=1.0, answer="y" * 5000) for i in range(40)]
     recs += [rd.record(f"f{i}", score=0.0, answer="y" * 5000) for i in range(5)]
     folder = rd.write_folder(tmp_path / "big", rd.summary(n=45), recs)
-    text, details, scan = html.build_data(rd.summary(n=45), folder / "results.jsonl", max_bytes=20_000)
+    text, details, scan = data_mod.build_data(rd.summary(n=45), folder / "results.jsonl", max_bytes=20_000)
     data = merged(text, details)
     ids = {r["id"] for r in data["rows"]}
-    assert len(text.encode()) + len(details.encode()) <= 20_000 and data["text_cap"] == html.MIN_TEXT_CAP
+    assert len(text.encode()) + len(details.encode()) <= 20_000 and data["text_cap"] == data_mod.MIN_TEXT_CAP
     assert {f"f{i}" for i in range(5)} <= ids and 5 < len(ids) < 45
     assert (scan["shown"], scan["failing_shown"], scan["limit"]) == (len(ids), 5, len(ids))
 
@@ -223,7 +224,7 @@ def test_empty_entries_are_left_out_of_the_rows(tmp_path: Path):
 
 def test_the_table_part_holds_no_text_of_the_run(tmp_path: Path):
     folder = rd.write_folder(tmp_path / "run", rd.summary(), [rd.record("s1", error="agent crashed")])
-    data, details, _ = html.build_data(rd.summary(), folder / "results.jsonl")
+    data, details, _ = data_mod.build_data(rd.summary(), folder / "results.jsonl")
     assert json.loads(data)["rows"] == [{"id": "s1", "run": 0, "tags": ["geo"], "tokens": 0, "duration": 0.25,
                                          "grades": {"answer": {"score": 0.0, "error": True},
                                                     "style": {"score": 0.0, "error": True}},
