@@ -366,6 +366,7 @@ def test_main_with_a_subcommand_is_the_plain_cli(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
         ".ci-evals-run.json",  # the folder's lock and the run's fingerprints (for --resume)
         "junit.xml",
+        "report.html",
         "results.jsonl",
         "summary.json",
         "summary.md",

@@ -141,6 +141,7 @@ def test_summary_md_worst_failing_samples_with_errors():
         "| sample 2 | exact | 0.000 | Exact match: false |",
         "| sample 3 | Answer quality (quality) | 0.550 | judge says 0.55 |",
         "| sample 3 | exact | 0.000 | Exact match: false |",
+        "Full report: report.html in the results artifact",
         "<sub>ci_evals 0.1.0 · python 3.11.7 · openai 3.54.0</sub>",
     ]
 
@@ -201,3 +202,9 @@ def test_error_md_fences_the_message():
     assert render_error_md("suite.yaml: configuration error", "error: bad key `x`") == (
         "## ❌ ci-evals · suite.yaml: configuration error\n\n```text\nerror: bad key `x`\n```\n"
     )
+
+
+def test_summary_md_names_the_artifact_holding_report_html(monkeypatch):
+    monkeypatch.setenv("CI_EVALS_ARTIFACT", "ci-evals-results")
+    md = render_summary_md(data.summary(), data.results())
+    assert "\nFull report: report.html in the results artifact **ci-evals-results**\n" in md

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("openai", "letta_client", "nltk", "rouge_score", "rapidfuzz", "httpx", "pydantic", "rich")
+HEAVY = ("openai", "letta_client", "nltk", "rouge_score", "rapidfuzz", "httpx", "pydantic", "rich", "jinja2")
 
 
 def imported_by(code: str) -> list[str]:

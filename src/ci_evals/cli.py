@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--baseline", type=Path, default=None)
     merge.add_argument("--dry-run", action="store_true", help="print the PR comment the merged result gives")
 
+    report = sub.add_parser("report", help="write report.html again from a results folder")
+    report.add_argument("dir", type=Path, metavar="DIR", help="a results folder (summary.json, results.jsonl)")
+    report.add_argument("--baseline", type=Path, default=None,
+                        help="a baseline results folder (default: the one summary.json names, if present)")
+    report.add_argument("--open", action="store_true", help="open the report in the local web browser")
+
     sub.add_parser("list", help="list targets, extractors and graders")
     sub.add_parser("schema", help="print the suite JSON Schema")
     sub.add_parser("action", help="GitHub Action mode (reads INPUT_* variables)", add_help=False)
@@ -173,6 +179,10 @@ def _dispatch(args) -> int:
             from ci_evals.commands import cmd_merge
 
             return cmd_merge(args)
+        if args.command == "report":
+            from ci_evals.commands import cmd_report
+
+            return cmd_report(args)
         if args.command == "list":
             from ci_evals.commands import cmd_list
 

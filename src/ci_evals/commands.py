@@ -109,7 +109,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
                 print(console.render(summary))
             else:
                 print(console.verdict_line(summary, prefix=f"{summary['suite']}: "))
-            print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml)")
+            print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)")
             if args.dry_run:
                 _print_comment(summary, out)
     finally:
@@ -207,6 +207,40 @@ def cmd_list() -> int:
     return 0
 
 
+def read_summary(folder: Path) -> dict[str, Any]:
+    """A results folder's summary.json; a missing or broken one is a one-line ConfigError."""
+    path = folder / "summary.json"
+    if not path.is_file():
+        raise ConfigError("no summary.json in this folder", file=str(folder))
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"summary.json is not valid JSON: {exc}", file=str(path)) from None
+    if not isinstance(summary, dict):
+        raise ConfigError("summary.json is not a JSON object", file=str(path))
+    return summary
+
+
+def cmd_report(args: Namespace) -> int:
+    """``ci-evals report DIR``: rebuild DIR/report.html from its summary.json and results.jsonl."""
+    from ci_evals.reports.html import write_report
+
+    folder: Path = args.dir
+    summary = read_summary(folder)
+    if not (folder / "results.jsonl").is_file():
+        raise ConfigError("no results.jsonl in this folder", file=str(folder))
+    if args.baseline is not None and not (args.baseline / "results.jsonl").is_file():
+        raise ConfigError("no results.jsonl in the baseline folder", file=str(args.baseline))
+    report = write_report(folder, summary, args.baseline)
+    print(f"Report: {report}")
+    if args.open:
+        import webbrowser
+
+        if not webbrowser.open(report.resolve().as_uri()):
+            print("could not open a browser; open the file above yourself", file=sys.stderr)
+    return 0
+
+
 def cmd_merge(args: Namespace) -> int:
     from ci_evals.aggregate import Aggregator
     from ci_evals.baseline import Baseline
@@ -216,16 +250,7 @@ def cmd_merge(args: Namespace) -> int:
 
     summaries = []
     for d in args.dirs:
-        p = d / "summary.json"
-        if not p.exists():
-            raise ConfigError("no summary.json in this folder", file=str(d))
-        try:
-            summary = json.loads(p.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ConfigError(f"summary.json is not valid JSON: {exc}", file=str(p)) from None
-        if not isinstance(summary, dict):
-            raise ConfigError("summary.json is not a JSON object", file=str(p))
-        summaries.append(summary)
+        summaries.append(read_summary(d))
     check_output_folder(args.output)
     config = summaries[0].get("config")
     for d, s in zip(args.dirs, summaries, strict=True):

@@ -168,6 +168,8 @@ class Runner:
             rec["grades"]["reward"] = await self.suite.reward.grade(
                 sample, rec["grades"], rec["submission"], traj, model, {"total": time.perf_counter() - t0})
         rec["usage"] = traj.usage.to_dict()
+        rec["trajectory"] = {"turns": [[m.to_dict() for m in t] for t in traj.turns],
+                             "memory_blocks": dict(traj.memory_blocks)}
         for k in ("cache_hits", "retries"):
             if traj.metadata.get(k):
                 rec[k] = traj.metadata[k]

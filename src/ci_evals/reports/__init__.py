@@ -1,1 +1,1 @@
-"""Reports: summary.json, summary.md, junit.xml, the console table, GitHub outputs and the PR comment."""
+"""Reports: summary.json, summary.md, junit.xml, report.html, the console table, GitHub outputs and the PR comment."""

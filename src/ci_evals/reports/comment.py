@@ -27,6 +27,7 @@ from ci_evals.reports.markdown import (
     gate_table,
     input_text,
     metric_table,
+    report_line,
     row_failures,
     sample_label,
     usage_line,
@@ -207,7 +208,7 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
             f"{d.failing_rows:,} failing samples: see the step summary and results.jsonl.",
             "",
         ]
-    lines += [usage_line(summary), "", _footer(summary, run_url)]
+    lines += [usage_line(summary), "", report_line(), "", _footer(summary, run_url)]
     return "\n".join(lines).rstrip() + "\n"
 
 

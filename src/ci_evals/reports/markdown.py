@@ -493,6 +493,14 @@ def baseline_section(
     return lines
 
 
+def report_line() -> str:
+    """Where the HTML report is: the results artifact, named when the workflow sets ``CI_EVALS_ARTIFACT``."""
+    import os
+
+    name = os.environ.get("CI_EVALS_ARTIFACT", "").strip()
+    return "Full report: report.html in the results artifact" + (f" **{escape_md(name, 100)}**" if name else "")
+
+
 # ---------------------------------------------------------------- summary.md
 
 
@@ -554,6 +562,7 @@ def render_summary_md(
         labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
         lines += [f"### Worst failing samples {worst_heading(d.worst, d)}", ""]
         lines += [*_worst_table(d.worst, int(summary.get("num_runs") or 1), labels), ""]
+    lines += [report_line(), ""]
     versions = summary.get("versions") or {}
     if versions:
         lines.append(

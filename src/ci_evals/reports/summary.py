@@ -145,7 +145,8 @@ def iter_results(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def write_outputs(out: Path, summary: dict[str, Any]) -> None:
-    """summary.json, summary.md and junit.xml in ``out`` (results.jsonl is already there)."""
+    """summary.json, summary.md, junit.xml and report.html in ``out`` (results.jsonl is already there)."""
+    from ci_evals.reports.html import write_report
     from ci_evals.reports.junit import write_junit
     from ci_evals.reports.markdown import render_summary_md
 
@@ -160,3 +161,4 @@ def write_outputs(out: Path, summary: dict[str, Any]) -> None:
         render_summary_md(summary, iter_results(results)), encoding="utf-8"
     )
     write_junit(summary, iter_results(results), out / "junit.xml")
+    write_report(out, summary)

@@ -1,0 +1,106 @@
+"""report.html: one self-contained page per results folder (no network, no server).
+
+The page is rendered with Jinja2 (autoescaped) from summary.json and results.jsonl; the rows go in
+as JSON inside ``<script type="application/json">`` (see :mod:`ci_evals.reports.report_data`) and a
+small script of our own draws the sample table and detail, inserting every untrusted string with
+``textContent``. A Content-Security-Policy meta tag allows only that script and stylesheet (by
+hash) and no fetch of any kind.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, build_data
+
+VERDICT_WORDS = {
+    "passed": "Every gate passed.",
+    "failed": "A gate failed on the measured scores.",
+    "errored": "Samples errored: the gates could not be judged on scores alone.",
+    "interrupted": "The run was interrupted; these are partial results.",
+    "partial": "Samples are missing (merge or resume incomplete); these are partial results.",
+}
+OPS = {"gte": "≥", "gt": ">", "lte": "≤", "lt": "<", "eq": "="}
+
+
+def _verdict(summary: dict[str, Any]) -> str:
+    if summary.get("verdict"):
+        return str(summary["verdict"])
+    if summary.get("partial"):
+        return "partial"
+    return "passed" if (summary.get("gate") or {}).get("passed") else "failed"
+
+
+def _histogram_svg(counts: list[int]) -> list[dict[str, Any]]:
+    """Bars for the template's inline SVG: x, y, height and a title per bucket (100 x 40 box)."""
+    top = max(counts) or 1
+    return [{"x": i * 10 + 1, "h": round(36 * c / top, 2), "y": round(38 - 36 * c / top, 2),
+             "title": f"{i / BUCKETS:.1f}–{(i + 1) / BUCKETS:.1f}: {c}"} for i, c in enumerate(counts)]
+
+
+def _asset(name: str) -> str:
+    return resources.files("ci_evals.reports").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def _sha256(text: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+
+
+def render_report(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
+                  max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES) -> str:
+    """The whole report.html as text."""
+    import jinja2
+    from markupsafe import Markup
+
+    from ci_evals.reports import markdown as md
+
+    data, details, scan = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("ci_evals.reports", "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    def given(value: Any) -> bool:
+        return value is not None and not isinstance(value, jinja2.Undefined)
+
+    def lenient(fn):  # a missing key (older summary.json) shows as "–", like a null
+        return lambda value, *a: fn(value if given(value) else None, *a)
+
+    env.tests["given"] = given
+    env.filters.update({name: lenient(fn) for name, fn in (
+        ("score", md.fmt_score), ("pct", md.fmt_pct), ("interval", md.fmt_interval),
+        ("delta", md.fmt_delta), ("cost", md.fmt_cost))})
+    script, style = _asset("report.js"), _asset("report.css")
+    groups = (summary.get("errors") or {}).get("groups")
+    models = list(summary.get("models") or {}) or scan["models"]
+    return env.get_template("report.html.j2").render(
+        s=summary, verdict=_verdict(summary), verdict_words=VERDICT_WORDS, ops=OPS, script=Markup(script), style=Markup(style),
+        script_hash=_sha256(script), style_hash=_sha256(style), data=Markup(data), details=Markup(details),
+        hist={k: _histogram_svg(v) for k, v in scan["hist"].items()},
+        groups=groups if isinstance(groups, list) else scan["groups"], models=models,
+        base_metrics=(summary.get("baseline") or {}).get("metrics") or {},
+        scan=scan, max_rows=max_rows, max_mb=f"{max_bytes / 1e6:g}",
+    )
+
+
+def baseline_folder(summary: dict[str, Any], results_dir: Path) -> Path | None:
+    """The baseline folder named in summary.json, if it still holds a results.jsonl."""
+    folder = (summary.get("baseline") or {}).get("folder")
+    if not folder:
+        return None
+    for cand in (Path(folder), results_dir / folder):
+        if (cand / "results.jsonl").is_file():
+            return cand
+    return None
+
+
+def write_report(out: Path, summary: dict[str, Any], baseline: Path | None = None) -> Path:
+    """Write ``out/report.html`` (atomically) and return its path."""
+    baseline = baseline or baseline_folder(summary, out)
+    text = render_report(summary, out / "results.jsonl", baseline)
+    tmp = out / "report.html.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out / "report.html")
+    return out / "report.html"
+

@@ -1,0 +1,324 @@
+"""The data inside report.html: result lines as the page's script reads them, within its limits.
+
+Each text field is cut at a character cap (the page shows the cut and the full length), and the cap
+shrinks until the data fits :data:`MAX_DATA_BYTES`. Beyond :data:`MAX_ROWS` result lines (or when
+even the smallest cut does not fit), the page keeps every failing, errored and regressed line plus a
+seeded random sample of the others, and says so. Memory stays near the byte budget: rows are built
+one at a time and a pass stops as soon as it cannot fit.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ci_evals.reports.summary import iter_results
+
+MAX_ROWS = 50_000
+MAX_DATA_BYTES = 20_000_000
+TEXT_CAP = 8_000
+MIN_TEXT_CAP = 200
+BASELINE_RATIONALE_CAP = 1_000
+BUCKETS = 10
+_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def script_json(data: Any) -> str:
+    """JSON that cannot end its ``<script>`` element or start markup: ``< > &`` and U+2028/9 escaped."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    for char, escape in _JSON_ESCAPES.items():  # str.replace runs in C: far faster than translate
+        if char in text:
+            text = text.replace(char, escape)
+    return text
+
+
+def _cap(value: Any, limit: int) -> Any:
+    """Text cut to ``limit`` characters as ``{"text", "length"}``; other values as text; None stays."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else {"text": text[:limit], "length": len(text)}
+
+
+class _Cut:
+    """``_cap`` at one limit, remembering the longest text it saw (whether a smaller limit would help)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.longest = 0
+
+    def __call__(self, value: Any) -> Any:
+        out = _cap(value, self.limit)
+        if isinstance(out, dict):
+            self.longest = max(self.longest, out["length"])
+        elif isinstance(out, str):
+            self.longest = max(self.longest, len(out))
+        return out
+
+
+def _compact(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without its empty entries (None, "", [], {}, False): the page reads a missing key as empty."""
+    return {k: v for k, v in d.items() if v or (v is not False and v == 0)}
+
+
+def _numbered(results: Path, wanted: set[int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of results.jsonl, parsing only the ``wanted`` lines; a torn line is skipped."""
+    if not results.exists():
+        return
+    with results.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh):
+            if (wanted is None or n in wanted) and line.strip():
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict):
+                    yield n, rec
+
+
+def _line_count(results: Path) -> int:
+    if not results.exists():
+        return 0
+    with results.open("rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+
+
+def row_key(rec: dict[str, Any]) -> tuple:
+    """(model, sample id, run): what tells result lines apart."""
+    return rec.get("model"), str(rec.get("sample_id")), rec.get("run") or 0
+
+
+def _failing(rec: dict[str, Any]) -> bool:
+    return bool(rec.get("error")) or any(not g.get("passed") for g in (rec.get("grades") or {}).values())
+
+
+def _row_cost(rec: dict[str, Any]) -> float | None:
+    costs = [(rec.get("target") or {}).get("cost_usd")]
+    costs += [(g.get("metadata") or {}).get("cost_usd") for g in (rec.get("grades") or {}).values()]
+    costs = [c for c in costs if isinstance(c, int | float)]
+    return sum(costs) if costs else None
+
+
+class _Baseline:
+    """The baseline folder's grades per (model, sample, run), for the side-by-side columns."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.grades: dict[tuple, dict[str, Any]] = {}
+        if folder is None:
+            return
+        for rec in iter_results(folder / "results.jsonl"):
+            self.grades[row_key(rec)] = {
+                name: _compact({"score": g.get("score"), "passed": bool(g.get("passed")),
+                                "error": _cap(g.get("error"), BASELINE_RATIONALE_CAP),
+                                "rationale": _cap(g.get("rationale"), BASELINE_RATIONALE_CAP)})
+                for name, g in (rec.get("grades") or {}).items()
+            }
+
+    def of(self, key: tuple) -> dict[str, Any] | None:
+        """The same sample's grades: same model and run, else its first run, else a model-less baseline."""
+        model, sid, run = key
+        for k in (key, (model, sid, 0), (None, sid, run), (None, sid, 0)):
+            if k in self.grades:
+                return self.grades[k]
+        return None
+
+    def regressed(self, key: tuple, grades: dict[str, Any]) -> list[str]:
+        old = self.of(key) or {}
+        return [n for n, g in grades.items() if n in old and old[n].get("passed") and not g.get("passed")]
+
+
+def _regression_index(summary: dict[str, Any]) -> dict[tuple, set[str]]:
+    """summary.json's baseline regressions: (model, sample id) -> the metrics that regressed."""
+    index: dict[tuple, set[str]] = {}
+    for i in (summary.get("baseline") or {}).get("regressions") or []:
+        if isinstance(i, dict):
+            index.setdefault((i.get("model"), str(i.get("sample_id"))), set()).add(str(i.get("metric")))
+    return index
+
+
+def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[str]]) -> tuple[dict, dict]:
+    """One result line as the page reads it: (what the table needs, the texts for the detail and
+    search, which the page parses only on first use). Every text is capped; empty entries are left out."""
+    key = row_key(rec)
+    grades_in = rec.get("grades") or {}
+    subs = rec.get("submission") or {}
+    # A text said twice is stored once: {"ref": grader} for a shared submission or the final reply,
+    # {"input": i} for a user message that repeats the sample's input.
+    first: dict[str, str] = {}
+    for name in grades_in:
+        if isinstance(subs.get(name), str) and subs[name]:
+            first.setdefault(subs[name], name)
+
+    def sub(name: str) -> Any:
+        text = subs.get(name)
+        return {"ref": first[text]} if isinstance(text, str) and first.get(text, name) != name else cut(text)
+
+    flags, texts = {}, {}
+    for name, g in grades_in.items():
+        flags[name] = _compact({"score": g.get("score"), "passed": bool(g.get("passed")), "error": bool(g.get("error"))})
+        texts[name] = _compact({"error": cut(g.get("error")), "category": g.get("error_category"),
+                                "rationale": cut(g.get("rationale")), "submission": sub(name),
+                                "metadata": cut(g.get("metadata") or None)})
+    regressed = regs.get(key[:2], set()) | set(base.regressed(key, grades_in))
+    old = base.of(key)
+    inp = rec.get("input")
+    inputs = {t: i for i, t in enumerate(inp if isinstance(inp, list) else [inp]) if isinstance(t, str) and t}
+    traj = rec.get("trajectory") or {}
+    err = rec.get("error")
+    usage = rec.get("usage") or {}
+    table = _compact({
+        "id": key[1], "model": key[0], "run": key[2], "tags": [str(t) for t in rec.get("tags") or []],
+        "grades": flags, "regressed": sorted(regressed),
+        "baseline": {n: _compact({"score": b.get("score"), "passed": b.get("passed"), "error": bool(b.get("error"))})
+                     for n, b in old.items()} if old else None,
+        "error": ({"category": err.get("category")} if isinstance(err, dict) else True) if err else None,
+        "tokens": int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0),
+        "cost": _row_cost(rec), "duration": rec.get("duration_s"),
+    })
+    detail = _compact({
+        "input": [cut(t) for t in inp] if isinstance(inp, list) else cut(inp),
+        "ground_truth": cut(rec.get("ground_truth")),
+        "error": {"category": err.get("category"), "message": cut(err.get("message"))}
+        if isinstance(err, dict) else cut(err),
+        "grades": _compact(texts), "baseline": old, "usage": _compact(usage), "target": cut(rec.get("target")),
+        "turns": [[_message(m, cut, first, inputs) for m in turn] for turn in traj.get("turns") or []],
+        "memory": {str(k): cut(v) for k, v in (traj.get("memory_blocks") or {}).items()},
+    })
+    return table, detail
+
+
+def _message(m: dict[str, Any], cut: _Cut, submissions: dict[str, str], inputs: dict[str, int]) -> dict[str, Any]:
+    content = m.get("content")
+    if isinstance(content, str) and content in submissions:
+        text: Any = {"ref": submissions[content]}
+    elif isinstance(content, str) and m.get("role") == "user" and content in inputs:
+        text = {"input": inputs[content]}
+    else:
+        text = cut(content)
+    out: dict[str, Any] = _compact({"role": m.get("role"), "content": text})
+    if m.get("tool_calls"):
+        out["tool_calls"] = [{"id": t.get("id"), "name": _cap(t.get("name"), 200),
+                              "arguments": cut(t.get("arguments"))} for t in m["tool_calls"]]
+    for k in ("tool_call_id", "name"):
+        if m.get(k) is not None:
+            out[k] = _cap(m[k], 200)
+    return out
+
+
+def _scan(results: Path, base: _Baseline, regs: dict[tuple, set[str]], max_rows: int,
+          max_bytes: int) -> dict[str, Any]:
+    """First pass: counts, histograms, error groups, which line numbers the page keeps, and (while
+    every line still fits the limits, the usual case) the rows themselves, so no second pass is needed."""
+    total, keep, others = 0, [], []
+    tables: list[str] | None = []
+    details: list[str] = []
+    size = 0
+    hist: dict[str, list[int]] = {}
+    groups: Counter = Counter()
+    models: set[str] = set()
+    rng = random.Random(0)
+    eager_cut = _Cut(TEXT_CAP)
+    if _line_count(results) > max_rows:  # some lines will be left out: no point building every row now
+        tables = None
+    for i, rec in _numbered(results):
+        total += 1
+        if rec.get("model"):
+            models.add(str(rec["model"]))
+        grades = rec.get("grades") or {}
+        for name, g in grades.items():
+            if g.get("error") is None and isinstance(g.get("score"), int | float):
+                b = min(max(int(float(g["score"]) * BUCKETS), 0), BUCKETS - 1)
+                hist.setdefault(name, [0] * BUCKETS)[b] += 1
+        err = rec.get("error")
+        if isinstance(err, dict):
+            groups[(err.get("category") or "target", None, str(err.get("message"))[:500])] += 1
+        else:
+            for name, g in grades.items():
+                if g.get("error"):
+                    groups[(g.get("error_category") or "grading", name, str(g["error"])[:500])] += 1
+        if tables is not None:
+            table, detail = _row(rec, eager_cut, base, regs)
+            tables.append(script_json(table))
+            details.append(script_json(detail))
+            size += len(tables[-1].encode("utf-8")) + len(details[-1].encode("utf-8")) + 2
+            if size > max_bytes or total > max_rows:
+                tables, details = None, []
+        key = row_key(rec)
+        if _failing(rec) or key[:2] in regs or base.regressed(key, grades):
+            keep.append(i)
+        elif len(others) < max_rows:  # reservoir sample of the passing lines
+            others.append(i)
+        else:
+            j = rng.randrange(total)
+            if j < max_rows:
+                others[j] = i
+    return {"total": total, "failing": keep, "others": others, "models": sorted(models), "hist": hist,
+            "rows": (tables, details, size) if tables is not None else None,
+            "groups": [{"category": c, "grader": g, "message": m, "count": n}
+                       for (c, g, m), n in groups.most_common()]}
+
+
+def _choose(scan: dict[str, Any], limit: int) -> set[int]:
+    """At most ``limit`` line numbers: the failing ones first, then a seeded sample of the others."""
+    rng = random.Random(1)
+    failing, others = scan["failing"], scan["others"]
+    if len(failing) >= limit:
+        return set(rng.sample(failing, limit))
+    room = limit - len(failing)
+    return set(failing) | set(rng.sample(others, room) if len(others) > room else others)
+
+
+def _rows_json(results: Path, keep: set[int], cut: _Cut, base: _Baseline, regs: dict[tuple, set[str]],
+               max_bytes: int | None) -> tuple[list[str], list[str], int]:
+    """The kept rows as JSON texts (table part, detail part) and their size; stops early (returning
+    the projected size) once they cannot fit ``max_bytes``, so memory stays near ``max_bytes``."""
+    tables: list[str] = []
+    details: list[str] = []
+    size = 0
+    for _, rec in _numbered(results, keep):
+        table, detail = _row(rec, cut, base, regs)
+        tables.append(script_json(table))
+        details.append(script_json(detail))
+        size += len(tables[-1].encode("utf-8")) + len(details[-1].encode("utf-8")) + 2
+        if max_bytes is not None and size > max_bytes:
+            return [], [], int(size * len(keep) / len(tables))
+    return tables, details, size
+
+
+def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
+               max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES) -> tuple[str, str, dict[str, Any]]:
+    """(the page's data and the rows' details as script-safe JSON, facts for the template), cutting
+    texts to fit ``max_bytes``."""
+    base = _Baseline(baseline)
+    regs = _regression_index(summary)
+    scan = _scan(results, base, regs, max_rows, max_bytes)
+    metrics = summary.get("metrics") or {}
+    names = list(metrics) or sorted(scan["hist"])
+    limit = max_rows
+    keep = _choose(scan, limit)
+    cap = TEXT_CAP
+    eager = scan.pop("rows")
+    if eager is not None:
+        rows, details, size = eager
+    while eager is None:
+        cut = _Cut(cap)
+        rows, details, size = _rows_json(results, keep, cut, base, regs, max_bytes if len(keep) > 1 else None)
+        if size <= max_bytes or len(keep) <= 1:
+            break
+        smaller = max(MIN_TEXT_CAP, int(cap * max_bytes / size * 0.9))
+        if smaller < cap and smaller < cut.longest:  # first cut the texts (where that helps) ...
+            cap = smaller
+        else:  # ... then hold fewer lines
+            limit = max(1, min(len(keep) - 1, int(len(keep) * max_bytes / size * 0.9)))
+            keep = _choose(scan, limit)
+    head = script_json({"metrics": [{"key": k, "label": (metrics.get(k) or {}).get("label") or k} for k in names],
+                        "total_rows": scan["total"], "has_baseline": bool(base.grades), "text_cap": cap})
+    n_fail = len(scan["failing"])
+    scan.update(text_cap=cap, shown=len(rows), limit=limit, failing_total=n_fail,
+                failing_shown=min(n_fail, len(rows)), others_total=scan["total"] - n_fail)
+    return head[:-1] + ',"rows":[' + ",".join(rows) + "]}", "[" + ",".join(details) + "]", scan
