@@ -37,7 +37,7 @@ def test_action_help_describes_action_mode(flag, capsys):
     assert lines[0] == "usage: ci-evals action [COMMAND ...]"
     assert "  INPUT_MAX-CONCURRENT  samples in flight (default: the suite's max_concurrent, else 10)" in lines
     assert "  INPUT_OUTPUT-DIR      results folder (a subfolder per suite when several) [default: ci-evals-results]" in lines
-    assert "  passed        \"true\" when every gate of every suite passed, else \"false\"" in lines
+    assert "  passed        \"true\" when every suite's verdict is passed, else \"false\"" in lines
     assert "  GITHUB_STEP_SUMMARY  file the markdown report is appended to (on every outcome)" in lines
     for name in ACTION["inputs"]:
         assert sum(line.startswith(f"  INPUT_{name.upper()} ") for line in lines) == 1, name

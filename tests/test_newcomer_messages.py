@@ -128,14 +128,14 @@ def test_regression_gate_prints_the_count_it_compared(sd, capsys):
                  "--baseline", str(sd.root / "base")]) == 1
     gate_lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Gate")]
     assert gate_lines == [
-        "Gate: acc avg_score max_regressions 1 -> FAIL (3 regressions, max 1)",
-        "Gate: acc avg_score max_drop 0.1 -> FAIL (drop 0.7500 from 1.0000, max 0.1)",
-        "Gate: acc accuracy gte 0.5 max_regressions 1 -> FAIL (actual 0.2500; 3 regressions, max 1)",
+        "Gate: acc avg_score max_regressions 1: 3 regressions, max 1 -> FAIL",
+        "Gate: acc avg_score max_drop 0.1: drop 0.7500 from baseline 1.0000 (max_drop 0.1) -> FAIL",
+        "Gate: acc accuracy gte 0.5 max_regressions 1: accuracy 0.2500, needs >= 0.5; 3 regressions, max 1 -> FAIL",
     ]
     md = (sd.root / "pr" / "summary.md").read_text(encoding="utf-8")
-    assert "| acc avg_score max_regressions 1 | 3 regressions, max 1 |  | ❌ failed |" in md
+    assert "| acc avg_score max_regressions 1 | 3 regressions, max 1 |  | 4/4 | 0 | ❌ failed | 3 regressions, max 1 |" in md
     junit = (sd.root / "pr" / "junit.xml").read_text(encoding="utf-8")
-    assert 'message="failed: 3 regressions, max 1, required acc avg_score max_regressions 1"' in junit
+    assert 'message="failed: 3 regressions, max 1"' in junit
 
 
 def test_regression_gate_without_baseline_says_so(sd, capsys):
@@ -144,7 +144,8 @@ def test_regression_gate_without_baseline_says_so(sd, capsys):
     sd.suite(replay_suite(TOOL, None, gates=[{"metric_key": "acc", "max_regressions": 0}]))
     assert main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "o"), "--no-cache"]) == 0
     gate_lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Gate")]
-    assert gate_lines == ["Gate: acc avg_score max_regressions 0 -> NO BASELINE (no baseline)"]
+    assert gate_lines == ["Gate: acc avg_score max_regressions 0: no baseline: run without --baseline (on_missing_baseline: pass) "
+                          "-> NO BASELINE (passes)"]
 
 
 # ---------------------------------------------------------------- item 5: what the README promises

@@ -139,7 +139,7 @@ def test_validate_prints_provider_model_and_mode(sd, capsys):
     assert out.startswith(f"{sd.root / 'suite.yaml'}: valid. 1 samples (1 in dataset.jsonl), target replay, "
                           "graders: quality (model_judge, last_assistant, pass score >= 1")
     assert out.endswith(", google gemini-2.5-flash, rubric wrapped (default: not a letta-evals 0.7+ suite)); "
-                        "gates: none\n")
+                        "gates: none (add one with --gate)\n")
 
 
 @pytest.mark.parametrize(("grader", "rows", "message"), [

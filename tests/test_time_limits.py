@@ -245,11 +245,11 @@ def test_a_stuck_custom_grader_is_abandoned_after_its_time_limit(sd, monkeypatch
     monkeypatch.setattr(usercode, "USER_CODE_SECONDS", 0.5)
     _custom_suite(sd, {"kind": "tool", "function": "g.py:slow"}, ["fine", "stuck", "fine"])
     t0 = time.monotonic()
-    assert sd.run() == 0
+    assert sd.run() == 1  # the abandoned grade is an error: verdict errored
     assert time.monotonic() - t0 < 5
     grades = [r["grades"]["g"] for r in sorted(sd.results(), key=lambda r: r["sample_id"])]
     assert [(g["score"], g["error"]) for g in grades] == [
-        (1.0, None), (0.0, "grader 'g.py:slow' took over 0.5 s and was abandoned"), (1.0, None)]
+        (1.0, None), (None, "grader 'g.py:slow' took over 0.5 s and was abandoned"), (1.0, None)]
 
 
 def test_a_stuck_custom_extractor_is_abandoned_after_its_time_limit(sd, monkeypatch):
@@ -258,7 +258,7 @@ def test_a_stuck_custom_extractor_is_abandoned_after_its_time_limit(sd, monkeypa
     monkeypatch.setattr(usercode, "USER_CODE_SECONDS", 0.5)
     _custom_suite(sd, {"kind": "tool", "function": "contains", "extractor": "g.py:slow_ex"}, ["ok", "stuck"])
     t0 = time.monotonic()
-    assert sd.run() == 0
+    assert sd.run() == 1  # the abandoned extraction is an error: verdict errored
     assert time.monotonic() - t0 < 5
     grades = [r["grades"]["g"] for r in sorted(sd.results(), key=lambda r: r["sample_id"])]
     assert grades[0]["score"] == 1.0

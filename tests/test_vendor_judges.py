@@ -218,8 +218,8 @@ def test_gemini_without_key_is_a_config_error(tmp_path):
 
 
 @pytest.mark.parametrize(("provider", "line"), [
-    ("anthropic", "provider 'anthropic' needs the anthropic SDK: pip install 'ci-evals[anthropic]'"),
-    ("google", "provider 'google' needs the google.genai SDK: pip install 'ci-evals[google]'"),
+    ("anthropic", "provider 'anthropic' needs the anthropic SDK: pip install 'anthropic>=0.80' (the ci-evals[anthropic] extra)"),
+    ("google", "provider 'google' needs the google.genai SDK: pip install 'google-genai>=1.30' (the ci-evals[google] extra)"),
 ])
 def test_missing_extra_is_one_line_naming_the_pip_command(provider, line, monkeypatch):
     import importlib.util
@@ -241,7 +241,7 @@ def test_validate_without_the_anthropic_sdk_exits_2_with_one_line(sd):
     line = (sd.root / "suite.yaml").read_text().splitlines().index("    provider: anthropic") + 1
     assert proc.returncode == 2
     assert proc.stderr == (f"error: {sd.root / 'suite.yaml'}:{line}: graders.quality.provider: provider 'anthropic' "
-                           "needs the anthropic SDK: pip install 'ci-evals[anthropic]'\n")
+                           "needs the anthropic SDK: pip install 'anthropic>=0.80' (the ci-evals[anthropic] extra)\n")
 
 
 def test_anthropic_timeout_is_retried_then_an_error(anthropic_env, tmp_path):

@@ -19,12 +19,14 @@ INPUTS: tuple[tuple[str, str, str], ...] = (
     ("fail-on-gate", "true", "false: a failed gate exits 0 (errors still fail the step)"),
     ("baseline", "", "an earlier results folder to compare with"),
     ("results", "", "report on finished results folders instead of running suites"),
+    ("gate", "", "gates added to every suite, one per line: METRIC [AGGREGATION] OP VALUE"),
     ("args", "", "extra 'ci-evals run' flags, split like a shell line (e.g. --dry-run)"),
 )
 
 OUTPUTS: tuple[tuple[str, str], ...] = (
-    ("passed", '"true" when every gate of every suite passed, else "false"'),
-    ("exit-code", "0 passed, 1 gate failed, 2 configuration error, 3 internal error, 130/143"),
+    ("passed", '"true" when every suite\'s verdict is passed, else "false"'),
+    ("verdict", "the worst verdict: passed, failed, errored, partial or interrupted"),
+    ("exit-code", "0 passed, 1 failed/errored/partial, 2 configuration error, 3 internal error, 130/143"),
     ("summary-json", "path of each suite's summary.json, one per line"),
     ("metrics", "JSON: metric (suite/metric with several suites) -> {mean, pass_rate, n, errors}"),
     ("comment-url", "URL of each PR comment posted or updated, one per line"),

@@ -49,11 +49,11 @@ class Baseline:
         if not config:
             raise ConfigError("baseline summary.json has no 'config' block (written by an older version?)",
                               file=str(summary_path))
+        with foreign_shape(str(summary_path), "baseline summary.json"):
+            self.agg = Aggregator(config, keep_outcomes=True)
         if not (folder / "results.jsonl").exists():
             self.missing = f"baseline folder {folder} has no results.jsonl"
             return
-        with foreign_shape(str(summary_path), "baseline summary.json"):
-            self.agg = Aggregator(config, keep_outcomes=True)
         with foreign_shape(str(folder / "results.jsonl"), "baseline results.jsonl"):
             for rec in iter_results(folder / "results.jsonl"):
                 self.agg.add(rec)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ci_evals.bounds import loads
+from ci_evals.bounds import clip, loads
 from ci_evals.errors import ConfigError
 from ci_evals.models import Sample
 
@@ -49,13 +49,14 @@ def _json_where(exc: ValueError, unit: str) -> str:
 
 def _duplicate(sid: int | str, no_id: bool, first: int, first_no_id: bool) -> str:
     """Why a row's id clashes, saying which row had no ``id`` and was given its row index."""
+    shown = clip(repr(sid))
     if no_id:
-        return (f"row has no 'id', so its id is its row index {sid!r}, which line {first} already uses: "
+        return (f"row has no 'id', so its id is its row index {shown}, which line {first} already uses: "
                 "give every row an 'id'")
     if first_no_id:
-        return (f"duplicate sample id {sid!r}: line {first} has no 'id', so its id is its row index "
-                f"{sid!r}: give every row an 'id'")
-    return f"duplicate sample id {sid!r} (first on line {first})"
+        return (f"duplicate sample id {shown}: line {first} has no 'id', so its id is its row index "
+                f"{shown}: give every row an 'id'")
+    return f"duplicate sample id {shown} (first on line {first})"
 
 
 class Dataset:

@@ -27,7 +27,8 @@ from typing import Any
 from ci_evals.errors import ConfigError
 
 PROVIDERS = ("openai", "anthropic", "google")
-_EXTRAS = {"anthropic": ("anthropic", "anthropic"), "google": ("google.genai", "google")}
+_EXTRAS = {"anthropic": ("anthropic", "anthropic>=0.80"), "google": ("google.genai", "google-genai>=1.30")}
+"""provider -> (module, pip requirement): the same requirement as pyproject's extra of that name."""
 NO_KEY = "no-key-required"
 ANTHROPIC_MAX_TOKENS = 4096
 
@@ -50,13 +51,14 @@ def require(provider: str, owner: str | None = None) -> None:
         return
     from importlib.util import find_spec
 
-    module, extra = _EXTRAS[provider]
+    module, requirement = _EXTRAS[provider]
     try:
         found = find_spec(module) is not None
     except (ImportError, ValueError):
         found = False
     if not found:
-        raise ConfigError(f"provider '{provider}' needs the {module} SDK: pip install 'ci-evals[{extra}]'", key=owner)
+        raise ConfigError(f"provider '{provider}' needs the {module} SDK: pip install '{requirement}' "
+                          f"(the ci-evals[{provider}] extra)", key=owner)
 
 
 def retryable_status(status: int) -> bool:

@@ -160,7 +160,7 @@ case("merge_summary_wrong_shape", "unexpected shape", ["shard1"], command="merge
      suite_arg="shard1", args=["shard2", "--output", "merged"],
      files={"shard1/summary.json": '{"suite": "x", "config": {"graders": 3}}\n',
             "shard2/summary.json": '{"suite": "x", "config": {"graders": 3}}\n'})
-case("resume_results_wrong_shape", "unexpected shape", ["out/results.jsonl"], command="run",
+case("resume_results_wrong_shape", "not a ci-evals results record", ["out/results.jsonl"], command="run",
      args=["--resume", "out"], files={"out/results.jsonl": '{"sample_id": 1, "grades": {"acc": [1]}}\n'})
 
 # ---------------------------------------------------------------- top level: keys and types
