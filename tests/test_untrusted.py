@@ -175,16 +175,16 @@ def test_python_grader_limits_hold_within_a_run(sd):
     kinds = ["alloc", "ok1", "loop", "ok2", "write", "shout", "ok3"]
     sd.write("dataset.jsonl", [{"id": i, "input": k} for i, k in enumerate(kinds)])
     sd.write("outputs.jsonl", [{"id": i, "output": "x"} for i in range(len(kinds))])
-    sd.suite(replay_suite({"py": {"type": "python", "name": "py", "source": PY_SOURCE, "timeout": 1.0,
+    sd.suite(replay_suite({"py": {"type": "python", "name": "py", "source": PY_SOURCE, "timeout": 3.0,
                                   "memory_limit_mb": 256, "workers": 2}},
                           {"op": "gte", "value": 0.5, "max_errors": 2}, max_concurrent=3))
     t0 = time.monotonic()
     assert sd.run() == 0
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 20
     rows = {r["input"]: r["grades"]["py"] for r in sd.results()}
     assert set(rows) == set(kinds)
     assert rows["alloc"]["error"].startswith("python grader: MemoryError")
-    assert rows["loop"]["error"] == "python grader: timed out after 1 s"
+    assert rows["loop"]["error"] == "python grader: timed out after 3 s"  # 3 s: MemoryError comes first under load
     for k in ("ok1", "ok2", "write", "shout", "ok3"):
         assert (rows[k]["score"], rows[k]["error"]) == (1.0, None), k
     assert len(rows["shout"]["metadata"]["output"]) <= 2000
