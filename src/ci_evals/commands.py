@@ -167,7 +167,13 @@ def cmd_list() -> int:
 def cmd_merge(args: Namespace) -> int:
     from ci_evals.aggregate import Aggregator
     from ci_evals.baseline import Baseline
-    from ci_evals.bounds import check_output_folder, dumps, foreign_shape
+    from ci_evals.bounds import (
+        check_output_folder,
+        dumps,
+        foreign_shape,
+        record_problem,
+        summary_problem,
+    )
     from ci_evals.reports import console
     from ci_evals.reports.summary import build_summary, iter_results, write_outputs
 
@@ -182,6 +188,8 @@ def cmd_merge(args: Namespace) -> int:
             raise ConfigError(f"summary.json is not valid JSON: {exc}", file=str(p)) from None
         if not isinstance(summary, dict):
             raise ConfigError("summary.json is not a JSON object", file=str(p))
+        if summary_problem(summary):
+            raise ConfigError(f"summary.json: {summary_problem(summary)}", file=str(p))
         summaries.append(summary)
     check_output_folder(args.output)
     config = summaries[0].get("config")
@@ -198,6 +206,8 @@ def cmd_merge(args: Namespace) -> int:
     with (args.output / "results.jsonl").open("w", encoding="utf-8") as fh:
         for d in args.dirs:
             for rec in iter_results(d / "results.jsonl"):
+                if record_problem(rec):
+                    raise ConfigError(f"results.jsonl: {record_problem(rec)}", file=str(d / "results.jsonl"))
                 with foreign_shape(str(d / "results.jsonl"), "results.jsonl"):
                     key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
                     if key in seen:
