@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.aggregate import Aggregator
-from ci_evals.bounds import foreign_shape
+from ci_evals.bounds import foreign_shape, record_problem, summary_problem
 from ci_evals.errors import ConfigError
 from ci_evals.gate import GateSpec, metric_value
 from ci_evals.reports.summary import iter_results
@@ -45,6 +45,9 @@ class Baseline:
             raise ConfigError(f"baseline summary.json is not valid JSON: {exc}", file=str(summary_path)) from None
         if not isinstance(self.summary, dict):
             raise ConfigError("baseline summary.json is not a JSON object", file=str(summary_path))
+        problem = summary_problem(self.summary)
+        if problem:
+            raise ConfigError(f"baseline summary.json: {problem}", file=str(summary_path))
         config = self.summary.get("config")
         if not config:
             raise ConfigError("baseline summary.json has no 'config' block (written by an older version?)",
@@ -56,6 +59,9 @@ class Baseline:
             return
         with foreign_shape(str(folder / "results.jsonl"), "baseline results.jsonl"):
             for rec in iter_results(folder / "results.jsonl"):
+                problem = record_problem(rec)
+                if problem:
+                    raise ConfigError(f"baseline results.jsonl: {problem}", file=str(folder / "results.jsonl"))
                 self.agg.add(rec)
             self.agg.flush_pending()
         if not self.agg.records:

@@ -218,6 +218,11 @@ def read_summary(folder: Path) -> dict[str, Any]:
         raise ConfigError(f"summary.json is not valid JSON: {exc}", file=str(path)) from None
     if not isinstance(summary, dict):
         raise ConfigError("summary.json is not a JSON object", file=str(path))
+    from ci_evals.bounds import summary_problem
+
+    problem = summary_problem(summary)
+    if problem:
+        raise ConfigError(f"summary.json: {problem}", file=str(path))
     return summary
 
 
@@ -244,7 +249,12 @@ def cmd_report(args: Namespace) -> int:
 def cmd_merge(args: Namespace) -> int:
     from ci_evals.aggregate import Aggregator
     from ci_evals.baseline import Baseline
-    from ci_evals.bounds import check_output_folder, dumps, foreign_shape
+    from ci_evals.bounds import (
+        check_output_folder,
+        dumps,
+        foreign_shape,
+        record_problem,
+    )
     from ci_evals.reports import console
     from ci_evals.reports.summary import build_summary, iter_results, write_outputs
 
@@ -268,6 +278,8 @@ def cmd_merge(args: Namespace) -> int:
         for d, s in zip(args.dirs, summaries, strict=True):
             read = 0
             for rec in iter_results(d / "results.jsonl"):
+                if record_problem(rec):
+                    raise ConfigError(f"results.jsonl: {record_problem(rec)}", file=str(d / "results.jsonl"))
                 with foreign_shape(str(d / "results.jsonl"), "results.jsonl"):
                     key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
                     if key in seen:

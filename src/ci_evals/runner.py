@@ -23,7 +23,7 @@ from typing import Any
 
 from ci_evals import redact
 from ci_evals.aggregate import Aggregator
-from ci_evals.bounds import dumps, foreign_shape
+from ci_evals.bounds import dumps, foreign_shape, record_problem
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
 from ci_evals.graders.tool import ToolGrader
@@ -202,6 +202,8 @@ class Runner:
                 if key in self.done_keys:
                     continue
                 self.done_keys.add(key)
+                if record_problem(rec):
+                    raise ConfigError(record_problem(rec), file=str(results), line=line_no)
                 with foreign_shape(f"{results}:{line_no}", "this record"):
                     self.agg.add(rec)
 

@@ -151,7 +151,7 @@ case("cli_shard_non_ascii_digits", "expected K/N with 1 <= K <= N", ["--shard"],
      args=["--shard", "\u00b9/\u00b2"])
 case("baseline_summary_config_wrong_shape", "unexpected shape", ["base/summary.json"], command="run",
      args=["--baseline", "base"], files={"base/summary.json": '{"suite": "x", "config": {"graders": [1, 2]}}\n'})
-case("baseline_results_wrong_shape", "unexpected shape", ["base/results.jsonl"], command="run",
+case("baseline_results_wrong_shape", "baseline results.jsonl: grades.acc must be an object with a numeric 'score'", ["base/results.jsonl"], command="run",
      args=["--baseline", "base"], files={
          "base/summary.json": json.dumps({"suite": "x", "config": {"graders": {"acc": {"rule": ["gte", 0.5]}},
                                                                    "gates": [], "num_runs": 1, "reducer": "mean"}}),
@@ -160,7 +160,14 @@ case("merge_summary_wrong_shape", "unexpected shape", ["shard1"], command="merge
      suite_arg="shard1", args=["shard2", "--output", "merged"],
      files={"shard1/summary.json": '{"suite": "x", "config": {"graders": 3}}\n',
             "shard2/summary.json": '{"suite": "x", "config": {"graders": 3}}\n'})
-case("resume_results_wrong_shape", "not a ci-evals results record", ["out/results.jsonl"], command="run",
+case("baseline_summary_metrics_wrong_shape", "baseline summary.json: 'metrics' must be an object", ["base/summary.json"],
+     command="run", args=["--baseline", "base"], files={"base/summary.json": '{"suite": "x", "metrics": 5, "config": {}}\n'})
+case("merge_results_run_not_an_integer", "results.jsonl: 'run' must be a non-negative integer", ["shard1/results.jsonl"],
+     command="merge", suite_arg="shard1", args=["--output", "merged"],
+     files={"shard1/summary.json": json.dumps({"suite": "x", "config": {"graders": {}, "gates": [], "num_runs": 1,
+                                                                         "reducer": "mean"}}),
+            "shard1/results.jsonl": '{"sample_id": 1, "run": "z", "grades": {}}\n'})
+case("resume_results_wrong_shape", "grades.acc must be an object with a numeric 'score'", ["out/results.jsonl:1"], command="run",
      args=["--resume", "out"], files={"out/results.jsonl": '{"sample_id": 1, "grades": {"acc": [1]}}\n'})
 
 # ---------------------------------------------------------------- top level: keys and types

@@ -242,7 +242,7 @@ class MultiGrader(Grader):
         sub = self.subs[key]
         try:
             if key in self.extractors:
-                submission = self.extractors[key](trajectory)
+                submission = await self.extractors[key].extract(trajectory)
             return await sub.grade(sample, submission, trajectory)
         except Exception as exc:  # a sub-grader failing is an error of this grade, never of the run
             return error_grade(f"{type(exc).__name__}: {exc}")
