@@ -25,18 +25,19 @@ MIN_SECRET = 6
 SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_KEY", "_PAT")
 TOKEN_INPUTS = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN")
 
+# (pattern, replacement, substrings one of which the lower-cased text must hold for it to match)
 _PATTERNS = [
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK),
-    (re.compile(r"\b(gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"), r"\1" + MASK),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK, ("sk-",)),
+    (re.compile(r"\b(gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"), r"\1" + MASK,
+     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
     # A credential after a scheme or a header name; it must hold a digit, so prose stays intact.
-    (re.compile(r"(?i)\b(bearer|basic)(\s+)(?=[A-Za-z._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{8,}"), r"\1\2" + MASK),
+    (re.compile(r"(?i)\b(bearer|basic)(\s+)(?=[A-Za-z._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{8,}"), r"\1\2" + MASK,
+     ("bearer", "basic")),
     (re.compile(r"(?i)((?:proxy-)?authorization|x-api-key|api[-_]?key|private-token)"
-                r"([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?=[^\s\"',;}]*\d)[^\s\"',;}]{4,}"),
-     r"\1\2" + MASK),
-    (re.compile(r"(://[^/\s:@]*):[^/\s@]+@"), r"\1:" + MASK + "@"),
+                r"([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?=[^\s\"',;}\\]*\d)[^\s\"',;}\\]{4,}"),
+     r"\1\2" + MASK, ("authorization", "api-key", "api_key", "apikey", "private-token")),
+    (re.compile(r"(://[^/\s:@\"\\]*):[^/\s@\"\\]+@"), r"\1:" + MASK + "@", ("@",)),
 ]
-
-_TRIGGER = re.compile(r"(?i)sk-|gh[pousr]_|github_pat_|bearer|basic|authorization|api.?key|private-token|://")
 _registered: set[str] = set()
 generation = 0
 """Bumped by every :func:`register` that adds a value: a cached :func:`known_secrets` is stale."""
@@ -87,8 +88,9 @@ def scrub_with(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
-    if _TRIGGER.search(text):
-        for pattern, repl in _PATTERNS:
+    low = text.lower()
+    for pattern, repl, triggers in _PATTERNS:
+        if any(t in low for t in triggers):
             text = pattern.sub(repl, text)
     return text
 

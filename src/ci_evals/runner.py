@@ -27,7 +27,7 @@ from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
 from ci_evals.graders.tool import ToolGrader
 from ci_evals.models import GradeResult, Sample
-from ci_evals.records import finish_record, is_result_record
+from ci_evals.records import is_result_record, record_line
 from ci_evals.redact import scrub
 from ci_evals.suite import GraderSlot, LoadedSuite
 from ci_evals.trajectory import Trajectory
@@ -283,8 +283,8 @@ class Runner:
     def _write(self, fh, rec: dict[str, Any]) -> None:
         if self._secrets_gen != redact.generation:
             self._secrets, self._secrets_gen = redact.known_secrets(), redact.generation
-        rec = finish_record(rec, self._secrets)
-        fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+        line, rec = record_line(rec, self._secrets)
+        fh.write(line + "\n")
         now = time.monotonic()
         if now - self._last_flush > FLUSH_SECONDS:
             fh.flush()
