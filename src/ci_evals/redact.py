@@ -1,7 +1,8 @@
 """Secrets out of every message: one scrub of the whole text, then (and only then) truncation.
 
 Known secrets are the values of environment variables named like secrets (``*_API_KEY``,
-``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ``*_ACCESS_KEY``, ``*_KEY``, the action's token input)
+``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ``*_ACCESS_KEY``, ``*_PRIVATE_KEY``, ``*_SECRET_KEY``,
+``*_PAT``, the action's token input)
 plus every value a component registers (an http target's header from the environment, a Letta
 ``api_key`` from the suite, the GitHub token read from its pipe). Shapes that are secrets wherever
 they appear are masked too: OpenAI-style and GitHub keys, ``Bearer``/``Basic`` credentials,
@@ -22,7 +23,7 @@ MESSAGE_LIMIT = 600
 """Characters of foreign text (a server's reply, a program's stderr) kept in one error message."""
 MIN_SECRET = 6
 """Shorter values (``1``, ``true``) are not masked: they would shred ordinary text."""
-SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_KEY", "_PAT")
+SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_PRIVATE_KEY", "_SECRET_KEY", "_PAT")
 TOKEN_INPUTS = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN")
 
 # (pattern, replacement, substrings one of which the lower-cased text must hold for it to match)

@@ -24,6 +24,7 @@ from pydantic import Field, model_validator
 from ci_evals.errors import ConfigError
 from ci_evals.graders.base import Grader
 from ci_evals.models import GradeResult, Sample
+from ci_evals.redact import clip
 from ci_evals.specs import Context, GraderSpec
 from ci_evals.templating import TemplateError, fill, grader_context, render
 from ci_evals.trajectory import Trajectory
@@ -165,8 +166,7 @@ def parse_json_object(text: str) -> dict[str, Any]:
             continue
         if isinstance(value, dict):
             return value
-    shown = text if len(text) <= 200 else text[:200] + "..."
-    raise JudgeReplyError(f"judge reply is not a JSON object: {shown!r}")
+    raise JudgeReplyError(f"judge reply is not a JSON object: {clip(text, 200)!r}")
 
 
 def number_field(obj: dict[str, Any], name: str) -> float:
