@@ -372,3 +372,18 @@ def test_in_process_user_code_sees_no_token_in_its_environment(tmp_path):
                           {"INPUT_COMMENT": "never", "GITHUB_TOKEN": GITHUB_TOKEN})
     assert json.loads(texts["results.jsonl"])["grades"]["env"]["rationale"] == "seen in []"
     assert proc.returncode == 0, texts["stdout"]
+
+
+def test_python_grader_output_cut_inside_a_secret_is_scrubbed_whole(tmp_path):
+    """The grader prints a key (read from a file, say) followed by 1,990 characters: the kept last
+    2,000 start inside the key."""
+    suite_dir = tmp_path / "case"
+    suite_dir.mkdir()
+    (suite_dir / "outputs.jsonl").write_text('{"id": 0, "output": "w0"}\n', encoding="utf-8")
+    source = f"def grade(sample, item):\n    print({OPENAI_KEY!r} + 'y' * 1990)\n    return 1.0\n"
+    write_case(suite_dir, {"kind": "replay", "outputs": "outputs.jsonl"},
+               {"py": {"type": "python", "name": "py", "source": source}}, n=1)
+    texts, summary = run_and_collect(suite_dir, env_with())
+    meta = json.loads(texts["results.jsonl"])["grades"]["py"]["metadata"]
+    assert meta["output"] == "***" + "y" * 1990 + "\n"
+    assert not leaks(texts), leaks(texts)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ci_evals.redact import scrub
+from ci_evals.redact import is_secret_name, scrub
 from ci_evals.reports.markdown import (
     errors_line,
     gate_description,
@@ -32,7 +32,6 @@ from ci_evals.reports.markdown import (
 )
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
-SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY")
 STEP_SUMMARY_LIMIT = 1_000_000
 """GitHub rejects a step summary over 1 MiB; we stay below it."""
 
@@ -66,12 +65,7 @@ def secrets_to_mask(env: Mapping[str, str]) -> list[str]:
     """Values to ``::add-mask::``: the token input and every ``*_API_KEY``/``*_TOKEN``-style variable."""
     values = []
     for name, value in env.items():
-        upper = name.upper()
-        secretish = upper.endswith(SECRET_SUFFIXES) or upper in (
-            "INPUT_GITHUB-TOKEN",
-            "INPUT_GITHUB_TOKEN",
-        )
-        if secretish and value:
+        if is_secret_name(name) and value:
             values += [line.strip() for line in value.splitlines() if len(line.strip()) >= 4]
     return sorted(set(values))
 

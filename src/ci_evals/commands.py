@@ -174,7 +174,9 @@ def cmd_validate(args: Namespace) -> int:
         try:
             suite = load_suite(path, offline=True, cache_dir=False, extra_gates=getattr(args, "gate", None))
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            from ci_evals.redact import scrub
+
+            print(scrub(f"error: {exc}"), file=sys.stderr)
             worst = 2
             continue
         graders = ", ".join(f"{n} ({s.grader.spec.kind}, {s.extractor.name}, pass {s.rule_text}"

@@ -9,9 +9,12 @@ long submission (they share an extractor) store it once: the others are listed i
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
-from ci_evals.redact import scrub_with
+from ci_evals.bounds import dumps
+from ci_evals.redact import MASK, scrub_with
 
 FIELD_CAP = 100_000
 """Characters kept per stored text field (results.jsonl); graders always see the whole text."""
@@ -23,10 +26,53 @@ def cut_note(length: int) -> str:
     return f"… [truncated by ci-evals: {length:,} characters in all]"
 
 
+def record_line(rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP) -> tuple[str, dict[str, Any]]:
+    """(the JSON line to write, the record as written): :func:`finish_record` at the cost of one
+    ``json.dumps`` for the usual record, which has no long field and nothing to mask."""
+    _share_submissions(rec)
+    line = dumps(rec, ensure_ascii=False, default=str)
+    if len(line) > cap:  # some field may be over the cap: the slow, exact way
+        rec = finish_record(json.loads(line), secrets, cap)
+        return dumps(rec, ensure_ascii=False), rec
+    masked = scrub_json_text(line, secrets)
+    if masked == line:
+        return line, rec
+    try:
+        return masked, json.loads(masked)
+    except ValueError:  # a mask that broke the JSON: mask string by string instead
+        rec = finish_record(json.loads(line), secrets, cap)
+        return dumps(rec, ensure_ascii=False), rec
+
+
+@functools.lru_cache(maxsize=256)
+def _json_form(secret: str) -> str:
+    return json.dumps(secret, ensure_ascii=False)[1:-1]
+
+
+def scrub_json_text(line: str, secrets: list[str]) -> str:
+    """Every secret and secret-shaped string masked in a JSON document's text (the patterns
+    never match a quote or a backslash, so the document stays valid)."""
+    for secret in secrets:
+        escaped = _json_form(secret)
+        if escaped in line:
+            line = line.replace(escaped, MASK)
+    return scrub_with(line, [])
+
+
 def finish_record(rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP) -> dict[str, Any]:
     """``rec`` ready to write: submissions shared, every string scrubbed and capped."""
+    _share_submissions(rec)
+    truncated: dict[str, int] = {}
+    out = _walk(rec, "", secrets, cap, truncated)
+    if truncated:
+        out["truncated"] = truncated
+    return out
+
+
+def _share_submissions(rec: dict[str, Any]) -> None:
+    """Graders whose long submission equals an earlier grader's point at it instead."""
     subs = rec.get("submission")
-    if isinstance(subs, dict) and len(subs) > 1:
+    if isinstance(subs, dict) and len(subs) > 1 and "submission_same_as" not in rec:
         first: dict[str, str] = {}
         same: dict[str, str] = {}
         for name, text in subs.items():
@@ -38,11 +84,6 @@ def finish_record(rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP)
         if same:
             rec["submission"] = {n: t for n, t in subs.items() if n not in same}
             rec["submission_same_as"] = same
-    truncated: dict[str, int] = {}
-    out = _walk(rec, "", secrets, cap, truncated)
-    if truncated:
-        out["truncated"] = truncated
-    return out
 
 
 def _walk(value: Any, path: str, secrets: list[str], cap: int, truncated: dict[str, int]) -> Any:

@@ -1,7 +1,8 @@
 """Secrets out of every message: one scrub of the whole text, then (and only then) truncation.
 
 Known secrets are the values of environment variables named like secrets (``*_API_KEY``,
-``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ``*_ACCESS_KEY``, ``*_KEY``, the action's token input)
+``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ``*_ACCESS_KEY``, ``*_PRIVATE_KEY``, ``*_SECRET_KEY``,
+``*_PAT``, the action's token input)
 plus every value a component registers (an http target's header from the environment, a Letta
 ``api_key`` from the suite, the GitHub token read from its pipe). Shapes that are secrets wherever
 they appear are masked too: OpenAI-style and GitHub keys, ``Bearer``/``Basic`` credentials,
@@ -22,21 +23,22 @@ MESSAGE_LIMIT = 600
 """Characters of foreign text (a server's reply, a program's stderr) kept in one error message."""
 MIN_SECRET = 6
 """Shorter values (``1``, ``true``) are not masked: they would shred ordinary text."""
-SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_KEY", "_PAT")
+SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_PRIVATE_KEY", "_SECRET_KEY", "_PAT")
 TOKEN_INPUTS = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN")
 
+# (pattern, replacement, substrings one of which the lower-cased text must hold for it to match)
 _PATTERNS = [
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK),
-    (re.compile(r"\b(gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"), r"\1" + MASK),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK, ("sk-",)),
+    (re.compile(r"\b(gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"), r"\1" + MASK,
+     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
     # A credential after a scheme or a header name; it must hold a digit, so prose stays intact.
-    (re.compile(r"(?i)\b(bearer|basic)(\s+)(?=[A-Za-z._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{8,}"), r"\1\2" + MASK),
+    (re.compile(r"(?i)\b(bearer|basic)(\s+)(?=[A-Za-z._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{8,}"), r"\1\2" + MASK,
+     ("bearer", "basic")),
     (re.compile(r"(?i)((?:proxy-)?authorization|x-api-key|api[-_]?key|private-token)"
-                r"([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?=[^\s\"',;}]*\d)[^\s\"',;}]{4,}"),
-     r"\1\2" + MASK),
-    (re.compile(r"(://[^/\s:@]*):[^/\s@]+@"), r"\1:" + MASK + "@"),
+                r"([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?=[^\s\"',;}\\]*\d)[^\s\"',;}\\]{4,}"),
+     r"\1\2" + MASK, ("authorization", "api-key", "api_key", "apikey", "private-token")),
+    (re.compile(r"(://[^/\s:@\"\\]*):[^/\s@\"\\]+@"), r"\1:" + MASK + "@", ("@",)),
 ]
-
-_TRIGGER = re.compile(r"(?i)sk-|gh[pousr]_|github_pat_|bearer|basic|authorization|api.?key|private-token|://")
 _registered: set[str] = set()
 generation = 0
 """Bumped by every :func:`register` that adds a value: a cached :func:`known_secrets` is stale."""
@@ -87,8 +89,9 @@ def scrub_with(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
-    if _TRIGGER.search(text):
-        for pattern, repl in _PATTERNS:
+    low = text.lower()
+    for pattern, repl, triggers in _PATTERNS:
+        if any(t in low for t in triggers):
             text = pattern.sub(repl, text)
     return text
 

@@ -23,13 +23,13 @@ from typing import Any
 
 from ci_evals import redact
 from ci_evals.aggregate import Aggregator
-from ci_evals.bounds import dumps, foreign_shape, record_problem
+from ci_evals.bounds import foreign_shape, record_problem
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
 from ci_evals.graders.tool import ToolGrader
 from ci_evals.models import GradeResult, Sample
 from ci_evals.perturn import grade_per_turn
-from ci_evals.records import finish_record, is_result_record
+from ci_evals.records import is_result_record, record_line
 from ci_evals.redact import scrub
 from ci_evals.rewards import reward_config
 from ci_evals.signals import on_signals
@@ -304,13 +304,13 @@ class Runner:
     def _write(self, fh, rec: dict[str, Any]) -> None:
         if self._secrets_gen != redact.generation:
             self._secrets, self._secrets_gen = redact.known_secrets(), redact.generation
-        rec = finish_record(rec, self._secrets)
+        line, rec = record_line(rec, self._secrets)
         try:  # the text layer encodes the whole line before writing any of it
-            fh.write(dumps(rec, ensure_ascii=False, default=str) + "\n")
+            fh.write(line + "\n")
         except UnicodeEncodeError:  # a grader's rationale or metadata carried a lone surrogate
             rec, n = clean_value(rec)
             rec["replaced_chars"] = rec.get("replaced_chars", 0) + n
-            fh.write(dumps(rec, ensure_ascii=False, default=str) + "\n")
+            fh.write(record_line(rec, self._secrets)[0] + "\n")
         now = time.monotonic()
         if now - self._last_flush > FLUSH_SECONDS:
             fh.flush()

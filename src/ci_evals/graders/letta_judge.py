@@ -34,6 +34,7 @@ from ci_evals.graders.rubric import (
     fill_rubric,
 )
 from ci_evals.models import GradeResult, Sample
+from ci_evals.redact import clip
 from ci_evals.specs import Context, GraderSpec
 from ci_evals.targets.letta import (
     FAILED_STOPS,
@@ -239,7 +240,7 @@ class LettaJudgeGrader(Grader):
         if not isinstance(args, dict):
             return GradeResult(score=0.0, metadata=meta,
                                error=f"the judge called {tool} with arguments that are not a JSON object: "
-                                     f"{call.arguments[:200]}")
+                                     f"{clip(call.arguments, 200)}")
         raw = args.get("score")
         try:
             score = float(raw)

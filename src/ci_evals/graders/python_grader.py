@@ -47,6 +47,7 @@ from ci_evals.graders.base import Grader
 from ci_evals.graders.string_check import error_grade
 from ci_evals.models import GradeResult, Sample
 from ci_evals.procs import MARKER, kill_tree, new_marker
+from ci_evals.redact import scrub
 from ci_evals.specs import MAX_TIMEOUT, Context, GraderSpec
 from ci_evals.trajectory import Trajectory
 
@@ -79,7 +80,7 @@ def failure(exc):
     where = f" (line {user[-1].lineno})" if user else ""
     text = "".join(traceback.format_exception_only(exc)).strip()
     tb = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames[-20:])) + text
-    return {"error": text + where, "traceback": tb[-4000:]}
+    return {"error": text + where, "traceback": tb[-65536:]}
 
 def run(fn):
     buf = io.StringIO()
@@ -89,7 +90,7 @@ def run(fn):
     except BaseException as exc:
         out = failure(exc)
     if buf.getvalue():
-        out["output"] = buf.getvalue()[-2000:]
+        out["output"] = buf.getvalue()[-65536:]
     return out
 
 def check(out):
@@ -336,7 +337,9 @@ class PythonGrader(Grader):
             self._executor = ThreadPoolExecutor(self.size, thread_name_prefix=f"python-grader-{self.name}")
         loop = asyncio.get_running_loop()
         out = await loop.run_in_executor(self._executor, self._call, {"sample": payload_sample, "item": sample.item()})
-        meta = {k: out[k] for k in ("output", "traceback") if k in out}
+        # The worker sends at most 64 KB; scrub that whole, then keep the end (a cut first could
+        # leave part of a secret).
+        meta = {k: scrub(out[k])[-limit:] for k, limit in (("output", 2000), ("traceback", 4000)) if k in out}
         if "error" in out:
             return error_grade(f"python grader: {out['error']}", **meta)
         raw = out["value"]

@@ -39,6 +39,7 @@ from ci_evals.graders.rubric_modes import (
     verbatim_messages,
 )
 from ci_evals.models import GradeResult, Sample
+from ci_evals.redact import clip
 from ci_evals.specs import MAX_TIMEOUT, Context, GraderSpec
 from ci_evals.templating import TemplateError, grader_context, substitute
 from ci_evals.trajectory import Trajectory
@@ -180,8 +181,7 @@ def parse_json_object(text: str) -> dict[str, Any]:
             continue
         if isinstance(value, dict):
             return value
-    shown = text if len(text) <= 200 else text[:200] + "..."
-    raise JudgeReplyError(f"judge reply is not a JSON object: {shown!r}")
+    raise JudgeReplyError(f"judge reply is not a JSON object: {clip(text, 200)!r}")
 
 
 def number_field(obj: dict[str, Any], name: str) -> float:
