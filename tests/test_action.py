@@ -25,8 +25,8 @@ GOOD = {"a": "Paris.", "b": "Tokyo!", "c": "4", "d": "Blue."}
 BAD = {"a": "Lyon <script>alert(1)</script> @octocat", "b": "Tokyo", "c": "5"}  # d: no output
 
 
-def write_suite(folder: Path, name: str, outputs: dict[str, str], value: float = 0.75) -> Path:
-    """A replay suite whose gate is ``answer accuracy gte value``."""
+def write_suite(folder: Path, name: str, outputs: dict[str, str], value: float = 0.75, max_errors: int = 1) -> Path:
+    """A replay suite whose gate is ``answer accuracy gte value`` (tolerating ``max_errors``)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "dataset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in DATASET))
     (folder / "outputs.jsonl").write_text(
@@ -38,7 +38,7 @@ def write_suite(folder: Path, name: str, outputs: dict[str, str], value: float =
         "dataset: dataset.jsonl\n"
         "target: {kind: replay, outputs: outputs.jsonl}\n"
         "graders:\n  answer: {kind: tool, function: contains}\n"
-        f"gate: {{metric_key: answer, metric: accuracy, op: gte, value: {value}}}\n"
+        f"gate: {{metric_key: answer, metric: accuracy, op: gte, value: {value}, max_errors: {max_errors}}}\n"
     )
     return suite
 
@@ -175,7 +175,7 @@ def test_input_error_exits_2_with_summary_and_outputs(tmp_path, capsys):
         in out
     )
     assert (tmp_path / "s.md").read_text().startswith("## ❌ ci-evals · action input error\n")
-    assert read_outputs(tmp_path / "o.txt") == {"passed": "false", "exit-code": "2"}
+    assert read_outputs(tmp_path / "o.txt") == {"passed": "false", "verdict": "errored", "exit-code": "2"}
 
 
 def test_should_comment_modes():
@@ -206,18 +206,19 @@ def test_passing_suite_posts_one_comment_then_updates_it(tmp_path, gh_env, capsy
     comment = gh.comments[7][0]
     assert outputs == {
         "passed": "true",
+        "verdict": "passed",
         "exit-code": "0",
         "summary-json": str(tmp_path / "out" / "summary.json"),
-        "metrics": '{"answer": {"errors": 0, "mean": 1.0, "n": 4, "pass_rate": 1.0}}',
+        "metrics": '{"answer": {"errors": 0, "graded": 4, "mean": 1.0, "n": 4, "pass_rate": 1.0}}',
         "comment-url": comment["html_url"],
     }
     assert comment["body"].startswith(
-        "<!-- ci-evals:good:evals -->\n### ✅ ci-evals · good: gate passed\n"
+        "<!-- ci-evals:good:evals -->\n### ✅ ci-evals · good: passed\n\n**Verdict: passed**: 1 of 1 gates passed\n"
     )
     assert "[View the run](https://github.com/actions/runs/99)" not in comment["body"]
     assert "[View the run](https://github.com/octo/widgets/actions/runs/99)" in comment["body"]
     summary_md = (tmp_path / "step_summary.md").read_text()
-    assert summary_md.startswith("## ✅ ci-evals · good: gate passed\n")
+    assert summary_md.startswith("## ✅ ci-evals · good: passed\n")
 
     # Second push: the same comment is updated, not duplicated.
     assert action.run_action(env) == 0
@@ -232,25 +233,27 @@ def test_failing_gate_exits_1_with_annotations_and_escaped_comment(tmp_path, gh_
     assert action.run_action(env) == 1
     out = capsys.readouterr().out
     assert (
-        f"::error title=ci-evals gate failed,file={suite}::bad: answer accuracy gte 0.75 failed (actual 0.250)"
+        f"::error title=ci-evals gate failed,file={suite}::bad: answer accuracy gte 0.75: accuracy 0.2500, needs >= "
+        "0.75; 1 of 4 samples errored (within max_errors 1) (failed)"
         in out
     )
     assert (
-        "::warning title=ci-evals errored samples::bad: 1 errored sample (counted as failures): target 1"
+        "::warning title=ci-evals errored samples::bad: 1 errored sample (no score, counted as failed): target 1"
         in out
     )
     body = gh.comments[7][0]["body"]
     assert "<script>" not in body.split("```text")[0]
     assert "```text\nLyon <script>alert(1)</script> @octocat\n```" in body
-    assert "### ❌ ci-evals · bad: gate failed" in body
+    assert "### ❌ ci-evals · bad: failed" in body
     outputs = read_outputs(tmp_path / "output.txt")
-    assert (outputs["passed"], outputs["exit-code"]) == ("false", "1")
+    assert (outputs["passed"], outputs["verdict"], outputs["exit-code"]) == ("false", "failed", "1")
     assert json.loads(outputs["metrics"]) == {
-        "answer": {"errors": 1, "mean": 0.25, "n": 4, "pass_rate": 0.25}
+        "answer": {"errors": 1, "graded": 3, "mean": 1 / 3, "n": 4, "pass_rate": 0.25}
     }
     md = (tmp_path / "step_summary.md").read_text()
-    assert "| answer accuracy gte 0.75 | 0.250 |  | ❌ failed |" in md
-    assert "**Errors:** 1 errored sample (counted as failures): target 1" in md
+    assert ("| answer accuracy gte 0.75 | 0.250 | 0.046–0.699 | 3/4 | 1 | ❌ failed | accuracy 0.2500, needs &gt;= 0.75; "
+            "1 of 4 samples errored (within max_errors 1) |") in md
+    assert "**Errors:** 1 errored sample (no score, counted as failed): target 1" in md
 
 
 def test_fail_on_gate_false_exits_0_but_reports_the_gate(tmp_path, gh_env, capsys):
@@ -261,6 +264,16 @@ def test_fail_on_gate_false_exits_0_but_reports_the_gate(tmp_path, gh_env, capsy
     assert "fail-on-gate is false: exiting 0" in capsys.readouterr().out
     outputs = read_outputs(tmp_path / "output.txt")
     assert (outputs["passed"], outputs["exit-code"]) == ("false", "1")
+
+
+def test_fail_on_gate_false_still_fails_an_errored_run(tmp_path, gh_env, capsys):
+    env, _ = gh_env
+    env["INPUT_SUITE"] = str(write_suite(tmp_path / "bad", "bad", BAD, max_errors=0))
+    env["INPUT_FAIL-ON-GATE"] = "false"
+    assert action.run_action(env) == 1
+    assert "fail-on-gate is false" not in capsys.readouterr().out
+    outputs = read_outputs(tmp_path / "output.txt")
+    assert (outputs["passed"], outputs["verdict"], outputs["exit-code"]) == ("false", "errored", "1")
 
 
 def test_403_on_a_fork_pr_keeps_the_gate_exit_code(tmp_path, gh_env, capsys):
@@ -325,7 +338,8 @@ def test_glob_runs_each_suite_into_its_own_folder(tmp_path, gh_env, capsys):
         "<!-- ci-evals:two:evals -->",
     ]
     md = (tmp_path / "step_summary.md").read_text()
-    assert "## ✅ ci-evals · one: gate passed" in md and "## ❌ ci-evals · two: gate failed" in md
+    assert "## ✅ ci-evals · one: passed" in md and "## ❌ ci-evals · two: failed" in md
+    assert read_outputs(tmp_path / "output.txt")["verdict"] == "failed"
 
 
 def test_token_is_not_printed_or_written(tmp_path, gh_env, capsys):
@@ -382,7 +396,7 @@ def test_baseline_input_compares_and_a_missing_one_is_a_warning(tmp_path, gh_env
     env["INPUT_BASELINE"] = str(tmp_path / "main-results")
     assert action.run_action(env) == 1
     body = gh.comments[7][0]["body"]
-    assert "| answer | 0.250 (0.000–0.750) | 25.0% (1/4) | 4 | 1 | ▼ −0.750 |" in body
+    assert "| answer | 0.333 (0.000–1.000) | 25.0% (1/4) | 3/4 | 1 | `score >= 1` | ▼ −0.667 |" in body
     assert "regressions: 3 · improvements: 0 · new: 0 · removed: 0" in body
 
 
@@ -405,7 +419,7 @@ def test_results_input_reports_on_finished_folders(tmp_path, gh_env, capsys):
     assert "::group::" not in out  # nothing was run
     assert "::error title=ci-evals gate failed" in out
     assert gh.comments[12][0]["body"].startswith(
-        "<!-- ci-evals:bad:evals -->\n### ❌ ci-evals · bad: gate failed"
+        "<!-- ci-evals:bad:evals -->\n### ❌ ci-evals · bad: failed"
     )
     outputs = read_outputs(tmp_path / "output.txt")
     assert (outputs["exit-code"], outputs["summary-json"]) == (

@@ -387,7 +387,7 @@ def test_console_and_markdown_show_each_sub_gate(sd, capsys):
     assert "  - quality avg_score: avg_score 0.7400 x weight 0.7000 (failed)" in out, out
     assert "  - ascii_only avg_score: avg_score 0.7000 x weight 0.3000 (failed)" in out
     md = (sd.root / "out" / "summary.md").read_text()
-    assert "| ↳ quality avg_score × 0.7 | 0.740 |  | ❌ failed |" in md
+    assert "| ↳ quality avg_score × 0.7 | 0.740 |  | 5/5 | 0 | ❌ failed | avg_score 0.7400 x weight 0.7000 |" in md
 
 
 def test_json_schema_accepts_every_dialect_and_rejects_unknown_gate_keys():

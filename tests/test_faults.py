@@ -89,13 +89,13 @@ def check_invariants(sd, rc: int, summary: dict, rows: list[dict], data: list[di
             assert r["error"]["category"] in ("target", "extraction", "grading")
             assert CAUSES.search(r["error"]["message"]), r["error"]["message"]
             cats[r["error"]["category"]] += 1
-            assert all(g["error"] and g["score"] == 0.0 and g["passed"] is False for g in r["grades"].values())
+            assert all(g["error"] and g["score"] is None and g["passed"] is False for g in r["grades"].values())
             continue
         for g in r["grades"].values():
             if g["error"]:
                 assert CAUSES.search(g["error"]) or g.get("error_category") == "extraction", g["error"]
                 cats[g.get("error_category", "grading")] += 1
-                assert g["score"] == 0.0 and g["passed"] is False
+                assert g["score"] is None and g["passed"] is False
             else:
                 assert g["score"] == 1.0  # the judge finds the echoed answer
         retries = (r.get("retries") or 0)
@@ -103,16 +103,17 @@ def check_invariants(sd, rc: int, summary: dict, rows: list[dict], data: list[di
         for g in r["grades"].values():
             assert 0 <= (g["metadata"].get("retries") or 0) <= MAX_RETRIES
     by_cat = {"target": 0, "extraction": 0, "grading": 0} | dict(cats)
-    assert summary["errors"] == {"total": sum(cats.values()), "by_category": by_cat}
+    assert {k: summary["errors"][k] for k in ("total", "by_category")} == {"total": sum(cats.values()), "by_category": by_cat}
     reported = sum((r.get("retries") or 0) + sum(g["metadata"].get("retries") or 0 for g in r["grades"].values())
                    for r in rows)
     assert summary["retries"] == reported
     md = (sd.root / "out" / "summary.md").read_text(encoding="utf-8")
     if cats:
         listed = ", ".join(f"{k} {v}" for k, v in by_cat.items() if v)
-        assert f"{sum(cats.values())} errored sample{'s' if sum(cats.values()) != 1 else ''} (counted as failures): {listed}" in md
+        n = sum(cats.values())  # one grader: one errored grade per errored sample
+        assert f"{n} errored sample{'s' if n != 1 else ''} (no score, counted as failed): {listed}" in md
     else:
-        assert "errored" not in md
+        assert "**Errors:**" not in md
     return cats
 
 
@@ -219,7 +220,7 @@ def test_all_three_categories_reach_every_report(sd, fake_openai):
     from ci_evals.reports.summary import iter_results
 
     summary, rows = three_category_run(sd, fake_openai)
-    assert summary["errors"] == {"total": 3, "by_category": {"target": 1, "extraction": 1, "grading": 1}}
+    assert {k: summary["errors"][k] for k in ("total", "by_category")} == {"total": 3, "by_category": {"target": 1, "extraction": 1, "grading": 1}}
     by_id = {r["sample_id"]: r for r in rows}
     assert by_id["s0"]["error"]["category"] == "target"
     assert by_id["s1"]["grades"]["judge"]["error_category"] == "extraction"
@@ -227,12 +228,13 @@ def test_all_three_categories_reach_every_report(sd, fake_openai):
     assert "not valid JSON" in by_id["s2"]["grades"]["judge"]["error"]
     assert by_id["s3"]["grades"]["judge"]["score"] == 1.0
     comment = render_comment(summary, iter_results(sd.root / "out" / "results.jsonl"), run_url=None, marker_key="faults")
-    assert "3 errored samples (counted as failures): target 1, extraction 1, grading 1" in comment
+    assert "3 errored samples (no score, counted as failed): target 1, extraction 1, grading 1" in comment
     junit = ET.parse(sd.root / "out" / "junit.xml").getroot()
     assert len(list(junit.iter("error"))) == 3
     from ci_evals.reports.console import render
 
-    assert "Errors: 3 (target 1, extraction 1, grading 1)" in render(summary)
+    assert ("Errors: 3 of 4 result lines errored (target 1, extraction 1, grading 1); errored samples have no "
+            "score and count as failed:") in render(summary)
 
 
 def test_junit_error_type_is_the_category(sd, fake_openai):

@@ -36,15 +36,15 @@ def test_percentile_is_linear_interpolation():
 
 
 def test_confidence_gate_is_inconclusive_when_interval_straddles():
-    scores = [1.0] * 15 + [0.0] * 5
+    scores = [0.0] * 5 + [1.0] * 15
     agg = summarize(scores, 15, 0)
-    g = evaluate(GateSpec(metric="accuracy", op="gte", value=0.7, confidence=0.95, metric_key="m"), scores, agg)
+    g = evaluate(GateSpec(metric="accuracy", op="gte", value=0.7, confidence=0.95, metric_key="m"), agg, scores)
     assert g["status"] == "inconclusive" and g["passed"] is False
-    g = evaluate(GateSpec(metric="accuracy", op="gte", value=0.5, confidence=0.95, metric_key="m"), scores, agg)
+    g = evaluate(GateSpec(metric="accuracy", op="gte", value=0.5, confidence=0.95, metric_key="m"), agg, scores)
     assert g["status"] == "passed"
-    g = evaluate(GateSpec(metric="accuracy", op="gte", value=0.95, confidence=0.95, metric_key="m"), scores, agg)
+    g = evaluate(GateSpec(metric="accuracy", op="gte", value=0.95, confidence=0.95, metric_key="m"), agg, scores)
     assert g["status"] == "failed"
-    g = evaluate(GateSpec(metric="accuracy", op="lte", value=0.85, confidence=0.95, metric_key="m"), scores, agg)
+    g = evaluate(GateSpec(metric="accuracy", op="lte", value=0.85, confidence=0.95, metric_key="m"), agg, scores)
     assert g["status"] == "inconclusive"
 
 

@@ -66,13 +66,14 @@ def test_snapshot_with_baseline_regressions_and_an_inconclusive_gate():
 
 def test_first_line_is_the_marker_then_the_verdict():
     lines = comment().splitlines()
-    assert lines[:2] == [MARK, "### ❌ ci-evals · qa: gate failed"]
+    assert lines[:4] == [MARK, "### ❌ ci-evals · qa: failed", "",
+                         "**Verdict: failed**: Answer quality (quality): avg_score 0.5833, needs &gt;= 0.75"]
 
 
 def test_metric_table_without_baseline_has_no_delta_column():
     body = comment()
-    assert "| Metric | Mean (95% CI) | Pass rate | n | Errors |\n|---|---:|---:|---:|---:|\n" in body
-    assert "| Answer quality | 0.583 (0.350–0.800) | 50.0% (3/6) | 6 | 1 |" in body
+    assert "| Metric | Mean (95% CI) | Pass rate | Graded | Errors | Pass rule |\n|---|---:|---:|---:|---:|---|\n" in body
+    assert "| Answer quality (quality) | 0.583 (0.350–0.800) | 50.0% (3/6) | 5/6 | 1 | `score >= 0.75` |" in body
 
 
 def test_score_chart_only_for_graded_metrics():
@@ -134,8 +135,8 @@ def test_oversized_outputs_are_trimmed_to_fit():
     body = comment(rows=rows)
     assert len(body) <= BODY_LIMIT
     check_blocks(body)
-    assert "#### Worst failing samples (10 of 200)" in body
-    assert "… (48,526 more characters)" in body
+    assert "#### Worst failing samples (10 of 200 failing samples, 20 failing grades)" in body
+    assert "… (49,426 more characters)" in body
 
 
 def test_huge_number_of_metrics_still_fits():

@@ -40,8 +40,28 @@ def test_a_suite_per_metric_and_one_for_the_gates(tmp_path):
     assert counts == {
         "qa.quality": (6, 2, 1, 0),
         "qa.exact": (6, 3, 1, 0),
-        "qa.gates": (1, 1, 0, 0),
+        "qa.gates": (2, 2, 0, 0),  # the gate and the verdict
     }
+
+
+def test_suite_times_are_the_run_wall_time_and_cases_keep_their_own(tmp_path):
+    path = write(tmp_path, data.summary(), data.results())
+    xml = JUnitXml.fromfile(str(path))
+    suites = suites_by_name(path)
+    assert xml.time == 12.0  # duration_s, not the 1.75 s the concurrent samples add up to
+    assert {s.name: s.time for s in suites.values()} == {"qa.quality": 12.0, "qa.exact": 12.0, "qa.gates": 12.0}
+    assert [c.time for c in suites["qa.quality"]] == [0.25] * 5 + [0.5]
+
+
+def test_verdict_testcase_fails_unless_the_run_passed(tmp_path):
+    gates = suites_by_name(write(tmp_path, data.summary(verdict="errored",
+                                                         verdict_reason="no sample ran"), data.results()))["qa.gates"]
+    case = next(c for c in gates if c.name == "verdict")
+    (failure,) = case.result
+    assert (failure.type, failure.message) == ("errored", "errored: no sample ran")
+    passing = suites_by_name(write(tmp_path, data.passing_summary(), data.results()))["qa.gates"]
+    assert next(c for c in passing if c.name == "verdict").result == []
+    assert {p.name: p.value for p in passing.properties()}["verdict"] == "passed"
 
 
 def test_failure_below_threshold_carries_the_rationale(tmp_path):
@@ -76,14 +96,18 @@ def test_properties_name_the_suite_and_versions(tmp_path):
     props = {p.name: p.value for p in suite.properties()}
     assert props == {
         "suite": "qa",
+        "verdict": "failed",
         "version.ci_evals": "0.1.0",
         "version.python": "3.11.7",
         "version.openai": "3.54.0",
         "metric": "quality",
+        "label": "Answer quality",
         "kind": "score_model",
-        "pass_rule": "score >= 0.75",
+        "rule": "score >= 0.75",
         "mean": "0.583300",
         "pass_rate": "0.500000",
+        "graded": "5",
+        "errors": "1",
     }
     assert suite.timestamp == "2026-11-22T10:00:00"
 
@@ -102,17 +126,21 @@ def test_gate_cases_failed_inconclusive_and_no_baseline(tmp_path):
             "model": None,
             "description": "quality avg_score max_drop 0.05",
             "interval": None,
+            "label": "Answer quality",
+            "reason": "no baseline: run without --baseline (on_missing_baseline: pass)",
         }
     )
     gates = suites_by_name(write(tmp_path, doc, data.results()))["qa.gates"]
     results = {c.name: c.result for c in gates}
-    assert [type(r[0]) for r in results.values()] == [Failure, Failure, Skipped]
-    first = results["quality avg_score gte 0.5 @0.95"][0]
+    assert [type(r[0]) for r in results.values()] == [Failure, Failure, Skipped, Failure]
+    first = results["Answer quality (quality) avg_score gte 0.5 @0.95"][0]
     assert (first.type, first.message) == (
         "inconclusive",
-        "inconclusive: actual 0.583300, required quality avg_score gte 0.5 @0.95",
+        "inconclusive: avg_score 0.5833, 0.95 interval [0.3500, 0.8000] straddles >= 0.5; "
+        "1 of 6 samples errored (within max_errors 1)",
     )
-    assert results["quality avg_score max_drop 0.05"][0].message == "no baseline to compare with"
+    assert results["Answer quality (quality) avg_score max_drop 0.05"][0].message == \
+        "no baseline: run without --baseline (on_missing_baseline: pass)"
     assert {p.name: p.value for p in gates.properties()}["gate.passed"] == "false"
 
 

@@ -41,13 +41,16 @@ COMPARED = ("metrics", "models", "gate", "gates", "n_samples", "errors", "record
 def oracle_reduce(reducer: str, runs: list[tuple[float, bool, bool]], rule: tuple[str, float]) -> tuple[float, bool, bool]:
     """One (score, passed, errored) per sample from its runs, written independently of aggregate.py.
 
-    A single run is taken as it is: the reducer combines repeats only (``num_runs > 1``).
+    A single run is taken as it is: the reducer combines repeats only (``num_runs > 1``). Any
+    errored run makes the sample errored: no score, not passed.
     """
+    if any(e for _, _, e in runs):
+        return None, False, True
     if len(runs) == 1:
         return runs[0]
     scores = [s for s, _, _ in runs]
     oks = [ok for _, ok, _ in runs]
-    errored = all(e for _, _, e in runs)
+    errored = False
     if reducer in ("pass_at_k", "pass_all_k", "majority"):
         ok = {"pass_at_k": any(oks), "pass_all_k": all(oks), "majority": sum(oks) > len(oks) / 2}[reducer]
         return float(ok), ok, errored
@@ -56,23 +59,36 @@ def oracle_reduce(reducer: str, runs: list[tuple[float, bool, bool]], rule: tupl
 
 
 def oracle(records: list[dict], config: dict) -> dict[str, Any]:
-    """Per-metric n, errors, passed, mean, min, max and the error counts, from the records alone."""
+    """Per-metric n, errors, passed, mean, min, max and the error counts, from the records alone.
+
+    Score aggregates are over graded samples (None when none was graded); errored grades fail."""
     runs: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     by_cat = {"target": 0, "extraction": 0, "grading": 0}
+    groups: dict[tuple, int] = defaultdict(int)
+    errored_lines = 0
     for rec in records:
         if rec["error"]:
             by_cat[rec["error"]["category"]] += 1
+            groups[(rec["error"]["category"], None, rec["error"]["message"])] += 1
+        errored_lines += bool(rec["error"]) or any(g["error"] for g in rec["grades"].values())
         for name, g in rec["grades"].items():
             if g["error"] and not rec["error"]:
                 by_cat[g.get("error_category", "grading")] += 1
-            runs[(rec["model"], str(rec["sample_id"]))][name].append((g["score"], g["passed"], bool(g["error"])))
+                groups[(g.get("error_category", "grading"), name, g["error"])] += 1
+            score = None if g["error"] else g["score"]
+            runs[(rec["model"], str(rec["sample_id"]))][name].append((score, g["passed"] and not g["error"],
+                                                                       bool(g["error"])))
     metrics = {}
     for name, info in config["graders"].items():
         reduced = [oracle_reduce(config["reducer"], per[name], tuple(info["rule"])) for per in runs.values()]
-        scores = [s for s, _, _ in reduced]
+        scores = [s for s, _, e in reduced if not e]
         metrics[name] = {"n": len(reduced), "errors": sum(e for _, _, e in reduced), "passed": sum(ok for _, ok, _ in reduced),
-                         "mean": math.fsum(scores) / len(scores), "min": min(scores), "max": max(scores)}
-    return {"metrics": metrics, "errors": {"total": sum(by_cat.values()), "by_category": by_cat}}
+                         "mean": math.fsum(scores) / len(scores) if scores else None,
+                         "min": min(scores, default=None), "max": max(scores, default=None)}
+    ordered = sorted(groups.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "", kv[0][2]))
+    return {"metrics": metrics, "errors": {
+        "total": sum(by_cat.values()), "samples": errored_lines, "by_category": by_cat,
+        "groups": [{"category": c, "grader": g, "message": m, "count": k} for (c, g, m), k in ordered]}}
 
 
 def summarize(records: list[dict], config: dict) -> dict[str, Any]:
@@ -90,7 +106,9 @@ def check_against_oracle(summary: dict, records: list[dict], config: dict) -> No
         assert {k: got[k] for k in ("n", "errors", "passed")} == {k: m[k] for k in ("n", "errors", "passed")}
         assert got["graded"] == m["n"] - m["errors"]
         for k in ("mean", "min", "max"):
-            assert got[k] == pytest.approx(m[k], rel=1e-12, abs=1e-12), k
+            assert (got[k] is None) == (m[k] is None), k
+            if m[k] is not None:
+                assert got[k] == pytest.approx(m[k], rel=1e-12, abs=1e-12), k
         assert got["pass_rate"] == pytest.approx(m["passed"] / m["n"], rel=1e-12)
 
 
@@ -214,21 +232,26 @@ def test_real_runner_summary_equals_recomputation(plan):
         summary = json.loads((root / "out" / "summary.json").read_text(encoding="utf-8"))
         records = list(iter_results(root / "out" / "results.jsonl"))
     assert rc == (0 if summary["gate"]["passed"] else 1)
+    assert (rc == 0) == (summary["verdict"] == "passed")
     n, k = len(plan["samples"]), plan["num_runs"]
     assert len(records) == n * k and len({(r["sample_id"], r["run"]) for r in records}) == n * k
     recomputed = summarize(records, summary["config"])
     assert {key: summary.get(key) for key in COMPARED} == {key: recomputed.get(key) for key in COMPARED}
     check_against_oracle(summary, records, summary["config"])
     # The outcomes are the planned ones: per sample, the multiset of run scores and errors.
+    def order(t):
+        return (t[0] is None, t[0] or 0.0, t[1])
+
     for s in plan["samples"]:
-        got = sorted((r["grades"]["s"]["score"], r["error"]["category"] if r["error"] else
-                      r["grades"]["s"].get("error_category", "")) for r in records if r["sample_id"] == s["id"])
+        got = sorted(((r["grades"]["s"]["score"], r["error"]["category"] if r["error"] else
+                       r["grades"]["s"].get("error_category", "")) for r in records if r["sample_id"] == s["id"]),
+                     key=order)
         if s["kind"] == "no_output":
-            want = [(0.0, "target")] * k
+            want = [(None, "target")] * k
         elif s["kind"] == "no_extract":
-            want = [(0.0, "extraction")] * k
+            want = [(None, "extraction")] * k
         else:
-            want = sorted((0.0, "grading") if v is None else (v, "") for v in s["scores"])
+            want = sorted(((None, "grading") if v is None else (v, "") for v in s["scores"]), key=order)
         assert got == want
 
 

@@ -13,6 +13,7 @@ from ci_evals.reports.markdown import (
     render_summary_md,
     truncate,
     verdict,
+    verdict_line,
 )
 from tests.fakes import report_data as data
 
@@ -76,44 +77,46 @@ def test_fmt_delta_signs_and_units():
 def test_digest_orders_worst_rows_and_buckets_graded_scores():
     d = digest(data.results(), worst=3)
     assert [r["sample_id"] for r in d.worst] == [2, 3, 4]
-    assert d.failing_rows == 4
+    assert d.failing_rows == 3  # sample 6 errored: it is in the grouped errors, not here
     assert d.histograms["quality"] == [0, 0, 0, 1, 0, 1, 0, 0, 1, 2]
     assert d.histograms["exact"] == [3, 0, 0, 0, 0, 0, 0, 0, 0, 2]
 
 
 def test_verdicts():
-    assert verdict(data.summary()) == ("❌", "gate failed")
-    assert verdict(data.passing_summary()) == ("✅", "gate passed")
-    assert verdict(data.summary(partial=True)) == (
-        "⚠️",
-        "run interrupted (partial results), gate failed",
-    )
-    assert verdict(data.summary(gates=[], gate={"passed": True})) == (
-        "✅",
-        "completed (no gate configured)",
-    )
-    inconclusive = data.baseline_summary()
-    inconclusive["gates"] = inconclusive["gates"][:1]
-    assert verdict(inconclusive) == (
-        "⚠️",
-        "gate not passed (inconclusive: the interval straddles the threshold)",
-    )
+    assert verdict(data.summary()) == ("❌", "failed")
+    assert verdict(data.passing_summary()) == ("✅", "passed")
+    assert verdict(data.summary(verdict=None, partial=True)) == ("⚠️", "partial")
+    assert verdict(data.summary(verdict=None, interrupted_by="SIGTERM")) == ("⚠️", "interrupted")
+    assert verdict(data.summary(verdict="errored")) == ("❌", "errored")
+    no_gate = data.summary(verdict=None, gates=[], gate={"passed": True})
+    assert verdict(no_gate) == ("❌", "errored")  # one sample errored, and the run's budget is 0
+    assert verdict_line(no_gate) == ("**Verdict: errored**: 1 of 6 samples errored (max_errors 0); "
+                                     "no gate configured")
 
 
 def test_summary_md_heading_gates_and_metrics():
     md = render_summary_md(data.summary(), data.results())
-    assert md.splitlines()[0] == "## ❌ ci-evals · qa: gate failed"
+    assert md.splitlines()[:3] == [
+        "## ❌ ci-evals · qa: failed", "",
+        "**Verdict: failed**: Answer quality (quality): avg_score 0.5833, needs &gt;= 0.75"]
     assert section(md, "### Gates") == [
-        "| Gate | Actual | 95% interval | Status |",
-        "|---|---:|---:|---|",
-        "| quality avg_score gte 0.75 | 0.583 |  | ❌ failed |",
+        "| Gate | Actual | 95% interval | Graded | Errors | Status | Why |",
+        "|---|---:|---:|---:|---:|---|---|",
+        "| Answer quality (quality) avg_score gte 0.75 | 0.583 |  | 5/6 | 1 | ❌ failed | avg_score 0.5833, "
+        "needs &gt;= 0.75; 1 of 6 samples errored (within max_errors 1) |",
     ]
     assert section(md, "### Metrics") == [
-        "| Metric | Mean (95% CI) | Pass rate (95% CI) | Passed | n | Errors | Pass rule |",
+        "| Metric | Mean (95% CI) | Pass rate (95% Wilson) | Passed | Graded | Errors | Pass rule |",
         "|---|---:|---:|---:|---:|---:|---|",
-        "| Answer quality | 0.583 (0.350–0.800) | 50.0% (10.0%–70.0%) | 3/6 | 6 | 1 | `score >= 0.75` |",
-        "| exact | 0.333 (0.350–0.800) | 33.3% (10.0%–70.0%) | 2/6 | 6 | 1 | `score >= 1` |",
-        "**Errors:** 1 errored sample (counted as failures): target 1",
+        "| Answer quality (quality) | 0.583 (0.350–0.800) | 50.0% (10.0%–70.0%) | 3/6 | 5/6 | 1 | `score >= 0.75` |",
+        "| exact | 0.333 (0.350–0.800) | 33.3% (10.0%–70.0%) | 2/6 | 5/6 | 1 | `score >= 1` |",
+        "<sub>Means are over graded samples; pass rates over all samples, errored ones counting as failed. "
+        "95% intervals: the mean's by bootstrap (normal approximation above 200 samples), the pass rate's "
+        "by Wilson score.</sub>",
+        "**Errors:** 1 errored sample (no score, counted as failed): target 1",
+        "| Error | Grader | Count | Message |",
+        "|---|---|---:|---|",
+        "| target | – | 1 | agent exited with code 1: boom |",
     ]
 
 
@@ -125,18 +128,18 @@ def test_summary_md_usage_and_cost():
         "| | Prompt tokens | Completion tokens |",
         "|---|---:|---:|",
         "| target | 50 | 25 |",
-        "| grader quality | 1,200 | 300 |",
+        "| grader Answer quality (quality) | 1,200 | 300 |",
         "| **total** | 1,250 | 325 |",
     ]
 
 
 def test_summary_md_worst_failing_samples_with_errors():
     md = render_summary_md(data.summary(), data.results(), worst=2)
-    assert section(md, "### Worst failing samples (2 of 4)") == [
+    assert section(md, "### Worst failing samples (2 of 3 failing samples, 3 failing grades)") == [
         "| Sample | Metric | Score | Why |",
         "|---|---|---:|---|",
         "| sample 2 | exact | 0.000 | Exact match: false |",
-        "| sample 3 | quality | 0.550 | judge says 0.55 |",
+        "| sample 3 | Answer quality (quality) | 0.550 | judge says 0.55 |",
         "| sample 3 | exact | 0.000 | Exact match: false |",
         "<sub>ci_evals 0.1.0 · python 3.11.7 · openai 3.54.0</sub>",
     ]
@@ -148,11 +151,11 @@ def test_summary_md_baseline_section():
         "Baseline: baseline-results (2026-11-21T09:00:00+00:00)",
         "| Metric | Baseline | Current | Δ mean | Δ pass rate |",
         "|---|---:|---:|---:|---:|",
-        "| Answer quality | 0.700 | 0.583 | ▼ −0.117 | ▼ −16.7 pp |",
+        "| Answer quality (quality) | 0.700 | 0.583 | ▼ −0.117 | ▼ −16.7 pp |",
         "| exact | 0.333 | 0.333 | = 0.000 | = 0.0 pp |",
         "regressions: 2 · improvements: 1 · new: 1 · removed: 1",
         "**Regressions (passed before, fail now)**",
-        "- sample 3: quality",
+        "- sample 3: Answer quality (quality)",
         "- sample 4: exact",
         "**Improvements (failed before, pass now)**",
         "- sample 5: exact",
@@ -162,8 +165,11 @@ def test_summary_md_baseline_section():
         "- sample 7",
     ]
     assert section(md, "### Gates")[2:] == [
-        "| quality avg_score gte 0.5 @0.95 | 0.583 | 0.350–0.800 | ⚠️ inconclusive |",
-        "| exact avg_score max_regressions 1 | 0.333 (2 regressions) |  | ❌ failed |",
+        "| Answer quality (quality) avg_score gte 0.5 @0.95 | 0.583 | 0.350–0.800 | 5/6 | 1 | ⚠️ inconclusive | "
+        "avg_score 0.5833, 0.95 interval \\[0.3500, 0.8000\\] straddles &gt;= 0.5; 1 of 6 samples errored "
+        "(within max_errors 1) |",
+        "| exact avg_score max_regressions 1 | 0.333 (2 regressions) |  | 5/6 | 1 | ❌ failed | 2 regressions, "
+        "max 1; 1 of 6 samples errored (within max_errors 1) |",
     ]
 
 
@@ -179,7 +185,7 @@ def test_summary_md_flaky_and_per_model_tables():
     md = render_summary_md(doc, [])
     assert "**Flaky:** 1 flaky (verdict differs across repeats): 3 (quality)" in md
     assert section(md, "#### Model gpt-x")[2] == (
-        "| exact | 0.333 (0.350–0.800) | 33.3% (10.0%–70.0%) | 2/6 | 6 | 1 | `score >= 1` |"
+        "| exact | 0.333 (0.350–0.800) | 33.3% (10.0%–70.0%) | 2/6 | 5/6 | 1 | `score >= 1` |"
     )
 
 

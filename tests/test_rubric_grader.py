@@ -448,8 +448,9 @@ def test_example_suite_judge_outage_counts_errors_not_low_scores(tmp_path, monke
     with FakeOpenAI(respond) as server:
         rc, summary = run_example(tmp_path, monkeypatch, server)
         assert server.count() == 4 + 4 * 6  # each judge call: 1 try + 5 retries
-    assert (rc, summary["gate"]["passed"], summary["errors"]) == (
-        1, False, {"total": 4, "by_category": {"target": 0, "extraction": 0, "grading": 4}})
+    assert (rc, summary["gate"]["passed"], summary["verdict"], summary["errors"]["by_category"]) == (
+        1, False, "errored", {"target": 0, "extraction": 0, "grading": 4})
+    assert [g["count"] for g in summary["errors"]["groups"]] == [4]
     assert summary["retries"] == 20
 
 

@@ -65,14 +65,28 @@ def test_accuracy_gate_uses_fraction_and_pass_value(sd):
 
 def test_missing_recorded_output_is_a_counted_error(sd):
     make(sd, {"metric_key": "has", "op": "gte", "value": 0.5}, outs=OUTS[:3])
-    assert sd.run() == 0
+    assert sd.run() == 1  # one errored sample, and the gate's budget is max_errors 0
     s = sd.summary()
-    assert s["metrics"]["has"]["errors"] == 1 and s["metrics"]["has"]["n"] == 4
-    assert s["metrics"]["has"]["mean"] == 0.5  # the errored sample counts as 0
-    assert s["errors"] == {"total": 1, "by_category": {"target": 1, "extraction": 0, "grading": 0}}
+    m = s["metrics"]["has"]
+    assert (m["n"], m["graded"], m["errors"], m["passed"]) == (4, 3, 1, 2)
+    assert m["mean"] == 2 / 3  # over the graded samples only
+    assert m["pass_rate"] == 0.5  # the errored sample counts as failed
+    msg = "no recorded output for sample id 3 in outputs.jsonl"
+    assert s["errors"] == {"total": 1, "samples": 1, "by_category": {"target": 1, "extraction": 0, "grading": 0},
+                           "groups": [{"category": "target", "grader": None, "message": msg, "count": 1}]}
+    assert (s["verdict"], s["gates"][0]["status"], s["gates"][0]["reason"]) == (
+        "errored", "errored", "1 of 4 samples errored (max_errors 0)")
     bad = [r for r in sd.results() if r["sample_id"] == 3][0]
-    assert bad["error"] == {"category": "target", "message": "no recorded output for sample id 3 in outputs.jsonl"}
-    assert bad["grades"]["has"]["score"] == 0.0 and bad["grades"]["has"]["passed"] is False
+    assert bad["error"] == {"category": "target", "message": msg}
+    assert bad["grades"]["has"]["score"] is None and bad["grades"]["has"]["passed"] is False
+
+
+def test_an_error_within_the_budget_passes_on_the_graded_samples(sd):
+    make(sd, {"metric_key": "has", "op": "gte", "value": 0.5, "max_errors": 1}, outs=OUTS[:3])
+    assert sd.run() == 0
+    g = sd.summary()["gates"][0]
+    assert (g["status"], g["actual"], g["reason"]) == (
+        "passed", 2 / 3, "avg_score 0.6667 >= 0.5; 1 of 4 samples errored (within max_errors 1)")
 
 
 def test_errors_fail_a_gate_that_scores_alone_would_pass(sd):
@@ -127,7 +141,8 @@ def test_command_target_runs_program_per_sample(sd):
     sd.write("dataset.jsonl", [{"id": i, "input": f"q{i}", "ground_truth": f"Q{i}"} for i in range(3)])
     sd.suite({"name": "cmd", "dataset": "dataset.jsonl",
               "target": {"kind": "command", "command": [sys.executable, "agent.py"]},
-              "graders": {"e": {"kind": "tool", "function": "exact_match"}}, "gate": {"op": "gte", "value": 0.5}})
+              "graders": {"e": {"kind": "tool", "function": "exact_match"}},
+              "gate": {"op": "gte", "value": 0.5, "max_errors": 1}})
     assert sd.run() == 0
     rows = {r["sample_id"]: r for r in sd.results()}
     assert rows[0]["submission"]["e"] == "Q0" and rows[0]["grades"]["e"]["score"] == 1.0
@@ -166,7 +181,7 @@ def test_http_target_posts_samples(sd, monkeypatch):
                   "target": {"kind": "http", "url": server.url_for("/agent"),
                              "headers": {"Authorization": {"env": "AGENT_TOKEN", "prefix": "Bearer "}}},
                   "graders": {"e": {"kind": "tool", "function": "exact_match"}}, "gate": {"op": "gte", "value": 0.5}})
-        assert sd.run() == 0
+        assert sd.run("--max-errors", "1") == 0
         rows = {r["sample_id"]: r for r in sd.results()}
         assert rows[0]["grades"]["e"]["score"] == 1.0
         assert rows[1]["error"] == {"category": "target", "message": "HTTP target returned 503: overloaded"}
@@ -211,8 +226,10 @@ def test_several_suites_by_glob_give_one_exit_code(sd):
     assert (sd.root / "all" / "suite-strict" / "summary.json").exists()
     combined = (sd.root / "all" / "summary.md").read_text()
     first, second = combined.split("\n\n---\n\n")
-    assert first.startswith("## ❌ ci-evals · strict: gate failed")
-    assert second.startswith("## ✅ ci-evals · t: gate passed")
+    assert first.startswith("## ❌ ci-evals · strict: failed\n\n**Verdict: failed**: exact: avg_score 0.5000, "
+                            "needs &gt;= 0.9\n")
+    assert second.startswith("## ✅ ci-evals · t: passed\n\n**Verdict: passed**: 1 of 1 gates passed\n")
+    assert [r["verdict"] for r in rows] == ["failed", "passed"]
 
 
 def test_missing_api_key_is_a_configuration_error_naming_the_suite(sd, monkeypatch, capsys):

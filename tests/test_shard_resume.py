@@ -70,17 +70,19 @@ def _interrupt(sd, sig, out="out"):
             break
         time.sleep(0.05)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
-    return proc.returncode, err
+    out, err = proc.communicate(timeout=30)
+    return proc.returncode, out, err
 
 
 def test_sigint_flushes_results_and_writes_partial_summary(sd):
     _slow_suite(sd)
-    rc, err = _interrupt(sd, signal.SIGINT)
+    rc, out, err = _interrupt(sd, signal.SIGINT)
     assert rc == 130
     s = sd.summary()
     assert s["partial"] is True and s["interrupted_by"] == "SIGINT"
+    assert (s["verdict"], s["gate"]["passed"]) == ("interrupted", False)
     rows = sd.results()
+    assert out.splitlines()[0] == f"slow: INTERRUPTED (interrupted by SIGINT after {len(rows)} samples)"
     assert 3 <= len(rows) < 12
     assert s["records"] == len(rows)
     assert "--resume" in err
@@ -88,7 +90,7 @@ def test_sigint_flushes_results_and_writes_partial_summary(sd):
 
 def test_sigterm_exits_143_and_resume_gives_the_uninterrupted_summary(sd):
     _slow_suite(sd)
-    rc, _ = _interrupt(sd, signal.SIGTERM)
+    rc, _, _ = _interrupt(sd, signal.SIGTERM)
     assert rc == 143
     done_before = len(sd.results())
     assert main(["run", str(sd.root / "suite.yaml"), "--resume", str(sd.root / "out"), "-q"]) == 0

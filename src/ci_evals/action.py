@@ -322,8 +322,10 @@ def run_suite(inputs: Inputs, suite_file: str, several: bool) -> SuiteRun:
 
 def load_results(folder: str) -> SuiteRun:
     """A finished results folder (another job's artifact, a merged shard folder) to report on."""
+    from ci_evals.verdict import exit_code
+
     summary = json.loads((Path(folder) / "summary.json").read_text(encoding="utf-8"))
-    code = EXIT_PASSED if (summary.get("gate") or {}).get("passed") else EXIT_GATE_FAILED
+    code = exit_code(summary)
     return SuiteRun(str(summary.get("suite_file") or folder), Path(folder), code, summary)
 
 
@@ -345,12 +347,10 @@ def annotate(run: SuiteRun) -> None:
         return
     for gate in run.summary.get("gates") or []:
         if not gate.get("passed"):
-            actual = gate.get("actual")
-            shown = "none" if actual is None else f"{float(actual):.3f}"
             status = gate.get("status") or "failed"
             command(
                 "error",
-                f"{run.name}: {gate_description(gate)} {status} (actual {shown})",
+                f"{run.name}: {gate_description(gate)}: {gate.get('reason')} ({status})",
                 title="ci-evals gate failed",
                 file=run.suite_file,
             )
@@ -412,13 +412,22 @@ def post_comments(
 
 
 def metrics_output(runs: list[SuiteRun]) -> dict[str, Any]:
-    """``{metric: {mean, pass_rate, n, errors}}``; with several suites the keys are ``suite/metric``."""
+    """``{metric: {mean, pass_rate, n, graded, errors}}``; with several suites the keys are ``suite/metric``."""
     out: dict[str, Any] = {}
     for run in runs:
         for name, m in ((run.summary or {}).get("metrics") or {}).items():
             key = f"{run.name}/{name}" if len(runs) > 1 else name
-            out[key] = {k: m.get(k) for k in ("mean", "pass_rate", "n", "errors")}
+            out[key] = {k: m.get(k) for k in ("mean", "pass_rate", "n", "graded", "errors")}
     return out
+
+
+VERDICT_ORDER = ("passed", "failed", "partial", "errored", "interrupted")
+
+
+def combined_verdict(runs: list[SuiteRun]) -> str:
+    """The worst verdict of the suites; a suite that wrote no summary (bad configuration, a crash) is errored."""
+    verdicts = [(r.summary or {}).get("verdict") or "errored" for r in runs]
+    return max(verdicts, key=VERDICT_ORDER.index, default="errored")
 
 
 def combined_exit(codes: list[int]) -> int:
@@ -436,7 +445,7 @@ def run_action(env: Mapping[str, str]) -> int:
     except InputError as exc:
         command("error", str(exc), title="ci-evals configuration error")
         append_step_summary(summary_path, render_error_md("action input error", str(exc)))
-        set_outputs(output_path, {"passed": "false", "exit-code": str(EXIT_CONFIG)})
+        set_outputs(output_path, {"passed": "false", "verdict": "errored", "exit-code": str(EXIT_CONFIG)})
         return EXIT_CONFIG
     os.environ.pop("INPUT_GITHUB-TOKEN", None)  # user code run by the suite never sees our token
     several = len(inputs.suites) > 1
@@ -449,17 +458,19 @@ def run_action(env: Mapping[str, str]) -> int:
     code = combined_exit([r.exit_code for r in runs])
     urls = post_comments(inputs, runs, env, dry_run="--dry-run" in inputs.args)
     summaries = [str(r.out_dir / "summary.json") for r in runs if r.summary is not None]
+    verdict = combined_verdict(runs)
     set_outputs(
         output_path,
         {
             "passed": "true" if code == EXIT_PASSED else "false",
+            "verdict": verdict,
             "exit-code": str(code),
             "summary-json": "\n".join(summaries),
             "metrics": json.dumps(metrics_output(runs), sort_keys=True),
             "comment-url": "\n".join(urls),
         },
     )
-    if code == EXIT_GATE_FAILED and not inputs.fail_on_gate:
+    if code == EXIT_GATE_FAILED and verdict == "failed" and not inputs.fail_on_gate:
         print("ci-evals: the gate failed, but fail-on-gate is false: exiting 0")
         return EXIT_PASSED
     return code

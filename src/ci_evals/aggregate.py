@@ -193,6 +193,12 @@ class Aggregator:
         models = [model] if model is not None else list(self.metrics)
         return sorted(s for m in models for s in self.metrics[m][name].scores)
 
+    def n_samples(self) -> int:
+        """Samples aggregated (after reducing runs); every model sees the same samples."""
+        self.flush_pending()
+        first = self.names[0]
+        return max((len(m[first].scores) + m[first].errors for m in self.metrics.values()), default=0)
+
     def aggregate(self, name: str, model=None) -> dict[str, Any]:
         """One metric's aggregate (all models when ``model`` is None), as summary.json has it."""
         models = [model] if model is not None else list(self.metrics)
@@ -253,10 +259,7 @@ class Aggregator:
             out["gates"] = all_gates
         else:
             out["gates"] = gate_results(combined, metrics, None)
-        # Every model sees the same samples, each pushed once per metric after reduction.
-        first = self.names[0]
-        out["n_samples"] = max((len(self.metrics[m][first].scores) + self.metrics[m][first].errors
-                                for m in models), default=0)
+        out["n_samples"] = self.n_samples()
         out["errors"] = self.error_summary()
         out["flaky"] = self.flaky
         out["records"] = self.records

@@ -189,14 +189,16 @@ def cmd_merge(args: Namespace) -> int:
     for d, s in zip(args.dirs, summaries, strict=True):
         if s.get("config") != config or s.get("suite") != summaries[0].get("suite"):
             raise ConfigError("this folder holds results of a different suite or configuration", file=str(d))
+    missing = shard_gaps(args.dirs, summaries)
     baseline = Baseline(args.baseline) if args.baseline else None
     agg = Aggregator(config, keep_outcomes=baseline is not None)
     if baseline is not None:
-        baseline.attach(agg)
+        baseline.attach(agg, suite=summaries[0].get("suite"))
     args.output.mkdir(parents=True, exist_ok=True)
     seen: set[tuple] = set()
     with (args.output / "results.jsonl").open("w", encoding="utf-8") as fh:
-        for d in args.dirs:
+        for d, s in zip(args.dirs, summaries, strict=True):
+            read = 0
             for rec in iter_results(d / "results.jsonl"):
                 key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
                 if key in seen:
@@ -204,6 +206,12 @@ def cmd_merge(args: Namespace) -> int:
                 seen.add(key)
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 agg.add(rec)
+                read += 1
+            if read < int(s.get("records") or 0):
+                missing.append(f"{_shard_name(d, s)}: results.jsonl has {read} of {s['records']} records")
+    total = _expected_samples(summaries)
+    if total is not None and not missing and agg.n_samples() != total:
+        missing.append(f"the shards hold {agg.n_samples()} of {total} samples")
     from datetime import datetime
 
     started = min(datetime.fromisoformat(s["started_at"]) for s in summaries)
@@ -211,10 +219,61 @@ def cmd_merge(args: Namespace) -> int:
     first = summaries[0]
     extra = {"suite": first["suite"], "suite_file": first.get("suite_file"), "description": first.get("description"),
              "merged_from": [str(d) for d in args.dirs], "versions": first.get("versions")}
+    if missing:
+        extra["partial_reason"] = "; ".join(missing)
     summary = build_summary(None, config, agg, started=started, duration=duration,
-                            partial=any(s.get("partial") for s in summaries), extra=extra, baseline=baseline)
+                            partial=bool(missing), extra=extra, baseline=baseline)
     write_outputs(args.output, summary)
     print(console.render(summary))
     if args.dry_run:
         _print_comment(summary, args.output)
-    return 0 if summary["gate"]["passed"] else 1
+    from ci_evals.verdict import exit_code
+
+    return exit_code(summary)
+
+
+def _shard_name(folder: Path, summary: dict[str, Any]) -> str:
+    sh = summary.get("shard")
+    return f"shard {sh['index']}/{sh['count']}" if sh else str(folder)
+
+
+def shard_gaps(dirs: list[Path], summaries: list[dict[str, Any]]) -> list[str]:
+    """Why these folders are not one complete run (empty when they are).
+
+    Shards must come from one split (the same N) and each K of N at most once (else a one-line
+    error, exit 2); missing shards and interrupted or partial folders make the merge ``partial``.
+    """
+    shards = [s.get("shard") for s in summaries]
+    gaps: list[str] = []
+    if any(shards):
+        plain = next((d for d, sh in zip(dirs, shards, strict=True) if not sh), None)
+        if plain is not None:
+            raise ConfigError("this folder is not a shard (no --shard), the others are", file=str(plain))
+        counts = sorted({sh["count"] for sh in shards})
+        if len(counts) > 1:
+            d = next(d for d, sh in zip(dirs, shards, strict=True) if sh["count"] != shards[0]["count"])
+            raise ConfigError(f"shards of different splits ({' and '.join(f'of {c}' for c in counts)})",
+                              file=str(d))
+        n = counts[0]
+        first: dict[int, Path] = {}
+        for d, sh in zip(dirs, shards, strict=True):
+            if sh["index"] in first:
+                raise ConfigError(f"shard {sh['index']}/{n} appears twice (also {first[sh['index']]})", file=str(d))
+            first[sh["index"]] = d
+        absent = [k for k in range(1, n + 1) if k not in first]
+        if absent:
+            gaps.append(f"shard{'s' if len(absent) > 1 else ''} {', '.join(f'{k}/{n}' for k in absent)} "
+                        f"missing ({len(first)} of {n} merged)")
+    for d, s in zip(dirs, summaries, strict=True):
+        if s.get("partial") or s.get("interrupted_by"):
+            gaps.append(f"{_shard_name(d, s)} is {'interrupted' if s.get('interrupted_by') else 'partial'}")
+    return gaps
+
+
+def _expected_samples(summaries: list[dict[str, Any]]) -> int | None:
+    """How many samples a complete set of shards holds (None when the shards do not say)."""
+    selected = {(s.get("shard") or {}).get("selected") for s in summaries} - {None}
+    if len(selected) > 1:
+        raise ConfigError(f"the shards selected different samples ({' and '.join(map(str, sorted(selected)))} "
+                          "before sharding): run every shard with the same options")
+    return selected.pop() if selected else None

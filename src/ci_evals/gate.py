@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from ci_evals.specs import Strict
+from ci_evals.verdict import budget_exceeded
 
 OPS = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le, "eq": operator.eq}
 SYMBOL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<=", "eq": "=="}
@@ -118,29 +119,6 @@ def passes(score: float, op: str, value: float) -> bool:
     return OPS[op](score, value)
 
 
-def display_name(label: str | None, key: str | None) -> str:
-    """A metric as every report names it: its display name, with its key when they differ."""
-    if key is None and label:  # a letta-evals weighted_average / logical gate names no one metric
-        return str(label)
-    if not label or label == key:
-        return str(key)
-    return f"{label} ({key})"
-
-
-def budget_exceeded(errors: int, n: int, max_errors: int | None, max_error_rate: float | None) -> str | None:
-    """Why ``errors`` of ``n`` samples break the budget (``3 of 50 samples errored (max_errors 0)``), or None.
-
-    With neither limit set the budget is 0 errors; with only a rate, only the rate counts.
-    """
-    if max_errors is None and max_error_rate is None:
-        max_errors = 0
-    if max_errors is not None and errors > max_errors:
-        return f"{errors} of {n} samples errored (max_errors {max_errors})"
-    if max_error_rate is not None and n and errors / n > max_error_rate + 1e-12:
-        return f"{errors} of {n} samples errored (max_error_rate {max_error_rate:g})"
-    return None
-
-
 def _budget_text(max_errors: int | None, max_error_rate: float | None) -> str:
     parts = [f"max_errors {max_errors}"] if max_errors is not None else []
     if max_error_rate is not None:
@@ -207,13 +185,15 @@ def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | Non
             reasons.append(f"{gate.metric} {actual:.4f}, {gate.confidence:g} interval [{lo:.4f}, {hi:.4f}] "
                            f"{word} {sym} {gate.value:g}")
         else:
+            ci = {"avg_score": agg["ci_mean"], "accuracy": agg["ci_pass_rate"]}.get(gate.metric)
+            out["interval"] = list(ci) if ci else None  # shown beside the value; not part of the check
             check = "passed" if OPS[gate.op](actual, gate.value) else "failed"
             reasons.append(f"{gate.metric} {actual:.4f} {sym} {gate.value:g}" if check == "passed"
                            else f"{gate.metric} {actual:.4f}, needs {sym} {gate.value:g}")
         checks.append(check)
 
     if gate.max_drop is not None or gate.max_regressions is not None:
-        missing = "no baseline given" if baseline is None else baseline.get("missing")
+        missing = "run without --baseline" if baseline is None else baseline.get("missing")
         if missing:
             checks.append("no_baseline")
             reasons.append(f"no baseline: {missing} (on_missing_baseline: {gate.on_missing_baseline})")

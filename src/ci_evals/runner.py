@@ -29,6 +29,7 @@ from ci_evals.models import GradeResult, Sample
 from ci_evals.perturn import grade_per_turn
 from ci_evals.rewards import reward_config
 from ci_evals.suite import GraderSlot, LoadedSuite
+from ci_evals.textsafe import clean_sample, clean_trajectory, clean_value
 from ci_evals.trajectory import Trajectory
 
 FLUSH_SECONDS = 0.5
@@ -122,6 +123,7 @@ class Runner:
 
     async def run_job(self, model: str | None, sample: Sample, run: int) -> dict[str, Any]:
         t0 = time.perf_counter()
+        sample, replaced = clean_sample(sample)
         rec: dict[str, Any] = {
             "sample_id": sample.id, "run": run, "model": model, "input": sample.input,
             "ground_truth": sample.ground_truth, "tags": sample.tags, "error": None,
@@ -130,6 +132,7 @@ class Runner:
             traj = await self.suite.target.run(sample, run=run, model=model, need_memory=self.suite.needs_memory)
             if not any(True for _ in traj.messages()) and not traj.memory_blocks:
                 raise SampleError("target returned an empty trajectory (no messages)")
+            replaced += clean_trajectory(traj) + traj.metadata.pop("replaced_chars", 0)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -142,6 +145,8 @@ class Runner:
             rec["submission"] = {n: "" for n in self.suite.graders}
             rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
             rec["duration_s"] = round(time.perf_counter() - t0, 6)
+            if replaced:
+                rec["replaced_chars"] = replaced
             return rec
         traj.metadata.setdefault("run", run)  # judges key their cache on it: repeats stay independent
         slots = list(self.suite.graders.values())
@@ -161,6 +166,8 @@ class Runner:
         extra = {k: v for k, v in traj.metadata.items() if k not in ("cache_hits", "retries", "run")}
         if extra:
             rec["target"] = extra
+        if replaced:
+            rec["replaced_chars"] = replaced
         rec["duration_s"] = round(time.perf_counter() - t0, 6)
         return rec
 
@@ -286,7 +293,12 @@ class Runner:
                 print(f"warning: cleanup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def _write(self, fh, rec: dict[str, Any]) -> None:
-        fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+        try:  # the text layer encodes the whole line before writing any of it
+            fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+        except UnicodeEncodeError:  # a grader's rationale or metadata carried a lone surrogate
+            rec, n = clean_value(rec)
+            rec["replaced_chars"] = rec.get("replaced_chars", 0) + n
+            fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
         now = time.monotonic()
         if now - self._last_flush > FLUSH_SECONDS:
             fh.flush()

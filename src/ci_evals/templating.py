@@ -9,6 +9,10 @@ Two syntaxes, used by every grader that renders text:
 * ``{input}``, ``{submission}``, ``{ground_truth}`` and declared rubric variables: letta-evals
   rubric placeholders. Only the listed names are replaced, in a single pass, so other braces
   (JSON examples in a rubric) and braces inside substituted values are left untouched.
+
+Substitution happens once: :func:`substitute` renders both syntaxes in one pass over the template,
+so a submission, input or ground truth that itself contains ``{ground_truth}``, ``{{ item.x }}`` or
+a rubric variable's name is placed as literal text and never expanded.
 """
 
 from __future__ import annotations
@@ -89,12 +93,26 @@ def render(template: str, context: dict[str, Any]) -> str:
 
 
 
-def fill(template: str, values: dict[str, Any]) -> str:
-    """Replace ``{name}`` for the names in ``values`` only, in one pass; other braces stay."""
-    if not values:
+@functools.lru_cache(maxsize=256)
+def _combined(names: tuple[str, ...]) -> re.Pattern[str]:
+    """``{{ item.x }}`` (group 1) or one of ``{name}`` (group 2), in one pattern."""
+    return re.compile(MUSTACHE.pattern + r"|\{(" + "|".join(re.escape(k) for k in names) + r")\}")
+
+
+def substitute(template: str, values: dict[str, Any], context: dict[str, Any] | None = None) -> str:
+    """Render ``{{ item.x }}`` / ``{{ sample.x }}`` (from ``context``) and ``{name}`` (from ``values``)
+    in a single pass: text placed by one substitution is never read again, so placeholders inside
+    a submission or ground truth stay literal. Without ``context``, ``{{ ... }}`` stays as written."""
+    if not values and (context is None or "{{" not in template):
         return template
-    pattern = re.compile(r"\{(" + "|".join(re.escape(k) for k in values) + r")\}")
-    return pattern.sub(lambda m: to_text(values[m.group(1)]), template)
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(1) is not None:
+            return to_text(lookup(m.group(1), context)) if context is not None else m.group(0)
+        return to_text(values[m.group(2)])
+
+    return _combined(tuple(values)).sub(repl, template) if values else render(template, context)
+
 
 
 _ABSENT = object()

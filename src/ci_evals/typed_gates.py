@@ -24,8 +24,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ci_evals.gate import OPS, SYMBOL, Metric, Op, budget_exceeded
+from ci_evals.gate import OPS, SYMBOL, Metric, Op
 from ci_evals.specs import Strict, validate_model
+from ci_evals.verdict import budget_exceeded
 
 
 class Condition(Strict):

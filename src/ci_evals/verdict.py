@@ -1,5 +1,7 @@
 """The run's one verdict word, its reason and its exit code (the same in every report).
 
+A leaf module: reports and gates both read it.
+
 ``passed``: every gate passed (with no gate: no sample errored beyond the run's error budget).
 ``failed``: a gate failed on measured scores. ``errored``: a gate or the run failed because
 samples errored, or no sample could be run. ``interrupted``: the run was stopped by a signal.
@@ -12,12 +14,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from ci_evals.gate import budget_exceeded, display_name
-
 VERDICTS = ("passed", "failed", "errored", "interrupted", "partial")
 WORDS = {"passed": "PASSED", "failed": "FAILED", "errored": "ERRORED", "interrupted": "INTERRUPTED",
          "partial": "PARTIAL"}
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+
+
+def display_name(label: str | None, key: str | None) -> str:
+    """A metric as every report names it: its display name, with its key when they differ."""
+    if key is None and label:  # a letta-evals weighted_average / logical gate names no one metric
+        return str(label)
+    if not label or label == key:
+        return str(key)
+    return f"{label} ({key})"
+
+
+def budget_exceeded(errors: int, n: int, max_errors: int | None, max_error_rate: float | None) -> str | None:
+    """Why ``errors`` of ``n`` samples break the budget (``3 of 50 samples errored (max_errors 0)``), or None.
+
+    With neither limit set the budget is 0 errors; with only a rate, only the rate counts.
+    """
+    if max_errors is None and max_error_rate is None:
+        max_errors = 0
+    if max_errors is not None and errors > max_errors:
+        return f"{errors} of {n} samples errored (max_errors {max_errors})"
+    if max_error_rate is not None and n and errors / n > max_error_rate + 1e-12:
+        return f"{errors} of {n} samples errored (max_error_rate {max_error_rate:g})"
+    return None
+
+
+def gate_title(g: dict[str, Any]) -> str:
+    """A gate as written, its metric named as the metric table names it: ``Quality (q) avg_score gte 0.75``."""
+    desc = str(g.get("description") or "")
+    if g.get("children"):  # a letta-evals weighted_average / logical gate: its own description says it all
+        return desc
+    key = str(g.get("metric_key"))
+    rest = desc[len(key):].lstrip() if desc.startswith(key) else desc
+    return f"{display_name(g.get('label'), key)} {rest}".rstrip()
 
 
 def decide(summary: dict[str, Any]) -> tuple[str, str]:
@@ -33,12 +66,12 @@ def decide(summary: dict[str, Any]) -> tuple[str, str]:
         return "errored", "no sample ran"
     config = summary.get("config") or {}
     if not gates:
-        over = budget_exceeded(int(errors.get("samples") or 0), n, config.get("max_errors"),
-                               config.get("max_error_rate"))
+        errored = int(errors.get("samples", errors.get("total")) or 0)  # older summaries: total only
+        over = budget_exceeded(errored, n, config.get("max_errors"), config.get("max_error_rate"))
         if over:
             return "errored", f"{over}; no gate configured"
-        return "passed", f"no gate configured; {n} samples ran without error" if not errors.get("samples") \
-            else f"no gate configured; {errors['samples']} of {n} samples errored (within the error budget)"
+        return "passed", f"no gate configured; {n} samples ran without error" if not errored \
+            else f"no gate configured; {errored} of {n} samples errored (within the error budget)"
     bad = [g for g in gates if not g.get("passed")]
     if not bad:
         return "passed", f"{len(gates)} of {len(gates)} gates passed"

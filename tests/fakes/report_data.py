@@ -55,10 +55,11 @@ def results() -> list[dict[str, Any]]:
             "error": {"category": "target", "message": "agent exited with code 1: boom"},
             "grades": {
                 name: {
-                    "score": 0.0,
+                    "score": None,
                     "passed": False,
                     "rationale": None,
-                    "error": "target failed",
+                    "error": "target error: agent exited with code 1: boom",
+                    "error_category": "target",
                     "metadata": {},
                 }
                 for name in ("quality", "exact")
@@ -87,10 +88,17 @@ def _metric(label: str, kind: str, mean: float, passed: int, rule: str) -> dict[
         "p50": 0.675,
         "p95": 0.9375,
         "p99": 0.9475,
+        "rule": rule,
         "pass_rule": rule,
         "ci_mean": [0.35, 0.8],
         "ci_pass_rate": [0.1, 0.7],
     }
+
+
+def _gate_counts(label: str, reason: str) -> dict[str, Any]:
+    """The error-budget fields of a gate over this run's metric: 6 samples, 1 errored, budget 1."""
+    return {"label": label, "max_errors": 1, "max_error_rate": None, "errors": 1, "graded": 5, "n": 6,
+            "children": [], "reason": f"{reason}; 1 of 6 samples errored (within max_errors 1)"}
 
 
 def summary(**over: Any) -> dict[str, Any]:
@@ -103,6 +111,8 @@ def summary(**over: Any) -> dict[str, Any]:
         "started_at": "2026-11-22T10:00:00+00:00",
         "finished_at": "2026-11-22T10:00:12+00:00",
         "duration_s": 12.0,
+        "verdict": "failed",
+        "verdict_reason": "Answer quality (quality): avg_score 0.5833, needs >= 0.75",
         "partial": False,
         "target": {"kind": "command"},
         "num_runs": 1,
@@ -120,13 +130,16 @@ def summary(**over: Any) -> dict[str, Any]:
                 "model": None,
                 "description": "quality avg_score gte 0.75",
                 "interval": None,
+                **_gate_counts("Answer quality", "avg_score 0.5833, needs >= 0.75"),
             }
         ],
         "metrics": {
             "quality": _metric("Answer quality", "score_model", 0.5833, 3, "score >= 0.75"),
             "exact": _metric("exact", "tool", 0.3333, 2, "score >= 1"),
         },
-        "errors": {"total": 1, "by_category": {"target": 1, "extraction": 0, "grading": 0}},
+        "errors": {"total": 1, "samples": 1, "by_category": {"target": 1, "extraction": 0, "grading": 0},
+                   "groups": [{"category": "target", "grader": None, "message": "agent exited with code 1: boom",
+                               "count": 1}]},
         "flaky": [],
         "usage": {
             "target": {"prompt_tokens": 50, "completion_tokens": 25},
@@ -147,8 +160,10 @@ def passing_summary() -> dict[str, Any]:
     """The same run with a gate it passes (quality avg_score gte 0.5)."""
     doc = summary()
     gate = doc["gates"][0]
-    gate.update(value=0.5, passed=True, status="passed", description="quality avg_score gte 0.5")
+    gate.update(value=0.5, passed=True, status="passed", description="quality avg_score gte 0.5",
+                reason="avg_score 0.5833 >= 0.5; 1 of 6 samples errored (within max_errors 1)")
     doc["gate"] = {"passed": True}
+    doc["verdict"], doc["verdict_reason"] = "passed", "1 of 1 gates passed"
     return doc
 
 
@@ -167,6 +182,7 @@ def baseline_summary() -> dict[str, Any]:
             "model": None,
             "description": "quality avg_score gte 0.5 @0.95",
             "interval": [0.35, 0.8],
+            **_gate_counts("Answer quality", "avg_score 0.5833, 0.95 interval [0.3500, 0.8000] straddles >= 0.5"),
         },
         {
             "metric_key": "exact",
@@ -180,10 +196,14 @@ def baseline_summary() -> dict[str, Any]:
             "description": "exact avg_score max_regressions 1",
             "interval": None,
             "regressions": 2,
+            **_gate_counts("exact", "2 regressions, max 1"),
         },
     ]
+    doc["verdict_reason"] = "Answer quality (quality): avg_score 0.5833, 0.95 interval [0.3500, 0.8000] " \
+        "straddles >= 0.5 (and 1 more gate)"
     doc["baseline"] = {
         "folder": "baseline-results",
+        "missing": None,
         "suite": "qa",
         "finished_at": "2026-11-21T09:00:00+00:00",
         "metrics": {

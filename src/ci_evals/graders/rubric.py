@@ -25,7 +25,7 @@ from ci_evals.errors import ConfigError
 from ci_evals.graders.base import Grader
 from ci_evals.models import GradeResult, Sample
 from ci_evals.specs import Context, GraderSpec
-from ci_evals.templating import TemplateError, fill, grader_context, render
+from ci_evals.templating import TemplateError, grader_context, substitute
 from ci_evals.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -66,13 +66,13 @@ def input_text(sample: Sample) -> str:
 def fill_rubric(
     rubric: str, sample: Sample, submission: str, rubric_vars: Iterable[str] = (), tool_calls: list | None = None
 ) -> str:
-    """The rubric with ``{{ item.x }}`` rendered, then ``{input}``, ``{submission}``,
-    ``{ground_truth}`` and the declared rubric variables filled in one pass (other braces stay).
+    """The rubric with ``{{ item.x }}``, ``{input}``, ``{submission}``, ``{ground_truth}`` and the
+    declared rubric variables substituted in one pass (other braces stay; substituted text is
+    never expanded again).
 
     Raises TemplateError for a missing ``{{ ... }}`` variable or rubric variable.
     """
-    if "{{" in rubric:
-        rubric = render(rubric, grader_context(sample.item(), submission, tool_calls or []))
+    context = grader_context(sample.item(), submission, tool_calls or []) if "{{" in rubric else None
     values: dict[str, Any] = {
         "input": input_text(sample),
         "submission": submission,
@@ -83,7 +83,7 @@ def fill_rubric(
         if var not in given:
             raise TemplateError(f"sample {sample.id} has no rubric variable '{var}'")
         values[var] = given[var]
-    return fill(rubric, values)
+    return substitute(rubric, values, context)
 
 
 def build_judge_prompt(rubric: str, sample: Sample, submission: str, *, tool_name: str | None = None) -> str:

@@ -16,6 +16,7 @@ from ci_evals.reports.markdown import (
     Digest,
     baseline_section,
     digest,
+    error_table,
     errors_line,
     escape_html,
     escape_md,
@@ -29,7 +30,10 @@ from ci_evals.reports.markdown import (
     sample_label,
     usage_line,
     verdict,
+    verdict_line,
+    worst_heading,
 )
+from ci_evals.verdict import display_name
 
 BODY_LIMIT = 65_000
 """Where we stop: a margin below GitHub's 65,536-character limit for a comment."""
@@ -99,13 +103,11 @@ def charts(summary: dict[str, Any], d: Digest) -> list[str]:
     ]
 
 
-def failing_sample(row: dict[str, Any], limit: int, num_runs: int) -> list[str]:
+def failing_sample(row: dict[str, Any], limit: int, num_runs: int, labels: dict[str, Any] | None = None) -> list[str]:
     """One failing sample, collapsed: input, expected, then per failing metric submission and why."""
     fails = row_failures(row)
-    head = ", ".join(
-        f"{n} {fmt_score(g.get('score'))}" + (" (error)" if g.get("error") else "")
-        for n, g in fails
-    )
+    labels = labels or {}
+    head = ", ".join(f"{display_name(labels.get(n), n)} {fmt_score(g.get('score'))}" for n, g in fails)
     lines = [
         f"<details><summary>{escape_html(sample_label(row, num_runs), 100)}: {escape_html(head, 200)}</summary>",
         "",
@@ -116,27 +118,23 @@ def failing_sample(row: dict[str, Any], limit: int, num_runs: int) -> list[str]:
     ]
     if row.get("ground_truth") is not None:
         lines += ["**Expected**", "", fenced(str(row["ground_truth"]), limit // 2), ""]
-    err = row.get("error")
-    if err:
-        category = escape_md(err.get("category") or "sample")
-        lines += [f"**Error ({category})**", "", fenced(str(err.get("message")), limit), ""]
     submissions = row.get("submission") or {}
     texts = {str(submissions[n]) for n, _ in fails if n in submissions}
     if len(texts) == 1:  # every failing grader saw the same submission: show it once
         lines += ["**Submission**", "", fenced(texts.pop(), limit), ""]
         submissions = {}
     for name, g in fails:
+        shown = escape_md(display_name(labels.get(name), name))
         if name in submissions:
             lines += [
-                f"**Submission ({escape_md(name)})**",
+                f"**Submission ({shown})**",
                 "",
                 fenced(str(submissions[name]), limit),
                 "",
             ]
-        why = g.get("error") or g.get("rationale")
-        if why and not err:
-            title = "Grader error" if g.get("error") else "Rationale"
-            lines += [f"**{title} ({escape_md(name)})**", "", fenced(str(why), limit), ""]
+        why = g.get("rationale")
+        if why:
+            lines += [f"**Rationale ({shown})**", "", fenced(str(why), limit), ""]
     return [*lines, "</details>", ""]
 
 
@@ -157,6 +155,8 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
         marker(key),
         f"### {icon} ci-evals · {escape_md(summary.get('suite') or 'suite')}: {words}",
         "",
+        verdict_line(summary),
+        "",
     ]
     if summary.get("gates"):
         lines += [*gate_table(summary), ""]
@@ -169,9 +169,10 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
             *metric_table(per.get("metrics") or {}, summary, compact=True, deltas=False),
             "",
         ]
-    for extra in (errors_line(summary), flaky_line(summary, limit=10)):
-        if extra:
-            lines += [f"⚠️ {extra}", ""]
+    if errors_line(summary):
+        lines += [f"⚠️ {errors_line(summary)}", "", *error_table(summary, limit=5), ""]
+    if flaky_line(summary, limit=10):
+        lines += [f"⚠️ {flaky_line(summary, limit=10)}", ""]
     if level.charts:
         lines += charts(summary, d)
     if level.baseline_items:
@@ -185,9 +186,10 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
         lines += ["The comparison with the baseline is in the step summary.", ""]
     shown = d.worst[: level.samples]
     if shown:
-        lines += [f"#### Worst failing samples ({len(shown)} of {d.failing_rows:,})", ""]
+        labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
+        lines += [f"#### Worst failing samples {worst_heading(shown, d)}", ""]
         for row in shown:
-            lines += failing_sample(row, level.field_chars, int(summary.get("num_runs") or 1))
+            lines += failing_sample(row, level.field_chars, int(summary.get("num_runs") or 1), labels)
     elif d.failing_rows:
         lines += [
             f"{d.failing_rows:,} failing samples: see the step summary and results.jsonl.",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ci_evals.gate import display_name
+from ci_evals.verdict import display_name, gate_title
 
 GROUPS_SHOWN = 5
 INTERVALS_NOTE = ("95% intervals: the mean's by bootstrap (normal approximation above 200 samples), "
@@ -45,16 +45,6 @@ def metric_rows(metrics: dict[str, Any], baseline: dict[str, Any] | None = None)
 
 
 HEADERS = ["metric", "mean", "mean 95% CI", "pass rate", "pass rate 95% CI", "graded/n", "errors", "pass rule"]
-
-
-def gate_title(g: dict[str, Any]) -> str:
-    """A gate as written, its metric named the way the metric table names it: ``Quality (q) avg_score gte 0.75``."""
-    desc = str(g.get("description") or "")
-    if g.get("children"):  # a letta-evals weighted_average / logical gate: its own description says it all
-        return desc
-    key = str(g.get("metric_key"))
-    rest = desc[len(key):].lstrip() if desc.startswith(key) else desc
-    return f"{display_name(g.get('label'), key)} {rest}".rstrip()
 
 
 def sub_gate_lines(g: dict[str, Any], depth: int = 1) -> list[str]:

@@ -1,7 +1,10 @@
 """junit.xml: a testsuite per metric (a testcase per sample) and one testsuite for the gates.
 
 CI systems (GitHub test reporters, GitLab, Jenkins) show a sample below its grader's pass threshold
-as a failure and a sample that could not be graded as an error.
+as a failure and a sample that could not be graded as an error. The gates testsuite ends with a
+``verdict`` testcase that fails unless the run's verdict is ``passed``, and every testsuite has a
+``verdict`` property. Testsuite times are the run's wall time (samples run concurrently, so their
+sum would overstate it); each testcase keeps its own sample's time.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ FIELD_LIMIT = 20_000
 
 
 def _common_properties(summary: dict[str, Any]) -> dict[str, str]:
-    props = {"suite": str(summary.get("suite"))}
+    props = {"suite": str(summary.get("suite")), "verdict": str(summary.get("verdict"))}
     for lib, version in (summary.get("versions") or {}).items():
         props[f"version.{lib}"] = str(version)
     return props
@@ -29,10 +32,13 @@ def _metric_properties(
     return {
         **_common_properties(summary),
         "metric": name,
+        "label": str(metric.get("label") or name),
         "kind": str(metric.get("kind")),
-        "pass_rule": str(metric.get("pass_rule")),
-        "mean": f"{float(metric.get('mean') or 0):.6f}",
-        "pass_rate": f"{float(metric.get('pass_rate') or 0):.6f}",
+        "rule": str(metric.get("rule") or metric.get("pass_rule")),
+        "mean": "none" if metric.get("mean") is None else f"{float(metric['mean']):.6f}",
+        "pass_rate": "none" if metric.get("pass_rate") is None else f"{float(metric['pass_rate']):.6f}",
+        "graded": str(metric.get("graded")),
+        "errors": str(metric.get("errors")),
     }
 
 
@@ -89,7 +95,8 @@ def _case_xml(summary: dict[str, Any], classname: str, name: str, row: dict[str,
                   f'type={_attr(category)}>{_text(truncate(str(message), FIELD_LIMIT))}</error>')
     elif not grade.get("passed"):
         score = float(grade.get("score") or 0.0)
-        rule = ((summary.get("metrics") or {}).get(name) or {}).get("pass_rule") or "pass threshold"
+        metric = (summary.get("metrics") or {}).get(name) or {}
+        rule = metric.get("rule") or metric.get("pass_rule") or "pass threshold"
         tag = "failure"
         rationale = truncate(str(grade.get("rationale") or ""), FIELD_LIMIT)
         result = (f'<failure message={_attr(f"score {score:.3f} does not meet {rule}")} type="below_threshold"'
@@ -106,15 +113,18 @@ def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]
         desc = gate_description(gate)
         model = f" [{gate['model']}]" if gate.get("model") else ""
         attrs = {"name": desc + model, "classname": f"{summary.get('suite')}.gates", "time": "0.000000"}
-        actual = gate.get("actual")
-        shown = "none" if actual is None else f"{float(actual):.6f}"
         status = gate.get("status") or ("passed" if gate.get("passed") else "failed")
         result = None
         if not gate.get("passed"):
-            result = ("failure", {"message": f"{status}: actual {shown}, required {desc}", "type": status}, "")
+            result = ("failure", {"message": f"{status}: {gate.get('reason')}", "type": status}, "")
         elif status == "no_baseline":
-            result = ("skipped", {"message": "no baseline to compare with"}, "")
+            result = ("skipped", {"message": str(gate.get("reason") or "no baseline to compare with")}, "")
         cases.append((attrs, result, ""))
+    verdict = str(summary.get("verdict"))
+    attrs = {"name": "verdict", "classname": f"{summary.get('suite')}.gates", "time": "0.000000"}
+    result = None if verdict == "passed" else \
+        ("failure", {"message": f"{verdict}: {summary.get('verdict_reason')}", "type": verdict}, "")
+    cases.append((attrs, result, ""))
     return cases
 
 
@@ -136,18 +146,17 @@ def _attrs(attrs: dict[str, Any]) -> str:
 class _SuiteWriter:
     """One <testsuite>: its testcases are streamed to a spool file while the counts add up."""
 
-    def __init__(self, name: str, properties: dict[str, str], timestamp: str | None) -> None:
+    def __init__(self, name: str, properties: dict[str, str], timestamp: str | None, wall: float) -> None:
         import tempfile
 
         self.name, self.properties, self.timestamp = name, properties, timestamp
         self.tests = self.failures = self.errors = self.skipped = 0
-        self.time = 0.0
+        self.time = wall
         self.spool = tempfile.TemporaryFile("w+", encoding="utf-8")
 
-    def add_xml(self, xml: str, tag: str | None, seconds: float) -> None:
+    def add_xml(self, xml: str, tag: str | None) -> None:
         """Append one ready <testcase> element and count it."""
         self.tests += 1
-        self.time += seconds
         self.failures += tag == "failure"
         self.errors += tag == "error"
         self.skipped += tag == "skipped"
@@ -163,7 +172,7 @@ class _SuiteWriter:
         if stdout:
             parts.append(f"<system-out>{_text(stdout)}</system-out>")
         parts.append("</testcase>\n")
-        self.add_xml("".join(parts), tag, float(attrs["time"]))
+        self.add_xml("".join(parts), tag)
 
     def write_to(self, out) -> None:
         attrs = {"name": self.name, "tests": self.tests, "failures": self.failures, "errors": self.errors,
@@ -193,21 +202,21 @@ def write_junit(summary: dict[str, Any], results: Iterable[dict[str, Any]], path
     suite = str(summary.get("suite"))
     metrics = summary.get("metrics") or {}
     stamp = _timestamp(summary.get("started_at"))
+    wall = float(summary.get("duration_s") or 0.0)
     writers: dict[str, _SuiteWriter] = {
-        name: _SuiteWriter(f"{suite}.{name}", _metric_properties(summary, name, m), stamp)
+        name: _SuiteWriter(f"{suite}.{name}", _metric_properties(summary, name, m), stamp, wall)
         for name, m in metrics.items()
     }
     for row in results:
         shared = _row_parts(summary, row)
-        seconds = float(shared[1])
         for name in row.get("grades") or {}:
             if name not in writers:
-                writers[name] = _SuiteWriter(f"{suite}.{name}", _common_properties(summary), stamp)
-            writers[name].add_xml(*_case_xml(summary, f"{suite}.{name}", name, row, shared), seconds)
+                writers[name] = _SuiteWriter(f"{suite}.{name}", _common_properties(summary), stamp, wall)
+            writers[name].add_xml(*_case_xml(summary, f"{suite}.{name}", name, row, shared))
     gates = _SuiteWriter(f"{suite}.gates", {
         **_common_properties(summary),
         "gate.passed": str(bool((summary.get("gate") or {}).get("passed"))).lower(),
-    }, None)
+    }, stamp, wall)
     for case in _gate_cases(summary):
         gates.add(*case)
     all_suites = [*writers.values(), gates]
@@ -215,7 +224,7 @@ def write_junit(summary: dict[str, Any], results: Iterable[dict[str, Any]], path
     with Path(path).open("w", encoding="utf-8") as out:
         out.write('<?xml version="1.0" encoding="utf-8"?>\n')
         totals = {k: sum(getattr(w, k) for w in all_suites) for k in ("tests", "failures", "errors")}
-        totals["time"] = f"{sum(w.time for w in all_suites):.6f}"
+        totals["time"] = f"{wall:.6f}"
         out.write(f"<testsuites {_attrs({**totals, 'name': suite})}>\n")
         for w in all_suites:
             w.write_to(out)

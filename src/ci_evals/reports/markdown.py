@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ci_evals.verdict import display_name
+
 ZWJ = "\u200d"
 BUCKETS = 10
 _MENTION = re.compile(r"([@#])(?=[A-Za-z0-9_])(?!\d+\.\d)")
@@ -152,8 +154,12 @@ class Digest:
 
 
 def row_failures(row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The (metric, grade) pairs of one result line that did not pass, errored ones included."""
-    return [(name, g) for name, g in (row.get("grades") or {}).items() if not g.get("passed")]
+    """The (metric, grade) pairs of one result line that were graded and did not pass.
+
+    Errored grades are not failures on a score: they are reported once, grouped by message
+    (``errors.groups``), not once per sample and grader."""
+    return [(name, g) for name, g in (row.get("grades") or {}).items()
+            if not g.get("passed") and not g.get("error")]
 
 
 def _worst_key(row: dict[str, Any]) -> tuple:
@@ -183,7 +189,7 @@ def digest(results: Iterable[dict[str, Any]], worst: int = 10) -> Digest:
                     seen = d.distinct.setdefault(name, set())
                     if len(seen) < 3:
                         seen.add(score)
-            if row.get("error") or row_failures(row):
+            if not row.get("error") and row_failures(row):
                 d.failing_rows += 1
                 yield row
 
@@ -211,18 +217,23 @@ def input_text(value: Any) -> str:
 # ---------------------------------------------------------------- sections shared with the comment
 
 
+VERDICT_ICONS = {"passed": "✅", "failed": "❌", "errored": "❌", "interrupted": "⚠️", "partial": "⚠️"}
+
+
 def verdict(summary: dict[str, Any]) -> tuple[str, str]:
-    """(icon, words) for the run: passed, failed, inconclusive, or interrupted."""
-    gates = summary.get("gates") or []
-    passed = bool((summary.get("gate") or {}).get("passed"))
-    if summary.get("partial"):
-        return "⚠️", "run interrupted (partial results), gate " + ("passed" if passed else "failed")
-    if passed:
-        return "✅", "gate passed" if gates else "completed (no gate configured)"
-    failing = [g for g in gates if not g.get("passed")]
-    if failing and all(g.get("status") == "inconclusive" for g in failing):
-        return "⚠️", "gate not passed (inconclusive: the interval straddles the threshold)"
-    return "❌", "gate failed"
+    """(icon, word) of the run's verdict: passed, failed, errored, interrupted or partial."""
+    from ci_evals.verdict import decide
+
+    word = summary.get("verdict") or decide(summary)[0]
+    return VERDICT_ICONS[word], word
+
+
+def verdict_line(summary: dict[str, Any]) -> str:
+    """``**Verdict: errored**: quality: 3 of 50 samples errored (max_errors 0)``."""
+    from ci_evals.verdict import decide
+
+    reason = summary.get("verdict_reason") if summary.get("verdict") else decide(summary)[1]
+    return f"**Verdict: {verdict(summary)[1]}**" + (f": {escape_md(reason, 500)}" if reason else "")
 
 
 def gate_status(gate: dict[str, Any]) -> str:
@@ -230,15 +241,16 @@ def gate_status(gate: dict[str, Any]) -> str:
     status = gate.get("status") or ("passed" if gate.get("passed") else "failed")
     if status == "no_baseline":
         return f"➖ no baseline ({'passes' if gate.get('passed') else 'fails'})"
-    icon = {"passed": "✅", "failed": "❌", "inconclusive": "⚠️"}.get(status, "❔")
+    icon = {"passed": "✅", "failed": "❌", "errored": "❌", "inconclusive": "⚠️"}.get(status, "❔")
     return f"{icon} {status}"
 
 
 def gate_description(gate: dict[str, Any]) -> str:
-    """The gate as the user wrote it: ``quality avg_score gte 0.75``."""
-    return gate.get("description") or " ".join(
-        str(gate.get(k)) for k in ("metric_key", "metric", "op", "value")
-    )
+    """The gate as the user wrote it, its metric named as the metric table names it:
+    ``Quality (quality_v2) avg_score gte 0.75``."""
+    from ci_evals.verdict import gate_title
+
+    return gate_title(gate)
 
 
 def gate_actual(gate: dict[str, Any]) -> str:
@@ -258,14 +270,16 @@ def gate_table(summary: dict[str, Any]) -> list[str]:
     if not gates:
         return []
     with_model = any(g.get("model") for g in gates)
-    head = "| Gate |" + (" Model |" if with_model else "") + " Actual | 95% interval | Status |"
-    lines = [head, "|---|" + ("---|" if with_model else "") + "---:|---:|---|"]
+    head = "| Gate |" + (" Model |" if with_model else "") + " Actual | 95% interval | Graded | Errors | Status | Why |"
+    lines = [head, "|---|" + ("---|" if with_model else "") + "---:|---:|---:|---:|---|---|"]
+
     def rows(g: dict[str, Any], indent: str) -> None:
         model = f" {escape_md(g.get('model') or '')} |" if with_model else ""
         weight = f" × {g['weight']:.3g}" if g.get("weight") is not None else ""
         lines.append(
             f"| {indent}{escape_md(gate_description(g))}{weight} |{model} {gate_actual(g)} | "
-            f"{fmt_interval(g.get('interval'))} | {gate_status(g)} |"
+            f"{fmt_interval(g.get('interval'))} | {fmt_int(g.get('graded'))}/{fmt_int(g.get('n'))} | "
+            f"{fmt_int(g.get('errors'))} | {gate_status(g)} | {escape_md(g.get('reason') or '', 300)} |"
         )
         for c in g.get("children") or []:  # sub-gates of a letta-evals weighted_average / logical gate
             rows(c, indent + "↳ ")
@@ -291,40 +305,64 @@ def metric_table(
         return []
     base = baseline_metrics(summary) if deltas else {}
     if compact:
-        head = "| Metric | Mean (95% CI) | Pass rate | n | Errors |" + (
+        head = "| Metric | Mean (95% CI) | Pass rate | Graded | Errors | Pass rule |" + (
             " Δ mean vs baseline |" if base else ""
         )
-        lines = [head, "|---|---:|---:|---:|---:|" + ("---:|" if base else "")]
+        lines = [head, "|---|---:|---:|---:|---:|---|" + ("---:|" if base else "")]
     else:
-        head = "| Metric | Mean (95% CI) | Pass rate (95% CI) | Passed | n | Errors | Pass rule |"
+        head = "| Metric | Mean (95% CI) | Pass rate (95% Wilson) | Passed | Graded | Errors | Pass rule |"
         lines = [head, "|---|---:|---:|---:|---:|---:|---|"]
     for name, m in metrics.items():
-        label = escape_md(m.get("label") or name)
+        label = escape_md(display_name(m.get("label"), name))
         passed = f"{fmt_int(m.get('passed'))}/{fmt_int(m.get('n'))}"
-        n, errors = fmt_int(m.get("n")), fmt_int(m.get("errors"))
+        graded, errors = f"{fmt_int(m.get('graded'))}/{fmt_int(m.get('n'))}", fmt_int(m.get("errors"))
+        rule = code(m.get("rule") or m.get("pass_rule") or "")
         if compact:
             row = (f"| {label} | {with_interval(m.get('mean'), m.get('ci_mean'))} | "
-                   f"{fmt_pct(m.get('pass_rate'))} ({passed}) | {n} | {errors} |")
+                   f"{fmt_pct(m.get('pass_rate'))} ({passed}) | {graded} | {errors} | {rule} |")
             if base:
                 row += f" {fmt_delta((base.get(name) or {}).get('delta_mean'))} |"
         else:
             row = (
                 f"| {label} | {with_interval(m.get('mean'), m.get('ci_mean'))} | "
                 f"{with_interval(m.get('pass_rate'), m.get('ci_pass_rate'), pct=True)} | {passed} | "
-                f"{n} | {errors} | {code(m.get('pass_rule') or '')} |"
+                f"{graded} | {errors} | {rule} |"
             )
         lines.append(row)
+    lines += ["", INTERVALS_NOTE]
+    return lines
+
+
+INTERVALS_NOTE = ("<sub>Means are over graded samples; pass rates over all samples, errored ones "
+                  "counting as failed. 95% intervals: the mean's by bootstrap (normal approximation "
+                  "above 200 samples), the pass rate's by Wilson score.</sub>")
+ERROR_GROUPS_SHOWN = 10
+
+
+def error_table(summary: dict[str, Any], limit: int = ERROR_GROUPS_SHOWN) -> list[str]:
+    """The distinct error messages, grouped and counted, most frequent first (no lines without errors)."""
+    groups = (summary.get("errors") or {}).get("groups") or []
+    if not groups:
+        return []
+    labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
+    lines = ["| Error | Grader | Count | Message |", "|---|---|---:|---|"]
+    for grp in groups[:limit]:
+        grader = escape_md(display_name(labels.get(grp["grader"]), grp["grader"])) if grp.get("grader") else "–"
+        lines.append(f"| {escape_md(grp.get('category'))} | {grader} | {fmt_int(grp.get('count'))} | "
+                     f"{escape_md(grp.get('message'), 300)} |")
+    if len(groups) > limit:
+        lines.append(f"| … | | | and {len(groups) - limit:,} more distinct messages in summary.json |")
     return lines
 
 
 def errors_line(summary: dict[str, Any]) -> str:
-    """``3 errored samples (counted as failures): target 2, extraction 1``, or nothing."""
+    """``3 errored samples (no score, counted as failed): target 2, extraction 1``, or nothing."""
     errs = summary.get("errors") or {}
-    total = int(errs.get("total") or 0)
+    total = int(errs.get("samples", errs.get("total")) or 0)
     if not total:
         return ""
     cats = ", ".join(f"{k} {v}" for k, v in (errs.get("by_category") or {}).items() if v)
-    return f"{total:,} errored sample{'s' if total != 1 else ''} (counted as failures): {cats}"
+    return f"{total:,} errored sample{'s' if total != 1 else ''} (no score, counted as failed): {cats}"
 
 
 def flaky_line(summary: dict[str, Any], limit: int = 20) -> str:
@@ -369,7 +407,9 @@ def usage_table(summary: dict[str, Any]) -> list[str]:
         return []
     lines = ["| | Prompt tokens | Completion tokens |", "|---|---:|---:|"]
     rows = [("target", usage.get("target"))]
-    rows += [(f"grader {escape_md(n)}", u) for n, u in (usage.get("graders") or {}).items()]
+    labels = summary.get("metrics") or {}
+    rows += [(f"grader {escape_md(display_name((labels.get(n) or {}).get('label'), n))}", u)
+             for n, u in (usage.get("graders") or {}).items()]
     rows.append(("**total**", usage.get("total")))
     for label, u in rows:
         u = u or {}
@@ -387,13 +427,14 @@ BASELINE_LISTS = (
 )
 
 
-def _baseline_item(item: Any) -> str:
+def _baseline_item(item: Any, labels: dict[str, Any]) -> str:
     if not isinstance(item, dict):
         return f"sample {item}"
     label = f"sample {item.get('sample_id')}"
     if item.get("model"):
         label += f" · {item['model']}"
-    return label + (f": {item['metric']}" if item.get("metric") else "")
+    metric = item.get("metric")
+    return label + (f": {display_name((labels.get(metric) or {}).get('label'), metric)}" if metric else "")
 
 
 def baseline_section(
@@ -410,6 +451,8 @@ def baseline_section(
     if base.get("folder"):
         when = f" ({escape_md(base['finished_at'])})" if base.get("finished_at") else ""
         lines += [f"Baseline: {escape_md(base['folder'], 200)}{when}", ""]
+    if base.get("missing"):
+        return [*lines, f"No comparison: {escape_md(base['missing'], 300)}", ""]
     metrics = baseline_metrics(summary) if with_table else {}
     labels = summary.get("metrics") or {}
     if metrics:
@@ -419,7 +462,7 @@ def baseline_section(
         ]
         for name, e in metrics.items():
             lines.append(
-                f"| {escape_md((labels.get(name) or {}).get('label') or name)} | {fmt_score(e.get('baseline_mean'))} | {fmt_score(e.get('mean'))} | "
+                f"| {escape_md(display_name((labels.get(name) or {}).get('label'), name))} | {fmt_score(e.get('baseline_mean'))} | {fmt_score(e.get('mean'))} | "
                 f"{fmt_delta(e.get('delta_mean'))} | {fmt_delta(e.get('delta_pass_rate'), pct=True)} |"
             )
         lines.append("")
@@ -428,7 +471,7 @@ def baseline_section(
         items = base.get(key) or []
         if not items or max_items <= 0:
             continue
-        entries = [f"- {escape_md(_baseline_item(i), 160)}" for i in items[:max_items]]
+        entries = [f"- {escape_md(_baseline_item(i, labels), 160)}" for i in items[:max_items]]
         if len(items) > max_items:
             entries.append(f"- … and {len(items) - max_items:,} more")
         lines += [f"**{title}**", "", *entries, ""]
@@ -438,13 +481,20 @@ def baseline_section(
 # ---------------------------------------------------------------- summary.md
 
 
-def _worst_table(rows: list[dict[str, Any]], num_runs: int) -> list[str]:
+def worst_heading(shown: list[dict[str, Any]], d: Digest) -> str:
+    """``(2 of 5 failing samples, 3 failing grades)``: what the section shows, counted."""
+    grades = sum(len(row_failures(r)) for r in shown)
+    return (f"({len(shown)} of {d.failing_rows:,} failing sample{'s' if d.failing_rows != 1 else ''}, "
+            f"{grades} failing grade{'s' if grades != 1 else ''})")
+
+
+def _worst_table(rows: list[dict[str, Any]], num_runs: int, labels: dict[str, Any]) -> list[str]:
     lines = ["| Sample | Metric | Score | Why |", "|---|---|---:|---|"]
     for row in rows:
         for name, g in row_failures(row):
-            why = f"error: {g['error']}" if g.get("error") else g.get("rationale") or ""
+            why = g.get("rationale") or ""
             lines.append(
-                f"| {escape_md(sample_label(row, num_runs), 80)} | {escape_md(name)} | "
+                f"| {escape_md(sample_label(row, num_runs), 80)} | {escape_md(display_name(labels.get(name), name))} | "
                 f"{fmt_score(g.get('score'))} | {escape_md(why, 300)} |"
             )
     return lines
@@ -455,7 +505,8 @@ def render_summary_md(
 ) -> str:
     """summary.md and the step summary: verdict, gates, metrics, errors, usage, baseline, failures."""
     icon, words = verdict(summary)
-    lines = [f"## {icon} ci-evals · {escape_md(summary.get('suite') or 'suite')}: {words}", ""]
+    lines = [f"## {icon} ci-evals · {escape_md(summary.get('suite') or 'suite')}: {words}", "",
+             verdict_line(summary), ""]
     if summary.get("description"):
         lines += [escape_md(summary["description"], 500), ""]
     target = escape_md((summary.get("target") or {}).get("kind") or "?")
@@ -476,7 +527,7 @@ def render_summary_md(
             "",
         ]
     if errors_line(summary):
-        lines += [f"**Errors:** {errors_line(summary)}", ""]
+        lines += [f"**Errors:** {errors_line(summary)}", "", *error_table(summary), ""]
     if flaky_line(summary):
         lines += [f"**Flaky:** {flaky_line(summary)}", ""]
     lines += ["### Usage", "", usage_line(summary), "", *usage_table(summary)]
@@ -485,8 +536,9 @@ def render_summary_md(
     lines += baseline_section(summary, max_items=50, heading="### Compared with the baseline")
     d = digest(results, worst)
     if d.worst:
-        lines += [f"### Worst failing samples ({len(d.worst)} of {d.failing_rows:,})", ""]
-        lines += [*_worst_table(d.worst, int(summary.get("num_runs") or 1)), ""]
+        labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
+        lines += [f"### Worst failing samples {worst_heading(d.worst, d)}", ""]
+        lines += [*_worst_table(d.worst, int(summary.get("num_runs") or 1), labels), ""]
     versions = summary.get("versions") or {}
     if versions:
         lines.append(

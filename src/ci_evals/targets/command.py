@@ -19,6 +19,7 @@ from ci_evals.models import Sample
 from ci_evals.specs import Context, TargetSpec
 from ci_evals.targets.base import Target
 from ci_evals.targets.io import parse_answer, sample_payload, tail
+from ci_evals.textsafe import decode
 from ci_evals.trajectory import Trajectory
 
 
@@ -63,4 +64,8 @@ class CommandTarget(Target):
             raise
         if proc.returncode != 0:
             raise SampleError(f"command exited with code {proc.returncode}; stderr: {tail(err)}")
-        return parse_answer(out.decode("utf-8", "replace"))
+        text, replaced = decode(out)
+        traj = parse_answer(text)
+        if replaced:
+            traj.metadata["replaced_chars"] = replaced
+        return traj

@@ -9,10 +9,18 @@ from typing import Any
 from ci_evals.models import Sample
 from ci_evals.trajectory import Trajectory, trajectory_from_record
 
+HIDDEN = frozenset({"ground_truth", "rubric_vars", "rubric", "rubric_path"})
+"""What the agent must never see: the expected answer and the per-sample grading instructions."""
+
 
 def sample_payload(sample: Sample, run: int, model: str | None) -> dict[str, Any]:
-    """The JSON a user's program receives for one sample."""
-    payload = sample.model_dump(mode="json")
+    """The JSON a user's program receives for one sample: ``id``, ``input``, ``metadata``, ``tags``,
+    ``agent_args``, ``extra_vars`` (without grading-only keys), ``run`` and ``model``. Never the
+    ground truth or the rubric fields, so an agent that echoes its input cannot pass."""
+    payload = sample.model_dump(mode="json", exclude=set(HIDDEN & set(type(sample).model_fields)))
+    extra = payload.get("extra_vars")
+    if isinstance(extra, dict) and HIDDEN & extra.keys():
+        payload["extra_vars"] = {k: v for k, v in extra.items() if k not in HIDDEN}
     payload["run"] = run
     if model is not None:
         payload["model"] = model
