@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ci_evals.records import submissions_of
 from ci_evals.reports.summary import iter_results
 
 MAX_ROWS = 50_000
@@ -146,7 +147,7 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
     search, which the page parses only on first use). Every text is capped; empty entries are left out."""
     key = row_key(rec)
     grades_in = rec.get("grades") or {}
-    subs = rec.get("submission") or {}
+    subs = submissions_of(rec)  # a submission several graders saw is stored once (submission_same_as)
     # A text said twice is stored once: {"ref": grader} for a shared submission or the final reply,
     # {"input": i} for a user message that repeats the sample's input.
     first: dict[str, str] = {}
