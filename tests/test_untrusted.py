@@ -116,7 +116,7 @@ def test_model_output_and_dataset_text_cannot_inject_into_reports(sd):
     # results keep the raw text up to the per-field cap, then say how long it was
     assert len(rows) == 5 and rows[2]["submission"]["parrot"] == LONG[:100_000] + "… [truncated by ci-evals: 200,000 characters in all]"
     assert rows[2]["truncated"] == {"input": 200_000, "submission.parrot": 200_000,
-                                    "grades.parrot.rationale": 200_010}
+                                    "grades.parrot.rationale": 200_010, "trajectory.turns[0][0].content": 200_000}
     md = (out / "summary.md").read_text(encoding="utf-8")
     check_markdown(md)
     assert max(len(line) for line in md.splitlines()) < 2_000

@@ -97,12 +97,14 @@ def hold(folder: Path, prints: dict[str, str], *, resume: bool) -> FolderLock:
 
 
 def _written_by_us(results: Path) -> bool:
+    from ci_evals.bounds import record_problem
     from ci_evals.records import is_result_record
 
     try:
         with results.open(encoding="utf-8") as fh:
             first = next((line for line in fh if line.strip()), "")
-        return is_result_record(json.loads(first))
+        rec = json.loads(first)
+        return is_result_record(rec) and record_problem(rec) is None
     except (OSError, ValueError, UnicodeDecodeError):
         return False
 
