@@ -25,7 +25,7 @@ def test_a_long_submission_shared_by_graders_is_stored_once_and_capped(tmp_path)
     assert rec["submission_same_as"] == {"g1": "g0", "g2": "g0", "g3": "g0", "g4": "g0"}
     assert rec["truncated"] == {"submission.g0": BIG, "trajectory.turns[0][0].content": BIG}
     assert rec["submission"]["g0"].endswith("… [truncated by ci-evals: 300,000 characters in all]")
-    assert len(raw) < FIELD_CAP + 5_000
+    assert len(raw) < 2 * FIELD_CAP + 5_000  # the submission once, and the trajectory's reply: each capped
     assert [r["score"] for r in rec["grades"].values()] == [1.0] * 5  # graded on the whole text
     junit = (tmp_path / "out" / "junit.xml").read_text(encoding="utf-8")
     assert junit.count("submission: ok ok") == 5  # every grader's testcase still shows it
