@@ -103,9 +103,10 @@ async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
     try:
         stdin.write(data)
         await stdin.drain()
-        stdin.close()
     except (BrokenPipeError, ConnectionResetError):
         pass  # the program did not read its input: its exit code and output tell the rest
+    finally:
+        stdin.close()
 
 
 async def _finish(proc, readers: list[asyncio.Task]) -> None:
