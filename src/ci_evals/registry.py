@@ -35,7 +35,10 @@ class Registry:
     def get(self, name: str, *, key: str | None = None) -> Any:
         """The entry named ``name``; an unknown name is a ConfigError naming the closest one."""
         if name not in self._entries:
-            raise ConfigError(f"unknown {self.what} '{name}'{did_you_mean(name, self._entries)}", key=key)
+            from ci_evals.bounds import clip
+
+            raise ConfigError(f"unknown {self.what} '{clip(str(name), 60)}'{did_you_mean(name, self._entries)}",
+                              key=key)
         obj = self._entries[name]
         if isinstance(obj, str):
             module, _, attr = obj.partition(":")

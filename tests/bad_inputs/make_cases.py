@@ -131,6 +131,15 @@ case("dataset_duplicate_huge_id", "duplicate sample id 'xxxxxxxx", ["dataset.jso
 case("top_huge_unknown_key", "unknown key 'yyyyyyyy", ["suite.yaml:13"], suite_text=suite(**{"y" * 100_000: 1}))
 case("top_huge_wrong_value", "Input should be a valid integer", ["suite.yaml:13", "num_runs"],
      suite_text=suite(num_runs="z" * 100_000))
+case("target_kind_huge", "unknown target kind 'QQQQ", ["suite.yaml:4", "target.kind"],
+     suite_text=suite(target={"kind": "Q" * 100_000}))
+case("grader_name_huge", "unknown grader function 'nope'", ["suite.yaml:", "graders.QQQQ"],
+     suite_text=suite(graders={"Q" * 100_000: {"kind": "tool", "function": "nope"}}))
+case("dataset_name_too_long", "File name too long", ["suite.yaml"], suite_text=suite(dataset="Q" * 100_000 + ".jsonl"))
+case("setup_script_name_too_long", "File name too long", ["suite.yaml"],
+     suite_text=suite(setup_script="Q" * 100_000 + ".py:prepare"))
+case("rubric_prompt_path_huge", "cannot read", ["suite.yaml", "graders.q.prompt_path"],
+     suite_text=suite(graders={"q": {"kind": "rubric", "prompt_path": "Q" * 100_000}}))
 case("replay_outputs_nesting_too_deep", "nested more than 100 levels deep", ["outputs.jsonl:1"],
      files={"outputs.jsonl": '{"id": 1, "output": "4", "extra": ' + "[" * 50000 + "]" * 50000 + "}\n"})
 case("replay_outputs_is_a_folder", "replay outputs is a folder", ["outs", "target.outputs"],
