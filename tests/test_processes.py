@@ -140,3 +140,14 @@ def test_command_in_a_missing_cwd_is_a_load_time_error(sd, capsys):
     assert main(["validate", str(sd.root / "suite.yaml")]) == 2
     err = capsys.readouterr().err
     assert err == f"error: {sd.root / 'suite.yaml'}:6: target.cwd: folder not found: {sd.root / 'nowhere'}\n"
+
+
+def test_a_program_that_ignores_a_large_input_still_answers(sd):
+    sd.write("agent.py", "print('yes')\n")
+    sd.write("dataset.jsonl", [{"id": 1, "input": "x" * 3_000_000, "ground_truth": "yes"}])
+    sd.suite({"name": "c", "dataset": "dataset.jsonl",
+              "target": {"kind": "command", "command": [sys.executable, "agent.py"], "timeout": 20},
+              "graders": {"c": {"kind": "tool", "function": "contains"}}, "gate": {"op": "gte", "value": 0.5}})
+    assert sd.run() == 0
+    row = sd.results()[0]
+    assert (row["error"], row["submission"]["c"]) == (None, "yes")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import replay_suite
+from tests.fakes.letta_server import letta_fake_fixture  # noqa: F401 - provides `letta_fake`
 
 CLI = [sys.executable, "-m", "ci_evals"]
 
@@ -278,3 +279,22 @@ def test_sigint_is_honoured_within_2_seconds_while_a_custom_grader_spins(sd):
     assert rc == 130, err
     assert took < 2, f"{took:.2f} s"
     assert sd.summary()["partial"] is True
+
+
+def test_letta_judge_timeout_bounds_the_whole_judge_call(letta_fake, tmp_path):
+    """Each request answers within the timeout (0.6 s of 1 s), but together they would not."""
+    from tests.fakes.letta_server import tool_call
+    from tests.test_letta_judge import grade, make
+
+    def slow_judge(fake, agent, text):
+        time.sleep(0.6)
+        return [tool_call("submit_grade", {"score": 1.0, "rationale": "fine"}, "call-1")]
+
+    letta_fake.behaviours["judge"] = slow_judge
+    letta_fake.fail("PATCH", r"/v1/agents/[^/]+", status=200, hang=0.6)
+    judge = make(tmp_path, letta_fake, timeout=1, model="openai/gpt-4o-mini")
+    t0 = time.monotonic()
+    result = grade(judge, "score=1")
+    took = time.monotonic() - t0
+    assert (result.score, result.error) == (0.0, "Letta judge timed out after 1 s")
+    assert took < 2.5, f"{took:.1f} s"

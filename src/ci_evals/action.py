@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ci_evals.bounds import dumps
 from ci_evals.redact import is_secret_name, scrub
 from ci_evals.reports.markdown import (
     errors_line,
@@ -497,7 +498,7 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
             "verdict": verdict,
             "exit-code": str(code),
             "summary-json": "\n".join(summaries),
-            "metrics": json.dumps(metrics_output(runs), sort_keys=True),
+            "metrics": dumps(metrics_output(runs), sort_keys=True),
             "comment-url": "\n".join(urls),
         },
     )

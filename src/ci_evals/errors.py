@@ -69,5 +69,7 @@ def unknown_choice(what: str, name, choices) -> str:
     Registries (target kinds, grader kinds and functions, extractors) and every ``Literal`` field
     of the suite models (metrics, ops, reducers, operations, providers...) share it.
     """
-    shown = f"'{name}'" if isinstance(name, str) else repr(name)
+    from ci_evals.bounds import clip
+
+    shown = f"'{clip(name, 60)}'" if isinstance(name, str) else clip(repr(name), 60)
     return f"unknown {what} {shown}{did_you_mean(str(name), choices)}"

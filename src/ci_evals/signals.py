@@ -30,6 +30,10 @@ def on_signals(callback: Callable[[int], None], *, ignore_after: Callable[[], bo
             previous[sig] = signal.signal(sig, lambda signum, frame: callback(signum))
     except ValueError:  # not the main thread: signals are not ours to handle
         pass
+    for held in _holding:  # a signal held just before this handler took over is not lost
+        if held.received and not held.forwarded:
+            held.forwarded = True
+            callback(held.received[0])
     try:
         yield
     finally:
@@ -44,6 +48,10 @@ class Held:
     def __init__(self) -> None:
         self.received: list[int] = []
         self.stopping = False
+        self.forwarded = False
+
+
+_holding: list[Held] = []
 
 
 @contextmanager
@@ -51,4 +59,8 @@ def held_signals() -> Iterator[Held]:
     """Record SIGINT/SIGTERM inside the block instead of acting on them."""
     held = Held()
     with on_signals(held.received.append, ignore_after=lambda: held.stopping or bool(held.received)):
-        yield held
+        _holding.append(held)
+        try:
+            yield held
+        finally:
+            _holding.remove(held)

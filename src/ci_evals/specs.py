@@ -70,16 +70,18 @@ class Context:
 
     def read_text(self, path: str | Path, what: str, key: str) -> str:
         """A UTF-8 file named in the suite (a rubric, a system prompt); ConfigError naming it otherwise."""
+        from ci_evals.bounds import clip
         from ci_evals.errors import ConfigError
 
         full = self.resolve(path)
+        shown = clip(str(full))
         try:
             return full.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"cannot read {what} {full}: not UTF-8 text (byte {exc.start})", key=key) from None
+            raise ConfigError(f"cannot read {what} {shown}: not UTF-8 text (byte {exc.start})", key=key) from None
         except OSError as exc:
             reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
-            raise ConfigError(f"cannot read {what} {full}: {reason}", key=key) from None
+            raise ConfigError(f"cannot read {what} {shown}: {reason}", key=key) from None
 
 
 def _loc(prefix: str, loc: tuple) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from ci_evals.bounds import clip
 from ci_evals.dataset import Dataset
 from ci_evals.dialects import gates_from_flags, translate, typed_gates_of, with_cleanup
 from ci_evals.errors import ConfigError, did_you_mean
@@ -140,12 +141,18 @@ def load_suite(
     except ConfigError as exc:
         _locate(exc, file, lines)
         raise
+    except OSError as exc:  # a path the suite names that the system refuses (too long, no permission)
+        name = clip(str(exc.filename or ""), 80)
+        raise ConfigError(f"cannot open '{name}': {exc.strerror or exc}", file=file) from None
 
 
 def _locate(exc: ConfigError, file: str, lines: dict[str, int]) -> None:
     """Name the suite file, and the line of the key (or of its nearest parent), when an error lacks them."""
     if exc.file is None:
         exc.file = file
+    exc.file = clip(exc.file, 200)
+    if exc.key:
+        exc.key = clip(exc.key, 80)  # a key may be a user's 100 KB string
     if exc.line is not None or not exc.key or exc.file != file:
         return
     key = exc.key
@@ -209,7 +216,7 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
             gate.metric_key = names[0]
         elif gate.metric_key not in metrics:
             raise ConfigError(
-                f"metric_key '{gate.metric_key}' names no grader{did_you_mean(gate.metric_key, metrics)}",
+                f"metric_key '{clip(gate.metric_key, 60)}' names no grader{did_you_mean(gate.metric_key, metrics)}",
                 file=file, key=f"{gkey}.metric_key", line=_line(lines, f"{gkey}.metric_key"))
     gates += gates_from_flags(extra_gates, metrics, file)
 

@@ -118,7 +118,7 @@ case("score_model_infinite_range", "is not a finite number", ["suite.yaml:"],
                                      "range": [0, 1]}}).replace("- 0\n    - 1\n", "- -.inf\n    - .inf\n"))
 case("dataset_jsonl_nesting_too_deep", "nested more than 100 levels deep", ["dataset.jsonl:2"],
      files={"dataset.jsonl": jsonl(DATA[:1]) + '{"id": 2, "input": "x", "metadata": {"a": '
-            + "[" * 50000 + "]" * 50000 + "}}\n"})
+            + "[" * 5000 + "]" * 5000 + "}}\n"})
 case("dataset_jsonl_moderately_deep", "nested more than 100 levels deep", ["dataset.jsonl:2"],
      files={"dataset.jsonl": jsonl(DATA[:1]) + '{"id": 2, "input": "x", "metadata": {"a": '
             + "[" * 500 + "]" * 500 + "}}\n"})
@@ -127,12 +127,21 @@ case("dataset_jsonl_nan", "NaN is not valid JSON (numbers must be finite)", ["da
 case("dataset_csv_tags_invalid_json", "'tags' cell looks like a JSON list but is invalid", ["dataset.csv:2"],
      suite_text=suite(dataset="dataset.csv"), files={"dataset.csv": 'id,input,tags\n1,hi,"[oops"\n'})
 case("dataset_duplicate_huge_id", "duplicate sample id 'xxxxxxxx", ["dataset.jsonl:2"],
-     files={"dataset.jsonl": jsonl([{"id": "x" * 100_000, "input": "a"}, {"id": "x" * 100_000, "input": "b"}])})
-case("top_huge_unknown_key", "unknown key 'yyyyyyyy", ["suite.yaml:13"], suite_text=suite(**{"y" * 100_000: 1}))
+     files={"dataset.jsonl": jsonl([{"id": "x" * 5_000, "input": "a"}, {"id": "x" * 5_000, "input": "b"}])})
+case("top_huge_unknown_key", "unknown key 'yyyyyyyy", ["suite.yaml:13"], suite_text=suite(**{"y" * 5_000: 1}))
 case("top_huge_wrong_value", "Input should be a valid integer", ["suite.yaml:13", "num_runs"],
-     suite_text=suite(num_runs="z" * 100_000))
+     suite_text=suite(num_runs="z" * 5_000))
+case("target_kind_huge", "unknown target kind 'QQQQ", ["suite.yaml:4", "target.kind"],
+     suite_text=suite(target={"kind": "Q" * 5_000}))
+case("grader_name_huge", "unknown grader function 'nope'", ["suite.yaml:", "graders.QQQQ"],
+     suite_text=suite(graders={"Q" * 5_000: {"kind": "tool", "function": "nope"}}))
+case("dataset_name_too_long", "File name too long", ["suite.yaml"], suite_text=suite(dataset="Q" * 5_000 + ".jsonl"))
+case("setup_script_name_too_long", "File name too long", ["suite.yaml"],
+     suite_text=suite(setup_script="Q" * 5_000 + ".py:prepare"))
+case("rubric_prompt_path_huge", "cannot read", ["suite.yaml", "graders.q.prompt_path"],
+     suite_text=suite(graders={"q": {"kind": "rubric", "prompt_path": "Q" * 5_000}}))
 case("replay_outputs_nesting_too_deep", "nested more than 100 levels deep", ["outputs.jsonl:1"],
-     files={"outputs.jsonl": '{"id": 1, "output": "4", "extra": ' + "[" * 50000 + "]" * 50000 + "}\n"})
+     files={"outputs.jsonl": '{"id": 1, "output": "4", "extra": ' + "[" * 5000 + "]" * 5000 + "}\n"})
 case("replay_outputs_is_a_folder", "replay outputs is a folder", ["outs", "target.outputs"],
      suite_text=suite(target={"kind": "replay", "outputs": "outs"}), files={"outs/.keep": ""})
 case("command_unbalanced_quote", "cannot split the command: No closing quotation", ["suite.yaml:5", "target.command"],

@@ -16,6 +16,7 @@ calls it gives score 0 with an error.
 from __future__ import annotations
 
 import ast
+import asyncio
 import dataclasses
 import json
 import math
@@ -203,18 +204,22 @@ class LettaJudgeGrader(Grader):
         except TemplateError as exc:
             return GradeResult(score=0.0, error=str(exc), metadata=meta)
         try:
-            judge_id = await import_agent(client, self.agent_file, project_of(self.spec), created)
-            self._live.update(created)
-            meta["judge_agent_id"] = judge_id
-            if self.spec.model:
-                await client.agents.update(judge_id, model=self.spec.model)
-            resp = await client.agents.messages.create(
-                judge_id, messages=[{"role": "user", "content": prompt}])
+            async with asyncio.timeout(self.spec.timeout):  # the whole judge call, not each read
+                judge_id = await import_agent(client, self.agent_file, project_of(self.spec), created)
+                self._live.update(created)
+                meta["judge_agent_id"] = judge_id
+                if self.spec.model:
+                    await client.agents.update(judge_id, model=self.spec.model)
+                resp = await client.agents.messages.create(
+                    judge_id, messages=[{"role": "user", "content": prompt}])
             add_usage(usage, resp.usage)
             meta["usage"] = usage.to_dict()
             messages = dump(resp.messages)
             stop = resp.stop_reason.stop_reason if resp.stop_reason else None
             return self._verdict(messages, stop, tool, meta)
+        except TimeoutError:
+            return GradeResult(score=0.0, error=f"Letta judge timed out after {self.spec.timeout:g} s",
+                               metadata=meta)
         except Exception as exc:
             return GradeResult(score=0.0, error=f"Letta judge failed: {describe(exc, self.base_url)}",
                                metadata=meta)

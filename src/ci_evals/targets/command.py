@@ -15,6 +15,7 @@ import shlex
 
 from pydantic import Field
 
+from ci_evals.bounds import clip
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
 from ci_evals.procs import MARKER, kill_tree, new_marker
@@ -50,7 +51,7 @@ class CommandTarget(Target):
         self.argv = argv
         self.cwd = str(ctx.resolve(spec.cwd)) if spec.cwd else str(ctx.base_dir)
         if spec.cwd and not os.path.isdir(self.cwd):
-            raise ConfigError(f"folder not found: {self.cwd}", key="target.cwd")
+            raise ConfigError(f"folder not found: {clip(self.cwd)}", key="target.cwd")
         self._live: dict[int, str] = {}  # pid -> marker of each running command
 
     async def run(self, sample: Sample, *, run: int = 0, model: str | None = None,
@@ -108,9 +109,10 @@ async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
     try:
         stdin.write(data)
         await stdin.drain()
-        stdin.close()
     except (BrokenPipeError, ConnectionResetError):
         pass  # the program did not read its input: its exit code and output tell the rest
+    finally:
+        stdin.close()
 
 
 async def _finish(proc, readers: list[asyncio.Task]) -> None:
