@@ -140,7 +140,7 @@ rc=$?
 set -e
 [[ $rc -eq 0 ]] || { cat "$work/action.log" >&2; fail "action mode exited $rc, expected 0"; }
 check_files "$work/out/action"
-grep -q '^## ✅ ci-evals · quickstart: gate passed' "$work/out/step-summary.md" || fail "step summary not written"
+grep -q '^## ✅ ci-evals · quickstart: passed' "$work/out/step-summary.md" || fail "step summary not written"
 grep -q '^passed<<ghadelimiter_' "$work/out/github-output.txt" || fail "outputs not written"
 say "action mode: exit 0, step summary and outputs written"
 
