@@ -30,6 +30,14 @@ LOOKUP = '''def lookup_capital(country: str) -> str:
 '''
 
 
+@pytest.fixture(autouse=True)
+def _no_import_backoff(monkeypatch):
+    """Retried imports wait 0 s here (the backoff itself is tested in test_letta_agents.py)."""
+    from ci_evals.targets import letta_agents
+
+    monkeypatch.setattr(letta_agents, "IMPORT_BACKOFF", 0.0)
+
+
 def make(fake: FakeLetta, tmp_path: Path, **raw) -> LettaTarget:
     if not any(k in raw for k in ("agent_file", "agent_id", "agent_script")):
         raw["agent_file"] = str(write_agent_file(tmp_path / "echo.af", agent_file(blocks={"human": ""})))
@@ -155,7 +163,9 @@ def test_cleanup_false_keeps_the_agents(letta_fake, tmp_path):
     target = make(letta_fake, tmp_path, cleanup=False)
     run(target, sample("one", 0), sample("two", 1))
     assert letta_fake.deleted == []
-    assert letta_fake.live() == letta_fake.created == target.kept
+    assert letta_fake.live() == letta_fake.created == [a["id"] for a in target.ledger.kept]
+    assert [a["name"] for a in target.ledger.kept] == ["echo-agent", "echo-agent"]
+    assert target.ledger.report()["leftover_agents"] == []
 
 
 def test_agent_args_update_the_imported_agent_and_its_blocks(letta_fake, tmp_path):
@@ -206,7 +216,8 @@ def test_model_handles_are_the_models_and_applied_to_each_agent(letta_fake, tmp_
     target = make(letta_fake, tmp_path, model_handles=["openai/gpt-4.1", "anthropic/claude-x"])
     assert target.models() == ["openai/gpt-4.1", "anthropic/claude-x"]
     [traj] = run(target, sample("hi"), model="anthropic/claude-x")
-    assert letta_fake.patches == [(letta_fake.created[0], {"model": "anthropic/claude-x"})]
+    assert letta_fake.imports == [{"override_name": "echo-agent", "override_model_handle": "anthropic/claude-x"}]
+    assert letta_fake.patches == []  # the import itself applies the handle
     assert traj.metadata["model"] == "anthropic/claude-x"
     assert make(letta_fake, tmp_path).models() == [None]
 
@@ -294,7 +305,7 @@ def test_api_key_and_project_are_sent(letta_fake, tmp_path):
     run(make(letta_fake, tmp_path, api_key="sk-secret-123", project_id="proj-1"), sample("hi"))
     assert {h.get("authorization") for h in letta_fake.headers} == {"Bearer sk-secret-123"}
     assert {h.get("x-project-id") for h in letta_fake.headers} == {"proj-1"}
-    assert letta_fake.imports == [{"project_id": "proj-1"}]
+    assert letta_fake.imports == [{"override_name": "echo-agent", "project_id": "proj-1"}]
 
 
 def test_base_url_comes_from_the_env_when_not_in_yaml(letta_fake, tmp_path, monkeypatch):
@@ -364,7 +375,8 @@ def test_letta_evals_05_suite_runs_per_model_against_the_fake(letta_fake, tmp_pa
         "exact": 0.8, "capital_named": 0.8, "lookup_args": 1.0, "judge": 0.8}
     assert summary["errors"]["total"] == 0
     assert letta_fake.live() == []
-    assert {p[1]["model"] for p in letta_fake.patches} == {"openai/gpt-4.1-mini", "openai/gpt-4o-mini"}
+    targets = [i for i in letta_fake.imports if i["override_name"] == "capital-agent"]
+    assert sorted(i["override_model_handle"] for i in targets) == ["openai/gpt-4.1-mini"] * 10 + ["openai/gpt-4o-mini"] * 10
 
 
 def test_letta_evals_05_factory_suite_runs_against_the_fake(letta_fake, tmp_path, monkeypatch):

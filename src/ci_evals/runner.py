@@ -63,6 +63,13 @@ def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> dict[str, Any]:
             "metadata": g.metadata}
 
 
+def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
+    """``duration_s`` is the sample's own work; time it waited for a shared resource is ``queued_s``."""
+    rec["duration_s"] = round(max(0.0, elapsed - queued), 6)
+    if queued:
+        rec["queued_s"] = round(queued, 6)
+
+
 @dataclass
 class RunOptions:
     output: Path
@@ -134,7 +141,7 @@ class Runner:
             rec["grades"] = {n: _error_grade(f"{category} error: {msg}", category) for n in self.suite.graders}
             rec["submission"] = {n: "" for n in self.suite.graders}
             rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
-            rec["duration_s"] = round(time.perf_counter() - t0, 6)
+            _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))
             return rec
         traj.metadata.setdefault("run", run)  # judges key their cache on it: repeats stay independent
         slots = list(self.suite.graders.values())
@@ -148,10 +155,10 @@ class Runner:
         for k in ("cache_hits", "retries"):
             if traj.metadata.get(k):
                 rec[k] = traj.metadata[k]
-        extra = {k: v for k, v in traj.metadata.items() if k not in ("cache_hits", "retries", "run")}
+        extra = {k: v for k, v in traj.metadata.items() if k not in ("cache_hits", "retries", "run", "queued_s")}
         if extra:
             rec["target"] = extra
-        rec["duration_s"] = round(time.perf_counter() - t0, 6)
+        _timing(rec, time.perf_counter() - t0, traj.metadata.get("queued_s", 0.0))
         return rec
 
     # -- the run ---------------------------------------------------------------------------------
@@ -235,6 +242,7 @@ class Runner:
             for sig in installed:
                 loop.remove_signal_handler(sig)
             await self._close()
+        self._report_agents()
         summary = self.summarize(started, time.perf_counter() - t0, partial=interrupted is not None)
         if interrupted is not None:
             summary["interrupted_by"] = signal.Signals(interrupted).name
@@ -274,6 +282,17 @@ class Runner:
                 await closer()
             except Exception as exc:  # cleanup problems must not hide the verdict
                 print(f"warning: cleanup failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def _report_agents(self) -> None:
+        """summary.json ``letta``: agents left on a Letta server (failed deletes) or kept on purpose."""
+        ledgers = [getattr(part, "ledger", None) for part in
+                   [self.suite.target] + [s.grader for s in self.suite.graders.values()]]
+        if any(ledgers):
+            from ci_evals.targets.letta_agents import letta_report
+
+            block = letta_report([g for g in ledgers if g is not None])
+            if block:
+                self.opts.extra_summary["letta"] = block
 
     def _write(self, fh, rec: dict[str, Any]) -> None:
         fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")

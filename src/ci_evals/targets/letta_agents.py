@@ -66,7 +66,8 @@ def backoff_s(attempt: int) -> float:
     return min(MAX_BACKOFF, IMPORT_BACKOFF * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
 
 
-async def import_file(client: Any, name: str, data: bytes, project_id: str | None) -> tuple[list[str], int]:
+async def import_file(client: Any, name: str, data: bytes, project_id: str | None,
+                      **options: Any) -> tuple[list[str], int]:
     """``POST /v1/agents/import`` of an .af, retried on :func:`transient` failures.
 
     Returns (the new agents' ids, retries used). A 5xx or a dropped connection may come after the
@@ -81,11 +82,12 @@ async def import_file(client: Any, name: str, data: bytes, project_id: str | Non
             await asyncio.sleep(backoff_s(attempt))
         try:
             resp = await client.agents.import_file(file=(name, data, "application/json"),
-                                                   project_id=project_id or omit)
+                                                   project_id=project_id or omit, **options)
         except Exception as exc:
             if attempt + 1 < IMPORT_TRIES and transient(exc):
                 continue
             exc.retries = attempt  # type: ignore[attr-defined]
+            exc.exhausted = attempt > 0  # type: ignore[attr-defined]  # retried enough: no new attempt
             raise
         return list(resp.agent_ids), attempt
     raise AssertionError("unreachable")
