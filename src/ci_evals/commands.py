@@ -71,6 +71,10 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     else:
         print(f"{summary['suite']}: " + ("PASSED" if summary["gate"]["passed"] else "FAILED"))
     print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml)")
+    if summary.get("letta"):  # agents left on a Letta server: shown even with --quiet
+        from ci_evals.reports.letta_agents import console_lines
+
+        print("\n".join(console_lines(summary)))
     if args.dry_run:
         _print_comment(summary, out)
     if summary.get("partial"):

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from ci_evals.reports import letta_agents
 from ci_evals.reports.markdown import (
     BUCKETS,
     Digest,
@@ -193,6 +194,7 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
             f"{d.failing_rows:,} failing samples: see the step summary and results.jsonl.",
             "",
         ]
+    lines += letta_agents.comment_lines(summary)
     lines += [usage_line(summary), "", _footer(summary, run_url)]
     return "\n".join(lines).rstrip() + "\n"
 
