@@ -197,9 +197,13 @@ print(os.path.join(os.path.dirname(u.find_spec("pgserver").origin), "pginstall")
   if [[ $("${psql[@]}" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'letta'") != 1 ]]
   then "${psql[@]}" -d postgres -c 'CREATE DATABASE letta'; fi
   "${psql[@]}" -d letta -c 'SET client_min_messages = warning' -c 'CREATE EXTENSION IF NOT EXISTS vector'
+  local cur  # the schema: migrated once per data folder (the head is recorded beside the data)
+  cur=$("${psql[@]}" -d letta -tAc 'SELECT version_num FROM alembic_version' 2>/dev/null || true)
+  if [[ -n $cur && $cur == "$(cat "$PG/alembic-head" 2>/dev/null)" ]]; then return 0; fi
   say "alembic upgrade head (log: $LOGS/alembic.log)"
   (cd "$W/src" && "${ENVV[@]}" "$VENV/bin/alembic" upgrade head) >"$LOGS/alembic.log" 2>&1 \
     || { tail -20 "$LOGS/alembic.log" >&2; die "alembic upgrade failed: see $LOGS/alembic.log"; }
+  "${psql[@]}" -d letta -tAc 'SELECT version_num FROM alembic_version' >"$PG/alembic-head"
 }
 
 env_lines() {

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -387,28 +385,6 @@ def test_letta_evals_05_factory_suite_runs_against_the_fake(letta_fake, tmp_path
     assert rc == 0
     assert summary["metrics"]["remembers_name"]["mean"] == 1.0
     assert letta_fake.live() == []
-
-
-# -- opt-in: a real Letta server --------------------------------------------------------------------
-
-
-@pytest.mark.letta_server
-@pytest.mark.skipif(not os.environ.get("LETTA_BASE_URL"),
-                    reason="set LETTA_BASE_URL to a running Letta server (see examples/letta/README.md)")
-def test_agent_judge_example_against_a_real_letta_server(tmp_path):
-    suite_dir = tmp_path / "agent-judge"
-    shutil.copytree(EXAMPLES / "agent-judge", suite_dir)
-    handle = os.environ.get("LETTA_TEST_MODEL")
-    if handle:  # e.g. openai-proxy/gpt-4o-mini on a self-hosted server
-        text = (suite_dir / "suite.yaml").read_text()
-        text = text.replace("  agent_file: capital-agent.af", f"  agent_file: capital-agent.af\n  model_handles: [{handle}]")
-        text = text.replace("    agent_file: judge.af", f"    agent_file: judge.af\n    model: {handle}")
-        (suite_dir / "suite.yaml").write_text(text)
-    out = tmp_path / "out"
-    rc = _cli(["run", str(suite_dir / "suite.yaml"), "--output", str(out)])
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["errors"]["total"] == 0
-    assert rc in (0, 1)  # a real model decides the verdict; the run itself must complete
 
 
 def test_the_client_exists_before_start_for_setup_scripts(letta_fake, tmp_path):

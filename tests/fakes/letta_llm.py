@@ -19,7 +19,7 @@ It plays the agents the project's examples describe, deterministically:
 ``GET /v1/models`` lists gpt-4o-mini and gpt-4.1-mini (Letta shows them as ``openai-proxy/...``).
 Token usage is estimated as the request's JSON length / 4 (about what tiktoken gives for English
 and JSON), so Letta's usage figures are of a realistic size. ``GET /stats`` returns the counters:
-requests, chat, judge, tool_calls, prompt_tokens, completion_tokens.
+requests, chat, judge, tool_calls, prompt_tokens, completion_tokens, and chat calls per model.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ LETTA_TOOLS = {"send_message", "conversation_search", "archival_memory_search", 
                "memory_insert", "memory_replace", "memory_rethink", "memory_finish_edits",
                "core_memory_append", "core_memory_replace", "memory", "web_search", "fetch_webpage",
                "run_code", "send_message_to_agent_async"}
-STATS = {"requests": 0, "chat": 0, "judge": 0, "tool_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+STATS: dict[str, Any] = {"requests": 0, "chat": 0, "judge": 0, "tool_calls": 0, "prompt_tokens": 0,
+                         "completion_tokens": 0, "models": {}}
 LOCK = threading.Lock()
 LATENCY = 0.0
 LOG: str | None = None
@@ -122,7 +123,7 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.rstrip("/")
         if path.endswith("/stats"):
             with LOCK:
-                return self._send(200, dict(STATS))
+                return self._send(200, json.loads(json.dumps(STATS)))
         if path.endswith("/models"):
             return self._send(200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in MODELS]})
@@ -166,6 +167,8 @@ class Handler(BaseHTTPRequestHandler):
             STATS["tool_calls"] += 1 if call else 0
             STATS["prompt_tokens"] += prompt_tokens
             STATS["completion_tokens"] += completion_tokens
+            model = str(req.get("model"))
+            STATS["models"][model] = STATS["models"].get(model, 0) + 1
         self._send(200, {
             "id": "chatcmpl-" + hashlib.sha256(raw).hexdigest()[:12], "object": "chat.completion",
             "created": int(time.time()), "model": req.get("model", MODELS[0]),

@@ -326,15 +326,16 @@ class LettaTarget(Target):
             if sample.agent_args:
                 raise SampleError("agent_args cannot be applied to an existing agent (agent_id); "
                                   "use agent_file or agent_script")
-            waited = time.perf_counter()
+            waited = time.perf_counter() if self._lock.locked() else None
             async with self._lock:  # one conversation at a time on a shared agent
-                queued = time.perf_counter() - waited
+                queued = 0.0 if waited is None else time.perf_counter() - waited
                 try:
                     traj = await self._attempts(sample, model, need_memory)
                 except SampleError as exc:
                     exc.queued_s = queued  # type: ignore[attr-defined]
                     raise
-                traj.metadata["queued_s"] = round(queued, 6)
+                if queued:
+                    traj.metadata["queued_s"] = round(queued, 6)
                 return traj
         return await self._attempts(sample, model, need_memory)
 
