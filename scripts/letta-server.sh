@@ -139,12 +139,33 @@ cmd_stop() {
 
 server_env() {  # the only environment the Letta processes get
   mkdir -p "$W/pyhooks"
+  # Lazily: Letta runs each tool in a subprocess that inherits PYTHONPATH, and importing NLTK
+  # there would cost seconds of CPU per tool call.
   cat >"$W/pyhooks/sitecustomize.py" <<'EOF'
-try:  # written by letta-server.sh: NLTK's downloader stays on loopback
-    import nltk.downloader as _d
-    _d.Downloader.DEFAULT_URL = _d._downloader._url = "http://127.0.0.1:9/nltk_data/index.xml"
-except Exception:
-    pass
+# written by letta-server.sh: when nltk.downloader is imported, its index URL is on loopback
+import importlib.machinery
+import sys
+
+
+class _NltkOnLoopback:
+    def find_spec(self, name, path=None, target=None):
+        if name != "nltk.downloader":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            url = "http://127.0.0.1:9/nltk_data/index.xml"
+            module.Downloader.DEFAULT_URL = module._downloader._url = url
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _NltkOnLoopback())
 EOF
   ENVV=(env -i PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 LC_ALL=C.UTF-8
         TMPDIR="${TMPDIR:-/tmp}" HOME="$W/home" LETTA_DIR="$W/home/.letta"
