@@ -85,7 +85,7 @@ ensure_src() {  # alembic/ and alembic.ini of 0.16.8 from its sdist on the packa
 }
 
 pidfile() { echo "$RUN/$1.pid"; }
-pattern() { case $1 in postgres) echo "$PGDATA" ;; llm) echo "letta_llm.py" ;; letta) echo "letta server" ;; esac; }
+pattern() { case $1 in postgres) echo "$PGDATA" ;; llm) echo "letta_llm" ;; letta) echo "letta server" ;; esac; }
 pid_of() {  # the recorded PID, if that process is alive and still the one we started
   local f=$RUN/$1.pid pid
   [[ -f $f ]] || return 1
@@ -271,7 +271,7 @@ cmd_start() {
   ensure_postgres
   if ! pid_of llm >/dev/null; then
     port_busy "$LLMPORT" && die "port $LLMPORT is taken by a process this script did not start (set CI_EVALS_LETTA_LLM_PORT)"
-    launch llm "$LOGS/llm.log" "$VENV/bin/python" "$REPO/tests/fakes/letta_llm.py" "$LLMPORT"
+    launch llm "$LOGS/llm.log" env PYTHONPATH="$REPO" "$VENV/bin/python" -m tests.fakes.letta_llm "$LLMPORT"
     wait_for llm 10 http_ok "http://127.0.0.1:$LLMPORT/v1/models" || die "the fake LLM did not come up"
   fi
   if pid_of letta >/dev/null; then stop_one letta TERM 20; fi

@@ -2,7 +2,7 @@
 
 ``scripts/letta-server.sh`` runs it with the server's own Python as the model of every agent::
 
-    python tests/fakes/letta_llm.py PORT [--latency-ms N] [--log FILE]
+    PYTHONPATH=REPO python -m tests.fakes.letta_llm PORT [--latency-ms N] [--log FILE]
 
 It plays the agents the project's examples describe, deterministically:
 
@@ -33,6 +33,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakes.chat_text import last_user, prompt_text, section, text_of
+
 MODELS = ("gpt-4o-mini", "gpt-4.1-mini")
 # Letta's own tools: never the "custom tool" an agent of the examples is about.
 LETTA_TOOLS = {"send_message", "conversation_search", "archival_memory_search", "archival_memory_insert",
@@ -44,20 +46,6 @@ STATS: dict[str, Any] = {"requests": 0, "chat": 0, "judge": 0, "tool_calls": 0, 
 LOCK = threading.Lock()
 LATENCY = 0.0
 LOG: str | None = None
-
-
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
-def section(text: str, heading: str) -> str | None:
-    """The text under a ``## heading`` line up to the next ``---`` or ``##`` line."""
-    m = re.search(r"^## " + re.escape(heading) + r"[^\n]*\n(.*?)(?=^---$|^## |\Z)", text, re.M | re.S)
-    return m.group(1).strip() if m else None
 
 
 def judge_score(prompt: str) -> tuple[float, str]:
@@ -86,22 +74,21 @@ def reply(req: dict[str, Any]) -> tuple[str | None, tuple[str, dict[str, Any]] |
     """(content, tool call) for one chat request."""
     msgs = [m for m in req.get("messages") or [] if isinstance(m, dict)]
     tools = {(t.get("function") or {}).get("name"): t.get("function") or {} for t in req.get("tools") or []}
-    users = [text_of(m.get("content")) for m in msgs if m.get("role") == "user"]
-    last_user = users[-1] if users else ""
+    user = last_user(req)
     if msgs and msgs[-1].get("role") == "tool":
         name = msgs[-1].get("name") or ""
         return ("Grade submitted." if name == "submit_grade" else tool_result_text(text_of(msgs[-1].get("content")))), None
     if "submit_grade" in tools:
-        score, why = judge_score("\n".join(text_of(m.get("content")) for m in msgs))
+        score, why = judge_score(prompt_text(req))
         return None, ("submit_grade", {"score": score, "rationale": why})
     custom = [n for n in tools if n and n not in LETTA_TOOLS]
     if custom:
         props = (tools[custom[0]].get("parameters") or {}).get("properties") or {}
-        found = re.findall(r"[\w'-]+", last_user)
+        found = re.findall(r"[\w'-]+", user)
         args = {p: (found[-1] if found else "") for p, s in props.items()
                 if isinstance(s, dict) and s.get("type", "string") == "string"}
         return None, (custom[0], args)
-    return f"ECHO: {last_user}", None
+    return f"ECHO: {user}", None
 
 
 class Handler(BaseHTTPRequestHandler):
