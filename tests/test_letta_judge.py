@@ -30,6 +30,14 @@ FETCH = "def fetch_webpage(url: str) -> str:\n    return url\n"
 SEARCH = "def search_documents(query: str) -> str:\n    return query\n"
 
 
+@pytest.fixture(autouse=True)
+def _no_import_backoff(monkeypatch):
+    """Retried imports wait 0 s here (the backoff itself is tested in test_letta_agents.py)."""
+    from ci_evals.targets import letta_agents
+
+    monkeypatch.setattr(letta_agents, "IMPORT_BACKOFF", 0.0)
+
+
 def judge_file(tmp_path: Path, *tools: str, name: str = "judge.af", **kw) -> str:
     write_agent_file(tmp_path / name, agent_file("judge", tools=list(tools or [SUBMIT_GRADE]), **kw))
     return name
@@ -212,20 +220,55 @@ def test_arguments_that_are_not_json_are_an_error(letta_fake, tmp_path):
     assert result.error == "the judge called submit_grade with arguments that are not a JSON object: score: 1"
 
 
-def test_an_import_failure_is_an_error_grade(letta_fake, tmp_path):
-    letta_fake.fail("POST", "/v1/agents/import", status=500)
+def test_an_import_failure_is_an_error_grade_after_the_retries(letta_fake, tmp_path):
+    letta_fake.fail("POST", "/v1/agents/import", status=500, times=100)
     result = grade(make(tmp_path, letta_fake, api_key="sk-judge-secret"), "4")
     assert (result.score, result.error) == (
         0.0, "Letta judge failed: Letta returned HTTP 500 for POST /v1/agents/import: injected fault")
+    assert result.metadata["retries"] == 5  # the import's own retries; no fresh judge after them
+    assert letta_fake.count("POST", "/v1/agents/import") == 6
     assert "sk-judge-secret" not in result.model_dump_json()
     assert letta_fake.created == []
 
 
-def test_the_judge_is_deleted_when_its_run_fails(letta_fake, tmp_path):
-    letta_fake.fail("POST", r"/v1/agents/[^/]+/messages", status=502)
+def test_a_client_error_on_import_is_not_retried(letta_fake, tmp_path):
+    letta_fake.fail("POST", "/v1/agents/import", status=422, detail="bad file")
     result = grade(make(tmp_path, letta_fake), "4")
-    judge_id = letta_fake.created[0]
+    assert result.error == "Letta judge failed: Letta returned HTTP 422 for POST /v1/agents/import: bad file"
+    assert (result.metadata["retries"], letta_fake.count("POST", "/v1/agents/import")) == (0, 1)
+
+
+def test_a_deadlocked_import_is_retried_and_counted(letta_fake, tmp_path):
+    letta_fake.deadlock_imports(times=2)
+    result = grade(make(tmp_path, letta_fake), "4")
+    assert (result.score, result.error, result.metadata["retries"]) == (1.0, None, 2)
+    assert letta_fake.count("POST", "/v1/agents/import") == 3
+    assert letta_fake.live() == []
+
+
+def test_the_judge_is_deleted_when_its_run_fails(letta_fake, tmp_path):
+    letta_fake.fail("POST", r"/v1/agents/[^/]+/messages", status=502, times=3)
+    result = grade(make(tmp_path, letta_fake, retry_backoff=0), "4")
+    judge_id = letta_fake.created[-1]
     assert result.error == f"Letta judge failed: Letta returned HTTP 502 for POST /v1/agents/{judge_id}/messages: injected fault"
+    assert (result.metadata["retries"], len(letta_fake.created)) == (2, 3)  # a fresh judge per attempt
+    assert letta_fake.live() == []
+
+
+def test_a_judge_whose_messages_fail_once_is_retried_with_a_fresh_judge(letta_fake, tmp_path):
+    letta_fake.fail("POST", r"/v1/agents/[^/]+/messages", status=502)
+    result = grade(make(tmp_path, letta_fake, retry_backoff=0), "4")
+    assert (result.score, result.error, result.metadata["retries"]) == (1.0, None, 1)
+    assert result.metadata["judge_agent_id"] == letta_fake.created[1]
+    assert letta_fake.live() == []
+
+
+def test_a_judge_af_without_its_system_message_fails_as_on_a_real_server(letta_fake, tmp_path):
+    path = write_agent_file(tmp_path / "bare.af", agent_file("judge", tools=[SUBMIT_GRADE], with_messages=False))
+    result = grade(make(tmp_path, letta_fake, agent_file=str(path), max_retries=0), "4")
+    judge_id = letta_fake.created[0]
+    assert result.error == (f"Letta judge failed: Letta returned HTTP 500 for POST /v1/agents/{judge_id}/messages: "
+                            "An unknown error occurred")
     assert letta_fake.live() == []
 
 
@@ -237,7 +280,8 @@ def test_a_missing_rubric_var_at_grade_time_is_an_error_grade(letta_fake, tmp_pa
 
 def test_the_model_handle_is_applied_to_the_judge(letta_fake, tmp_path):
     grade(make(tmp_path, letta_fake, model="openai-proxy/gpt-4o-mini"), "score=1")
-    assert letta_fake.patches == [(letta_fake.created[0], {"model": "openai-proxy/gpt-4o-mini"})]
+    assert letta_fake.imports == [{"override_name": "judge", "override_model_handle": "openai-proxy/gpt-4o-mini"}]
+    assert letta_fake.agents == {} and letta_fake.patches == []
 
 
 def test_the_built_in_judge_grades(letta_fake, tmp_path):

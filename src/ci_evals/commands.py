@@ -110,6 +110,10 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
             else:
                 print(console.verdict_line(summary, prefix=f"{summary['suite']}: "))
             print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)")
+            if summary.get("letta"):  # agents left on a Letta server: shown even with --quiet
+                from ci_evals.reports.letta_agents import console_lines
+
+                print("\n".join(console_lines(summary)))
             if args.dry_run:
                 _print_comment(summary, out)
     finally:

@@ -74,6 +74,13 @@ def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> dict[str, Any]:
             "metadata": g.metadata}
 
 
+def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
+    """``duration_s`` is the sample's own work; time it waited for a shared resource is ``queued_s``."""
+    rec["duration_s"] = round(max(0.0, elapsed - queued), 6)
+    if queued:
+        rec["queued_s"] = round(queued, 6)
+
+
 @dataclass
 class RunOptions:
     output: Path
@@ -152,9 +159,9 @@ class Runner:
             rec["grades"] = {n: _error_grade(f"{category} error: {msg}", category) for n in self.suite.metric_names}
             rec["submission"] = {n: "" for n in self.suite.graders}
             rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
-            rec["duration_s"] = round(time.perf_counter() - t0, 6)
             if replaced:
                 rec["replaced_chars"] = replaced
+            _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))
             return rec
         traj.metadata.setdefault("run", run)  # judges key their cache on it: repeats stay independent
         slots = list(self.suite.graders.values())
@@ -173,12 +180,12 @@ class Runner:
         for k in ("cache_hits", "retries"):
             if traj.metadata.get(k):
                 rec[k] = traj.metadata[k]
-        extra = {k: v for k, v in traj.metadata.items() if k not in ("cache_hits", "retries", "run")}
+        extra = {k: v for k, v in traj.metadata.items() if k not in ("cache_hits", "retries", "run", "queued_s")}
         if extra:
             rec["target"] = extra
         if replaced:
             rec["replaced_chars"] = replaced
-        rec["duration_s"] = round(time.perf_counter() - t0, 6)
+        _timing(rec, time.perf_counter() - t0, traj.metadata.get("queued_s", 0.0))
         return rec
 
     # -- the run ---------------------------------------------------------------------------------
@@ -260,6 +267,7 @@ class Runner:
                 fh.close()
                 progress.close()
                 await self._close()
+        self._report_agents()
         return self.summarize(started, time.perf_counter() - t0, partial=interrupted is not None,
                               interrupted=signal.Signals(interrupted).name if interrupted is not None else None)
 
@@ -300,6 +308,17 @@ class Runner:
                 await closer()
             except Exception as exc:  # cleanup problems must not hide the verdict
                 print(scrub(f"warning: cleanup failed: {type(exc).__name__}: {exc}"), file=sys.stderr)
+
+    def _report_agents(self) -> None:
+        """summary.json ``letta``: agents left on a Letta server (failed deletes) or kept on purpose."""
+        ledgers = [getattr(part, "ledger", None) for part in
+                   [self.suite.target] + [s.grader for s in self.suite.graders.values()]]
+        if any(ledgers):
+            from ci_evals.targets.letta_agents import letta_report
+
+            block = letta_report([g for g in ledgers if g is not None])
+            if block:
+                self.opts.extra_summary["letta"] = block
 
     def _write(self, fh, rec: dict[str, Any]) -> None:
         if self._secrets_gen != redact.generation:

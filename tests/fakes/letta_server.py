@@ -16,6 +16,15 @@ agent with other custom tools calls the first one with the last word of the mess
 agent echoes (``ECHO: <text>``). Tool source code from the .af is executed, as the real server
 does. An agent with a ``human`` memory block appends each user message to it.
 
+It rejects what a real Letta 0.16.8 server rejects (checked by the real-server tests,
+``pytest -m letta_server``): an agent imported from an .af without its system message (no
+``messages`` or no ``in_context_message_ids``, as hand-written files have) answers every message
+with HTTP 500 ``An unknown error occurred`` (the server logs "has no in-context messages"); an
+imported agent is named ``<name>_copy`` unless ``override_name`` is given, and
+``override_model_handle`` sets its model. A deadlocked concurrent import, which the real server
+returns as HTTP 400 ``Import failed: … deadlock detected``, is injected with
+:meth:`FakeLetta.deadlock_imports`.
+
 Faults are injected with :meth:`FakeLetta.fail` (an HTTP status or a hang); counters
 (:attr:`created`, :attr:`deleted`, :meth:`live`) let tests check that no agent is left behind.
 """
@@ -37,6 +46,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 DATE = "2026-01-01T00:00:00Z"
+DEADLOCK = ("Import failed: (sqlalchemy.dialects.postgresql.asyncpg.Error) deadlock detected\n"
+            "[SQL: INSERT INTO tools_agents (agent_id, tool_id) VALUES ($1::VARCHAR, $2::VARCHAR)]")
 
 Behaviour = Callable[["FakeLetta", dict[str, Any], str], list[dict[str, Any]]]
 
@@ -105,12 +116,16 @@ class FakeLetta:
     # knobs
 
     def fail(self, method: str, path: str, *, status: int = 500, times: int = 1,
-             hang: float | None = None, echo: bool = False) -> None:
+             hang: float | None = None, detail: str = "injected fault", echo: bool = False) -> None:
         """The next ``times`` requests matching ``method`` and the ``path`` regex get ``status``
-        (after hanging ``hang`` seconds, when given); with ``echo`` the error's detail repeats the
-        request's headers, credentials included, as some proxies and gateways do."""
+        with ``{"detail": detail}`` (after hanging ``hang`` seconds, when given); with ``echo`` the
+        detail repeats the request's headers, credentials included, as some proxies and gateways do."""
         self._faults.append({"method": method, "path": re.compile(path), "status": status,
-                             "times": times, "hang": hang, "echo": echo})
+                             "times": times, "hang": hang, "detail": detail, "echo": echo})
+
+    def deadlock_imports(self, times: int = 1) -> None:
+        """The next ``times`` imports fail as a real server's deadlocked import does."""
+        self.fail("POST", "/v1/agents/import", status=400, times=times, detail=DEADLOCK)
 
     def add_agent(self, name: str = "existing", *, blocks: dict[str, str] | None = None,
                   model: str = "openai/gpt-4o-mini") -> str:
@@ -132,7 +147,8 @@ class FakeLetta:
     def _id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids):08d}"
 
-    def _new_agent(self, spec: dict[str, Any], tools: list[dict[str, Any]], model: str | None) -> dict[str, Any]:
+    def _new_agent(self, spec: dict[str, Any], tools: list[dict[str, Any]], model: str | None,
+                   *, context: bool = True, name: str | None = None) -> dict[str, Any]:
         handle = model or (spec.get("llm_config") or {}).get("handle") or "openai/gpt-4o-mini"
         blocks = [
             {"id": self._id("block"), "label": b.get("label"), "value": b.get("value", ""),
@@ -141,7 +157,9 @@ class FakeLetta:
         ]
         agent = {
             "id": self._id("agent"),
-            "name": spec.get("name") or "agent",
+            "name": name or spec.get("name") or "agent",
+            "source_name": spec.get("name") or "agent",  # behaviours are keyed by the .af's name
+            "context": context,  # has its system message (in-context messages)
             "agent_type": spec.get("agent_type") or "letta_v1_agent",
             "system": spec.get("system") or "",
             "tags": list(spec.get("tags") or []),
@@ -158,7 +176,8 @@ class FakeLetta:
         self.agents[agent["id"]] = agent
         return agent
 
-    def _import(self, af: dict[str, Any]) -> list[str]:
+    def _import(self, af: dict[str, Any], form: dict[str, str] | None = None) -> list[str]:
+        form = form or {}
         tools_by_id = {t.get("id"): t for t in af.get("tools") or []}
         blocks_by_id = {b.get("id"): b for b in af.get("blocks") or []}
         ids = []
@@ -168,14 +187,17 @@ class FakeLetta:
             spec = dict(spec)
             spec["memory_blocks"] = list(spec.get("memory_blocks") or []) + [
                 blocks_by_id[b] for b in spec.get("block_ids") or [] if b in blocks_by_id]
-            agent = self._new_agent(spec, tools, None)
+            context = bool(spec.get("messages")) and bool(spec.get("in_context_message_ids"))
+            name = form.get("override_name") or (
+                spec.get("name", "agent") + ("" if form.get("append_copy_suffix") == "false" else "_copy"))
+            agent = self._new_agent(spec, tools, form.get("override_model_handle"), context=context, name=name)
             self.created.append(agent["id"])
             ids.append(agent["id"])
         return ids
 
     @staticmethod
     def public(agent: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in agent.items() if k != "messages"}
+        return {k: v for k, v in agent.items() if k not in ("messages", "source_name", "context")}
 
     def _respond(self, agent: dict[str, Any], text: str) -> dict[str, Any]:
         agent["messages"].append(text)
@@ -183,7 +205,8 @@ class FakeLetta:
         for b in agent["blocks"]:
             if b["label"] == "human":
                 b["value"] += f"- {text}\n"
-        behaviour = self.behaviours.get(agent["name"]) or self._default_behaviour(agent)
+        behaviour = (self.behaviours.get(agent["name"]) or self.behaviours.get(agent["source_name"])
+                     or self._default_behaviour(agent))
         run_id = self._id("run")
         step = 1
         out = []
@@ -311,7 +334,7 @@ def _handler(fake: FakeLetta) -> type[BaseHTTPRequestHandler]:
             if fault:
                 if fault["hang"]:
                     fake.stop_event.wait(fault["hang"])
-                detail = "injected fault"
+                detail = fault["detail"]
                 if fault.get("echo"):
                     detail += f"; you sent {json.dumps(dict(self.headers.items()))}"
                 self._send(fault["status"], {"detail": detail})
@@ -347,8 +370,9 @@ def route(fake: FakeLetta, method: str, path: str, query: dict[str, list[str]], 
             af = json.loads(form.pop("file"))
         except (KeyError, ValueError):
             return 422, {"detail": "file must be an agent file (JSON)"}
-        fake.imports.append({k: v.decode() for k, v in form.items()})
-        return 200, {"agent_ids": fake._import(af)}
+        fields = {k: v.decode() for k, v in form.items()}
+        fake.imports.append(fields)
+        return 200, {"agent_ids": fake._import(af, fields)}
     if method == "POST" and path in ("/v1/agents", "/v1/agents/"):
         spec = json.loads(body or b"{}")
         agent = fake._new_agent(spec, [], spec.get("model"))
@@ -379,6 +403,8 @@ def route(fake: FakeLetta, method: str, path: str, query: dict[str, list[str]], 
         texts = [msg["content"] for msg in data.get("messages") or [] if msg.get("role") == "user"]
         if len(texts) != 1 or not isinstance(texts[0], str):
             return 422, {"detail": "expected one user message with string content"}
+        if not agent["context"]:  # the real server: LettaError "Agent … has no in-context messages"
+            return 500, {"detail": "An unknown error occurred"}
         return 200, fake._respond(agent, texts[0])
     if rest == "/core-memory/blocks" and method == "GET":
         blocks = agent["blocks"]
@@ -434,8 +460,11 @@ _JSON_TYPES = {"str": "string", "float": "number", "int": "integer", "bool": "bo
 
 
 def agent_file(name: str = "echo-agent", *, tools: list[str] = (), blocks: dict[str, str] | None = None,
-               tool_rules: list[dict[str, Any]] = (), agents: int = 1) -> dict[str, Any]:
-    """A small .af document. ``tools`` are Python sources; each schema comes from the annotations."""
+               tool_rules: list[dict[str, Any]] = (), agents: int = 1, with_messages: bool = True) -> dict[str, Any]:
+    """A small .af document. ``tools`` are Python sources; each schema comes from the annotations.
+
+    ``with_messages=False`` leaves out the system message, as hand-written files did: a real
+    server then fails every message to the agent."""
     import ast
 
     tool_docs = []
@@ -452,6 +481,10 @@ def agent_file(name: str = "echo-agent", *, tools: list[str] = (), blocks: dict[
              "tool_rules": list(tool_rules), "tags": [],
              "llm_config": {"model": "gpt-4o-mini", "model_endpoint_type": "openai", "context_window": 32000,
                             "handle": "openai/gpt-4o-mini"}}
+    if with_messages:  # as a real export carries: the system message, in context
+        agent["messages"] = [{"type": "message", "role": "system", "id": "message-0", "agent_id": "agent-0",
+                              "content": [{"type": "text", "text": "You are a test agent."}]}]
+        agent["in_context_message_ids"] = ["message-0"]
     return {"agents": [dict(agent, id=f"agent-{i}") for i in range(agents)], "groups": [],
             "blocks": block_docs, "files": [], "sources": [], "tools": tool_docs, "mcp_servers": [],
             "metadata": {}, "created_at": DATE}

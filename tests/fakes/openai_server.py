@@ -52,6 +52,8 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.chat_text import last_user, prompt_text, section, text_of  # noqa: F401 - importers use them
+
 CHAT = "/v1/chat/completions"
 EMBEDDINGS = "/v1/embeddings"
 MODELS = "/v1/models"
@@ -97,28 +99,6 @@ class Request:
 # --- helpers for responders -------------------------------------------------------------------
 
 
-def text_of(content: Any) -> str:
-    """A message content (string or list of parts) as plain text."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
-def last_user(req: dict[str, Any]) -> str:
-    """The text of the last user message of a chat request."""
-    for m in reversed(req.get("messages") or []):
-        if m.get("role") == "user":
-            return text_of(m.get("content"))
-    return ""
-
-
-def prompt_text(req: dict[str, Any]) -> str:
-    """Every message's text in a chat request, joined by newlines."""
-    return "\n".join(text_of(m.get("content")) for m in req.get("messages") or [])
-
-
 def json_mode(req: dict[str, Any]) -> bool:
     rf = req.get("response_format") or {}
     return rf.get("type") in ("json_object", "json_schema")
@@ -126,12 +106,6 @@ def json_mode(req: dict[str, Any]) -> bool:
 
 def words(text: str) -> int:
     return len(text.split())
-
-
-def section(text: str, heading: str) -> str | None:
-    """The text under a ``## heading`` line up to the next ``---`` or ``##`` line."""
-    m = re.search(r"^## " + re.escape(heading) + r"[^\n]*\n(.*?)(?=^---$|^## |\Z)", text, re.M | re.S)
-    return m.group(1).strip() if m else None
 
 
 def default_responder(answers: dict[str, str] | None = None) -> Callable[[dict[str, Any]], Any]:

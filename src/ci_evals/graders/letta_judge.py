@@ -42,17 +42,19 @@ from ci_evals.targets.letta import (
     AgentFile,
     LettaServer,
     add_usage,
+    backoff,
     base_url_of,
     calls_of,
-    delete_agent,
     describe,
     dump,
     import_agent,
     make_client,
     project_of,
     read_agent_file,
+    retryable,
     to_turn,
 )
+from ci_evals.targets.letta_agents import AgentLedger
 from ci_evals.templating import TemplateError
 from ci_evals.trajectory import Trajectory, Usage
 
@@ -70,6 +72,8 @@ class LettaJudgeSpec(GraderSpec, LettaServer):
     judge_tool_name: str = Field(DEFAULT_TOOL, description="The tool the judge calls with score and rationale.")
     model: str | None = Field(None, description="A Letta model handle for the judge agent, e.g. openai/gpt-4o-mini.")
     rubric_vars: list[str] | None = Field(None, description="Variables every sample's rubric_vars must provide.")
+    max_retries: int = Field(2, ge=0, description="Extra attempts (a fresh judge) after a transient failure.")
+    retry_backoff: float = Field(1.0, ge=0, description="Seconds before the first retry; doubles each time.")
 
     @model_validator(mode="after")
     def _one_prompt(self) -> LettaJudgeSpec:
@@ -177,7 +181,7 @@ class LettaJudgeGrader(Grader):
         check_judge_tool(self.agent_file, spec.judge_tool_name)
         self.base_url = base_url_of(spec)
         self._client: Any = None
-        self._live: set[str] = set()
+        self.ledger = AgentLedger(self.base_url)
 
     def check_samples(self, samples: Iterable[Sample]) -> None:
         """Every sample gives every declared rubric variable (the LLM rubric grader's rule and message)."""
@@ -193,40 +197,49 @@ class LettaJudgeGrader(Grader):
             self._client = make_client(self.spec)
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
+        """Import a fresh judge, send it the prompt, read its grade; a transient failure (deadlocked
+        import, 409, 5xx, dropped connection) is retried like the target's, and counted."""
         await self.start()
-        client, tool = self._client, self.spec.judge_tool_name
         usage = Usage()
         meta: dict[str, Any] = {"agent_file": self.agent_file.ref, "usage": usage.to_dict(),
                                 "cache_hits": 0, "retries": 0}
-        created: list[str] = []
         try:
             prompt = self.build_prompt(sample, submission)
         except TemplateError as exc:
             return GradeResult(score=0.0, error=str(exc), metadata=meta)
-        try:
-            async with asyncio.timeout(self.spec.timeout):  # the whole judge call, not each read
-                judge_id = await import_agent(client, self.agent_file, project_of(self.spec), created)
-                self._live.update(created)
-                meta["judge_agent_id"] = judge_id
-                if self.spec.model:
-                    await client.agents.update(judge_id, model=self.spec.model)
-                resp = await client.agents.messages.create(
-                    judge_id, messages=[{"role": "user", "content": prompt}])
-            add_usage(usage, resp.usage)
-            meta["usage"] = usage.to_dict()
-            messages = dump(resp.messages)
-            stop = resp.stop_reason.stop_reason if resp.stop_reason else None
-            return self._verdict(messages, stop, tool, meta)
-        except TimeoutError:
-            return GradeResult(score=0.0, error=f"Letta judge timed out after {self.spec.timeout:g} s",
-                               metadata=meta)
-        except Exception as exc:
-            return GradeResult(score=0.0, error=f"Letta judge failed: {describe(exc, self.base_url)}",
-                               metadata=meta)
-        finally:
-            for agent_id in created:
-                if await delete_agent(client, agent_id):
-                    self._live.discard(agent_id)
+        error: BaseException | None = None
+        for attempt in range(self.spec.max_retries + 1):
+            if attempt:
+                meta["retries"] += 1
+                await asyncio.sleep(backoff(error, self.spec.retry_backoff * 2 ** (attempt - 1)))
+            created: list[str] = []
+            try:
+                async with asyncio.timeout(self.spec.timeout):  # the whole judge call, not each read
+                    return await self._attempt(prompt, usage, meta, created)
+            except TimeoutError:
+                return GradeResult(score=0.0, error=f"Letta judge timed out after {self.spec.timeout:g} s",
+                                   metadata=meta)
+            except Exception as exc:
+                error = exc
+                meta["retries"] += getattr(exc, "retries", 0)
+                if not retryable(exc) or getattr(exc, "exhausted", False):
+                    break
+            finally:
+                await self.ledger.forget(self._client, created)
+        return GradeResult(score=0.0, error=f"Letta judge failed: {describe(error, self.base_url)}",
+                           metadata=meta)
+
+    async def _attempt(self, prompt: str, usage: Usage, meta: dict[str, Any], created: list[str]) -> GradeResult:
+        client = self._client
+        judge_id, retries = await import_agent(client, self.agent_file, project_of(self.spec), self.ledger,
+                                               created, self.spec.model)
+        meta["retries"] += retries
+        meta["judge_agent_id"] = judge_id
+        resp = await client.agents.messages.create(judge_id, messages=[{"role": "user", "content": prompt}])
+        add_usage(usage, resp.usage)
+        meta["usage"] = usage.to_dict()
+        stop = resp.stop_reason.stop_reason if resp.stop_reason else None
+        return self._verdict(dump(resp.messages), stop, self.spec.judge_tool_name, meta)
 
     @staticmethod
     def _verdict(messages: list[dict[str, Any]], stop: str | None, tool: str, meta: dict[str, Any]) -> GradeResult:
@@ -262,9 +275,7 @@ class LettaJudgeGrader(Grader):
     async def aclose(self) -> None:
         if self._client is None:
             return
-        for agent_id in sorted(self._live):
-            await delete_agent(self._client, agent_id)
-        self._live.clear()
+        await self.ledger.close(self._client)  # judges whose delete failed: once more, else reported
         await self._client.close()
         self._client = None
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from ci_evals.records import submissions_of
+from ci_evals.reports import letta_agents
 from ci_evals.reports.markdown import (
     BUCKETS,
     Digest,
@@ -208,6 +209,7 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
             f"{d.failing_rows:,} failing samples: see the step summary and results.jsonl.",
             "",
         ]
+    lines += letta_agents.comment_lines(summary)
     lines += [usage_line(summary), "", report_line(), "", _footer(summary, run_url)]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -16,10 +16,10 @@ import asyncio
 import inspect
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr
 
@@ -27,6 +27,7 @@ from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
 from ci_evals.specs import MAX_TIMEOUT, Context, Strict, TargetSpec
 from ci_evals.targets.base import Target
+from ci_evals.targets.letta_agents import AgentLedger, describe, import_file, shown_url  # noqa: F401
 from ci_evals.trajectory import Message, ToolCall, Trajectory, Usage, content_text
 
 DEFAULT_BASE_URL = "http://localhost:8283"
@@ -55,14 +56,6 @@ def base_url_of(spec: LettaServer) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-def shown_url(url: str) -> str:
-    """The URL without any user:password part, for messages."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
 def project_of(spec: LettaServer) -> str | None:
     return spec.project_id or os.environ.get("LETTA_PROJECT_ID") or None
 
@@ -80,11 +73,14 @@ def make_client(spec: LettaServer) -> Any:
 
 
 def retryable(exc: BaseException) -> bool:
-    """Worth another attempt: anything but a client error (4xx other than 408, 409, 429)."""
+    """Worth another attempt: anything but a client error (4xx other than 408, 409, 429 and a
+    deadlocked import)."""
     import letta_client
 
+    from ci_evals.targets.letta_agents import transient
+
     if isinstance(exc, letta_client.APIStatusError):
-        return exc.status_code >= 500 or exc.status_code in (408, 409, 429)
+        return transient(exc)
     return True
 
 
@@ -99,30 +95,6 @@ def backoff(exc: BaseException | None, seconds: float) -> float:
         if asked is not None:
             return max(seconds, min(asked, MAX_RETRY_AFTER))
     return seconds
-
-
-def describe(exc: BaseException, base_url: str) -> str:
-    """One line for a failed Letta call, scrubbed whole and then cut (a server may echo the key)."""
-    from ci_evals.redact import MESSAGE_LIMIT, clip
-
-    return clip(_describe(exc, base_url), MESSAGE_LIMIT)
-
-
-def _describe(exc: BaseException, base_url: str) -> str:
-    import letta_client
-
-    if isinstance(exc, letta_client.APITimeoutError):
-        return f"Letta request timed out ({shown_url(base_url)})"
-    if isinstance(exc, letta_client.APIConnectionError):
-        return f"cannot reach the Letta server at {shown_url(base_url)}"
-    if isinstance(exc, letta_client.APIStatusError):
-        body = exc.body
-        detail = body.get("detail", body) if isinstance(body, dict) else body
-        req = exc.response.request
-        return f"Letta returned HTTP {exc.status_code} for {req.method} {req.url.path}: {detail}"
-    if isinstance(exc, SampleError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
 
 
 # -- agent files ---------------------------------------------------------------------------------
@@ -166,32 +138,21 @@ def read_agent_file(ref: str, ctx: Context, key: str) -> AgentFile:
     return AgentFile(ref=ref, path=path, data=data, doc=doc)
 
 
-async def import_agent(client: Any, af: AgentFile, project_id: str | None, created: list[str]) -> str:
-    """Import a fresh copy of the agent; its id is appended to ``created`` as soon as it exists."""
-    from letta_client import omit
-
-    resp = await client.agents.import_file(
-        file=(af.path.name, af.data, "application/json"), project_id=project_id or omit
-    )
-    created.extend(resp.agent_ids)
-    if len(resp.agent_ids) != 1:
-        raise SampleError(f"importing {af.ref} created {len(resp.agent_ids)} agents, expected 1")
-    return resp.agent_ids[0]
-
-
-async def delete_agent(client: Any, agent_id: str) -> bool:
-    """Delete an agent, once more on failure; a 404 means it is already gone. True when gone."""
-    import letta_client
-
-    for _ in range(2):
-        try:
-            await client.agents.delete(agent_id)
-            return True
-        except letta_client.NotFoundError:
-            return True
-        except Exception:  # best effort; the caller reports what is left
-            continue
-    return False
+async def import_agent(client: Any, af: AgentFile, project_id: str | None, ledger: AgentLedger,
+                       created: list[str], model: str | None = None) -> tuple[str, int]:
+    """Import a fresh copy of the agent (named as in the .af, on ``model`` when given), retrying
+    the server's transient failures. Returns (agent id, retries); the id is in ``created`` and
+    the ledger as soon as it exists."""
+    name = str(af.agent.get("name") or af.path.stem)
+    extra = {"override_name": name}
+    if model is not None:
+        extra["override_model_handle"] = model
+    ids, retries = await import_file(client, af.path.name, af.data, project_id, **extra)
+    created.extend(ids)
+    ledger.add(ids, name)
+    if len(ids) != 1:
+        raise SampleError(f"importing {af.ref} created {len(ids)} agents, expected 1")
+    return ids[0], retries
 
 
 # -- Letta messages -> normalized messages -----------------------------------------------------
@@ -325,9 +286,8 @@ class LettaTarget(Target):
         self.agent_file = read_agent_file(spec.agent_file, ctx, "target.agent_file") if spec.agent_file else None
         self.factory = self._load_factory(spec.agent_script, ctx) if spec.agent_script else None
         self.base_url = base_url_of(spec)
-        self.kept: list[str] = []  # agents left on the server on purpose (cleanup: false)
+        self.ledger = AgentLedger(self.base_url)  # live, kept (cleanup: false) and left-over agents
         self._client: Any = None
-        self._live: set[str] = set()  # agents created and not yet deleted
         self._lock: asyncio.Lock | None = None
 
     @staticmethod
@@ -369,46 +329,51 @@ class LettaTarget(Target):
             if sample.agent_args:
                 raise SampleError("agent_args cannot be applied to an existing agent (agent_id); "
                                   "use agent_file or agent_script")
+            waited = time.perf_counter() if self._lock.locked() else None
             async with self._lock:  # one conversation at a time on a shared agent
-                return await self._attempts(sample, model, need_memory)
+                queued = 0.0 if waited is None else time.perf_counter() - waited
+                try:
+                    traj = await self._attempts(sample, model, need_memory)
+                except SampleError as exc:
+                    exc.queued_s = queued  # type: ignore[attr-defined]
+                    raise
+                if queued:
+                    traj.metadata["queued_s"] = round(queued, 6)
+                return traj
         return await self._attempts(sample, model, need_memory)
 
     async def _attempts(self, sample: Sample, model: str | None, need_memory: bool) -> Trajectory:
         tries = self.spec.max_retries + 1
         error: BaseException | None = None
+        retried = [0]  # the server's transient failures retried inside attempts (imports)
         for attempt in range(tries):
             if attempt:
                 await asyncio.sleep(backoff(error, self.spec.retry_backoff * 2 ** (attempt - 1)))
             created: list[str] = []
             try:
-                traj = await self._attempt(sample, model, need_memory, created)
+                traj = await self._attempt(sample, model, need_memory, created, retried)
             except Exception as exc:
                 error = exc
-                await self._forget(created)
-                if not retryable(exc):
+                retried[0] += getattr(exc, "retries", 0)
+                await self.ledger.forget(self._client, created)
+                if not retryable(exc) or getattr(exc, "exhausted", False):
                     break
                 continue
-            if attempt:
-                traj.metadata["retries"] = attempt
+            if attempt + retried[0]:
+                traj.metadata["retries"] = attempt + retried[0]
             if self.spec.cleanup:
-                await self._forget(created)
+                await self.ledger.forget(self._client, created)
             else:
-                self._live.difference_update(created)
-                self.kept.extend(created)
+                self.ledger.keep(created)
             return traj
         where = f" after {attempt + 1} attempts" if attempt else ""
         raise SampleError(f"Letta agent run failed{where}: {describe(error, self.base_url)}",
-                          retries=attempt) from error
-
-    async def _forget(self, agent_ids: list[str]) -> None:
-        for agent_id in agent_ids:
-            if await delete_agent(self._client, agent_id):
-                self._live.discard(agent_id)
+                          retries=attempt + retried[0]) from error
 
     async def _attempt(self, sample: Sample, model: str | None, need_memory: bool,
-                       created: list[str]) -> Trajectory:
+                       created: list[str], retried: list[int]) -> Trajectory:
         client = self._client
-        agent_id = await self._agent_for(sample, model, created)
+        agent_id = await self._agent_for(sample, model, created, retried)
         traj = Trajectory()
         stops = []
         turns = sample.input if isinstance(sample.input, list) else [sample.input]
@@ -433,15 +398,17 @@ class LettaTarget(Target):
         traj.metadata.update(agent_id=agent_id, model=model_used, stop_reasons=stops)
         return traj
 
-    async def _agent_for(self, sample: Sample, model: str | None, created: list[str]) -> str:
+    async def _agent_for(self, sample: Sample, model: str | None, created: list[str], retried: list[int]) -> str:
         """The agent this attempt talks to, set up with the sample's agent_args and the model handle."""
         client = self._client
         if self.spec.agent_id:
             return self.spec.agent_id
         args = dict(sample.agent_args or {})
-        if self.agent_file is not None:
-            agent_id = await import_agent(client, self.agent_file, project_of(self.spec), created)
-            self._live.update(created)
+        if self.agent_file is not None:  # the model handle is applied by the import itself
+            agent_id, retries = await import_agent(client, self.agent_file, project_of(self.spec), self.ledger,
+                                                   created, model)
+            retried[0] += retries
+            model = None
         else:
             if inspect.iscoroutinefunction(self.factory):
                 result = await self.factory(client, sample)
@@ -453,7 +420,7 @@ class LettaTarget(Target):
             if not isinstance(agent_id, str) or not agent_id:
                 raise SampleError(f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id")
             created.append(agent_id)
-            self._live.add(agent_id)
+            self.ledger.add([agent_id], getattr(result, "name", None))
             args = {}  # the factory got the sample and applied its agent_args itself
         blocks = args.pop("memory_blocks", None)
         if model is not None:
@@ -467,8 +434,7 @@ class LettaTarget(Target):
     async def aclose(self) -> None:
         if self._client is None:
             return
-        if self._live and self.spec.cleanup:
-            await self._forget(sorted(self._live))
+        await self.ledger.close(self._client)  # agents of failed deletes: tried once more, else reported
         await self._client.close()
         self._client = None
 

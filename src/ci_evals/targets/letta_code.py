@@ -31,6 +31,7 @@ from ci_evals.models import Sample
 from ci_evals.specs import Context, TargetSpec
 from ci_evals.targets.base import Target
 from ci_evals.targets.letta import LettaServer, LettaTarget, base_url_of, dump, to_turn
+from ci_evals.targets.letta_agents import AgentLedger
 from ci_evals.trajectory import Trajectory
 
 STDERR_TAIL = 400
@@ -79,7 +80,8 @@ class LettaCodeTarget(LettaTarget):
         Target.__init__(self, spec, ctx)  # not the agent target's checks: there is no agent source here
         self.spec: LettaCodeSpec = spec  # type: ignore[assignment]
         self._lock: asyncio.Lock | None = None
-        self._live: set[str] = set()
+        self.base_url = base_url_of(spec)
+        self.ledger = AgentLedger(self.base_url)  # live, kept (cleanup: false) and left-over agents
         self.flags = shlex.split(spec.flags) if spec.flags else []
         for name, flag in (("allowed_tools", "--allowed-tools"), ("disallowed_tools", "--disallowed-tools")):
             if getattr(spec, name):
@@ -91,7 +93,6 @@ class LettaCodeTarget(LettaTarget):
 
             self.factory = load_object(spec.agent_script, ctx.base_dir, key="target.agent_script")
         self._client: Any = None
-        self.kept: list[str] = []
 
     async def start(self) -> None:
         if shutil.which(self.spec.command) is None:
@@ -109,13 +110,12 @@ class LettaCodeTarget(LettaTarget):
                 traj = await self._attempt(sample, model or self.spec.model_handles[0], need_memory, created)
             except SampleError as exc:
                 error = exc
-                await self._forget(created)
+                await self.ledger.forget(self._client, created)
                 continue
             if self.spec.cleanup:
-                await self._forget(created)
+                await self.ledger.forget(self._client, created)
             else:
-                self._live.difference_update(created)
-                self.kept.extend(created)
+                self.ledger.keep(created)
             if attempt:
                 traj.metadata["retries"] = attempt
             return traj
@@ -158,7 +158,7 @@ class LettaCodeTarget(LettaTarget):
             if not isinstance(factory_agent, str) or not factory_agent:
                 raise SampleError(f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id")
             created.append(factory_agent)
-            self._live.add(factory_agent)
+            self.ledger.add([factory_agent], getattr(result, "name", None))
         cmd = [self.spec.command, "--output-format", "stream-json", "--model", model]
         if not self.spec.permission_mode:
             cmd.append("--yolo")
@@ -175,7 +175,7 @@ class LettaCodeTarget(LettaTarget):
         agent_id = init.get("agent_id") or factory_agent
         if agent_id and agent_id not in created:
             created.append(agent_id)
-            self._live.add(agent_id)
+            self.ledger.add([agent_id], None)
         return await self._trace(events, stderr, agent_id, init.get("conversation_id"), model, need_memory)
 
     async def _run_cli(self, cmd: list[str], prompt: str, env: dict[str, str], cwd: str) -> tuple[list[dict], str]:

@@ -1,0 +1,68 @@
+"""The agents a run left on a Letta server, for the console and the PR comment.
+
+From summary.json's ``letta`` block: ``leftover_agents`` (the run could not delete them: listed
+with the reason and a command that deletes them) and ``kept_agents`` (``cleanup: false``). Ids and
+names come from the server, so they are shell-quoted in the command and escaped in markdown.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+MAX_LISTED = 20
+
+
+def delete_command(base_url: str, ids: list[str]) -> str:
+    """One shell line that deletes these agents (the API key, if any, from $LETTA_API_KEY)."""
+    quoted = " ".join(shlex.quote(i) for i in ids)
+    url = shlex.quote(base_url.rstrip("/") + "/v1/agents/")
+    return (f'for id in {quoted}; do curl -fsS -X DELETE -H "Authorization: Bearer $LETTA_API_KEY" '
+            f'{url}"$id"; done')
+
+
+def _parts(summary: dict[str, Any]) -> tuple[list[dict], list[dict], str]:
+    block = summary.get("letta") or {}
+    base = str(block.get("base_url") or "$LETTA_BASE_URL")
+    return list(block.get("leftover_agents") or []), list(block.get("kept_agents") or []), base
+
+
+def _more(n: int) -> list[str]:
+    return [f"  … and {n - MAX_LISTED} more (all in summary.json, key letta)"] if n > MAX_LISTED else []
+
+
+def console_lines(summary: dict[str, Any]) -> list[str]:
+    """Plain lines for the terminal; empty when the run left nothing on a Letta server."""
+    left, kept, base = _parts(summary)
+    lines = []
+    if left:
+        lines.append(f"Letta: {len(left)} agent(s) the run created could not be deleted; still on {base}:")
+        lines += [f"  {a.get('id')} ({a.get('name') or 'unnamed'}): {a.get('error')}" for a in left[:MAX_LISTED]]
+        lines += _more(len(left))
+        lines.append("  delete them: " + delete_command(base, [str(a.get("id")) for a in left]))
+    if kept:
+        lines.append(f"Letta: {len(kept)} agent(s) kept on {base} (cleanup: false):")
+        lines += [f"  {a.get('id')} ({a.get('name') or 'unnamed'})" for a in kept[:MAX_LISTED]]
+        lines += _more(len(kept))
+    return lines
+
+
+def comment_lines(summary: dict[str, Any]) -> list[str]:
+    """Markdown for the PR comment; empty when the run left nothing on a Letta server."""
+    from ci_evals.reports.markdown import escape_md, fenced
+
+    left, kept, base = _parts(summary)
+    lines: list[str] = []
+    if left:
+        lines += [f"⚠️ **{len(left)} Letta agent(s) could not be deleted** and are still on "
+                  f"{escape_md(base)}:", ""]
+        lines += [f"- {escape_md(a.get('id'))} ({escape_md(a.get('name') or 'unnamed')}): "
+                  f"{escape_md(a.get('error'), 200)}" for a in left[:MAX_LISTED]]
+        lines += _more(len(left))
+        lines += ["", "Delete them with:", "", fenced(delete_command(base, [str(a.get("id")) for a in left]),
+                                                     lang="sh"), ""]
+    if kept:
+        lines += [f"{len(kept)} Letta agent(s) kept (`cleanup: false`): "
+                  + ", ".join(escape_md(a.get("id")) for a in kept[:MAX_LISTED])
+                  + (f" and {len(kept) - MAX_LISTED} more" if len(kept) > MAX_LISTED else ""), ""]
+    return lines

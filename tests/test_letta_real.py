@@ -1,0 +1,312 @@
+"""The Letta target and judges on a real Letta 0.16.8 server (opt-in: ``pytest -m letta_server``).
+
+Start the server first; ``.ci/run`` does the same::
+
+    scripts/letta-server.sh start && eval "$(scripts/letta-server.sh env)"
+    python -m pytest -m letta_server -p no:cacheprovider
+
+The server's LLM is tests/fakes/letta_llm.py, so every figure below is exact. Every test lists the
+server's agents before and after and fails if the run left one behind. The last test stops the
+server in the middle of a run and starts it again.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.letta_server
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples" / "letta"
+SHIPPED = [EXAMPLES / "agent-judge" / "capital-agent.af", EXAMPLES / "agent-judge" / "judge.af",
+           REPO / "src" / "ci_evals" / "data" / "letta_judge.af"]
+BASE = os.environ.get("LETTA_BASE_URL", "")
+MODEL = os.environ.get("LETTA_TEST_MODEL", "openai-proxy/gpt-4o-mini")
+MODELS = os.environ.get("LETTA_TEST_MODELS", MODEL).split()
+LLM = os.environ.get("LETTA_TEST_LLM_URL", "")
+EMBEDDING = os.environ.get("LETTA_TEST_EMBEDDING", "openai/text-embedding-3-small")
+
+
+@pytest.fixture(scope="module")
+def client():
+    if not BASE:
+        pytest.fail('no Letta server: run scripts/letta-server.sh start && eval "$(scripts/letta-server.sh env)"')
+    from letta_client import Letta
+
+    c = Letta(base_url=BASE, api_key="ci-evals-tests", timeout=300, max_retries=0)
+    assert c.health().version == "0.16.8"
+    return c
+
+
+def agent_ids(client) -> set[str]:
+    return {a.id for a in client.agents.list(limit=1000)}
+
+
+@pytest.fixture
+def server(client, request):
+    """The client; fails the test if the run left an agent on the server."""
+    before = agent_ids(client)
+    yield client
+    left = agent_ids(client) - before
+    for agent_id in left:  # clean up for the next test, then fail
+        client.agents.delete(agent_id=agent_id)
+    assert left == set(), f"agents left on the server: {sorted(left)}"
+
+
+def llm_stats() -> dict:
+    with urllib.request.urlopen(LLM + "/stats", timeout=10) as r:
+        return json.load(r)
+
+
+def cli(*args: str) -> int:
+    from ci_evals.cli import main
+
+    return main(list(args))
+
+
+def copy_examples(tmp_path: Path) -> Path:
+    shutil.copytree(EXAMPLES, tmp_path / "letta")
+    return tmp_path / "letta"
+
+
+def edit(path: Path, fn) -> None:
+    doc = yaml.safe_load(path.read_text())
+    fn(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def results(out: Path) -> tuple[dict, list[dict]]:
+    summary = json.loads((out / "summary.json").read_text())
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return summary, rows
+
+
+def make_af(client, tmp_path: Path, name: str, **create) -> Path:
+    """An .af exported from an agent made on the server (then deleted)."""
+    agent = client.agents.create(name=name, model=MODEL, embedding=EMBEDDING, **create)
+    try:
+        raw = client.agents.export_file(agent_id=agent.id)
+    finally:
+        client.agents.delete(agent_id=agent.id)
+    path = tmp_path / f"{name}.af"
+    path.write_text(raw if isinstance(raw, str) else json.dumps(raw))
+    return path
+
+
+def suite_20(client, tmp_path: Path, n: int = 20) -> Path:
+    """n samples: an echo agent exported from the server, graded by the shipped judge.af."""
+    make_af(client, tmp_path, "echo-agent", include_base_tools=False, memory_blocks=[{"label": "human", "value": ""}])
+    shutil.copy(EXAMPLES / "agent-judge" / "judge.af", tmp_path / "judge.af")
+    rows = [{"id": f"q{i}", "input": f"question {i}", "ground_truth": f"question {i}"} for i in range(n)]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    suite = {"name": "twenty", "dataset": "data.jsonl",
+             "target": {"kind": "agent", "agent_file": "echo-agent.af", "model_handles": [MODEL]},
+             "graders": {"judge": {"kind": "rubric", "agent_file": "judge.af", "model": MODEL,
+                                   "prompt": "Does the answer repeat the question?", "extractor": "last_assistant"}},
+             "gate": {"metric_key": "judge", "op": "gte", "value": 1.0}}
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
+    return tmp_path / "suite.yaml"
+
+
+# -- every shipped .af ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_af_is_a_real_export_that_answers(server, path):
+    doc = json.loads(path.read_text())
+    [agent] = doc["agents"]
+    assert [m["role"] for m in agent["messages"]] == ["system"]
+    assert agent["in_context_message_ids"] == [agent["messages"][0]["id"]]
+    resp = server.agents.import_file(file=(path.name, path.read_bytes(), "application/json"),
+                                     override_model_handle=MODEL)
+    [agent_id] = resp.agent_ids
+    text = "What is the capital of France?" if path.name == "capital-agent.af" else "Grade it: [[score=0.7]]"
+    try:
+        reply = server.agents.messages.create(agent_id=agent_id, messages=[{"role": "user", "content": text}])
+    finally:
+        server.agents.delete(agent_id=agent_id)
+    kinds = [m.message_type for m in reply.messages]
+    if path.name == "capital-agent.af":
+        assert kinds == ["tool_call_message", "tool_return_message", "assistant_message"]
+        assert reply.messages[-1].content == "The capital of France is Paris."
+    else:
+        call = reply.messages[0].tool_call
+        assert (kinds[0], call.name, json.loads(call.arguments)["score"]) == ("tool_call_message", "submit_grade", 0.7)
+
+
+# -- the examples --------------------------------------------------------------------------------
+
+
+def test_agent_judge_example_with_the_shipped_judge(server, tmp_path):
+    ex = copy_examples(tmp_path)
+    suite = ex / "agent-judge" / "suite.yaml"
+    edit(suite, lambda d: (d["target"].update(model_handles=[MODEL]), d["graders"]["agent_judge"].update(model=MODEL)))
+    out = tmp_path / "out"
+    assert cli("run", str(suite), "--output", str(out), "--quiet") == 0
+    summary, rows = results(out)
+    assert summary["errors"]["total"] == 0
+    assert {k: m["mean"] for k, m in summary["metrics"].items()} == {"answer_contains": 0.8, "agent_judge": 0.8}
+    by_id = {r["sample_id"]: r for r in rows}
+    assert by_id["australia"]["submission"]["agent_judge"] == "The capital of Australia is Sydney."
+    assert by_id["australia"]["grades"]["agent_judge"]["rationale"] == "the submission does not contain 'Canberra'"
+    assert {r["target"]["model"] for r in rows} == {MODEL}
+    assert "letta" not in summary
+
+
+def test_letta_evals_05_suite_with_the_built_in_judge_on_two_model_handles(server, tmp_path):
+    ex = copy_examples(tmp_path)
+    suite = ex / "letta-evals-0.5" / "suite.yaml"
+    edit(suite, lambda d: (d["target"].update(model_handles=MODELS), d["graders"]["judge"].update(model=MODEL)))
+    before = llm_stats()["models"]
+    out = tmp_path / "out"
+    assert cli("run", str(suite), "--output", str(out), "--quiet", "--max-samples", "2", "--num-runs", "1") == 0
+    summary, rows = results(out)
+    assert summary["errors"]["total"] == 0
+    assert sorted(summary["models"]) == sorted(MODELS)
+    assert {k: m["mean"] for k, m in summary["metrics"].items()} == {
+        "exact": 1.0, "capital_named": 1.0, "lookup_args": 1.0, "judge": 1.0}
+    assert {r["grades"]["judge"]["metadata"]["agent_file"] for r in rows} == {"built-in letta_judge.af"}
+    after = llm_stats()["models"]
+    for handle in MODELS:  # the server really called each model
+        name = handle.split("/", 1)[1]
+        assert after.get(name, 0) > before.get(name, 0), handle
+
+
+def test_factory_suite_multi_turn_and_memory_block_extractor(server, tmp_path):
+    ex = copy_examples(tmp_path)
+    data = ex / "letta-evals-0.5" / "dataset-memory.csv"
+    rows = list(csv.DictReader(data.open()))
+    for row in rows:  # the factory takes the model handle from agent_args
+        row["agent_args"] = json.dumps({**json.loads(row["agent_args"]), "model": MODEL})
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    data.write_text(buf.getvalue())
+    out = tmp_path / "out"
+    assert cli("run", str(ex / "letta-evals-0.5" / "suite-factory.yaml"), "--output", str(out), "--quiet") == 0
+    summary, recs = results(out)
+    assert (summary["errors"]["total"], summary["metrics"]["remembers_name"]["mean"]) == (0, 1.0)
+    assert sorted(r["submission"]["remembers_name"] for r in recs) == ["Name: Ada\n", "Name: Grace\n"]
+    assert [r["target"]["stop_reasons"] for r in recs] == [["end_turn"] * 3] * 2  # one message per turn
+
+
+def test_agent_args_and_memory_blocks_on_an_af_target_and_kept_agents(server, tmp_path, capsys):
+    shutil.copy(EXAMPLES / "agent-judge" / "capital-agent.af", tmp_path)
+    row = {"id": "peru", "input": "What is the capital of Peru?", "ground_truth": "Zed",
+           "agent_args": {"memory_blocks": {"human": "Name: Zed"}, "tags": ["ci-evals-test"]}}
+    (tmp_path / "data.jsonl").write_text(json.dumps(row) + "\n")
+    suite = {"name": "args", "dataset": "data.jsonl",
+             "target": {"kind": "agent", "agent_file": "capital-agent.af", "model_handles": [MODEL], "cleanup": False},
+             "graders": {"memory": {"kind": "tool", "function": "contains", "extractor": "memory_block",
+                                    "extractor_config": {"block_label": "human"}}}}
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    out = tmp_path / "out"
+    assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(out), "--quiet") == 0
+    summary, [rec] = results(out)
+    agent_id = rec["target"]["agent_id"]
+    assert summary["letta"] == {"leftover_agents": [], "kept_agents": [{"id": agent_id, "name": "capital-agent"}],
+                                "base_url": BASE}
+    state = server.agents.retrieve(agent_id=agent_id, include=["agent.tags"])  # tags only when asked
+    blocks = {b.label: b.value for b in server.agents.blocks.list(agent_id=agent_id)}
+    assert (state.name, state.tags, blocks["human"]) == ("capital-agent", ["ci-evals-test"], "Name: Zed")
+    printed = capsys.readouterr().out
+    assert f"Letta: 1 agent(s) kept on {BASE} (cleanup: false):\n  {agent_id} (capital-agent)\n" in printed
+    server.agents.delete(agent_id=agent_id)
+
+
+def test_agent_id_target_shares_one_agent_and_reports_queue_time(server, tmp_path):
+    agent = server.agents.create(name="shared-agent", model=MODEL, embedding=EMBEDDING, include_base_tools=False)
+    try:
+        rows = [{"id": f"s{i}", "input": f"question {i}", "ground_truth": f"question {i}"} for i in range(4)]
+        (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        suite = {"name": "shared", "dataset": "data.jsonl", "target": {"kind": "agent", "agent_id": agent.id},
+                 "graders": {"echo": {"kind": "tool", "function": "contains", "extractor": "last_assistant"}}}
+        (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+        out = tmp_path / "out"
+        t0 = time.perf_counter()
+        assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(out), "--quiet", "--max-concurrent", "4") == 0
+        wall = time.perf_counter() - t0
+        summary, recs = results(out)
+        assert (summary["errors"]["total"], summary["metrics"]["echo"]["mean"]) == (0, 1.0)
+        assert sum(1 for r in recs if r.get("queued_s", 0) > 0) == 3  # all but the first waited
+        assert sum(r["duration_s"] for r in recs) < wall  # own work only: the waits are not counted twice
+        sent = [m.content for m in server.agents.messages.list(agent_id=agent.id, limit=100)
+                if m.message_type == "user_message"]
+        assert sorted(sent) == [f"question {i}" for i in range(4)]
+    finally:
+        server.agents.delete(agent_id=agent.id)
+
+
+def test_a_judge_af_without_submit_grade_fails_before_any_agent_is_made(server, tmp_path, capsys):
+    suite = suite_20(server, tmp_path, n=2)
+    make_af(server, tmp_path, "no-tool-judge", include_base_tools=False)
+    edit(suite, lambda d: d["graders"]["judge"].update(agent_file="no-tool-judge.af"))
+    imports = llm_stats()["requests"]
+    assert cli("run", str(suite), "--output", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err
+    assert "Judge tool 'submit_grade' not found in agent file no-tool-judge.af. Available tools: []" in err
+    assert llm_stats()["requests"] == imports and not (tmp_path / "out" / "summary.json").exists()
+
+
+# -- under load, and when the server goes away -------------------------------------------------------
+
+
+def test_twenty_samples_with_a_judge_at_concurrency_8_three_times(server, tmp_path):
+    suite = suite_20(server, tmp_path)
+    report = []
+    for repeat in range(3):
+        out = tmp_path / f"out{repeat}"
+        t0 = time.perf_counter()
+        rc = cli("run", str(suite), "--output", str(out), "--quiet", "--max-concurrent", "8")
+        summary, rows = results(out)
+        report.append({"s": round(time.perf_counter() - t0, 1), "errors": summary["errors"]["total"],
+                       "retries": summary["retries"]})
+        assert (rc, summary["errors"]["total"], summary["metrics"]["judge"]["mean"]) == (0, 0, 1.0), report
+        assert len(rows) == 20 and "letta" not in summary
+    print(f"20 samples + judge at concurrency 8: {report}", file=sys.stderr)
+
+
+def test_a_server_stopped_mid_run_lists_what_it_left_and_nothing_else(client, tmp_path):
+    """Last: stops the server while a run is importing, starts it again, and compares."""
+    suite = suite_20(client, tmp_path)
+    before = agent_ids(client)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    run = subprocess.Popen([sys.executable, "-m", "ci_evals", "run", str(suite), "--output", str(out), "--quiet",
+                            "--max-concurrent", "8"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    script = str(REPO / "scripts" / "letta-server.sh")
+    try:
+        deadline = time.monotonic() + 300
+        while len(agent_ids(client) - before) < 4 and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.2)
+        assert run.poll() is None, "the run ended before the server was stopped"
+        subprocess.run([script, "stop"], check=True, capture_output=True, timeout=180)
+        stdout, stderr = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        subprocess.run([script, "start"], check=True, capture_output=True, timeout=600)
+    summary, rows = results(out)
+    assert run.returncode == 1, stderr
+    assert summary["errors"]["total"] > 0 and len(rows) == 20
+    reported = {a["id"] for a in summary["letta"]["leftover_agents"]}
+    assert {a["error"] for a in summary["letta"]["leftover_agents"]} == {f"cannot reach the Letta server at {BASE}"}
+    left = agent_ids(client) - before
+    assert left == reported  # every agent still there is reported, and only those
+    [command] = [line.split("delete them: ", 1)[1] for line in stdout.splitlines() if "delete them: " in line]
+    subprocess.run(["bash", "-c", command], check=True, capture_output=True, timeout=120)
+    assert agent_ids(client) == before
