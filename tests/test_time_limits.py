@@ -291,7 +291,7 @@ def test_letta_judge_timeout_bounds_the_whole_judge_call(letta_fake, tmp_path):
         return [tool_call("submit_grade", {"score": 1.0, "rationale": "fine"}, "call-1")]
 
     letta_fake.behaviours["judge"] = slow_judge
-    letta_fake.fail("PATCH", r"/v1/agents/[^/]+", status=200, hang=0.6)
+    letta_fake.fail("POST", "/v1/agents/import", status=None, hang=0.6)  # the import answers late
     judge = make(tmp_path, letta_fake, timeout=1, model="openai/gpt-4o-mini")
     t0 = time.monotonic()
     result = grade(judge, "score=1")

@@ -115,10 +115,11 @@ class FakeLetta:
 
     # knobs
 
-    def fail(self, method: str, path: str, *, status: int = 500, times: int = 1,
+    def fail(self, method: str, path: str, *, status: int | None = 500, times: int = 1,
              hang: float | None = None, detail: str = "injected fault", echo: bool = False) -> None:
         """The next ``times`` requests matching ``method`` and the ``path`` regex get ``status``
-        with ``{"detail": detail}`` (after hanging ``hang`` seconds, when given); with ``echo`` the
+        with ``{"detail": detail}`` (after hanging ``hang`` seconds, when given; ``status=None``: the
+        real answer, only late); with ``echo`` the
         detail repeats the request's headers, credentials included, as some proxies and gateways do."""
         self._faults.append({"method": method, "path": re.compile(path), "status": status,
                              "times": times, "hang": hang, "detail": detail, "echo": echo})
@@ -331,9 +332,9 @@ def _handler(fake: FakeLetta) -> type[BaseHTTPRequestHandler]:
                               and f["path"].fullmatch(path)), None)
                 if fault:
                     fault["times"] -= 1
-            if fault:
-                if fault["hang"]:
-                    fake.stop_event.wait(fault["hang"])
+            if fault and fault["hang"]:
+                fake.stop_event.wait(fault["hang"])
+            if fault and fault["status"] is not None:
                 detail = fault["detail"]
                 if fault.get("echo"):
                     detail += f"; you sent {json.dumps(dict(self.headers.items()))}"
