@@ -46,13 +46,19 @@ def depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # one decoder: json.loads(**kw) builds one per call
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads`` that refuses NaN/Infinity and nesting deeper than MAX_JSON_DEPTH (ValueError)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
-    if depth_exceeds(value):
+    # Nesting needs an opening bracket per level: a text with few of them cannot be too deep.
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and depth_exceeds(value):
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
     return value
 
