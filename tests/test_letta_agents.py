@@ -40,7 +40,7 @@ def write_suite(tmp_path: Path, url: str, *, n: int = 2, target: str = "", judge
     graders = "  echo:\n    kind: tool\n    function: contains\n    extractor: last_assistant\n"
     if judge:
         graders += ("  judge:\n    kind: rubric\n    agent_file: judge.af\n    prompt: Grade it.\n"
-                    "    extractor: last_assistant\n")
+                    f"    extractor: last_assistant\n    base_url: {url}\n")
     (tmp_path / "suite.yaml").write_text(
         f"name: agents\ndataset: data.jsonl\ntarget:\n  kind: agent\n  base_url: {url}\n"
         f"{target or '  agent_file: echo.af'}\ngraders:\n{graders}")
