@@ -114,13 +114,14 @@ def test_missing_cli_is_a_config_error_naming_the_package(sd, capsys):
 # --- the real thing -------------------------------------------------------------------------------
 
 
-@pytest.mark.letta_server
-@pytest.mark.skipif(not (os.environ.get("LETTA_BASE_URL") and os.environ.get("LETTA_CODE_MODEL")
-                         and shutil.which("letta")),
-                    reason="needs LETTA_BASE_URL (a Letta server with Redis), LETTA_CODE_MODEL (a handle whose "
-                           "endpoint streams) and Letta Code's `letta` on PATH; see docs/letta-code.md")
+@pytest.mark.letta_code
 def test_letta_code_end_to_end_on_a_real_letta_server(sd):
+    """Opt-in (pytest -m letta_code): a Letta server with Redis, a streaming model and Letta Code."""
     import httpx
+
+    assert os.environ.get("LETTA_BASE_URL") and os.environ.get("LETTA_CODE_MODEL") and shutil.which("letta"), (
+        "needs LETTA_BASE_URL (a Letta server with Redis), LETTA_CODE_MODEL (a handle whose endpoint streams) "
+        "and Letta Code's `letta` on PATH; see docs/letta-code.md")
 
     base = os.environ["LETTA_BASE_URL"].rstrip("/")
     before = {a["id"] for a in httpx.get(f"{base}/v1/agents/", params={"limit": 1000}).json()}
