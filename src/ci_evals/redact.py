@@ -91,8 +91,10 @@ def scrub_with(text: str, secrets: list[str]) -> str:
             text = text.replace(secret, MASK)
     low = text.lower()
     for pattern, repl, triggers in _PATTERNS:
-        if any(t in low for t in triggers):
-            text = pattern.sub(repl, text)
+        for trigger in triggers:  # a plain loop: this runs for every result line
+            if trigger in low:
+                text = pattern.sub(repl, text)
+                break
     return text
 
 

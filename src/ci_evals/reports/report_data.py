@@ -19,7 +19,7 @@ from typing import Any
 from ci_evals.records import submissions_of
 from ci_evals.reports.summary import iter_results
 
-MAX_ROWS = 50_000
+MAX_ROWS = 20_000
 MAX_DATA_BYTES = 20_000_000
 TEXT_CAP = 8_000
 MIN_TEXT_CAP = 200
