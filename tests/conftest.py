@@ -54,3 +54,13 @@ def replay_suite(graders: dict, gate: dict | None = None, **extra) -> dict:
         spec["gate"] = gate
     spec.update(extra)
     return spec
+
+
+def custom_grade_suite(sd: SuiteDir, result: str) -> None:
+    """One sample, recorded output 'x', one grader ``g`` (``g.py:odd``) returning the GradeResult
+    expression ``result``: for what a custom grader can hand back."""
+    sd.write("g.py", "from ci_evals import grader, GradeResult\n\n@grader\ndef odd(sample, submission):\n"
+                     f"    return {result}\n")
+    sd.write("dataset.jsonl", [{"id": 1, "input": "q"}])
+    sd.write("outputs.jsonl", [{"id": 1, "output": "x"}])
+    sd.suite(replay_suite({"g": {"kind": "tool", "function": "g.py:odd"}}, {"op": "gte", "value": 0.5}))

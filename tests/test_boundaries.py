@@ -14,7 +14,7 @@ from ci_evals.graders.rubric import fill_rubric
 from ci_evals.models import Sample
 from ci_evals.specs import Context
 from ci_evals.trajectory import Trajectory
-from tests.conftest import replay_suite
+from tests.conftest import custom_grade_suite, replay_suite
 
 # ---------------------------------------------------------------- lone surrogates and bad bytes
 
@@ -60,11 +60,7 @@ def test_a_lone_surrogate_in_the_dataset_and_replay_output(sd):
 
 
 def test_a_lone_surrogate_in_a_grader_rationale_is_replaced_when_written(sd):
-    sd.write("g.py", "from ci_evals import grader, GradeResult\n\n@grader\ndef odd(sample, submission):\n"
-                     "    return GradeResult(score=1.0, rationale='fine \\ud83d')\n")
-    sd.write("dataset.jsonl", [{"id": 1, "input": "q"}])
-    sd.write("outputs.jsonl", [{"id": 1, "output": "x"}])
-    sd.suite(replay_suite({"g": {"kind": "tool", "function": "g.py:odd"}}, {"op": "gte", "value": 0.5}))
+    custom_grade_suite(sd, "GradeResult(score=1.0, rationale='fine \\ud83d')")
     assert sd.run() == 0
     (rec,) = raw_lines(sd)
     assert (rec["grades"]["g"]["rationale"], rec["replaced_chars"]) == ("fine \ufffd", 1)

@@ -11,7 +11,7 @@ import pytest
 
 from ci_evals.cli import main
 from ci_evals.dataset import shard_of
-from tests.conftest import replay_suite
+from tests.conftest import custom_grade_suite, replay_suite
 
 
 def _two_samples(sd):
@@ -61,15 +61,11 @@ def test_csv_cells_over_131072_characters_are_accepted(sd):
 
 
 def test_summary_json_stays_valid_json_when_a_grade_holds_nan(sd):
-    sd.write("g.py", "from ci_evals import grader, GradeResult\n\n@grader\ndef odd(sample, submission):\n"
-                     "    return GradeResult(score=1.0, metadata={'ratio': float('nan'), 'big': float('inf')})\n")
-    sd.write("dataset.jsonl", [{"id": 1, "input": "a"}])
-    sd.write("outputs.jsonl", [{"id": 1, "output": "a"}])
-    sd.suite(replay_suite({"o": {"kind": "tool", "function": "g.py:odd"}}, {"op": "gte", "value": 0.5}))
+    custom_grade_suite(sd, "GradeResult(score=1.0, metadata={'ratio': float('nan'), 'big': float('inf')})")
     assert sd.run() == 0
     line = (sd.root / "out" / "results.jsonl").read_text().strip()
     assert "NaN" not in line and "Infinity" not in line
-    assert json.loads(line)["grades"]["o"]["metadata"] == {"ratio": None, "big": None}
+    assert json.loads(line)["grades"]["g"]["metadata"] == {"ratio": None, "big": None}
     text = (sd.root / "out" / "summary.json").read_text()
     json.loads(text, parse_constant=lambda c: pytest.fail(f"summary.json holds {c}"))
 
