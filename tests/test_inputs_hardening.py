@@ -28,7 +28,10 @@ def test_an_empty_shard_succeeds_and_merge_accepts_it(sd, capsys):
     out = capsys.readouterr().out
     assert f"t: shard {empty}/5 selects no sample, nothing to gate here (merge the shards for the verdict)." in out
     assert (sd.root / "empty" / "results.jsonl").read_text() == ""
-    assert sd.summary("empty")["n_samples"] == 0
+    summary = sd.summary("empty")
+    assert (summary["n_samples"], summary["verdict"], summary["verdict_reason"]) == (
+        0, "passed", f"shard {empty}/5 holds none of the 2 selected samples: nothing to gate here; "
+                     "the merged shards carry the verdict")
     for k in range(1, 6):
         if k != empty:
             sd.run("--shard", f"{k}/5", out=f"s{k}")

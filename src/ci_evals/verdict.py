@@ -63,6 +63,11 @@ def decide(summary: dict[str, Any]) -> tuple[str, str]:
     if summary.get("partial"):
         return "partial", summary.get("partial_reason") or "samples are missing"
     if n == 0:
+        shard = summary.get("shard")
+        if isinstance(shard, dict) and not summary.get("records"):  # a shard that was dealt no sample
+            return "passed", (f"shard {shard.get('index')}/{shard.get('count')} holds none of the "
+                              f"{shard.get('selected')} selected samples: nothing to gate here; "
+                              "the merged shards carry the verdict")
         return "errored", "no sample ran"
     config = summary.get("config") or {}
     if not gates:
