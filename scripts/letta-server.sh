@@ -14,7 +14,10 @@
 # Postgres data in pg/ there, or in ${TMPDIR:-/tmp}/ci-evals-letta-pg when run as root (Postgres
 # runs as the user "postgres", which cannot enter root's home). Safe to run twice: a second start
 # finds the running server and prints it again.
-# Ports: CI_EVALS_LETTA_PORT (8283), CI_EVALS_LETTA_PG_PORT (54329), CI_EVALS_LETTA_LLM_PORT (18999).
+# Redis (Debian's redis-server, apt-get installed when missing; no persistence) backs the server's
+# background streaming, which Letta Code needs; the fake LLM streams (SSE) when asked to.
+# Ports: CI_EVALS_LETTA_PORT (8283), CI_EVALS_LETTA_PG_PORT (54329), CI_EVALS_LETTA_LLM_PORT (18999),
+# CI_EVALS_LETTA_REDIS_PORT (56379).
 # Nothing leaves 127.0.0.1 at run time: the servers get an empty environment, proxies aimed at a
 # closed loopback port, NLTK's index on loopback, and no key but the fake LLM's.
 set -euo pipefail
@@ -27,11 +30,12 @@ LOGS=$W/logs
 PORT=${CI_EVALS_LETTA_PORT:-8283}
 PGPORT=${CI_EVALS_LETTA_PG_PORT:-54329}
 LLMPORT=${CI_EVALS_LETTA_LLM_PORT:-18999}
+REDISPORT=${CI_EVALS_LETTA_REDIS_PORT:-56379}
 if [[ $EUID -eq 0 ]]; then PG=${TMPDIR:-/tmp}/ci-evals-letta-pg; else PG=$W/pg; fi
 PGDATA=$PG/data
 PGSOCK=$PG/sock
 TAG=0.16.8
-PKGS=("letta[server]==$TAG" "pydantic<2.12" asyncpg pgvector pg8000 psycopg2-binary pgserver alembic)
+PKGS=("letta[server]==$TAG" "pydantic<2.12" asyncpg pgvector pg8000 psycopg2-binary pgserver alembic redis)
 HANDLES="openai-proxy/gpt-4o-mini openai-proxy/gpt-4.1-mini"
 EMBED_HANDLE=openai/text-embedding-3-small
 CLOSED=http://127.0.0.1:9  # proxy for everything not on loopback: nothing listens there
@@ -55,7 +59,7 @@ venv_ok() {
 import importlib.metadata as m, importlib.util as u
 assert m.version("letta") == "0.16.8"
 assert tuple(int(x) for x in m.version("pydantic").split(".")[:2]) < (2, 12)
-for mod in ("asyncpg", "pgvector", "pg8000", "psycopg2", "pgserver", "alembic"):
+for mod in ("asyncpg", "pgvector", "pg8000", "psycopg2", "pgserver", "alembic", "redis"):
     assert u.find_spec(mod), mod
 EOF
 }
@@ -85,7 +89,7 @@ ensure_src() {  # alembic/ and alembic.ini of 0.16.8 from its sdist on the packa
 }
 
 pidfile() { echo "$RUN/$1.pid"; }
-pattern() { case $1 in postgres) echo "$PGDATA" ;; llm) echo "letta_llm" ;; letta) echo "letta server" ;; esac; }
+pattern() { case $1 in postgres) echo "$PGDATA" ;; llm) echo "letta_llm" ;; letta) echo "letta server" ;; redis) echo "redis-server" ;; esac; }
 pid_of() {  # the recorded PID, if that process is alive and still the one we started
   local f=$RUN/$1.pid pid
   [[ -f $f ]] || return 1
@@ -134,6 +138,7 @@ cmd_stop() {
   mkdir -p "$RUN"
   stop_one letta TERM 20
   stop_one llm TERM 5
+  stop_one redis TERM 10
   stop_one postgres INT 60  # fast shutdown: clean, keeps the data for the next start
 }
 
@@ -176,7 +181,7 @@ EOF
         NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1
         NLTK_DATA="$W/home/nltk_data" TIKTOKEN_CACHE_DIR="$W/home/tiktoken"
         HF_HUB_OFFLINE=1 ORT_DISABLE_TELEMETRY=1 DO_NOT_TRACK=1 PYTHONUNBUFFERED=1
-        PYTHONPATH="$W/pyhooks")
+        PYTHONPATH="$W/pyhooks" LETTA_REDIS_HOST=127.0.0.1 LETTA_REDIS_PORT="$REDISPORT")
 }
 
 ensure_postgres() {
@@ -227,6 +232,24 @@ print(os.path.join(os.path.dirname(u.find_spec("pgserver").origin), "pginstall")
   "${psql[@]}" -d letta -tAc 'SELECT version_num FROM alembic_version' >"$PG/alembic-head"
 }
 
+ensure_redis() {  # Debian's redis-server on loopback, no persistence, PID-tracked like the rest
+  local rs
+  if ! rs=$(command -v redis-server); then
+    say "installing redis-server (apt-get; log: $LOGS/apt.log)"
+    local sudo=()
+    [[ $EUID -eq 0 ]] || sudo=(sudo)
+    { "${sudo[@]}" apt-get update && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y redis-server; } \
+      >"$LOGS/apt.log" 2>&1 || die "apt-get install redis-server failed: see $LOGS/apt.log"
+    rs=$(command -v redis-server) || die "no redis-server after apt-get install"
+  fi
+  if ! pid_of redis >/dev/null; then
+    port_busy "$REDISPORT" && die "port $REDISPORT is taken by a process this script did not start (set CI_EVALS_LETTA_REDIS_PORT)"
+    launch redis "$LOGS/redis.log" "$rs" --port "$REDISPORT" --bind 127.0.0.1 --daemonize no \
+      --save '' --appendonly no --dir "$W/home"
+  fi
+  wait_for redis 20 port_busy "$REDISPORT" || { tail -20 "$LOGS/redis.log" >&2; die "redis did not come up: see $LOGS/redis.log"; }
+}
+
 env_lines() {
   cat <<EOF
 export LETTA_BASE_URL=http://127.0.0.1:$PORT
@@ -234,6 +257,7 @@ export LETTA_TEST_MODEL=${HANDLES%% *}
 export LETTA_TEST_MODELS="$HANDLES"
 export LETTA_TEST_EMBEDDING=$EMBED_HANDLE
 export LETTA_TEST_LLM_URL=http://127.0.0.1:$LLMPORT
+export LETTA_CODE_MODEL=${HANDLES%% *}
 EOF
 }
 
@@ -243,14 +267,15 @@ Letta $TAG server is up (any API key is accepted):
   LETTA_BASE_URL=http://127.0.0.1:$PORT
   model handles:    $HANDLES
   embedding handle: $EMBED_HANDLE
-  LLM (fake):       http://127.0.0.1:$LLMPORT/v1 (GET /stats for its counters)
+  LLM (fake):       http://127.0.0.1:$LLMPORT/v1 (GET /stats for its counters; streams when asked)
+  Redis:            127.0.0.1:$REDISPORT
   logs: $LOGS    environment: eval "\$($0 env)"    stop: $0 stop
 EOF
 }
 
 cmd_status() {
   if pid_of letta >/dev/null && http_ok "http://127.0.0.1:$PORT/v1/health/"; then
-    echo "running: http://127.0.0.1:$PORT (letta $(pid_of letta), llm $(pid_of llm || echo -), postgres $(pid_of postgres || echo -))"
+    echo "running: http://127.0.0.1:$PORT (letta $(pid_of letta), llm $(pid_of llm || echo -), redis $(pid_of redis || echo -), postgres $(pid_of postgres || echo -))"
     return 0
   fi
   echo "not running"
@@ -269,6 +294,7 @@ cmd_start() {
   ensure_src
   server_env
   ensure_postgres
+  ensure_redis
   if ! pid_of llm >/dev/null; then
     port_busy "$LLMPORT" && die "port $LLMPORT is taken by a process this script did not start (set CI_EVALS_LETTA_LLM_PORT)"
     launch llm "$LOGS/llm.log" env PYTHONPATH="$REPO" "$VENV/bin/python" -m tests.fakes.letta_llm "$LLMPORT"

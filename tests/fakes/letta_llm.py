@@ -12,9 +12,16 @@ It plays the agents the project's examples describe, deterministically:
 * an agent with a custom tool (any tool but Letta's own memory/search tools) calls the first one,
   every string parameter set to the last word of the user's message ("France" for "What is the
   capital of France?");
+* a Letta Code agent (the user message carries the CLI's ``<system-reminder>`` blocks) gets a text
+  answer, no tool call: the result of a simple ``A+B`` / ``A-B`` / ``A*B`` in the question (``4``
+  for "What is 2+2?"), else ``ECHO: <question>``;
 * after a tool result it answers with that result's text (``message`` of Letta's JSON envelope),
   which ends the turn of a ``letta_v1_agent``;
 * otherwise it answers ``ECHO: <last user message>``; ``[[http500]]`` in the prompt gives HTTP 500.
+
+A request with ``stream: true`` gets the same answer as OpenAI's server-sent events: a role delta,
+the content (or each tool call's name, then its arguments) in pieces, a finish chunk carrying the
+usage, then ``data: [DONE]`` (Letta Code's background streaming needs a model that streams).
 
 ``GET /v1/models`` lists gpt-4o-mini and gpt-4.1-mini (Letta shows them as ``openai-proxy/...``).
 Token usage is estimated as the request's JSON length / 4 (about what tiktoken gives for English
@@ -70,6 +77,16 @@ def tool_result_text(content: str) -> str:
     return str(doc.get("message", content)) if isinstance(doc, dict) else content
 
 
+def letta_code_answer(user: str) -> str:
+    """A Letta Code turn: the question without the CLI's ``<system-reminder>`` blocks, answered in text."""
+    question = re.sub(r"<system-reminder>.*?</system-reminder>", "", user, flags=re.S).strip()
+    m = re.search(r"(-?\d+)\s*([-+*])\s*(-?\d+)", question)
+    if m:
+        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+        return str(a + b if op == "+" else a - b if op == "-" else a * b)
+    return f"ECHO: {question}"
+
+
 def reply(req: dict[str, Any]) -> tuple[str | None, tuple[str, dict[str, Any]] | None]:
     """(content, tool call) for one chat request."""
     msgs = [m for m in req.get("messages") or [] if isinstance(m, dict)]
@@ -78,6 +95,8 @@ def reply(req: dict[str, Any]) -> tuple[str | None, tuple[str, dict[str, Any]] |
     if msgs and msgs[-1].get("role") == "tool":
         name = msgs[-1].get("name") or ""
         return ("Grade submitted." if name == "submit_grade" else tool_result_text(text_of(msgs[-1].get("content")))), None
+    if "Letta Code" in user and "<system-reminder>" in user:
+        return letta_code_answer(user), None
     if "submit_grade" in tools:
         score, why = judge_score(prompt_text(req))
         return None, ("submit_grade", {"score": score, "rationale": why})
@@ -156,13 +175,43 @@ class Handler(BaseHTTPRequestHandler):
             STATS["completion_tokens"] += completion_tokens
             model = str(req.get("model"))
             STATS["models"][model] = STATS["models"].get(model, 0) + 1
-        self._send(200, {
-            "id": "chatcmpl-" + hashlib.sha256(raw).hexdigest()[:12], "object": "chat.completion",
-            "created": int(time.time()), "model": req.get("model", MODELS[0]),
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        })
+        head = {"id": "chatcmpl-" + hashlib.sha256(raw).hexdigest()[:12], "created": int(time.time()),
+                "model": req.get("model", MODELS[0])}
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        finish = "tool_calls" if call else "stop"
+        if req.get("stream"):
+            return self._stream(head, message, finish, usage)
+        self._send(200, {**head, "object": "chat.completion",
+                         "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage})
+
+    def _stream(self, head: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, Any]) -> None:
+        """``stream: true``: the same answer as OpenAI's SSE chunks, then ``data: [DONE]``."""
+        def chunk(delta: dict[str, Any], reason: str | None = None, **extra: Any) -> bytes:
+            obj = {**head, "object": "chat.completion.chunk",
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": reason}], **extra}
+            return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+        parts = [chunk({"role": "assistant", "content": ""})]
+        content = message.get("content") or ""
+        parts += [chunk({"content": content[i:i + 16]}) for i in range(0, len(content), 16)]
+        for i, tc in enumerate(message.get("tool_calls") or []):
+            fn = tc["function"]
+            parts.append(chunk({"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
+                                                "function": {"name": fn["name"], "arguments": ""}}]}))
+            args = fn["arguments"]
+            parts += [chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j:j + 32]}}]})
+                      for j in range(0, len(args), 32)]
+        parts += [chunk({}, finish, usage=usage), b"data: [DONE]\n\n"]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for part in parts:
+            self.wfile.write(part)
+            self.wfile.flush()
 
 
 class Server(ThreadingHTTPServer):
