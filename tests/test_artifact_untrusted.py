@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from ci_evals import action
 from ci_evals.reports.artifact import neutralise
 from tests.fakes.github_server import github_server_fixture  # noqa: F401 (fixture)
@@ -70,3 +72,17 @@ def test_every_string_of_a_tampered_artifact_is_rendered_inert(tmp_path, gh_env,
     for text in (body, step):
         assert_inert(text)
     assert re.search(r"::(error|warning)[^\n]*<img", out) is None
+
+
+@pytest.mark.parametrize(("summary", "code"), [
+    ({"verdict": "passed"}, 0),
+    ({"verdict": "passed; rm -rf /"}, 1),
+    ({"verdict": "", "gates": "x", "n_samples": 3}, 1),  # no verdict and gates of another shape
+    ({"gates": [1, 2], "n_samples": 3}, 1),
+    ({"verdict": "interrupted", "interrupted_by": "SIGTERM"}, 143),
+])
+def test_an_artifacts_verdict_decides_its_exit_code_and_a_foreign_shape_never_passes(tmp_path, summary, code):
+    from ci_evals.action import load_results
+
+    (tmp_path / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    assert load_results(str(tmp_path)).exit_code == code
