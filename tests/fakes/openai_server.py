@@ -552,16 +552,18 @@ def openai_env(openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Fa
 
 
 def spawn(latency: float = 0.0, answers_file: str | None = None, *, rpm: float | None = None,
-          tpm: float | None = None, burst_s: float = 1.0) -> tuple[subprocess.Popen, str]:
+          tpm: float | None = None, burst_s: float = 1.0, responder: str | None = None) -> tuple[subprocess.Popen, str]:
     """Start the server in its own process (benchmarks: no GIL sharing); returns (process, url).
 
     ``rpm``/``tpm``/``burst_s`` as :meth:`FakeOpenAI.rate_limit`; read the counts with :func:`stats`.
+    ``responder``: ``"module:function"`` importable from the repository root, replacing the default.
     """
     cmd = [sys.executable, "-m", "tests.fakes.openai_server", "--latency", str(latency), "--burst-s", str(burst_s)]
     if answers_file:
         cmd += ["--answers", answers_file]
     cmd += ["--rpm", str(rpm)] if rpm else []
     cmd += ["--tpm", str(tpm)] if tpm else []
+    cmd += ["--responder", responder] if responder else []
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=root, env=env)
@@ -589,12 +591,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rpm", type=float, help="requests per minute (429 beyond; see tests/fakes/ratelimit.py)")
     p.add_argument("--tpm", type=float, help="tokens per minute")
     p.add_argument("--burst-s", type=float, default=1.0, help="seconds of the limit a bucket holds (default 1)")
+    p.add_argument("--responder", help="module:function answering a chat request body (replaces the default)")
     args = p.parse_args(argv)
-    answers = None
+    answers = responder = None
     if args.answers:
         with open(args.answers, encoding="utf-8") as fh:
             answers = json.load(fh)
-    server = FakeOpenAI(latency=args.latency, answers=answers)
+    if args.responder:
+        import importlib
+
+        module, _, func = args.responder.partition(":")
+        responder = getattr(importlib.import_module(module), func)
+    server = FakeOpenAI(responder, latency=args.latency, answers=answers)
     server.rate_limit(args.rpm, args.tpm, args.burst_s)
     try:
         asyncio.run(server.serve_forever(args.port))
