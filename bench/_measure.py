@@ -1,4 +1,7 @@
-"""Run one ci-evals command in this process; print its wall time, peak RSS and exit code as JSON."""
+"""Run one ci-evals command in this process; print its wall time, CPU time, peak RSS and exit code as JSON.
+
+CPU time is the whole process's user + system seconds (interpreter start and imports included).
+"""
 
 import contextlib
 import io
@@ -13,5 +16,6 @@ t0 = time.perf_counter()
 with contextlib.redirect_stdout(io.StringIO()):
     rc = main(sys.argv[1:])
 wall = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"exit": rc, "wall_s": round(wall, 3), "peak_rss_mb": round(peak, 1)}))
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"exit": rc, "wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+                  "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}))

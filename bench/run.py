@@ -1,7 +1,7 @@
 """ci-evals benchmarks: one JSON object per benchmark on stdout (name, parameters, figures).
 
     python bench/run.py                 # everything (a few minutes on 2 cores)
-    python bench/run.py --only scale    # one benchmark
+    python bench/run.py --only scale    # one benchmark (start | scale | overhead | graders | ratelimit)
     python bench/run.py --smoke         # seconds; what CI runs so the benchmarks cannot rot
 
 See bench/README.md for what each measures and the targets.
@@ -24,6 +24,9 @@ sys.path.insert(0, str(HERE.parent))  # `tests.fakes` for the local OpenAI-compa
 sys.path.insert(0, str(HERE))
 
 from suites import replay_suite  # noqa: E402
+
+# (samples N, --max-concurrent C, requests per minute): issue 21's limits, small enough for minutes.
+RATE_SCENARIOS = [(100, 10, 500), (300, 50, 3000), (40, 10, 50)]
 
 
 def emit(name: str, params: dict, figures: dict) -> None:
@@ -100,6 +103,60 @@ def bench_overhead(tmp: Path, cases: list[tuple[int, int]], latency: float) -> N
     finally:
         proc.kill()
         proc.wait()
+
+
+def floor_s(n: int, c: int, latency: float, rpm: float) -> float:
+    """The least wall time a limit allows: two sequential calls per sample, at most C samples in
+    flight, and 2N calls at rpm/60 a second."""
+    import math
+
+    return max(2 * math.ceil(n / c) * latency, 2 * n / (rpm / 60))
+
+
+def rate_figures(n: int, c: int, latency: float, rpm: float, wall_s: float, errored: int | None,
+                 stats: dict, cpu_s: float | None, peak_rss_mb: float | None) -> dict:
+    """The rate-limit figures, the same for ci-evals and its peers (bench/peers_ratelimit.py)."""
+    floor = floor_s(n, c, latency, rpm)
+    calls = stats["accepted"] + stats["rejected"]
+    return {"floor_s": round(floor, 2), "wall_s": round(wall_s, 2), "ratio": round(wall_s / floor, 3),
+            "errored_samples": errored, "accepted_calls": stats["accepted"], "rejected_calls": stats["rejected"],
+            "rejected_share": round(stats["rejected"] / calls, 3) if calls else 0.0,
+            "max_in_flight": stats["max_in_flight"], "cpu_s": cpu_s, "peak_rss_mb": peak_rss_mb}
+
+
+def bench_ratelimit(tmp: Path, scenarios: list[tuple[int, int, float]], latency: float) -> None:
+    """Model target + rubric judge against the fake server enforcing a request limit (OpenAI's 429s).
+
+    Each scenario gets a fresh server process (its buckets and counts start full and at zero). The
+    figures are those of bench/peers_ratelimit.py: wall time against the floor, errored samples
+    (summary.json), accepted and rejected calls (the server's ``/_stats``), CPU-s and peak RSS of
+    the ci-evals process.
+    """
+    from suites import llm_suite
+
+    from tests.fakes.openai_server import spawn, stats
+
+    for n, c, rpm in scenarios:
+        proc, url = spawn(latency=latency, rpm=rpm)
+        try:
+            suite = llm_suite(tmp / f"rl-{n}-{c}-{rpm:g}", n)
+            out = tmp / f"rl-out-{n}-{c}-{rpm:g}"
+            env_before = dict(os.environ)
+            os.environ.update({"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-bench"})
+            try:
+                r = measure(["run", str(suite), "--output", str(out), "-q", "--no-cache", "--max-concurrent", str(c)])
+            finally:
+                os.environ.clear()
+                os.environ.update(env_before)
+            summary = json.loads((out / "summary.json").read_text())
+            figures = rate_figures(n, c, latency, rpm, r["wall_s"], summary["errors"]["total"], stats(url),
+                                   r["cpu_s"], r["peak_rss_mb"])
+            figures.update({"run_s": summary["duration_s"], "exit": r["exit"], "verdict": summary.get("verdict")})
+            emit("ratelimit", {"tool": "ci-evals", "samples": n, "concurrency": c, "rpm": rpm, "latency_s": latency,
+                               "calls": 2 * n}, figures)
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 def _texts(n: int, words: int = 50) -> list[tuple[str, str]]:
@@ -201,6 +258,9 @@ def main() -> int:
         if wanted is None or "graders" in wanted:
             metrics = ["fuzzy_match", "bleu", "gleu", "meteor", "rouge_1", "rouge_2", "rouge_l"]
             bench_graders(50 if args.smoke else 10_000, ["fuzzy_match", "rouge_l"] if args.smoke else metrics)
+        if wanted is None or "ratelimit" in wanted:
+            scenarios = [(20, 5, 600)] if args.smoke else RATE_SCENARIOS
+            bench_ratelimit(tmp, scenarios, 0.05 if args.smoke else 0.3)
     return 0
 
 

@@ -24,8 +24,14 @@ for ``hang_s``), ``"reset"`` (TCP RST), ``"close"`` (close without a reply), ``"
 Token usage is counted in whitespace words: prompt = words of every message content, completion
 = words of the reply, so tests can assert exact numbers.
 
-Run it as a process for benchmarks: ``python -m tests.fakes.openai_server --latency 0.1``
-prints its base URL on the first line of stdout.
+Rate limits (:meth:`FakeOpenAI.rate_limit`): request and token buckets with OpenAI's documented
+429 body and ``x-ratelimit-*`` / ``retry-after(-ms)`` headers; see :mod:`tests.fakes.ratelimit`
+for the model and the token estimate. :attr:`FakeOpenAI.rate_stats` counts accepted and rejected
+API requests and the most served at once.
+
+Run it as a process for benchmarks: ``python -m tests.fakes.openai_server --latency 0.1
+[--rpm 500] [--tpm N] [--burst-s 1]`` prints its base URL on the first line of stdout, and
+``GET /_stats`` (outside ``/v1``, never limited or logged) answers ``rate_stats`` as JSON.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextvars
 import json
 import os
 import random
@@ -52,12 +59,16 @@ from typing import Any
 
 import pytest
 
+from tests.fakes import ratelimit
 from tests.fakes.chat_text import last_user, prompt_text, section, text_of  # noqa: F401 - importers use them
 
 CHAT = "/v1/chat/completions"
 EMBEDDINGS = "/v1/embeddings"
 MODELS = "/v1/models"
+STATS = "/_stats"
 EMBED_DIM = 64
+# Headers every response to the current request carries (the rate-limit state); set per request.
+_HEADERS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("fake_headers", default=None)
 
 
 @dataclass
@@ -182,6 +193,10 @@ class FakeOpenAI:
         self.port = 0
         self.max_in_flight = 0
         self._in_flight = 0
+        self.clock: Callable[[], float] = time.monotonic
+        self.limiter: ratelimit.Limiter | None = None
+        self.accepted = 0
+        self.rejected = 0
 
     # -- public API --
 
@@ -212,6 +227,18 @@ class FakeOpenAI:
         f = Fault(kind, first=first, rate=rate, retry_after=retry_after, path=path, hang_s=hang_s, message=message)
         self.faults.append(f)
         return f
+
+    def rate_limit(self, rpm: float | None = None, tpm: float | None = None, burst_s: float = 1.0) -> None:
+        """Enforce ``rpm`` requests and ``tpm`` tokens per minute (buckets of ``burst_s`` seconds, full).
+
+        See :mod:`tests.fakes.ratelimit`. No arguments: no limit (the counts are kept).
+        """
+        self.limiter = ratelimit.Limiter(rpm, tpm, burst_s, lambda: self.clock()) if (rpm or tpm) else None
+
+    @property
+    def rate_stats(self) -> dict[str, int]:
+        """API requests accepted and rejected (429 for a limit), and the most served at once."""
+        return {"accepted": self.accepted, "rejected": self.rejected, "max_in_flight": self.max_in_flight}
 
     def count(self, path: str | None = CHAT) -> int:
         """How many requests reached ``path`` (all paths when None)."""
@@ -319,37 +346,87 @@ class FakeOpenAI:
         return body
 
     async def _dispatch(self, method: str, path: str, headers: dict, raw: bytes, writer) -> bool:
+        if method == "GET" and path == STATS:
+            return self._send(writer, 200, self.rate_stats)
         body = self._log(method, path, headers, raw, writer)
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        token = _HEADERS.set(None)
         try:
+            if method == "POST" and self._limited(path):
+                rejected = self._admit(path, body if isinstance(body, dict) else {})
+                if rejected is not None:
+                    return rejected(writer)
             if self.latency:
                 await asyncio.sleep(self.latency)
-            fault = next((f for f in self.faults if f.applies(path, self._rng)), None)
-            reply = None
-            if fault is None and path in (CHAT, EMBEDDINGS) and method == "POST":
-                reply = self._next_reply(body if isinstance(body, dict) else {}, path)
-                if isinstance(reply, Fault):
-                    fault = reply
-            if fault is not None:
-                return await self._fault(fault, writer)
-            if method == "GET" and path == MODELS:
-                data = {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]}
-                return self._send(writer, 200, data)
-            if method != "POST" or path not in (CHAT, EMBEDDINGS):
-                return self._send(writer, 404, _error(f"no route {method} {path}", "not_found"))
-            if not isinstance(body, dict) or "model" not in body:
-                return self._send(writer, 400, _error("request body must be JSON with a 'model'", "invalid_request_error"))
-            if isinstance(reply, bytes) and reply.startswith(b"HTTP/"):
-                writer.write(reply)  # a whole response, status line and headers included
-                return b"connection: close" not in reply.lower()
-            if isinstance(reply, bytes):
-                return self._send_raw(writer, 200, reply)
-            if path == EMBEDDINGS:
-                return self._send(writer, 200, reply if isinstance(reply, dict) else self._embeddings(body))
-            return self._send(writer, 200, self._completion(body, reply))
+            return await self._respond(method, path, headers, body, writer)
         finally:
             self._in_flight -= 1
+            _HEADERS.reset(token)
+
+    # -- rate limits (the vendor fakes override the shapes) --
+
+    def _limited(self, path: str) -> bool:
+        """Whether ``path`` is an API route the limit applies to."""
+        return path in (CHAT, EMBEDDINGS)
+
+    def _admit(self, path: str, body: dict[str, Any]) -> Callable[[Any], bool] | None:
+        """Charge the request; None when it may go on, else what sends its 429."""
+        if self.limiter is None:
+            self.accepted += 1
+            return None
+        model, tokens = self._estimate(path, body)
+        rej = self.limiter.admit(str(model), tokens)
+        _HEADERS.set(self._rate_headers(self.limiter))
+        if rej is None:
+            self.accepted += 1
+            return None
+        self.rejected += 1
+        return lambda writer: self._reject(writer, rej)
+
+    def _estimate(self, path: str, body: dict[str, Any]) -> tuple[str, int]:
+        """(model, tokens charged on arrival): prompt words + the completion cap, if any."""
+        if path == EMBEDDINGS:
+            inputs = body.get("input")
+            inputs = [inputs] if isinstance(inputs, str) else inputs if isinstance(inputs, list) else []
+            return body.get("model", "?"), sum(words(str(t)) for t in inputs)
+        return body.get("model", "?"), words(prompt_text(body)) + _cap(body)
+
+    def _rate_headers(self, limiter: ratelimit.Limiter) -> dict[str, str]:
+        return ratelimit.openai_headers(limiter)
+
+    def _reject(self, writer, rej: ratelimit.Rejection) -> bool:
+        body, extra = ratelimit.openai_rejection(rej)
+        return self._send(writer, 429, body, extra)
+
+    async def _respond(self, method: str, path: str, headers: dict, body: Any, writer) -> bool:
+        """Faults, then the route's answer (after the latency)."""
+        fault = next((f for f in self.faults if f.applies(path, self._rng)), None)
+        reply = None
+        if fault is None and path in (CHAT, EMBEDDINGS) and method == "POST":
+            reply = self._next_reply(body if isinstance(body, dict) else {}, path)
+            if isinstance(reply, Fault):
+                fault = reply
+        if fault is not None:
+            return await self._fault(fault, writer)
+        if method == "GET" and path == MODELS:
+            data = {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]}
+            return self._send(writer, 200, data)
+        if method != "POST" or path not in (CHAT, EMBEDDINGS):
+            return self._send(writer, 404, _error(f"no route {method} {path}", "not_found"))
+        if not isinstance(body, dict) or "model" not in body:
+            return self._send(writer, 400, _error("request body must be JSON with a 'model'", "invalid_request_error"))
+        if isinstance(reply, bytes) and reply.startswith(b"HTTP/"):
+            writer.write(reply)  # a whole response, status line and headers included
+            return b"connection: close" not in reply.lower()
+        if isinstance(reply, bytes):
+            return self._send_raw(writer, 200, reply)
+        if path == EMBEDDINGS:
+            return self._send(writer, 200, reply if isinstance(reply, dict) else self._embeddings(body))
+        completion = self._completion(body, reply)
+        if self.limiter is not None and not _cap(body):
+            self.limiter.charge_tokens(int(completion["usage"].get("completion_tokens") or 0))
+        return self._send(writer, 200, completion)
 
     def _next_reply(self, body: dict[str, Any], path: str) -> Any:
         if self._queue:
@@ -390,8 +467,10 @@ class FakeOpenAI:
 
     @staticmethod
     def _send_raw(writer, status: int, body: bytes, extra: dict[str, str] | None = None) -> bool:
-        lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "Content-Type: application/json", f"Content-Length: {len(body)}"]
-        lines += [f"{k}: {v}" for k, v in (extra or {}).items()]
+        """Write one response; any status (Anthropic's 529 is not in ``http.HTTPStatus``)."""
+        phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Overloaded"
+        lines = [f"HTTP/1.1 {status} {phrase}", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+        lines += [f"{k}: {v}" for k, v in {**(_HEADERS.get() or {}), **(extra or {})}.items()]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         return True
 
@@ -444,6 +523,12 @@ class FakeOpenAI:
         return {"object": "list", "data": data, "model": req.get("model"), "usage": {"prompt_tokens": n, "total_tokens": n}}
 
 
+def _cap(body: dict[str, Any]) -> int:
+    """The request's completion-token cap (0 when it sets none)."""
+    cap = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+    return cap if isinstance(cap, int) and cap > 0 else 0
+
+
 def _error(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
@@ -466,11 +551,19 @@ def openai_env(openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Fa
     return openai_server
 
 
-def spawn(latency: float = 0.0, answers_file: str | None = None) -> tuple[subprocess.Popen, str]:
-    """Start the server in its own process (benchmarks: no GIL sharing); returns (process, url)."""
-    cmd = [sys.executable, "-m", "tests.fakes.openai_server", "--latency", str(latency)]
+def spawn(latency: float = 0.0, answers_file: str | None = None, *, rpm: float | None = None,
+          tpm: float | None = None, burst_s: float = 1.0, responder: str | None = None) -> tuple[subprocess.Popen, str]:
+    """Start the server in its own process (benchmarks: no GIL sharing); returns (process, url).
+
+    ``rpm``/``tpm``/``burst_s`` as :meth:`FakeOpenAI.rate_limit`; read the counts with :func:`stats`.
+    ``responder``: ``"module:function"`` importable from the repository root, replacing the default.
+    """
+    cmd = [sys.executable, "-m", "tests.fakes.openai_server", "--latency", str(latency), "--burst-s", str(burst_s)]
     if answers_file:
         cmd += ["--answers", answers_file]
+    cmd += ["--rpm", str(rpm)] if rpm else []
+    cmd += ["--tpm", str(tpm)] if tpm else []
+    cmd += ["--responder", responder] if responder else []
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=root, env=env)
@@ -481,18 +574,36 @@ def spawn(latency: float = 0.0, answers_file: str | None = None) -> tuple[subpro
     return proc, url
 
 
+def stats(url: str) -> dict[str, int]:
+    """A served process's ``rate_stats`` (``GET /_stats``), from its base URL."""
+    import urllib.request
+
+    with urllib.request.urlopen(url.rsplit("/v1", 1)[0] + STATS, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
 def main(argv: list[str] | None = None) -> None:
     """Process mode: serve on 127.0.0.1 until killed, printing the base URL first."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--latency", type=float, default=0.0)
     p.add_argument("--answers", help="JSON file mapping a user message to the assistant's reply")
+    p.add_argument("--rpm", type=float, help="requests per minute (429 beyond; see tests/fakes/ratelimit.py)")
+    p.add_argument("--tpm", type=float, help="tokens per minute")
+    p.add_argument("--burst-s", type=float, default=1.0, help="seconds of the limit a bucket holds (default 1)")
+    p.add_argument("--responder", help="module:function answering a chat request body (replaces the default)")
     args = p.parse_args(argv)
-    answers = None
+    answers = responder = None
     if args.answers:
         with open(args.answers, encoding="utf-8") as fh:
             answers = json.load(fh)
-    server = FakeOpenAI(latency=args.latency, answers=answers)
+    if args.responder:
+        import importlib
+
+        module, _, func = args.responder.partition(":")
+        responder = getattr(importlib.import_module(module), func)
+    server = FakeOpenAI(responder, latency=args.latency, answers=answers)
+    server.rate_limit(args.rpm, args.tpm, args.burst_s)
     try:
         asyncio.run(server.serve_forever(args.port))
     except KeyboardInterrupt:

@@ -21,19 +21,23 @@ with ``text`` plus optional ``usage`` / ``stop_reason`` (Anthropic) or ``finish_
 (Gemini). The default responder is the OpenAI fake's judge: it sees the request as a chat
 request (system prompt + messages; structured output counts as JSON mode). Tokens are counted
 in whitespace words, as in the OpenAI fake.
+
+``rate_limit(rpm, tpm, burst_s)`` works as on the OpenAI fake (:mod:`tests.fakes.ratelimit`), with
+each vendor's 429: Anthropic's ``rate_limit_error`` with ``retry-after`` and the
+``anthropic-ratelimit-*`` headers on every response; Gemini's ``RESOURCE_EXHAUSTED`` with a
+``RetryInfo`` delay. The fault ``"overloaded"`` is Anthropic's 529 ``overloaded_error``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Iterator
-from http import HTTPStatus
 from typing import Any
 
 import pytest
 
+from tests.fakes import ratelimit
 from tests.fakes.openai_server import FakeOpenAI, Fault, text_of, words
 
 MESSAGES = "/v1/messages"
@@ -75,15 +79,6 @@ class _VendorFake(FakeOpenAI):
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         raise NotImplementedError
 
-    @staticmethod
-    def _send_raw(writer, status: int, body: bytes, extra: dict[str, str] | None = None) -> bool:
-        """As the OpenAI fake's, but any status (Anthropic's 529 is not in ``http.HTTPStatus``)."""
-        phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Overloaded"
-        lines = [f"HTTP/1.1 {status} {phrase}", "Content-Type: application/json", f"Content-Length: {len(body)}"]
-        lines += [f"{k}: {v}" for k, v in (extra or {}).items()]
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
-        return True
-
     async def _fault(self, fault: Fault, writer) -> bool:
         if not fault.kind.isdigit():
             return await super()._fault(fault, writer)
@@ -91,10 +86,11 @@ class _VendorFake(FakeOpenAI):
         extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
         return self._send(writer, status, self.error_body(status, fault.message or f"injected {status}"), extra)
 
-    async def _dispatch(self, method: str, path: str, headers: dict, raw: bytes, writer) -> bool:
-        body = self._log(method, path, headers, raw, writer)
-        if self.latency:
-            await asyncio.sleep(self.latency)
+    def _estimate(self, path: str, body: dict[str, Any]) -> tuple[str, int]:
+        view = self.chat_view(path, body)
+        return view["model"], sum(words(text_of(m["content"])) for m in view["messages"]) + view["cap"]
+
+    async def _respond(self, method: str, path: str, headers: dict, body: Any, writer) -> bool:
         fault = next((f for f in self.faults if f.applies(path, self._rng)), None)
         if fault is not None:
             return await self._fault(fault, writer)
@@ -109,6 +105,10 @@ class _VendorFake(FakeOpenAI):
     def handle(self, method: str, path: str, headers: dict, body: Any) -> tuple[int, Any]:
         raise NotImplementedError
 
+    def chat_view(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The request as a chat request (model, messages, response_format) plus ``cap``: its output cap."""
+        raise NotImplementedError
+
 
 class FakeAnthropic(_VendorFake):
     """The Anthropic Messages API. ``url`` is the SDK's ``base_url`` (no ``/v1``)."""
@@ -116,6 +116,27 @@ class FakeAnthropic(_VendorFake):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def _limited(self, path: str) -> bool:
+        return path == MESSAGES
+
+    def _rate_headers(self, limiter: ratelimit.Limiter) -> dict[str, str]:
+        return ratelimit.anthropic_headers(limiter)
+
+    def _reject(self, writer, rej: ratelimit.Rejection) -> bool:
+        message, extra = ratelimit.anthropic_rejection(rej)
+        return self._send(writer, 429, self.error_body(429, message), extra)
+
+    def chat_view(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        system = body.get("system")
+        messages = [{"role": "system", "content": text_of(system)}] if system else []
+        messages += [{"role": m.get("role"), "content": m.get("content")}
+                     for m in body.get("messages") or [] if isinstance(m, dict)]
+        view = {"model": str(body.get("model", "?")), "messages": messages}
+        if ((body.get("output_config") or {}).get("format") or {}).get("type") == "json_schema":
+            view["response_format"] = {"type": "json_schema"}
+        cap = body.get("max_tokens")
+        return {**view, "cap": cap if isinstance(cap, int) and cap > 0 else 0}
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         kind = ANTHROPIC_ERRORS.get(status, "api_error" if status >= 500 else "invalid_request_error")
@@ -134,13 +155,9 @@ class FakeAnthropic(_VendorFake):
         for key in ("model", "max_tokens", "messages"):
             if key not in body:
                 return 400, self.error_body(400, f"{key}: Field required")
-        system = body.get("system")
-        messages = [{"role": "system", "content": text_of(system)}] if system else []
-        messages += [{"role": m.get("role"), "content": m.get("content")} for m in body["messages"]]
-        structured = ((body.get("output_config") or {}).get("format") or {}).get("type") == "json_schema"
-        view = {"model": body["model"], "messages": messages}
-        if structured:
-            view["response_format"] = {"type": "json_schema"}
+        view = self.chat_view(path, body)
+        view.pop("cap")
+        messages = view["messages"]
         reply = self._reply(view)
         if isinstance(reply, bytes):
             return 200, reply
@@ -165,6 +182,36 @@ class FakeGemini(_VendorFake):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
 
+    def _limited(self, path: str) -> bool:
+        return _GEMINI_ROUTE.match(path) is not None
+
+    def _rate_headers(self, limiter: ratelimit.Limiter) -> dict[str, str]:
+        return {}  # Gemini reports no rate-limit headers
+
+    def _reject(self, writer, rej: ratelimit.Rejection) -> bool:
+        message, details = ratelimit.gemini_rejection(rej)
+        return self._send(writer, 429, self.error_body(429, message, details))
+
+    def chat_view(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        def text(content: Any) -> str:
+            parts = content.get("parts") if isinstance(content, dict) else None
+            return " ".join(str(p.get("text", "")) for p in parts or [] if isinstance(p, dict))
+
+        route = _GEMINI_ROUTE.match(path)
+        messages = []
+        system = body.get("systemInstruction") or body.get("system_instruction")
+        if system:
+            messages.append({"role": "system", "content": text(system)})
+        for content in body.get("contents") or []:
+            role = content.get("role", "user") if isinstance(content, dict) else "user"
+            messages.append({"role": "user" if role == "user" else "assistant", "content": text(content)})
+        config = body.get("generationConfig") or {}
+        view = {"model": route.group(1) if route else "?", "messages": messages}
+        if config.get("responseMimeType") == "application/json":
+            view["response_format"] = {"type": "json_schema"}
+        cap = config.get("maxOutputTokens")
+        return {**view, "cap": cap if isinstance(cap, int) and cap > 0 else 0}
+
     def error_body(self, status: int, message: str, details: list | None = None) -> dict[str, Any]:
         err: dict[str, Any] = {"code": status, "message": message,
                                "status": GEMINI_STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")}
@@ -182,17 +229,9 @@ class FakeGemini(_VendorFake):
             return 403, self.error_body(403, "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.")
         if not isinstance(body, dict) or not body.get("contents"):
             return 400, self.error_body(400, "* GenerateContentRequest.contents: contents is not specified")
-        messages = []
-        system = body.get("systemInstruction") or body.get("system_instruction")
-        if system:
-            messages.append({"role": "system", "content": " ".join(p.get("text", "") for p in system.get("parts", []))})
-        for content in body["contents"]:
-            messages.append({"role": "user" if content.get("role", "user") == "user" else "assistant",
-                             "content": " ".join(p.get("text", "") for p in content.get("parts", []))})
-        config = body.get("generationConfig") or {}
-        view = {"model": route.group(1), "messages": messages}
-        if config.get("responseMimeType") == "application/json":
-            view["response_format"] = {"type": "json_schema"}
+        view = self.chat_view(path, body)
+        view.pop("cap")
+        messages = view["messages"]
         reply = self._reply(view)
         if isinstance(reply, bytes):
             return 200, reply
