@@ -673,10 +673,8 @@ class LLM:
             "http_400": "the server rejects every request: check the model and its parameters",
             "quota": "the account's quota is used up: check its plan and billing",
         }.get(failure.kind or "", "check the endpoint")
-        problem = failure.problem.split(": ", 1)[-1] if failure.kind and failure.kind.startswith("http_") else failure.problem
-        status = f"HTTP {failure.status}: " if failure.status else ""
         return (f"stopped calling {shown_url(self.base_url)} after its first calls all failed: "
-                f"{status}{problem} ({hint})")
+                f"{failure.problem} ({hint})")
 
     async def _openai_attempt(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         """One ``POST`` through the OpenAI SDK: (the response JSON, its headers), or :class:`Failure`."""

@@ -45,7 +45,12 @@ PAUSE_FIRST = 1.0
 """Seconds a 429 with no ``Retry-After`` pauses the endpoint; doubles while 429s continue."""
 PAUSE_CAP = 30.0
 DEFAULT_MAX_WAIT = 600.0
-BURST_SECONDS = 1.0
+BURST_SECONDS = 0.5
+"""Our bucket holds half a second of calls: half of what OpenAI's short windows allow, so the
+server's bucket keeps slack for calls that the network delivers closer together than we sent them."""
+HEADROOM = 0.97
+"""Calls are paced at this share of a known limit: at exactly the limit, network jitter alone
+makes some calls arrive a moment before the server's bucket refilled."""
 THROTTLE_STATUS = frozenset({429, 503, 529})
 
 
@@ -68,7 +73,7 @@ class Bucket:
 
     def __init__(self, per_minute: float, burst_s: float = BURST_SECONDS) -> None:
         self.per_minute = per_minute
-        self.rate = per_minute / 60.0
+        self.rate = per_minute * HEADROOM / 60.0
         self.capacity = max(1.0, self.rate * burst_s)
         self.level = self.capacity
         self.at = time.monotonic()
@@ -312,10 +317,10 @@ class Endpoint:
             self.req_bucket.level = 0.0  # the calls already sent spent what the window held
         if info.tpm and not self.user_tpm and (self.tok_bucket is None or self.tok_bucket.per_minute != info.tpm):
             self.tok_bucket = Bucket(info.tpm)
-        if info.remaining_requests is not None and info.remaining_requests < 1:
-            rate = (self.req_bucket.rate if self.req_bucket else 0) or 1.0
-            until = min(info.reset_requests if info.reset_requests is not None else 1 / rate, 1 / rate)
-            self.paused_until = max(self.paused_until, time.monotonic() + until)
+        if info.remaining_requests is not None and info.remaining_requests < 1 and self.req_bucket is None:
+            # an empty bucket we cannot pace for (no limit announced): wait until it refills
+            until = info.reset_requests if info.reset_requests is not None else PAUSE_FIRST
+            self.paused_until = max(self.paused_until, time.monotonic() + min(until, PAUSE_CAP))
 
     def success(self, ticket: Ticket, headers: Any = None, tokens_used: float | None = None) -> None:
         """The call got a usable answer."""
