@@ -378,7 +378,8 @@ def test_unreachable_api_is_a_warning():
     )
     assert url is None
     assert warnings == [
-        "could not post the PR comment: GET /repos/o/r/issues/1/comments: ConnectError"
+        "could not post the PR comment: GET /repos/o/r/issues/1/comments: nothing listens on 127.0.0.1:9 "
+        "(connection refused)"
     ]
 
 
@@ -415,3 +416,57 @@ def test_oversized_comment_is_accepted_by_the_server(github_server):
     assert upsert(github_server, body, warnings) is not None
     assert warnings == []
     assert github_server.comments[7][0]["body"] == body
+
+
+# ---------------------------------------------------------------- GitHub's rate limits
+
+
+SECONDARY = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+
+
+@pytest.mark.parametrize("status,headers", [
+    (403, {"retry-after": "1"}),
+    (429, {"retry-after": "1"}),
+    (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "{reset}"}),
+    (429, {"Retry-After": "{date}"}),
+])
+def test_a_rate_limited_answer_is_waited_out_then_the_comment_is_posted(github_server, status, headers):
+    import email.utils
+    import time
+
+    gh, warnings = github_server, []
+    now = time.time()
+    fill = {"reset": str(int(now) + 2), "date": email.utils.formatdate(now + 2, usegmt=True)}
+    gh.limited.append((status, {k: v.format(**fill) for k, v in headers.items()}, SECONDARY))
+    t0 = time.monotonic()
+    url = upsert(gh, MARK + "\nbody", warnings)
+    assert url is not None and warnings == []
+    assert time.monotonic() - t0 >= 0.9  # GitHub's wait was sat out, not skipped
+    assert [c["body"] for c in gh.comments[7]] == [MARK + "\nbody"]
+
+
+def test_a_long_rate_limit_is_reported_not_waited_and_gets_no_fork_hint(github_server):
+    import time
+
+    gh, warnings = github_server, []
+    reset = int(time.time()) + 3600
+    gh.limited.append((403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
+                       "API rate limit exceeded for installation ID 1."))
+    t0 = time.monotonic()
+    assert upsert(gh, MARK + "\nbody", warnings) is None
+    assert time.monotonic() - t0 < 2
+    (warning,) = warnings
+    assert warning.startswith("could not post the PR comment: GET /repos/octo/widgets/issues/7/comments: "
+                              "rate limited by GitHub (it asks to wait ")
+    assert warning.endswith(" s)") and "fork" not in warning
+    assert int(warning.rsplit("wait ", 1)[1].split(" ")[0]) in range(3595, 3601)
+
+
+def test_a_rate_limit_403_without_headers_is_told_apart_by_its_message(github_server, monkeypatch):
+    import ci_evals.reports.github as gh_mod
+
+    monkeypatch.setattr(gh_mod, "SECONDARY_LIMIT_WAIT", 0.2)  # GitHub's "a minute", shortened
+    gh, warnings = github_server, []
+    gh.limited.append((403, {}, SECONDARY))
+    assert upsert(gh, MARK + "\nbody", warnings) is not None and warnings == []
+    assert [(r.method, r.path) for r in gh.log][:2] == [("GET", "/repos/octo/widgets/issues/7/comments")] * 2

@@ -266,7 +266,8 @@ def test_an_unreachable_server_is_a_clear_error(tmp_path):
     fake.url = "http://127.0.0.1:9"  # discard port: nothing listens
     with pytest.raises(SampleError) as err:
         run(make(fake, tmp_path), sample("hi"))
-    assert str(err.value) == "Letta agent run failed: cannot reach the Letta server at http://127.0.0.1:9"
+    assert str(err.value) == ("Letta agent run failed: cannot reach the Letta server at http://127.0.0.1:9: "
+                              "nothing listens there (connection refused)")
 
 
 def test_a_run_stopped_by_an_llm_error_is_a_target_error(letta_fake, tmp_path):

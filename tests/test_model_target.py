@@ -135,11 +135,11 @@ def test_repeats_are_independent_and_cached(openai_env, tmp_path):  # noqa: F811
     assert (again.metadata["cache_hits"], again.usage.to_dict()) == (1, {"prompt_tokens": 0, "completion_tokens": 0})
 
 
-def test_retries_are_counted_in_metadata(openai_env, tmp_path):  # noqa: F811
+def test_retries_and_throttling_waits_are_counted_apart_in_metadata(openai_env, tmp_path):  # noqa: F811
     openai_env.fault("429", first=1, retry_after="0")
     openai_env.fault("reset", first=1)
     traj = run(make({}, tmp_path), Sample(id=1, input="hi"))
-    assert (traj.metadata["retries"], traj.assistant_texts()) == (2, ["hi"])
+    assert (traj.metadata["retries"], traj.metadata["throttled"], traj.assistant_texts()) == (1, 1, ["hi"])
 
 
 def test_failure_after_retries_is_a_sample_error(openai_env, tmp_path):  # noqa: F811

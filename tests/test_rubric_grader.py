@@ -212,7 +212,8 @@ def test_429_with_retry_after_then_success(openai_env, tmp_path):  # noqa: F811
     openai_env.fault("429", first=1, retry_after="1")
     openai_env.script({"score": 0.9, "rationale": "good"})
     g = grade(make({"prompt": "Judge {submission}"}, tmp_path))
-    assert (g.score, g.error, g.metadata["retries"], openai_env.count()) == (0.9, None, 1, 2)
+    assert (g.score, g.error, g.metadata["retries"], g.metadata["throttled"], openai_env.count()) == (
+        0.9, None, 0, 1, 2)
     first, second = openai_env.requests
     assert second.at - first.at >= 0.95
 

@@ -181,7 +181,7 @@ def test_judge_retries_after_429_and_500(openai_env, tmp_path):  # noqa: F811
     openai_env.fault("500", first=1)
     openai_env.script({"result": 1, "steps": []})
     g = grade(make(SEED, tmp_path))
-    assert (g.score, g.metadata["retries"], openai_env.count()) == (1.0, 2, 3)
+    assert (g.score, g.metadata["retries"], g.metadata["throttled"], openai_env.count()) == (1.0, 1, 1, 3)
 
 
 def test_timeout_is_an_error_grade(openai_env, tmp_path):  # noqa: F811

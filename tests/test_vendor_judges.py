@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -99,14 +100,33 @@ def test_anthropic_retries_429_529_and_500_then_succeeds(anthropic_env, tmp_path
     anthropic_env.fault("500", first=1)
     anthropic_env.script(REPLY)
     g = judge(make({"provider": "anthropic"}, tmp_path))
-    assert (g.score, g.error, g.metadata["retries"], anthropic_env.count()) == (0.75, None, 3, 4)
+    # 429 and 529 are waits (throttled), the 500 a retry
+    assert (g.score, g.error, g.metadata["retries"], g.metadata["throttled"], anthropic_env.count()) == (
+        0.75, None, 1, 2, 4)
 
 
 def test_anthropic_out_of_retries_is_an_error_grade_with_the_vendor_message(anthropic_env, tmp_path):
-    anthropic_env.fault("overloaded", message="Overloaded")
+    anthropic_env.fault("500", message="Internal")
     g = judge(make({"provider": "anthropic", "max_retries": 2}, tmp_path))
-    assert g.error == f"{anthropic_env.url}/v1/messages: HTTP 529: Overloaded (after 2 retries)"
+    assert g.error == f"{anthropic_env.url}/v1/messages: HTTP 500: Internal (after 2 retries)"
     assert (g.score, g.metadata["retries"], anthropic_env.count()) == (0.0, 2, 3)
+
+
+def test_anthropic_overloaded_for_longer_than_max_wait_is_an_error_saying_so(anthropic_env, sd):
+    anthropic_env.fault("overloaded", message="Overloaded")
+    sd.write("dataset.jsonl", [{"input": "q", "ground_truth": "a"}])
+    sd.write("outputs.jsonl", [{"id": 0, "output": "a"}])
+    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+              "graders": {"quality": {"kind": "model_judge", "provider": "anthropic", "model": "judge-1",
+                                      "prompt": "ok?", "max_retries": 0}}})
+    t0 = time.monotonic()
+    assert sd.run("--max-wait", "1") == 1
+    assert 0.9 < time.monotonic() - t0 < 5
+    (rec,) = sd.results()
+    error = rec["grades"]["quality"]["error"]
+    assert error == (f"{anthropic_env.url}/v1/messages: HTTP 529: Overloaded; rate limited: still "
+                     "throttled after 1 s (max_wait 1 s)")
+    assert sd.summary()["endpoints"][0]["rejected"] == anthropic_env.count() >= 2
 
 
 def test_anthropic_400_is_not_retried_and_the_key_never_shows(anthropic_env, tmp_path):
@@ -188,7 +208,7 @@ def test_gemini_retries_429_with_retry_info_and_503(gemini_env, tmp_path):
     gemini_env.fault("503", first=1)
     gemini_env.script(REPLY)
     g = judge(make({"provider": "google"}, tmp_path))
-    assert (g.score, g.metadata["retries"], gemini_env.count()) == (0.75, 2, 3)
+    assert (g.score, g.metadata["retries"], g.metadata["throttled"], gemini_env.count()) == (0.75, 0, 2, 3)
 
 
 def test_gemini_400_is_final_with_the_vendor_message(gemini_env, tmp_path):
@@ -199,12 +219,13 @@ def test_gemini_400_is_final_with_the_vendor_message(gemini_env, tmp_path):
     assert gemini_env.count() == 1
 
 
-def test_gemini_connection_refused_is_retried_then_an_error(monkeypatch, tmp_path):
+def test_gemini_connection_refused_before_any_answer_is_an_error_at_once(monkeypatch, tmp_path):
     monkeypatch.setenv("GEMINI_API_KEY", GEM_KEY)
     g = judge(make({"provider": "google", "model": "m", "base_url": "http://127.0.0.1:9/", "max_retries": 1},
                    tmp_path))
-    assert g.error.startswith("http://127.0.0.1:9/v1/models/m:generateContent: connection failed (")
-    assert g.error.endswith(" (after 1 retries)") and g.metadata["retries"] == 1
+    # before any answer a refused connection is not retried (the breaker counts it instead)
+    assert g.error == "http://127.0.0.1:9/v1/models/m:generateContent: nothing listens on 127.0.0.1:9 (connection refused)"
+    assert g.metadata["retries"] == 0
 
 
 def test_gemini_without_key_is_a_config_error(tmp_path):
@@ -264,18 +285,21 @@ def test_gemini_retry_info_delay(details, seconds):
 
 
 def test_gemini_waits_what_retry_info_asks(gemini_env, tmp_path, monkeypatch):
-    waits = []
-    real_sleep = asyncio.sleep
+    from ci_evals.llm.scheduler import Endpoint
 
-    async def sleep(seconds):
-        waits.append(seconds)
-        await real_sleep(0)
+    pauses = []
+    real = Endpoint.throttled
 
-    monkeypatch.setattr(llm_mod.asyncio, "sleep", sleep)
+    def throttled(self, ticket, asked, headers=None):
+        pauses.append(asked)
+        return real(self, ticket, asked, headers)
+
+    monkeypatch.setattr(Endpoint, "throttled", throttled)
     gemini_env.fault("429", first=1)  # the fake's RetryInfo says 0.05s
     gemini_env.script(REPLY)
+    t0 = time.monotonic()
     assert judge(make({"provider": "google"}, tmp_path)).score == 0.75
-    assert waits == [0.05]
+    assert pauses == [0.05] and time.monotonic() - t0 >= 0.05
 
 
 # --- whole runs: the summary counts vendor tokens, cost and retries as for OpenAI ---------------
@@ -300,7 +324,7 @@ def test_a_run_with_a_vendor_judge_reports_tokens_cost_and_retries(provider, sd,
     assert s["metrics"]["quality"]["mean"] == 0.75
     assert s["usage"]["graders"]["quality"] == {"prompt_tokens": 40, "completion_tokens": 10}
     assert s["usage"]["cost_usd"] == round((40 * 2.0 + 10 * 10.0) / 1e6, 6)
-    assert (s["retries"], server.count()) == (1, 2)
+    assert (s["retries"], server.count(), s["endpoints"][0]["rejected"]) == (0, 2, 1)
 
 
 def test_verbatim_anthropic_has_no_system_block_and_uses_the_schema(anthropic_env, tmp_path):

@@ -181,10 +181,11 @@ class Runner:
         rec["usage"] = traj.usage.to_dict()
         rec["trajectory"] = {"turns": [[m.to_dict() for m in t] for t in traj.turns],
                              "memory_blocks": dict(traj.memory_blocks)}
-        for k in ("cache_hits", "retries"):
+        for k in ("cache_hits", "retries", "throttled"):
             if traj.metadata.get(k):
                 rec[k] = traj.metadata[k]
-        extra = {k: v for k, v in traj.metadata.items() if k not in ("cache_hits", "retries", "run", "queued_s")}
+        extra = {k: v for k, v in traj.metadata.items()
+                 if k not in ("cache_hits", "retries", "throttled", "run", "queued_s")}
         if extra:
             rec["target"] = extra
         if replaced:

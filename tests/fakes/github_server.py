@@ -4,7 +4,7 @@ Serves what the PR-comment code uses: list comments (``per_page``/``page`` pagin
 headers), create, update, and ``GET /user`` (a personal token's login; an installation token such
 as ``GITHUB_TOKEN`` gets 403 "Resource not accessible by integration", as on GitHub, and its
 comments are by ``github-actions[bot]``, type ``Bot``). Modes: ``forbidden`` (403 on writes, as for fork PRs), ``fail_next`` (that
-many 502s before answering), ``prefix`` (a GitHub Enterprise ``/api/v3`` base). Every request is
+many 502s before answering), ``limited`` (rate-limit answers, as GitHub sends them), ``prefix`` (a GitHub Enterprise ``/api/v3`` base). Every request is
 logged so tests can assert exactly what was sent.
 """
 
@@ -42,6 +42,8 @@ class FakeGitHub:
     prefix: str = ""
     forbidden: bool = False
     fail_next: int = 0
+    limited: list[tuple[int, dict[str, str], str]] = field(default_factory=list)
+    """Rate-limit answers (status, headers, message) served, in order, before anything else."""
     user_login: str | None = None
     pulls: dict[int, str] = field(default_factory=dict)
     """Pull request number -> its head commit sha (``GET /repos/{repo}/pulls/{n}``)."""
@@ -117,6 +119,9 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 if state.fail_next > 0:
                     state.fail_next -= 1
                     return self._send(502, {"message": "Server Error"})
+                if state.limited:
+                    status, headers, message = state.limited.pop(0)
+                    return self._send(status, {"message": message}, headers)
                 if self.headers.get("Authorization") != f"Bearer {state.token}":
                     return self._send(401, {"message": "Bad credentials"})
                 if state.forbidden and method != "GET":

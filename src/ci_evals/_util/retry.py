@@ -93,13 +93,14 @@ class Backoff:
     def next_wait(self, asked: float | None = None) -> float | None:
         """The wait before the next attempt, or None when no retry is left (or no time).
 
-        Counts the retry when it grants one.
+        A server asking for longer than ``max_retry_after`` gets no retry: retrying earlier than
+        it allowed is wasted. Counts the retry when it grants one.
         """
-        if self.retries >= self.max_retries:
+        if self.retries >= self.max_retries or (asked is not None and asked > self.max_retry_after):
             return None
         wait = self.rng.uniform(0, min(self.cap, self.base * 2**self.retries))
         if asked is not None:
-            wait = max(wait, min(asked, self.max_retry_after))
+            wait = max(wait, asked)
         if self.deadline is not None and time.monotonic() + wait >= self.deadline:
             return None
         self.retries += 1

@@ -67,11 +67,12 @@ _RETRY_STATUS = frozenset({408, 409, 429})
 class LLMError(CiEvalsError):
     """An LLM call failed for good (non-retryable, or out of retries). Never contains the key."""
 
-    def __init__(self, message: str, *, status: int | None = None, retries: int = 0) -> None:
+    def __init__(self, message: str, *, status: int | None = None, retries: int = 0, throttled: int = 0) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.retries = retries
+        self.throttled = throttled
 
 
 # --- small pure helpers -------------------------------------------------------------------------
@@ -189,7 +190,8 @@ class LLMResult:
     retries: int = 0
     usage: dict[str, int] = field(default_factory=_zero_usage)
     throttled: int = 0
-    """Throttling answers (429/503/529) this call waited out; they are not retries."""
+    """Throttling answers (429/503/529) this call waited out: waits, not ``retries`` (which count
+    the ``max_retries`` budget used)."""
 
     @property
     def message(self) -> dict[str, Any]:
@@ -222,11 +224,13 @@ class Tally:
     retries: int = 0
     calls: int = 0
     cost_usd: float | None = None
+    throttled: int = 0
 
     def add(self, result: LLMResult, model: str | None = None, pricing: dict[str, Any] | None = None) -> LLMResult:
         self.calls += 1
         self.cache_hits += int(result.cache_hit)
         self.retries += result.retries
+        self.throttled += result.throttled
         self.prompt_tokens += result.usage.get("prompt_tokens", 0)
         self.completion_tokens += result.usage.get("completion_tokens", 0)
         cost = cost_usd(model, result.usage, pricing) if model and pricing else None
@@ -237,14 +241,18 @@ class Tally:
     def add_error(self, error: LLMError) -> None:
         self.calls += 1
         self.retries += error.retries
+        self.throttled += error.throttled
 
     @property
     def usage(self) -> dict[str, int]:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
 
     def metadata(self) -> dict[str, Any]:
-        """``{usage, cache_hits, retries}`` plus ``cost_usd`` when the model was priced."""
+        """``{usage, cache_hits, retries}`` plus ``cost_usd`` when the model was priced and
+        ``throttled`` when calls waited out 429/503/529 answers."""
         meta: dict[str, Any] = {"usage": self.usage, "cache_hits": self.cache_hits, "retries": self.retries}
+        if self.throttled:
+            meta["throttled"] = self.throttled
         if self.cost_usd is not None:
             meta["cost_usd"] = self.cost_usd
         return meta
@@ -605,7 +613,7 @@ class LLM:
                 data, headers = await self._attempt(path, body)
             except Failure as failure:
                 throttled += failure.status in THROTTLE_STATUS and failure.kind != "quota"
-                wait = self._after_failure(ep, ticket, failure, backoff, path)
+                wait = self._after_failure(ep, ticket, failure, backoff, path, throttled)
                 first_throttle, front = ticket.first_throttle, True
                 if wait:
                     await asyncio.sleep(wait)
@@ -632,14 +640,16 @@ class LLM:
             raise Failure(problem)
         return data, headers
 
-    def _after_failure(self, ep: Endpoint, ticket: Ticket, failure: Failure, backoff: Backoff, path: str) -> float:
+    def _after_failure(self, ep: Endpoint, ticket: Ticket, failure: Failure, backoff: Backoff, path: str,
+                       throttled: int = 0) -> float:
         """Account for a failed attempt: the seconds to wait before the next one, or raise LLMError."""
         if failure.status in THROTTLE_STATUS and failure.kind != "quota":
             asked = failure.wait if failure.wait is not None else _asked_wait(failure.headers)
             try:
                 ep.throttled(ticket, asked, failure.headers)
             except ThrottledOut as out:
-                raise self._error(path, f"{failure.problem}; {out}", failure.status, backoff.retries) from None
+                raise self._error(path, f"{failure.problem}; {out}", failure.status,
+                                  backoff.retries, throttled) from None
             return 0.0  # the scheduler holds the next attempt until the endpoint resumes
         systematic = failure.kind in SYSTEMATIC or (failure.kind or "").startswith("http_") or failure.kind == "quota"
         wait = None
@@ -650,7 +660,7 @@ class LLM:
         if wait is not None:
             ep.abandon()
             return wait
-        error = self._error(path, failure.problem, failure.status, backoff.retries)
+        error = self._error(path, failure.problem, failure.status, backoff.retries, throttled)
         was_open = ep.stopped
         ep.failed(ticket, failure.kind if systematic else None, self._stop_line(failure))
         if ep.stopped and not was_open:
@@ -703,10 +713,10 @@ class LLM:
             raise Failure("the response body is not valid JSON")
         return data, response.headers
 
-    def _error(self, path: str, problem: str, status: int | None, retries: int) -> LLMError:
+    def _error(self, path: str, problem: str, status: int | None, retries: int, throttled: int = 0) -> LLMError:
         tail = f" (after {retries} retries)" if retries else ""
         msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
-        return LLMError(clip(msg, MESSAGE_LIMIT, [self._key]), status=status, retries=retries)
+        return LLMError(clip(msg, MESSAGE_LIMIT, [self._key]), status=status, retries=retries, throttled=throttled)
 
 
 def _error_code(exc: Any) -> str | None:

@@ -20,10 +20,9 @@ in the run) passes through its :class:`Endpoint`:
   gives up on throttling only after ``max_wait`` seconds from its first throttling answer, or at
   once when the server asks for a wait longer than that (an absurd ``Retry-After`` never freezes
   the run); its error then says so.
-* **A breaker for systematic failures.** While an endpoint has never answered successfully, a
-  run of ``BREAKER_AFTER`` calls failing for the same cause that no retry fixes (DNS, refused
-  connection, TLS, 401, 403, 404, an exhausted quota; ``BREAKER_AFTER_400`` for a 400) opens it:
-  every later call fails at once with that cause, without being sent. One success disarms it.
+* **A breaker for systematic failures** (:mod:`ci_evals._util.breaker`): while an endpoint has
+  never answered successfully, a run of calls failing for the same cause that no retry fixes
+  opens it, and every later call fails at once with that cause, without being sent.
 
 :meth:`Endpoint.report` gives what the summary shows (rejected calls, seconds waited, the
 concurrency it settled on, the limits it learned, why it stopped).
@@ -39,8 +38,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-BREAKER_AFTER = 3
-BREAKER_AFTER_400 = 8
+from ci_evals._util.breaker import Breaker
+
 PAUSE_FIRST = 1.0
 """Seconds a 429 with no ``Retry-After`` pauses the endpoint; doubles while 429s continue."""
 PAUSE_CAP = 30.0
@@ -214,16 +213,13 @@ class Endpoint:
         self.tok_bucket = Bucket(self.limits.tpm) if self.limits.tpm else None
         self.user_rpm = self.limits.rpm
         self.user_tpm = self.limits.tpm
-        self.successes = 0
+        self.breaker = Breaker()
         self.calls = 0
         self.rejected = 0
         self.waited = 0.0
         self._holding = 0
         self._held_since = 0.0
         self.min_limit = self.limit
-        self.streak_kind: str | None = None
-        self.streak = 0
-        self.stopped: str | None = None
         self.announced: Announced | None = None
 
     # -- admission -------------------------------------------------------------------------------
@@ -322,10 +318,17 @@ class Endpoint:
             until = info.reset_requests if info.reset_requests is not None else PAUSE_FIRST
             self.paused_until = max(self.paused_until, time.monotonic() + min(until, PAUSE_CAP))
 
+    @property
+    def stopped(self) -> str | None:
+        return self.breaker.stopped
+
+    @property
+    def successes(self) -> int:
+        return self.breaker.successes
+
     def success(self, ticket: Ticket, headers: Any = None, tokens_used: float | None = None) -> None:
         """The call got a usable answer."""
-        self.successes += 1
-        self.streak, self.streak_kind = 0, None
+        self.breaker.success()
         self.pause_step = PAUSE_FIRST
         self._learn(headers)
         if tokens_used is not None and self.tok_bucket is not None:
@@ -370,16 +373,11 @@ class Endpoint:
         """A final failure of a call (after its retries); ``kind`` names a systematic cause or None."""
         if ticket is not None:
             self._release()
-        if self.successes or kind is None or self.stopped:
-            self.streak, self.streak_kind = 0, None
-            return
-        self.streak = self.streak + 1 if kind == self.streak_kind else 1
-        self.streak_kind = kind
-        if self.streak >= (BREAKER_AFTER_400 if kind == "http_400" else BREAKER_AFTER):
+        if self.breaker.failure(kind, message):
             self._stop(message)
 
     def _stop(self, message: str) -> None:
-        self.stopped = message
+        self.breaker.trip(message)
         for fut in list(self.queue):  # the waiting calls learn it at once
             if not fut.done():
                 self.in_flight += 1

@@ -14,9 +14,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ci_evals._util.netcause import cause_of
+from ci_evals._util.retry import Backoff, retry_after
 from ci_evals.redact import clip, register
 
 DEFAULT_API = "https://api.github.com"
+MAX_WAIT = 90.0
+"""Seconds of a GitHub rate-limit wait we sit out; a longer one is reported, not waited for."""
+SECONDARY_LIMIT_WAIT = 60.0
+"""GitHub: a rate-limited answer naming no time means "wait at least one minute"."""
+BACKOFF_CAP = 30.0
+DEADLINE = 300.0
+"""Seconds one API call (with its retries) may take in all."""
 GITHUB_LIMIT = 65_536
 ACTIONS_BOT = "github-actions[bot]"
 """The author GitHub gives comments made with the workflow's GITHUB_TOKEN."""
@@ -27,9 +36,10 @@ MAX_PAGES = 200
 class GitHubError(Exception):
     """A request that failed for good; ``status`` is None for a connection failure."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, *, rate_limited: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.rate_limited = rate_limited
 
 
 def pr_number_from_event(event_path: str | os.PathLike[str] | None) -> int | None:
@@ -114,25 +124,40 @@ class CommentClient:
         self._client.close()
 
     def _request(self, method: str, url: str, **kwargs: Any) -> Any:
+        """One API call under the project's retry policy (:mod:`ci_evals._util.retry`).
+
+        Retried: lost connections, 5xx, and rate limiting, which GitHub answers with 429 or 403
+        carrying ``retry-after`` or ``x-ratelimit-remaining: 0`` (then ``x-ratelimit-reset``), or
+        neither (then a minute, as GitHub documents). A wait longer than ``MAX_WAIT`` is not
+        waited for: the error says how long GitHub asked for.
+        """
         import httpx
 
         if not url.startswith(self.api_url + "/"):
             raise GitHubError(f"refusing to send the token to {url.split('?')[0]!r}")
-        for attempt in range(self.retries + 1):
+        policy = Backoff(base=self.backoff, cap=BACKOFF_CAP, max_retries=self.retries, max_retry_after=MAX_WAIT,
+                         deadline=time.monotonic() + DEADLINE)
+        while True:
             try:
                 resp = self._client.request(method, url, **kwargs)
             except httpx.TransportError as exc:
-                if attempt == self.retries:
-                    raise GitHubError(f"{method} {_path(url)}: {type(exc).__name__}") from None
-                self._sleep(attempt, None)
+                cause = cause_of(exc, url, self._client.timeout.read)
+                wait = policy.next_wait() if cause.retry else None
+                if wait is None:
+                    raise GitHubError(f"{method} {_path(url)}: {cause.message}") from None
+                time.sleep(wait)
                 continue
-            if resp.status_code >= 500 or resp.status_code == 429:
-                if attempt == self.retries:
-                    raise GitHubError(
-                        f"{method} {_path(url)}: HTTP {resp.status_code} after {attempt + 1} tries",
-                        resp.status_code,
-                    )
-                self._sleep(attempt, resp.headers.get("retry-after"))
+            limited = _rate_limited(resp)
+            if resp.status_code >= 500 or resp.status_code == 429 or limited:
+                asked = retry_after(resp.headers)
+                if limited and asked is None:
+                    asked = SECONDARY_LIMIT_WAIT
+                wait = policy.next_wait(asked if limited or resp.status_code == 429 else None)
+                if wait is None:
+                    why = (f"rate limited by GitHub (it asks to wait {asked:.0f} s)" if limited
+                           else f"HTTP {resp.status_code} after {policy.retries + 1} tries")
+                    raise GitHubError(f"{method} {_path(url)}: {why}", resp.status_code, rate_limited=limited)
+                time.sleep(wait)
                 continue
             if resp.status_code >= 400:
                 raise GitHubError(
@@ -140,13 +165,6 @@ class CommentClient:
                     resp.status_code,
                 )
             return resp
-        raise AssertionError("unreachable")
-
-    def _sleep(self, attempt: int, retry_after: str | None) -> None:
-        delay = self.backoff * 2**attempt
-        if retry_after and retry_after.isdigit():
-            delay = max(delay, min(float(retry_after), 60.0))
-        time.sleep(delay)
 
     def own_login(self) -> str:
         """The login comments made with this token carry: ``GET /user`` for a user's token; an
@@ -216,6 +234,15 @@ def _by(comment: dict[str, Any], author: str | None) -> bool:
     return not author.endswith("[bot]") or user.get("type") == "Bot"
 
 
+def _rate_limited(resp: Any) -> bool:
+    """GitHub's primary or secondary rate limit (403 or 429), told apart from a permissions 403."""
+    if resp.status_code not in (403, 429):
+        return False
+    if resp.headers.get("retry-after") is not None or resp.headers.get("x-ratelimit-remaining") == "0":
+        return True
+    return "rate limit" in _message(resp).lower()
+
+
 def _path(url: str) -> str:
     from urllib.parse import urlsplit
 
@@ -280,7 +307,7 @@ def upsert_pr_comment(
                 return None
         comment = client.upsert(number, marker, body)
     except GitHubError as exc:
-        warn(f"could not post the PR comment: {exc}{_hint(exc.status)}")
+        warn(f"could not post the PR comment: {exc}{'' if exc.rate_limited else _hint(exc.status)}")
         return None
     except Exception as exc:  # a malformed reply must not cost the user their gate result
         warn(f"could not post the PR comment: {type(exc).__name__}")

@@ -23,11 +23,18 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 
+from ci_evals._util.breaker import Breaker
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.models import Sample
 from ci_evals.specs import MAX_TIMEOUT, Context, Strict, TargetSpec
 from ci_evals.targets.base import Target
-from ci_evals.targets.letta_agents import AgentLedger, describe, import_file, shown_url  # noqa: F401
+from ci_evals.targets.letta_agents import (  # noqa: F401
+    AgentLedger,
+    describe,
+    import_file,
+    shown_url,
+    systematic_kind,
+)
 from ci_evals.trajectory import Message, ToolCall, Trajectory, Usage, content_text
 
 DEFAULT_BASE_URL = "http://localhost:8283"
@@ -88,13 +95,36 @@ def backoff(exc: BaseException | None, seconds: float) -> float:
     """The wait before a retry: ``seconds``, or longer when the server sent Retry-After."""
     import letta_client
 
-    from ci_evals.llm import MAX_RETRY_AFTER, retry_after_seconds
+    from ci_evals._util.retry import retry_after
 
     if isinstance(exc, letta_client.APIStatusError):
-        asked = retry_after_seconds(exc.response.headers)
+        asked = retry_after(exc.response.headers)
         if asked is not None:
             return max(seconds, min(asked, MAX_RETRY_AFTER))
     return seconds
+
+
+MAX_RETRY_AFTER = 60.0
+"""A Letta server's ``Retry-After`` is honoured up to this many seconds."""
+
+
+def stop_line(breaker: Any, exc: BaseException, base_url: str, what: str) -> SampleError:
+    """Count a final failure in the breaker; the SampleError to raise (printing the stop line once)."""
+    import sys
+
+    from ci_evals.targets.letta_agents import systematic_kind
+
+    kind = systematic_kind(exc, base_url)
+    hint = {"dns": "check the host in base_url / LETTA_BASE_URL",
+            "refused": "is the Letta server running? check base_url / LETTA_BASE_URL",
+            "tls": "check the scheme (http/https) and the server's certificate",
+            "http_401": "check LETTA_API_KEY (or the target's api_key)",
+            "http_403": "check that the key may use this project and agent",
+            "http_404": "check agent_id / the server's URL"}.get(kind or "", "")
+    line = f"stopped calling the Letta server at {shown_url(base_url)}: {describe(exc, base_url)} ({hint})"
+    if breaker.failure(kind, line):
+        print(f"error: {line}", file=sys.stderr)
+    return SampleError(f"{what}: {describe(exc, base_url)}")
 
 
 # -- agent files ---------------------------------------------------------------------------------
@@ -287,6 +317,7 @@ class LettaTarget(Target):
         self.factory = self._load_factory(spec.agent_script, ctx) if spec.agent_script else None
         self.base_url = base_url_of(spec)
         self.ledger = AgentLedger(self.base_url)  # live, kept (cleanup: false) and left-over agents
+        self.breaker = Breaker()  # stops calling a server that never answered (ci_evals._util.breaker)
         self._client: Any = None
         self._lock: asyncio.Lock | None = None
 
@@ -343,6 +374,8 @@ class LettaTarget(Target):
         return await self._attempts(sample, model, need_memory)
 
     async def _attempts(self, sample: Sample, model: str | None, need_memory: bool) -> Trajectory:
+        if self.breaker.stopped:
+            raise SampleError(f"not sent: {self.breaker.stopped}")
         tries = self.spec.max_retries + 1
         error: BaseException | None = None
         retried = [0]  # the server's transient failures retried inside attempts (imports)
@@ -356,9 +389,11 @@ class LettaTarget(Target):
                 error = exc
                 retried[0] += getattr(exc, "retries", 0)
                 await self.ledger.forget(self._client, created)
-                if not retryable(exc) or getattr(exc, "exhausted", False):
+                if not retryable(exc) or getattr(exc, "exhausted", False) or (
+                        self.breaker.first_contact and systematic_kind(exc, self.base_url)):
                     break
                 continue
+            self.breaker.success()
             if attempt + retried[0]:
                 traj.metadata["retries"] = attempt + retried[0]
             if self.spec.cleanup:
@@ -367,8 +402,9 @@ class LettaTarget(Target):
                 self.ledger.keep(created)
             return traj
         where = f" after {attempt + 1} attempts" if attempt else ""
-        raise SampleError(f"Letta agent run failed{where}: {describe(error, self.base_url)}",
-                          retries=attempt + retried[0]) from error
+        failed = stop_line(self.breaker, error, self.base_url, f"Letta agent run failed{where}")
+        failed.retries = attempt + retried[0]
+        raise failed from error
 
     async def _attempt(self, sample: Sample, model: str | None, need_memory: bool,
                        created: list[str], retried: list[int]) -> Trajectory:

@@ -40,10 +40,12 @@ def describe(exc: BaseException, base_url: str) -> str:
 def _describe(exc: BaseException, base_url: str) -> str:
     import letta_client
 
-    if isinstance(exc, letta_client.APITimeoutError):
+    if isinstance(exc, letta_client.APITimeoutError) and _cause(exc, base_url).kind == "timeout":
         return f"Letta request timed out ({shown_url(base_url)})"
     if isinstance(exc, letta_client.APIConnectionError):
-        return f"cannot reach the Letta server at {shown_url(base_url)}"
+        cause = _cause(exc, base_url)
+        said = "nothing listens there (connection refused)" if cause.kind == "refused" else cause.message
+        return f"cannot reach the Letta server at {shown_url(base_url)}: {said}"
     if isinstance(exc, letta_client.APIStatusError):
         body = exc.body
         detail = body.get("detail", body) if isinstance(body, dict) else body
@@ -52,6 +54,26 @@ def _describe(exc: BaseException, base_url: str) -> str:
     if isinstance(exc, SampleError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
+
+
+def _cause(exc: BaseException, base_url: str):
+    from ci_evals._util.netcause import cause_of
+
+    return cause_of(exc, base_url)
+
+
+def systematic_kind(exc: BaseException, base_url: str) -> str | None:
+    """The breaker's cause for a failed Letta call (:mod:`ci_evals._util.breaker`), or None."""
+    import letta_client
+
+    from ci_evals._util.netcause import SYSTEMATIC
+
+    if isinstance(exc, letta_client.APIStatusError):
+        return f"http_{exc.status_code}" if exc.status_code in (401, 403, 404) else None
+    if isinstance(exc, letta_client.APIConnectionError):
+        kind = _cause(exc, base_url).kind
+        return kind if kind in SYSTEMATIC else None
+    return None
 
 
 def transient(exc: BaseException) -> bool:

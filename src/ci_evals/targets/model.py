@@ -127,6 +127,8 @@ class ModelTarget(Target):
                 history += [{"role": "tool", "tool_call_id": c.id, "content": TOOL_NOT_RUN} for c in calls]
         traj.usage.add(tally.prompt_tokens, tally.completion_tokens)
         traj.metadata.update({"model": model, "run": run, "cache_hits": tally.cache_hits, "retries": tally.retries})
+        if tally.throttled:
+            traj.metadata["throttled"] = tally.throttled
         if tally.cost_usd is not None:
             traj.metadata["cost_usd"] = tally.cost_usd
         return traj
