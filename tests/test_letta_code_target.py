@@ -74,8 +74,12 @@ def test_permission_mode_replaces_yolo_and_memory_workspace_sets_the_folder(sd):
 
 
 def test_a_failed_cli_run_is_a_target_error_with_its_message_and_retries(sd):
-    log = write(sd, {"max_retries": 1})
+    import time
+
+    log = write(sd, {"max_retries": 1, "retry_backoff": 0.6})
+    t0 = time.monotonic()
     assert sd.run() == 1
+    assert time.monotonic() - t0 >= 0.3  # the retry waited (backoff with equal jitter), not at once
     [rec] = sd.results()
     assert rec["error"]["category"] == "target"
     assert rec["error"]["message"] == ("Letta Code run failed after 2 attempts: letta exited with code 1: "

@@ -6,8 +6,9 @@ LLM providers, the Letta target and judge, Letta Code and the GitHub API all ret
   ``retry-after-ms`` (OpenAI), ``Retry-After`` as seconds (``"2"``, ``"1.5"``) or as an HTTP
   date, and GitHub's ``x-ratelimit-reset`` (epoch seconds) when ``x-ratelimit-remaining`` is 0.
   A negative, non-finite or unreadable value is no answer (``None``), never an exception.
-* :class:`Backoff` is exponential backoff with full jitter (AWS's "full jitter": a wait drawn
-  from ``[0, min(cap, base * 2**n)]``), raised to the server's ``Retry-After`` when it asked for
+* :class:`Backoff` is exponential backoff with jitter (AWS's "equal jitter": a wait drawn from
+  ``[b/2, b]`` with ``b = min(cap, base * 2**n)``, so retries spread out but never come at
+  once), raised to the server's ``Retry-After`` when it asked for
   longer, and never past the call's deadline. It counts the retries it granted.
 
 What a caller decides itself is which failures are worth another attempt (see
@@ -72,7 +73,7 @@ def retry_after(headers: Mapping[str, str] | Any, *, now: float | None = None) -
 
 @dataclass
 class Backoff:
-    """Exponential backoff with full jitter, ``Retry-After``-aware, bounded by a deadline.
+    """Exponential backoff with equal jitter, ``Retry-After``-aware, bounded by a deadline.
 
     Args:
         base: the first retry waits up to this many seconds; the bound doubles each retry.
@@ -98,7 +99,8 @@ class Backoff:
         """
         if self.retries >= self.max_retries or (asked is not None and asked > self.max_retry_after):
             return None
-        wait = self.rng.uniform(0, min(self.cap, self.base * 2**self.retries))
+        bound = min(self.cap, self.base * 2**self.retries)
+        wait = self.rng.uniform(bound / 2, bound)
         if asked is not None:
             wait = max(wait, asked)
         if self.deadline is not None and time.monotonic() + wait >= self.deadline:

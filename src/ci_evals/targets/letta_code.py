@@ -56,6 +56,7 @@ class LettaCodeSpec(TargetSpec, LettaServer):
     allowed_tools: list[str] | None = Field(None, description="letta-evals <= 0.21: --allowed-tools.")
     disallowed_tools: list[str] | None = Field(None, description="letta-evals <= 0.21: --disallowed-tools.")
     max_retries: int = Field(0, ge=0, description="Extra attempts of a failed sample run.")
+    retry_backoff: float = Field(1.0, ge=0, description="Seconds before the first retry; doubles each time (jittered).")
     command: str = Field("letta", description="The Letta Code executable (PyPI package 'letta' >= 0.32.13).")
     cleanup: bool = Field(True, description="Delete the agents the run created (false keeps them).")
 
@@ -103,8 +104,13 @@ class LettaCodeTarget(LettaTarget):
     async def run(self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
                   ) -> Trajectory:
         await self.start()
+        from ci_evals._util.retry import Backoff
+
         error: Exception | None = None
+        policy = Backoff(base=self.spec.retry_backoff, cap=30.0, max_retries=self.spec.max_retries)
         for attempt in range(self.spec.max_retries + 1):
+            if attempt:  # the project's one retry policy: backoff with jitter, not at once
+                await asyncio.sleep(policy.next_wait() or 0.0)
             created: list[str] = []
             try:
                 traj = await self._attempt(sample, model or self.spec.model_handles[0], need_memory, created)
