@@ -25,6 +25,7 @@ Error messages never contain the API key.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -690,9 +691,8 @@ class LLM:
         """One ``POST`` through the OpenAI SDK: (the response JSON, its headers), or :class:`Failure`."""
         import openai
 
-        try:
-            response = await self._client.post(path, cast_to=openai.AsyncAPIResponse[object], body=body,
-                                               options={"timeout": self.timeout})
+        try:  # the client carries the timeout; no per-call options to merge
+            response = await self._client.post(path, cast_to=_raw_response(), body=body)
             raw = await response.read()
         except openai.APIStatusError as exc:
             raise status_failure(exc.status_code, _error_text(exc), exc.response.headers,
@@ -717,6 +717,14 @@ class LLM:
         tail = f" (after {retries} retries)" if retries else ""
         msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
         return LLMError(clip(msg, MESSAGE_LIMIT, [self._key]), status=status, retries=retries, throttled=throttled)
+
+
+@functools.cache
+def _raw_response() -> Any:
+    """``openai.AsyncAPIResponse[object]``: the SDK's public raw response (body and headers), built once."""
+    import openai
+
+    return openai.AsyncAPIResponse[object]
 
 
 def _error_code(exc: Any) -> str | None:
