@@ -255,3 +255,25 @@ def test_the_breaker_never_trips_once_the_endpoint_answered(sd, key_env):
     assert "stopped" not in endpoint(summary)
     assert {r["error"]["message"] for r in sd.results() if r["error"]} == {
         f"model call failed on turn 1: {server.url}/chat/completions: HTTP 401: key revoked"}
+
+
+def test_an_anthropic_judge_under_its_limit_reads_anthropic_headers_and_loses_nothing(sd, monkeypatch):
+    from tests.fakes.vendor_servers import FakeAnthropic
+
+    reply = json.dumps({"score": 0.75, "rationale": "fine"})
+    with FakeAnthropic(responder=lambda view: reply) as server:
+        server.rate_limit(rpm=1200)  # 20 a second
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-engine-test-0123456789")
+        sd.write("dataset.jsonl", [{"id": f"s{i}", "input": "q", "ground_truth": "a"} for i in range(40)])
+        sd.write("outputs.jsonl", [{"id": f"s{i}", "output": "a"} for i in range(40)])
+        sd.suite({"name": "ant", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+                  "graders": {"q": {"kind": "model_judge", "provider": "anthropic", "model": "claude-haiku-4-5",
+                                    "base_url": server.url, "prompt": "ok?"}}})
+        code = sd.run("--max-concurrent", "10")
+        stats = server.rate_stats
+    summary = sd.summary()
+    ep = endpoint(summary)
+    assert (code, summary["errors"]["total"], stats["accepted"]) == (0, 0, 40)
+    assert stats["rejected"] <= 4  # paced from the first answer's anthropic-ratelimit-* headers
+    assert (ep["provider"], ep["rpm"], ep["rpm_from"], ep["rejected"]) == ("anthropic", 1200.0, "server",
+                                                                           stats["rejected"])
