@@ -133,12 +133,12 @@ def test_constructing_reads_nothing_and_opens_nothing(monkeypatch):
 # --- retries ------------------------------------------------------------------------------------
 
 
-def test_429_is_retried_after_retry_after_seconds(openai_env, transport):  # noqa: F811
+def test_429_is_waited_out_after_retry_after_seconds_without_using_a_retry(openai_env, transport):  # noqa: F811
     openai_env.fault("429", first=1, retry_after="1")
     t0 = time.monotonic()
-    result = chat(openai_env)
+    result = chat(openai_env, max_retries=0)
     elapsed = time.monotonic() - t0
-    assert (result.content, result.retries, openai_env.count()) == ("hello there", 1, 2)
+    assert (result.content, result.retries, result.throttled, openai_env.count()) == ("hello there", 0, 1, 2)
     assert 0.95 <= elapsed < 3.0
 
 
@@ -149,10 +149,10 @@ def test_500_is_retried_with_backoff(openai_env, transport):  # noqa: F811
 
 
 def test_exhausted_retries_raise_with_the_count(openai_env, transport):  # noqa: F811
-    openai_env.fault("503")
+    openai_env.fault("502")
     err = chat_error(openai_env, max_retries=2)
     assert (err.message, err.status, err.retries, openai_env.count()) == (
-        f"{openai_env.url}/chat/completions: HTTP 503: injected 503 (after 2 retries)", 503, 2, 3)
+        f"{openai_env.url}/chat/completions: HTTP 502: injected 502 (after 2 retries)", 502, 2, 3)
 
 
 def test_client_errors_are_not_retried(openai_env):  # noqa: F811
@@ -189,11 +189,13 @@ def test_malformed_body_without_retries_left_names_the_problem(openai_env):  # n
     assert err.message == f"{openai_env.url}/chat/completions: the response body is not valid JSON"
 
 
-def test_connection_refused_is_a_connection_error(openai_server):  # noqa: F811
+def test_connection_refused_names_host_and_port_and_is_not_retried_before_any_answer(openai_server, transport):  # noqa: F811
     url = openai_server.url
     openai_server.stop()
-    err = chat_error(openai_server, base_url=url, max_retries=1)
-    assert err.message == f"{url}/chat/completions: connection failed (ConnectError) (after 1 retries)"
+    err = chat_error(openai_server, base_url=url, max_retries=3)
+    port = url.split(":")[2].split("/")[0]
+    assert err.message == (f"{url}/chat/completions: nothing listens on 127.0.0.1:{port} "
+                           "(connection refused)")
 
 
 def test_error_messages_never_contain_the_key(openai_env):  # noqa: F811

@@ -42,6 +42,31 @@ def _shard(text: str) -> tuple[int, int]:
     return int(k), int(n)
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _rate(text: str) -> tuple[str, float]:
+    """``N`` (every endpoint) or ``PROVIDER=N`` / ``URL=N``."""
+    key, sep, number = text.rpartition("=")
+    key = key.strip() if sep else "*"
+    try:
+        value = float(number)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number, optionally after PROVIDER= or URL=, got {text!r}")
+    if key not in ("*", "openai", "anthropic", "google") and not key.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{key!r} is not a provider (openai, anthropic, google) or a base URL")
+    return key, value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse whose usage errors are one line (exit 2), like every other configuration error."""
 
@@ -72,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-errors", type=_non_negative, default=None, metavar="N",
                      help="errored samples each gate (and a run without gates) tolerates (default: YAML, else 0)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress and no table; just the verdict")
+    run.add_argument("--rpm", type=_rate, action="append", default=None, metavar="[PROVIDER|URL=]N",
+                     help="requests per minute an LLM endpoint allows (your tier); e.g. 500 or anthropic=50")
+    run.add_argument("--tpm", type=_rate, action="append", default=None, metavar="[PROVIDER|URL=]N",
+                     help="tokens per minute an LLM endpoint allows; e.g. 200000 or openai=30000")
+    run.add_argument("--max-wait", type=_positive_float, default=None, metavar="SECONDS",
+                     help="how long one LLM call may stay throttled (429) before it errors (default 600)")
     for cmd in (run, val := sub.add_parser("validate", help="check suites without calling anything")):
         cmd.add_argument("--gate", action="append", default=None, metavar="GATE",
                          help='add a gate, "METRIC [AGGREGATION] OP VALUE", e.g. "reward avg_score gte 0.75" '

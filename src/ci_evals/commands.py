@@ -85,8 +85,15 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
         extra["shard"] = {"index": args.shard[0], "count": args.shard[1], "selected": suite.dataset.unsharded}
     if baseline is not None:
         extra["baseline_obj"] = baseline
+    rates = {key: (lim.rpm, lim.tpm) for key, lim in suite.spec.rate_limits.items()}
+    for flag, index in (("rpm", 0), ("tpm", 1)):
+        for key, value in getattr(args, flag, None) or []:  # the command line wins over the suite
+            pair = list(rates.get(key, (None, None)))
+            pair[index] = value
+            rates[key] = (pair[0], pair[1])
     runner = Runner(suite, RunOptions(output=out, max_concurrent=concurrency, resume=resume is not None,
-                                      progress=not args.quiet, extra_summary=extra))
+                                      progress=not args.quiet, extra_summary=extra, rates=rates,
+                                      max_wait=getattr(args, "max_wait", None) or suite.spec.max_wait))
     if baseline is not None:
         from ci_evals.aggregate import Aggregator
 

@@ -19,6 +19,7 @@ one into a one-line ConfigError naming the pip command.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -36,13 +37,15 @@ ANTHROPIC_MAX_TOKENS = 4096
 @dataclass
 class Failure(Exception):
     """One attempt failed. ``retry``: worth another attempt; ``wait``: seconds the server asked for;
-    ``headers``: the response headers (``Retry-After`` is read from them by the caller)."""
+    ``headers``: the response headers (``Retry-After`` is read from them by the caller);
+    ``kind``: a cause the breaker counts (:mod:`ci_evals._util.netcause` kinds, ``http_401``...)."""
 
     problem: str
     status: int | None = None
     retry: bool = True
     wait: float | None = None
     headers: Any = None
+    kind: str | None = None
 
 
 def require(provider: str, owner: str | None = None) -> None:
@@ -59,6 +62,23 @@ def require(provider: str, owner: str | None = None) -> None:
     if not found:
         raise ConfigError(f"provider '{provider}' needs the {module} SDK: pip install '{requirement}' "
                           f"(the ci-evals[{provider}] extra)", key=owner)
+
+
+def status_failure(status: int, text: str, headers: Any, code: str | None = None) -> Failure:
+    """The Failure for an HTTP error answer (any provider): throttling, systematic, or transient."""
+    if status == 429 and code == "insufficient_quota":
+        return Failure(f"HTTP {status}: {text}", status, retry=False, headers=headers, kind="quota")
+    if status in (400, 401, 403, 404):
+        return Failure(f"HTTP {status}: {text}", status, retry=False, headers=headers, kind=f"http_{status}")
+    return Failure(f"HTTP {status}: {text}", status, retryable_status(status), headers=headers)
+
+
+def transport_failure(exc: BaseException, url: Any, timeout: float) -> Failure:
+    """A call that got no HTTP answer, named by its real cause (:func:`ci_evals._util.netcause.cause_of`)."""
+    from ci_evals._util.netcause import cause_of
+
+    cause = cause_of(exc, str(url) if url else None, timeout)
+    return Failure(cause.message, retry=cause.retry, kind=cause.kind)
 
 
 def retryable_status(status: int) -> bool:
@@ -170,26 +190,20 @@ class Anthropic(Provider):
         return "/v1/messages", body
 
     async def send(self, client, body, timeout):
-        import importlib
-
         import anthropic
 
         # The raw POST sends exactly letta-evals' body whatever parameters this SDK version types.
-        base = importlib.import_module("anthropic._base_client")
-        raw_type = (getattr(base, "httpx2", None) or base.httpx).Response  # the SDK's httpx flavour
         try:
-            response = await client.post("/v1/messages", cast_to=raw_type, body=body)
+            response = await client.post("/v1/messages", cast_to=anthropic.AsyncAPIResponse[object], body=body)
+            raw = await response.read()
         except anthropic.APIStatusError as exc:
             err = exc.body.get("error") if isinstance(exc.body, dict) else None
             text = err.get("message") if isinstance(err, dict) else None
-            raise Failure(f"HTTP {exc.status_code}: {one_line(text or exc.message)}", exc.status_code,
-                          retryable_status(exc.status_code), headers=exc.response.headers) from None
-        except anthropic.APITimeoutError:
-            raise Failure(f"timed out after {timeout:g} s") from None
-        except anthropic.APIConnectionError as exc:
-            raise Failure(f"connection failed ({type(exc.__cause__ or exc).__name__})") from None
+            raise status_failure(exc.status_code, one_line(text or exc.message), exc.response.headers) from None
+        except (anthropic.APIConnectionError, OSError, TimeoutError) as exc:
+            raise transport_failure(exc, client.base_url, timeout) from None
         try:
-            data = response.json()
+            data = json.loads(raw)
             blocks, usage = data["content"], data.get("usage") or {}
             text = "".join(b["text"] for b in blocks if b.get("type") == "text")
             prompt = sum(int(usage.get(k) or 0) for k in
@@ -197,7 +211,7 @@ class Anthropic(Provider):
             completion = int(usage.get("output_tokens") or 0)
         except (ValueError, TypeError, KeyError, AttributeError):
             raise Failure("the response body is not a Messages API response") from None
-        return chat_response(text, data.get("stop_reason"), prompt, completion, usage)
+        return chat_response(text, data.get("stop_reason"), prompt, completion, usage), response.headers
 
     async def close(self, client):
         await client.close()
@@ -214,6 +228,7 @@ class Google(Provider):
 
     def endpoint(self, base_url, api_key_env, owner):
         url = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or None
+        self.base_url = url or self.default_base_url
         return url, _env_key(api_key_env, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), url, owner, self.name)
 
     def client(self, url, key, timeout):
@@ -261,18 +276,16 @@ class Google(Provider):
             response = await client.aio.models.generate_content(model=body["model"], contents=body["contents"],
                                                                 config=config)
         except errors.APIError as exc:
-            status = exc.code
-            raise Failure(f"HTTP {status}: {one_line(exc.message or exc.status)}", status, retryable_status(status),
-                          wait=_retry_delay(exc.details), headers=getattr(exc.response, "headers", None)) from None
+            failure = status_failure(exc.code, one_line(exc.message or exc.status),
+                                     getattr(exc.response, "headers", None))
+            failure.wait = _retry_delay(exc.details)
+            raise failure from None
         except TimeoutError:
             raise Failure(f"timed out after {timeout:g} s") from None
         except Exception as exc:  # the transport's connection errors (httpx or aiohttp)
-            name = type(exc).__name__
-            if "Timeout" in name:
-                raise Failure(f"timed out after {timeout:g} s") from None
-            if isinstance(exc, OSError) or any(c.__module__.split(".")[0] in ("httpx", "aiohttp", "httpx2")
-                                               for c in type(exc).__mro__):
-                raise Failure(f"connection failed ({name})") from None
+            if isinstance(exc, OSError) or "Timeout" in type(exc).__name__ or any(
+                    c.__module__.split(".")[0] in ("httpx", "aiohttp", "httpx2") for c in type(exc).__mro__):
+                raise transport_failure(exc, getattr(self, "base_url", self.default_base_url), timeout) from None
             if isinstance(exc, ValueError):  # a body the SDK could not read
                 raise Failure(f"unusable response: {one_line(exc)}") from None
             raise
@@ -283,7 +296,8 @@ class Google(Provider):
         finish = None
         if response.candidates and response.candidates[0].finish_reason is not None:
             finish = str(response.candidates[0].finish_reason.value)
-        return chat_response(response.text or "", finish, prompt, completion, vendor)
+        http = getattr(response, "sdk_http_response", None)
+        return chat_response(response.text or "", finish, prompt, completion, vendor), getattr(http, "headers", None)
 
     async def close(self, client):
         close = getattr(client.aio, "aclose", None)  # google-genai >= 1.33

@@ -88,6 +88,10 @@ class RunOptions:
     resume: bool = False
     progress: bool = True
     extra_summary: dict[str, Any] = field(default_factory=dict)
+    rates: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    """LLM rate limits the user knows: provider, base URL or ``*`` -> (rpm, tpm)."""
+    max_wait: float | None = None
+    """Seconds one LLM call may stay throttled before it errors (default: the scheduler's)."""
 
 
 class Runner:
@@ -268,10 +272,15 @@ class Runner:
                 progress.close()
                 await self._close()
         self._report_agents()
+        self._report_endpoints()
         return self.summarize(started, time.perf_counter() - t0, partial=interrupted is not None,
                               interrupted=signal.Signals(interrupted).name if interrupted is not None else None)
 
     async def _run_all(self, fh, progress: Progress) -> None:
+        from ci_evals import llm
+
+        llm.configure(max_concurrent=self.opts.max_concurrent, rates=self.opts.rates, max_wait=self.opts.max_wait)
+        progress.note = lambda: llm.throttling_note(llm.endpoint_reports())
         await self._call_setup()
         try:
             await self.suite.target.start()
@@ -320,6 +329,14 @@ class Runner:
             if block:
                 self.opts.extra_summary["letta"] = block
 
+    def _report_endpoints(self) -> None:
+        """summary.json ``endpoints``: each LLM endpoint's calls, throttling, settled concurrency, breaker."""
+        from ci_evals.llm import endpoint_reports
+
+        reports = endpoint_reports()
+        if reports:
+            self.opts.extra_summary["endpoints"] = reports
+
     def _write(self, fh, rec: dict[str, Any]) -> None:
         if self._secrets_gen != redact.generation:
             self._secrets, self._secrets_gen = redact.known_secrets(), redact.generation
@@ -356,6 +373,7 @@ class Progress:
         self.next_mark = max(1, total // 10)
         self._bar = None
         self._last = time.monotonic()
+        self.note: Any = lambda: None  # a line on throttling, when there is one
         if self.tty:
             from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
             from rich.progress import Progress as RichProgress
@@ -372,9 +390,13 @@ class Progress:
         if rec.get("error") or any(g.get("error") for g in rec["grades"].values()):
             self.errors += 1
         if self._bar is not None:
-            self._bar.update(self._task, advance=1, description=f"evaluating ({self.errors} errors)")
+            note = self.note()
+            self._bar.update(self._task, advance=1, description=f"evaluating ({self.errors} errors"
+                             + (f"; {note})" if note else ")"))
         elif self.done == self.total or (self.done >= self.next_mark and time.monotonic() - self._last >= 2.0):
-            print(f"progress: {self.done}/{self.total} samples ({self.errors} with errors)", file=sys.stderr)
+            note = self.note()
+            print(f"progress: {self.done}/{self.total} samples ({self.errors} with errors"
+                  + (f"; {note})" if note else ")"), file=sys.stderr)
             self.next_mark = self.done + max(1, self.total // 10)
             self._last = time.monotonic()
 

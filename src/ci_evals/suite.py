@@ -36,6 +36,13 @@ class Price(Strict):
     output_per_mtok: float = 0.0
 
 
+class RateLimit(Strict):
+    """A provider's limits as the user knows them (its tier): requests and tokens per minute."""
+
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+
+
 class SuiteSpec(Strict):
     """Top level of a suite file. ``target`` and ``graders.*`` are validated per kind."""
 
@@ -57,6 +64,17 @@ class SuiteSpec(Strict):
     pricing: dict[str, Price] = Field(default_factory=dict)
     max_errors: int | None = Field(default=None, ge=0)
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    rate_limits: dict[str, RateLimit] = Field(default_factory=dict)
+    max_wait: float | None = Field(default=None, gt=0)
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _rate_keys(cls, v: dict) -> dict:
+        for key in v:
+            if key not in ("*", "openai", "anthropic", "google") and not key.startswith(("http://", "https://")):
+                raise ValueError(f"rate_limits key {key!r} is not '*', a provider (openai, anthropic, google) "
+                                 "or a base URL (http://... or https://...)")
+        return v
 
     @field_validator("graders")
     @classmethod

@@ -54,7 +54,16 @@ def gate_title(g: dict[str, Any]) -> str:
 
 
 def decide(summary: dict[str, Any]) -> tuple[str, str]:
-    """(verdict, one-line reason) from a summary's gates, errors, counts and completeness."""
+    """(verdict, one-line reason) from a summary's gates, errors, counts and completeness.
+
+    An errored verdict caused by a stopped endpoint (its breaker) leads with that cause.
+    """
+    verdict, reason = _decide(summary)
+    stopped = _stopped(summary) if verdict == "errored" else None
+    return verdict, (f"{stopped}; {reason}" if stopped else reason)
+
+
+def _decide(summary: dict[str, Any]) -> tuple[str, str]:
     gates = summary.get("gates") or []
     errors = summary.get("errors") or {}
     n = int(summary.get("n_samples") or 0)
@@ -85,6 +94,14 @@ def decide(summary: dict[str, Any]) -> tuple[str, str]:
     more = f" (and {len(bad) - 1} more gate{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
     reason = f"{display_name(first.get('label'), first.get('metric_key'))}: {first.get('reason')}{more}"
     return ("errored" if errored else "failed"), reason
+
+
+def _stopped(summary: dict[str, Any]) -> str | None:
+    """The first endpoint breaker's line (``stopped calling ...``), if the run stopped calling one."""
+    for ep in summary.get("endpoints") or []:
+        if isinstance(ep, dict) and isinstance(ep.get("stopped"), str):
+            return ep["stopped"]
+    return None
 
 
 def exit_code(summary: dict[str, Any]) -> int:

@@ -47,6 +47,27 @@ def metric_rows(metrics: dict[str, Any], baseline: dict[str, Any] | None = None)
 HEADERS = ["metric", "mean", "mean 95% CI", "pass rate", "pass rate 95% CI", "graded/n", "errors", "pass rule"]
 
 
+def endpoint_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per LLM endpoint that throttled, paced or stopped the run (summary.json ``endpoints``)."""
+    out = []
+    for ep in summary.get("endpoints") or []:
+        if not isinstance(ep, dict):
+            continue
+        if ep.get("stopped"):
+            out.append(f"stopped: {ep['stopped']}")
+            continue
+        rejected, calls, waited = ep.get("rejected") or 0, ep.get("calls") or 0, ep.get("waited_s") or 0.0
+        if not rejected and waited < 0.5:
+            continue
+        limit = f"; limit {ep['rpm']:g} rpm ({'your setting' if ep.get('rpm_from') == 'settings' else 'announced by the server'})" \
+            if ep.get("rpm") else ""
+        head = (f"throttled: {ep.get('endpoint')}: {rejected} of {calls} calls rejected (429/503/529)" if rejected
+                else f"paced: {ep.get('endpoint')}: {calls} calls")
+        out.append(f"{head}, calls held back {waited:.1f} s, settled at {ep.get('concurrency')} in flight "
+                   f"(lowest {ep.get('lowest_concurrency')}, cap {ep.get('max_concurrent')}){limit}")
+    return out
+
+
 def sub_gate_lines(g: dict[str, Any], depth: int = 1) -> list[str]:
     """The sub-gates of a weighted or logical gate, one indented line each, with their values."""
     out = []
@@ -132,6 +153,7 @@ def render(summary: dict[str, Any]) -> str:
             )
     if summary.get("flaky"):
         lines.append(f"Flaky across runs: {len(summary['flaky'])} (sample, metric) pairs")
+    lines += endpoint_lines(summary)
     if summary.get("interrupted_by"):
         lines.append("INTERRUPTED: figures cover the samples that finished")
     elif summary.get("partial"):

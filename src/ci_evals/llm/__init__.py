@@ -25,22 +25,32 @@ Error messages never contain the API key.
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import functools
 import hashlib
 import json
 import os
 import random
+import sys
 import threading
-import time
 import urllib.parse
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci_evals._util.netcause import SYSTEMATIC, cause_of
+from ci_evals._util.retry import Backoff
+from ci_evals._util.retry import retry_after as _asked_wait
 from ci_evals.errors import CiEvalsError, ConfigError
-from ci_evals.providers import Failure
+from ci_evals.llm.scheduler import (
+    DEFAULT_MAX_WAIT,
+    THROTTLE_STATUS,
+    Endpoint,
+    EndpointStopped,
+    Limits,
+    ThrottledOut,
+    Ticket,
+)
+from ci_evals.providers import Failure, status_failure
 from ci_evals.redact import MESSAGE_LIMIT, clip, register, scrub_tree
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -108,24 +118,10 @@ def cost_usd(model: str, usage: dict[str, int], pricing: dict[str, Any] | None) 
 
 
 def retry_after_seconds(headers: Any) -> float | None:
-    """Seconds a response asks us to wait (``retry-after-ms``, or ``Retry-After`` as seconds or an HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return min(max(float(ms) / 1000, 0.0), MAX_RETRY_AFTER)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
-        except (TypeError, ValueError, IndexError):
-            return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+    """Seconds a response asks us to wait (every form :func:`ci_evals._util.retry.retry_after`
+    reads), at most ``MAX_RETRY_AFTER``."""
+    asked = _asked_wait(headers)
+    return None if asked is None else min(asked, MAX_RETRY_AFTER)
 
 
 def cache_key(endpoint: str, body: dict[str, Any], repeat: int = 0) -> str:
@@ -192,6 +188,8 @@ class LLMResult:
     cache_hit: bool = False
     retries: int = 0
     usage: dict[str, int] = field(default_factory=_zero_usage)
+    throttled: int = 0
+    """Throttling answers (429/503/529) this call waited out; they are not retries."""
 
     @property
     def message(self) -> dict[str, Any]:
@@ -322,13 +320,35 @@ class ResponseCache:
                 pass
 
 
-# --- shared clients, one set per event loop ----------------------------------------------------
+# --- shared clients and schedulers, one set per event loop ------------------------------------
+
+
+@dataclass
+class EngineConfig:
+    """What the run tells every endpoint: its concurrency cap, known limits, throttling budget.
+
+    ``rates`` maps a provider name (``openai``, ``anthropic``, ``google``), a base URL, or ``*``
+    to ``(rpm, tpm)``; the most specific match wins (base URL, then provider, then ``*``).
+    """
+
+    max_concurrent: int = 1000
+    rates: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    max_wait: float = DEFAULT_MAX_WAIT
+
+    def limits(self, provider: str, base_url: str) -> Limits:
+        rpm = tpm = None
+        for key in ("*", provider, base_url.rstrip("/")):
+            r, t = self.rates.get(key, (None, None))
+            rpm, tpm = r if r is not None else rpm, t if t is not None else tpm
+        return Limits(max_concurrent=self.max_concurrent, rpm=rpm, tpm=tpm, max_wait=self.max_wait)
 
 
 class _LoopState:
     def __init__(self) -> None:
         self.clients: dict[tuple[str | None, str], list[Any]] = {}  # -> [client, refcount]
         self.inflight: dict[tuple[str, str], asyncio.Future] = {}
+        self.endpoints: dict[tuple[str, str | None, str], Endpoint] = {}
+        self.config = EngineConfig()
 
 
 _STATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
@@ -342,21 +362,31 @@ def _state() -> _LoopState:
     return state
 
 
-@functools.cache
-def _http_module() -> Any:
-    """The httpx flavour the installed openai SDK is built on (httpx2 for openai >= 3, else httpx)."""
-    try:
-        import httpx2
-        from openai._httpx2 import http_response_types  # noqa: F401  (openai >= 3)
-
-        return httpx2
-    except ImportError:
-        import httpx
-
-        return httpx
+def configure(max_concurrent: int | None = None, rates: dict[str, tuple[float | None, float | None]] | None = None,
+              max_wait: float | None = None) -> None:
+    """Set this event loop's engine (the runner calls it before any endpoint is used)."""
+    state = _state()
+    state.config = EngineConfig(max_concurrent=max_concurrent or EngineConfig.max_concurrent,
+                                rates=dict(rates or {}), max_wait=max_wait or DEFAULT_MAX_WAIT)
+    state.endpoints.clear()
 
 
-USE_AIOHTTP = True  # tests switch it off to exercise httpx's own transport too
+def endpoint_reports() -> list[dict[str, Any]]:
+    """Every endpoint this event loop called: calls, throttling, the limit it settled on, breaker."""
+    state = _STATES.get(asyncio.get_running_loop())
+    if state is None:
+        return []
+    return [ep.report() for ep in state.endpoints.values() if ep.calls or ep.stopped]
+
+
+def throttling_note(reports: list[dict[str, Any]]) -> str | None:
+    """One short line on throttling for the progress line (None when nothing was throttled)."""
+    rejected = sum(r["rejected"] for r in reports)
+    if not rejected:
+        return None
+    waited = sum(r["waited_s"] for r in reports)
+    now = min(r["concurrency"] for r in reports if r["rejected"])
+    return f"throttled: {rejected} rejected, {waited:.0f} s waited, {now} in flight"
 
 
 def _make_client(url: str | None, key: str, timeout: float) -> Any:
@@ -382,17 +412,29 @@ def _make_client(url: str | None, key: str, timeout: float) -> Any:
     return AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout, http_client=http_client)
 
 
+USE_AIOHTTP = True  # tests switch it off to exercise httpx's own transport too
+
+
+def _estimate_tokens(body: dict[str, Any]) -> float:
+    """Tokens a request may cost against a token limit: ~4 characters a token, plus max_tokens."""
+    text = json.dumps(body.get("messages") or body.get("input") or body.get("contents") or "", ensure_ascii=False)
+    out = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+    return len(text) / 4 + (out if isinstance(out, int | float) else 0)
+
+
 class LLM:
     """An OpenAI-compatible endpoint as seen by one grader or target.
 
     Constructing it reads nothing and connects nowhere (safe in ``validate``); :meth:`start`
-    resolves the endpoint (ConfigError when no key can be found) and borrows the shared client.
+    resolves the endpoint (ConfigError when no key can be found) and borrows the shared client
+    and the endpoint's scheduler (:mod:`ci_evals.llm.scheduler`).
 
     Args:
         base_url: the endpoint (``.../v1``); default ``OPENAI_BASE_URL`` or OpenAI.
         api_key_env: name of the environment variable holding the key; default OPENAI_API_KEY.
         timeout: seconds per HTTP attempt.
-        max_retries: retries after the first attempt for transient failures.
+        max_retries: retries after the first attempt for transient failures (throttling answers
+            are waits, not retries: they never use this budget).
         cache_dir: response cache folder, or None for no cache.
         owner: YAML path used in error messages (``graders.quality``).
         provider: ``openai`` (any OpenAI-compatible server), ``anthropic`` or ``google``.
@@ -426,9 +468,10 @@ class LLM:
         self._client: Any = None
         self._pool_key: tuple[str | None, str] | None = None
         self._state: _LoopState | None = None
+        self.endpoint: Endpoint | None = None
 
     async def start(self) -> None:
-        """Resolve the endpoint and borrow the shared client for this event loop."""
+        """Resolve the endpoint and borrow the shared client and scheduler for this event loop."""
         if self._client is not None:
             return
         if self.provider != "openai":
@@ -454,6 +497,10 @@ class LLM:
         entry[1] += 1
         self._client = entry[0]
         self._state = state
+        self.endpoint = state.endpoints.get(self._pool_key)
+        if self.endpoint is None:
+            self.endpoint = state.endpoints[self._pool_key] = Endpoint(
+                shown_url(self.base_url), state.config.limits(self.provider, self.base_url), self.provider)
 
     async def aclose(self) -> None:
         """Finish cache writes and return the shared client; the last user closes it."""
@@ -536,66 +583,136 @@ class LLM:
             self._state.inflight.pop(flight, None)
 
     async def _http(self, path: str, body: dict[str, Any]) -> LLMResult:
-        """Attempts until one succeeds, a failure is final, or retries run out (every provider)."""
-        retries = 0
+        """Attempts through the endpoint's scheduler until one succeeds or a failure is final.
+
+        Throttling answers (429, 503, 529) are waits the scheduler manages and never use the
+        retry budget; other transient failures are retried with backoff (``max_retries``).
+        """
+        ep = self.endpoint
+        backoff = Backoff(base=BACKOFF_BASE, cap=BACKOFF_CAP, max_retries=self.max_retries,
+                          max_retry_after=MAX_RETRY_AFTER)
+        tokens = _estimate_tokens(body) if ep.tok_bucket is not None else 0.0
+        first_throttle: float | None = None
+        front = False
+        throttled = 0
         while True:
             try:
-                try:
-                    async with asyncio.timeout(self.timeout):  # the whole attempt, not each read
-                        if self._vendor is not None:
-                            data = await self._vendor.send(self._client, body, self.timeout)
-                        else:
-                            data = await self._openai_attempt(path, body)
-                except TimeoutError:
-                    raise Failure(f"timed out after {self.timeout:g} s") from None
-                problem = unusable(path, data)
-                if problem is not None:
-                    raise Failure(problem)
-                return LLMResult(data, retries=retries, usage=_usage(data))
+                ticket = await ep.acquire(tokens, front=front)
+            except EndpointStopped as stop:
+                raise self._error(path, f"not sent: {stop.cause}", None, backoff.retries) from None
+            ticket.first_throttle = first_throttle
+            try:
+                data, headers = await self._attempt(path, body)
             except Failure as failure:
-                if not failure.retry or retries >= self.max_retries:
-                    raise self._error(path, failure.problem, failure.status, retries) from None
-                wait = failure.wait
-                if wait is None and failure.headers is not None:
-                    wait = retry_after_seconds(failure.headers)
-            if wait is None:
-                wait = random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**retries))
-            retries += 1
-            await asyncio.sleep(min(wait, MAX_RETRY_AFTER))
+                throttled += failure.status in THROTTLE_STATUS and failure.kind != "quota"
+                wait = self._after_failure(ep, ticket, failure, backoff, path)
+                first_throttle, front = ticket.first_throttle, True
+                if wait:
+                    await asyncio.sleep(wait)
+                continue
+            except BaseException:
+                ep.abandon()
+                raise
+            usage = _usage(data)
+            ep.success(ticket, headers, usage["prompt_tokens"] + usage["completion_tokens"])
+            return LLMResult(data, retries=backoff.retries, usage=usage, throttled=throttled)
 
-    async def _openai_attempt(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One ``POST`` through the OpenAI SDK: the response JSON, or :class:`Failure`."""
+    async def _attempt(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        """One attempt, bounded as a whole by ``timeout``: (usable response JSON, headers) or Failure."""
+        try:
+            async with asyncio.timeout(self.timeout):  # the whole attempt, not each read
+                if self._vendor is not None:
+                    data, headers = await self._vendor.send(self._client, body, self.timeout)
+                else:
+                    data, headers = await self._openai_attempt(path, body)
+        except TimeoutError:
+            raise Failure(f"timed out after {self.timeout:g} s") from None
+        problem = unusable(path, data)
+        if problem is not None:
+            raise Failure(problem)
+        return data, headers
+
+    def _after_failure(self, ep: Endpoint, ticket: Ticket, failure: Failure, backoff: Backoff, path: str) -> float:
+        """Account for a failed attempt: the seconds to wait before the next one, or raise LLMError."""
+        if failure.status in THROTTLE_STATUS and failure.kind != "quota":
+            asked = failure.wait if failure.wait is not None else _asked_wait(failure.headers)
+            try:
+                ep.throttled(ticket, asked, failure.headers)
+            except ThrottledOut as out:
+                raise self._error(path, f"{failure.problem}; {out}", failure.status, backoff.retries) from None
+            return 0.0  # the scheduler holds the next attempt until the endpoint resumes
+        systematic = failure.kind in SYSTEMATIC or (failure.kind or "").startswith("http_") or failure.kind == "quota"
+        wait = None
+        first_contact = ep.successes == 0 and failure.kind in SYSTEMATIC
+        if failure.retry and not first_contact:
+            asked = failure.wait if failure.wait is not None else _asked_wait(failure.headers)
+            wait = backoff.next_wait(asked)
+        if wait is not None:
+            ep.abandon()
+            return wait
+        error = self._error(path, failure.problem, failure.status, backoff.retries)
+        was_open = ep.stopped
+        ep.failed(ticket, failure.kind if systematic else None, self._stop_line(failure))
+        if ep.stopped and not was_open:
+            print(clip(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]), file=sys.stderr)
+        raise error
+
+    def _stop_line(self, failure: Failure) -> str:
+        """The breaker's one line: the cause, the host (never the key) and what to check."""
+        key_var = self.api_key_env or {"anthropic": "ANTHROPIC_API_KEY", "google": "GEMINI_API_KEY"}.get(
+            self.provider, "OPENAI_API_KEY")
+        url_var = {"anthropic": "ANTHROPIC_BASE_URL", "google": "GOOGLE_GEMINI_BASE_URL"}.get(
+            self.provider, "OPENAI_BASE_URL")
+        hint = {
+            "dns": f"check the host name in base_url (or {url_var})",
+            "refused": f"is the server running? check the host and port in base_url (or {url_var})",
+            "tls": "check the scheme (http/https) and the server's certificate (SSL_CERT_FILE)",
+            "http_401": f"check the API key in {key_var}",
+            "http_403": f"check that the key in {key_var} may use this model and endpoint",
+            "http_404": "check the model name and that base_url ends where the API starts (…/v1)",
+            "http_400": "the server rejects every request: check the model and its parameters",
+            "quota": "the account's quota is used up: check its plan and billing",
+        }.get(failure.kind or "", "check the endpoint")
+        return (f"stopped calling {shown_url(self.base_url)} after its first calls all failed: "
+                f"{failure.problem} ({hint})")
+
+    async def _openai_attempt(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        """One ``POST`` through the OpenAI SDK: (the response JSON, its headers), or :class:`Failure`."""
         import openai
 
         try:
-            response = await self._client.post(path, cast_to=_http_module().Response, body=body,
+            response = await self._client.post(path, cast_to=openai.AsyncAPIResponse[object], body=body,
                                                options={"timeout": self.timeout})
+            raw = await response.read()
         except openai.APIStatusError as exc:
-            status = exc.status_code
-            raise Failure(f"HTTP {status}: {_error_text(exc)}", status, status in _RETRY_STATUS or status >= 500,
-                          headers=exc.response.headers) from None
-        except openai.APITimeoutError as exc:
-            cause = exc.__cause__
-            if type(cause).__name__ == "ConnectTimeout" and "Connect call failed" in str(cause):
-                # The aiohttp transport reports a refused connection as a connect timeout.
-                raise Failure("connection failed (ConnectError)") from None
-            raise Failure(f"timed out after {self.timeout:g} s") from None
-        except openai.APIConnectionError as exc:
-            raise Failure(f"connection failed ({type(exc.__cause__ or exc).__name__})") from None
-        except openai.OpenAIError as exc:
+            raise status_failure(exc.status_code, _error_text(exc), exc.response.headers,
+                                  _error_code(exc)) from None
+        except openai.APIError as exc:
+            if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError) or exc.__cause__ is not None:
+                cause = cause_of(exc, self.base_url, self.timeout)
+                raise Failure(cause.message, retry=cause.retry, kind=cause.kind) from None
             raise Failure(str(exc), retry=False) from None
+        except (OSError, TimeoutError) as exc:  # a transport error the SDK did not wrap (a read)
+            cause = cause_of(exc, self.base_url, self.timeout)
+            raise Failure(cause.message, retry=cause.retry, kind=cause.kind) from None
         try:
-            data = json.loads(response.content)
+            data = json.loads(raw)
         except ValueError:
             data = None
         if not isinstance(data, dict):
             raise Failure("the response body is not valid JSON")
-        return data
+        return data, response.headers
 
     def _error(self, path: str, problem: str, status: int | None, retries: int) -> LLMError:
         tail = f" (after {retries} retries)" if retries else ""
         msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
         return LLMError(clip(msg, MESSAGE_LIMIT, [self._key]), status=status, retries=retries)
+
+
+def _error_code(exc: Any) -> str | None:
+    body = getattr(exc, "body", None)
+    code = body.get("code") if isinstance(body, dict) else None
+    return str(code) if code else None
 
 
 def unusable(path: str, data: dict[str, Any]) -> str | None:

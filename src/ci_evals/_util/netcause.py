@@ -1,0 +1,99 @@
+"""What really went wrong with a call that got no HTTP answer: one mapping for every client.
+
+The SDKs wrap transport failures differently (openai's aiohttp transport reports a DNS failure as
+``APITimeoutError``; httpx says ``ConnectError: All connection attempts failed``), so the message a
+user saw named the wrapper, not the cause. :func:`cause_of` walks the exception's
+``__cause__``/``__context__`` chain down to the operating system's answer and names it:
+
+==============  =======================================================  ============
+kind            message                                                  worth retry
+==============  =======================================================  ============
+``dns``         could not resolve host 'h' (DNS: Name or service ...)    no
+``dns_again``   could not resolve host 'h' right now (DNS: Temporary...) yes
+``refused``     nothing listens on h:p (connection refused)              yes (*)
+``tls``         TLS failed with h:p: <reason>                            no
+``timeout``     timed out after N s                                      yes
+``dropped``     the connection to h:p dropped (<name>)                   yes
+``connection``  connection failed (<name>)                               yes
+==============  =======================================================  ============
+
+(*) a refused connection is worth a retry only once the endpoint has answered before; the
+scheduler's breaker (:mod:`ci_evals.llm.scheduler`) decides. ``SYSTEMATIC`` names the kinds a
+retry cannot fix, which the breaker counts. Messages never include credentials: they are built
+from the host and port alone.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+SYSTEMATIC = frozenset({"dns", "refused", "tls"})
+"""Connection-level kinds a retry cannot fix (the breaker's causes, with 400/401/403/404)."""
+
+_DNS_PERMANENT = {getattr(socket, n) for n in ("EAI_NONAME", "EAI_NODATA", "EAI_FAIL", "EAI_SERVICE")
+                  if hasattr(socket, n)}
+
+
+@dataclass(frozen=True)
+class Cause:
+    kind: str
+    message: str
+    retry: bool
+
+
+def host_port(url: str | None) -> str:
+    """``host:port`` of ``url`` (the scheme's default port when none), never user:password."""
+    parts = urlsplit(url or "")
+    host = parts.hostname or "?"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    return f"{host}:{port}"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen and len(seen) < 20:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def _reason(exc: BaseException) -> str:
+    text = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+    return " ".join(str(text).split())[:160]
+
+
+def cause_of(exc: BaseException, url: str | None, timeout: float | None = None) -> Cause:
+    """The cause of a call that failed without an HTTP status, for a call to ``url``."""
+    chain = _chain(exc)
+    where = host_port(url)
+    host = where.rsplit(":", 1)[0]
+    for e in chain:
+        if isinstance(e, socket.gaierror):
+            if e.errno in _DNS_PERMANENT or e.errno is None:
+                return Cause("dns", f"could not resolve host '{host}' (DNS: {_reason(e)})", False)
+            return Cause("dns_again", f"could not resolve host '{host}' right now (DNS: {_reason(e)})", True)
+    for e in chain:
+        if isinstance(e, ConnectionRefusedError):
+            return Cause("refused", f"nothing listens on {where} (connection refused)", True)
+        if isinstance(e, ssl.SSLError | ssl.CertificateError):
+            return Cause("tls", f"TLS failed with {where}: {_reason(e)}", False)
+    for e in chain:
+        name = type(e).__name__
+        if isinstance(e, TimeoutError) or "Timeout" in name:
+            after = f" after {timeout:g} s" if timeout is not None else ""
+            return Cause("timeout", f"timed out{after}", True)
+    for e in chain:
+        name = type(e).__name__
+        if isinstance(e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError) or name in (
+                "ServerDisconnectedError", "RemoteProtocolError", "ReadError", "ClientPayloadError"):
+            return Cause("dropped", f"the connection to {where} dropped ({name})", True)
+    deepest = chain[-1] if chain else exc
+    return Cause("connection", f"connection to {where} failed ({type(deepest).__name__})", True)

@@ -1,0 +1,106 @@
+"""One retry policy for every call ci-evals makes to the outside world.
+
+LLM providers, the Letta target and judge, Letta Code and the GitHub API all retry the same way:
+
+* :func:`retry_after` reads how long a server asked us to wait, in every form servers use:
+  ``retry-after-ms`` (OpenAI), ``Retry-After`` as seconds (``"2"``, ``"1.5"``) or as an HTTP
+  date, and GitHub's ``x-ratelimit-reset`` (epoch seconds) when ``x-ratelimit-remaining`` is 0.
+  A negative, non-finite or unreadable value is no answer (``None``), never an exception.
+* :class:`Backoff` is exponential backoff with full jitter (AWS's "full jitter": a wait drawn
+  from ``[0, min(cap, base * 2**n)]``), raised to the server's ``Retry-After`` when it asked for
+  longer, and never past the call's deadline. It counts the retries it granted.
+
+What a caller decides itself is which failures are worth another attempt (see
+:mod:`ci_evals._util.netcause` for connection failures).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _number(value: Any) -> float | None:
+    try:
+        x = float(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) and x >= 0 else None
+
+
+def _get(headers: Any, name: str) -> Any:
+    if headers is None:
+        return None
+    try:
+        return headers.get(name)
+    except AttributeError:
+        return None
+
+
+def retry_after(headers: Mapping[str, str] | Any, *, now: float | None = None) -> float | None:
+    """Seconds the response asks us to wait, or None when it does not say (or says nonsense).
+
+    ``retry-after-ms`` wins (it is the precise one), then ``Retry-After`` (seconds or an HTTP
+    date), then GitHub's ``x-ratelimit-reset`` when ``x-ratelimit-remaining`` is ``0``.
+    """
+    now = time.time() if now is None else now
+    ms = _number(_get(headers, "retry-after-ms"))
+    if ms is not None:
+        return ms / 1000
+    value = _get(headers, "retry-after")
+    if value:
+        seconds = _number(value)
+        if seconds is not None:
+            return seconds
+        try:
+            when = email.utils.parsedate_to_datetime(str(value))
+        except (TypeError, ValueError, IndexError):
+            when = None
+        if when is not None and when.tzinfo is not None:
+            return max(0.0, when.timestamp() - now)
+    if str(_get(headers, "x-ratelimit-remaining") or "").strip() == "0":
+        reset = _number(_get(headers, "x-ratelimit-reset"))
+        if reset is not None:
+            return max(0.0, reset - now)
+    return None
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with full jitter, ``Retry-After``-aware, bounded by a deadline.
+
+    Args:
+        base: the first retry waits up to this many seconds; the bound doubles each retry.
+        cap: the bound never exceeds this.
+        max_retries: retries after the first attempt.
+        max_retry_after: a server's ``Retry-After`` is honoured up to this many seconds.
+        deadline: a ``time.monotonic()`` instant no wait may pass (None: no deadline).
+    """
+
+    base: float = 0.5
+    cap: float = 20.0
+    max_retries: int = 5
+    max_retry_after: float = 60.0
+    deadline: float | None = None
+    retries: int = 0
+    rng: random.Random = field(default_factory=random.Random, repr=False)
+
+    def next_wait(self, asked: float | None = None) -> float | None:
+        """The wait before the next attempt, or None when no retry is left (or no time).
+
+        Counts the retry when it grants one.
+        """
+        if self.retries >= self.max_retries:
+            return None
+        wait = self.rng.uniform(0, min(self.cap, self.base * 2**self.retries))
+        if asked is not None:
+            wait = max(wait, min(asked, self.max_retry_after))
+        if self.deadline is not None and time.monotonic() + wait >= self.deadline:
+            return None
+        self.retries += 1
+        return wait

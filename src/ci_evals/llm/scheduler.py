@@ -1,0 +1,411 @@
+"""One scheduler per LLM endpoint: how many calls go out, when, and when to stop calling.
+
+Every call to an endpoint (a provider, base URL and key; shared by the target and every grader
+in the run) passes through its :class:`Endpoint`:
+
+* **Adaptive in-flight limit (AIMD).** The limit starts at ``max_concurrent`` and stays between
+  1 and it: halved on a throttling answer (429, or an overloaded 503/529), at most once per
+  round trip (only a call sent after the last cut can cut again, as TCP does), and raised by
+  ``1/limit`` per success, so by about one per round trip. Calls wait for a slot in arrival order.
+* **One pause per throttle.** A 429 pauses the whole endpoint until the time the server named
+  (``retry-after-ms`` / ``Retry-After``; a short backoff when it named none), instead of every
+  worker retrying on its own clock. After a pause one call goes first; the others follow when it
+  succeeds, so waiting calls are released in order, not all at once.
+* **Pacing before the limit.** A request bucket (and a token bucket) paces calls at the rate the
+  user set (``rpm``/``tpm``) or the server announced (OpenAI's ``x-ratelimit-limit-*``,
+  Anthropic's ``anthropic-ratelimit-*``): a call starts when the bucket can pay for it, with one
+  second of burst (OpenAI enforces per-minute limits over short windows). A server saying
+  ``remaining: 0`` pauses the endpoint until one request fits.
+* **A 429 is a wait, not a failure**: throttling answers never use a call's retry budget. A call
+  gives up on throttling only after ``max_wait`` seconds from its first throttling answer, or at
+  once when the server asks for a wait longer than that (an absurd ``Retry-After`` never freezes
+  the run); its error then says so.
+* **A breaker for systematic failures.** While an endpoint has never answered successfully, a
+  run of ``BREAKER_AFTER`` calls failing for the same cause that no retry fixes (DNS, refused
+  connection, TLS, 401, 403, 404, an exhausted quota; ``BREAKER_AFTER_400`` for a 400) opens it:
+  every later call fails at once with that cause, without being sent. One success disarms it.
+
+:meth:`Endpoint.report` gives what the summary shows (rejected calls, seconds waited, the
+concurrency it settled on, the limits it learned, why it stopped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+BREAKER_AFTER = 3
+BREAKER_AFTER_400 = 8
+PAUSE_FIRST = 1.0
+"""Seconds a 429 with no ``Retry-After`` pauses the endpoint; doubles while 429s continue."""
+PAUSE_CAP = 30.0
+DEFAULT_MAX_WAIT = 600.0
+BURST_SECONDS = 0.5
+"""Our bucket holds half a second of calls: half of what OpenAI's short windows allow, so the
+server's bucket keeps slack for calls that the network delivers closer together than we sent them."""
+HEADROOM = 0.97
+"""Calls are paced at this share of a known limit: at exactly the limit, network jitter alone
+makes some calls arrive a moment before the server's bucket refilled."""
+THROTTLE_STATUS = frozenset({429, 503, 529})
+
+
+@dataclass
+class Limits:
+    """What the run was told about an endpoint: requests and tokens per minute, throttling budget."""
+
+    max_concurrent: int = 1000
+    rpm: float | None = None
+    tpm: float | None = None
+    max_wait: float = DEFAULT_MAX_WAIT
+
+
+class Bucket:
+    """A token bucket that lets calls run into debt: :meth:`reserve` says when a call may start.
+
+    Reservations are served in call order; a call costing more than the bucket holds waits for
+    the debt to be repaid rather than never running.
+    """
+
+    def __init__(self, per_minute: float, burst_s: float = BURST_SECONDS) -> None:
+        self.per_minute = per_minute
+        self.rate = per_minute * HEADROOM / 60.0
+        self.capacity = max(1.0, self.rate * burst_s)
+        self.level = self.capacity
+        self.at = time.monotonic()
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
+        self.at = now
+
+    def reserve(self, cost: float, now: float) -> float:
+        """Take ``cost`` now; the seconds to wait before the call may start."""
+        self._refill(now)
+        self.level -= cost
+        return 0.0 if self.level >= 0 else -self.level / self.rate
+
+    def adjust(self, delta: float) -> None:
+        """Charge (or refund) ``delta`` after the fact (the real token count is known late)."""
+        self._refill(time.monotonic())
+        self.level -= delta
+
+
+def _num(headers: Any, name: str) -> float | None:
+    try:
+        value = headers.get(name) if headers is not None else None
+        x = float(value) if value not in (None, "") else None
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return x if x is not None and math.isfinite(x) and x >= 0 else None
+
+
+def _duration(text: Any) -> float | None:
+    """OpenAI's reset durations (``"120ms"``, ``"1s"``, ``"6m0s"``, ``"1h2m3.5s"``) in seconds."""
+    if not text:
+        return None
+    s, total, num = str(text).strip(), 0.0, ""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c.isdigit() or c == ".":
+            num += c
+            i += 1
+            continue
+        unit = "ms" if s.startswith("ms", i) else c
+        if unit not in units or not num:
+            return None
+        try:
+            total += float(num) * units[unit]
+        except ValueError:
+            return None
+        num, i = "", i + len(unit)
+    return None if num else total
+
+
+def _rfc3339_in(text: Any) -> float | None:
+    try:
+        when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time()) if when.tzinfo else None
+
+
+@dataclass
+class Announced:
+    """The rate-limit state a response's headers announced (any provider)."""
+
+    rpm: float | None = None
+    tpm: float | None = None
+    remaining_requests: float | None = None
+    reset_requests: float | None = None
+
+
+def announced(headers: Any) -> Announced | None:
+    """Read OpenAI's ``x-ratelimit-*`` or Anthropic's ``anthropic-ratelimit-*`` headers."""
+    if headers is None:
+        return None
+    rpm = _num(headers, "x-ratelimit-limit-requests")
+    if rpm is not None or _num(headers, "x-ratelimit-limit-tokens") is not None:
+        return Announced(rpm=rpm, tpm=_num(headers, "x-ratelimit-limit-tokens"),
+                         remaining_requests=_num(headers, "x-ratelimit-remaining-requests"),
+                         reset_requests=_duration(_get(headers, "x-ratelimit-reset-requests")))
+    rpm = _num(headers, "anthropic-ratelimit-requests-limit")
+    tpm = _num(headers, "anthropic-ratelimit-tokens-limit") or _num(headers, "anthropic-ratelimit-input-tokens-limit")
+    if rpm is not None or tpm is not None:
+        return Announced(rpm=rpm, tpm=tpm,
+                         remaining_requests=_num(headers, "anthropic-ratelimit-requests-remaining"),
+                         reset_requests=_rfc3339_in(_get(headers, "anthropic-ratelimit-requests-reset")))
+    return None
+
+
+def _get(headers: Any, name: str) -> Any:
+    try:
+        return headers.get(name)
+    except AttributeError:
+        return None
+
+
+class EndpointStopped(Exception):
+    """The breaker is open: the call was not sent. ``cause`` is the one line that says why."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+class ThrottledOut(Exception):
+    """A call gave up on throttling (``max_wait`` passed, or the server asked for longer)."""
+
+
+@dataclass
+class Ticket:
+    """One call's passage: when it was admitted (to tell which throttles it may answer for)."""
+
+    seq: int
+    first_throttle: float | None = None
+    waited: float = 0.0
+    tokens: float = 0.0
+
+
+@dataclass
+class Endpoint:
+    """The scheduler of one endpoint (see the module docstring). Not thread-safe: one event loop."""
+
+    name: str
+    limits: Limits = field(default_factory=Limits)
+    provider: str = "openai"
+
+    def __post_init__(self) -> None:
+        self.cap = max(1, int(self.limits.max_concurrent))
+        self.limit = float(self.cap)
+        self.in_flight = 0
+        self.queue: deque[asyncio.Future] = deque()
+        self.paused_until = 0.0
+        self.pause_step = PAUSE_FIRST
+        self.probing = False  # after a pause: one call goes first
+        self.seq = 0
+        self.cut_seq = -1
+        self.req_bucket = Bucket(self.limits.rpm) if self.limits.rpm else None
+        self.tok_bucket = Bucket(self.limits.tpm) if self.limits.tpm else None
+        self.user_rpm = self.limits.rpm
+        self.user_tpm = self.limits.tpm
+        self.successes = 0
+        self.calls = 0
+        self.rejected = 0
+        self.waited = 0.0
+        self._holding = 0
+        self._held_since = 0.0
+        self.min_limit = self.limit
+        self.streak_kind: str | None = None
+        self.streak = 0
+        self.stopped: str | None = None
+        self.announced: Announced | None = None
+
+    # -- admission -------------------------------------------------------------------------------
+
+    def _effective(self) -> int:
+        return 1 if self.probing else max(1, int(self.limit))
+
+    async def acquire(self, tokens: float = 0.0, *, front: bool = False) -> Ticket:
+        """Wait for a slot, the pause and the pace; raise :class:`EndpointStopped` when stopped.
+
+        ``front``: a call coming back after a throttle or a retry waits ahead of new calls.
+        """
+        if self.stopped:
+            raise EndpointStopped(self.stopped)
+        if self.in_flight >= self._effective() or self.queue:
+            fut = asyncio.get_running_loop().create_future()
+            if front:
+                self.queue.appendleft(fut)
+            else:
+                self.queue.append(fut)
+            try:
+                await fut
+            except BaseException:
+                if fut in self.queue:
+                    self.queue.remove(fut)
+                elif fut.done() and not fut.cancelled():
+                    self.in_flight -= 1  # a slot was handed over to us: give it on
+                    self._wake()
+                raise
+        else:
+            self.in_flight += 1
+        try:
+            if self.stopped:
+                raise EndpointStopped(self.stopped)
+            await self._pace(tokens)
+        except BaseException:
+            self._release()
+            raise
+        self.seq += 1
+        self.calls += 1
+        return Ticket(self.seq, tokens=tokens)
+
+    async def _pace(self, tokens: float) -> None:
+        while True:
+            now = time.monotonic()
+            if self.paused_until > now:
+                await self._hold(self.paused_until - now)
+                continue
+            wait = 0.0
+            if self.req_bucket is not None:
+                wait = max(wait, self.req_bucket.reserve(1.0, now))
+            if self.tok_bucket is not None and tokens:
+                wait = max(wait, self.tok_bucket.reserve(tokens, now))
+            if wait > 0:
+                await self._hold(wait)
+            if self.paused_until <= time.monotonic():
+                return
+
+    async def _hold(self, seconds: float) -> None:
+        """Sleep for pacing or a pause; ``waited`` counts the wall time any call was held."""
+        if self._holding == 0:
+            self._held_since = time.monotonic()
+        self._holding += 1
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self._holding -= 1
+            if self._holding == 0:
+                self.waited += time.monotonic() - self._held_since
+
+    def _wake(self) -> None:
+        while self.queue and self.in_flight < self._effective():
+            fut = self.queue.popleft()
+            if not fut.done():
+                self.in_flight += 1
+                fut.set_result(None)
+
+    def _release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    # -- outcomes --------------------------------------------------------------------------------
+
+    def _learn(self, headers: Any) -> None:
+        info = announced(headers)
+        if info is None:
+            return
+        self.announced = info
+        if info.rpm and not self.user_rpm and (self.req_bucket is None or self.req_bucket.per_minute != info.rpm):
+            self.req_bucket = Bucket(info.rpm)
+            self.req_bucket.level = 0.0  # the calls already sent spent what the window held
+        if info.tpm and not self.user_tpm and (self.tok_bucket is None or self.tok_bucket.per_minute != info.tpm):
+            self.tok_bucket = Bucket(info.tpm)
+        if info.remaining_requests is not None and info.remaining_requests < 1 and self.req_bucket is None:
+            # an empty bucket we cannot pace for (no limit announced): wait until it refills
+            until = info.reset_requests if info.reset_requests is not None else PAUSE_FIRST
+            self.paused_until = max(self.paused_until, time.monotonic() + min(until, PAUSE_CAP))
+
+    def success(self, ticket: Ticket, headers: Any = None, tokens_used: float | None = None) -> None:
+        """The call got a usable answer."""
+        self.successes += 1
+        self.streak, self.streak_kind = 0, None
+        self.pause_step = PAUSE_FIRST
+        self._learn(headers)
+        if tokens_used is not None and self.tok_bucket is not None:
+            self.tok_bucket.adjust(tokens_used - ticket.tokens)
+        self.limit = min(float(self.cap), self.limit + 1.0 / self.limit)
+        self.probing = False
+        self._release()
+
+    def throttled(self, ticket: Ticket, asked: float | None, headers: Any = None) -> float:
+        """A 429/503/529 answer: cut the limit (once per round trip), pause the endpoint.
+
+        Returns the seconds until the endpoint resumes. Raises :class:`ThrottledOut` when this
+        call's ``max_wait`` would pass first.
+        """
+        now = time.monotonic()
+        self.rejected += 1
+        self._learn(headers)
+        if ticket.seq > self.cut_seq:
+            self.limit = max(1.0, math.floor(self.limit / 2))
+            self.min_limit = min(self.min_limit, self.limit)
+            self.cut_seq = self.seq
+        pause = asked if asked is not None else self.pause_step
+        if asked is None:
+            self.pause_step = min(PAUSE_CAP, self.pause_step * 2)
+        if ticket.first_throttle is None:
+            ticket.first_throttle = now
+        budget = self.limits.max_wait - (now - ticket.first_throttle)
+        self._release()
+        if asked is not None and asked > self.limits.max_wait:
+            out = (f"rate limited: the server asked to wait {asked:g} s, more than max_wait "
+                   f"{self.limits.max_wait:g} s allows")
+            self._stop(out)  # every call would get the same answer: none is sent
+            raise ThrottledOut(out)
+        if pause > budget:
+            raise ThrottledOut(f"rate limited: still throttled after {now - ticket.first_throttle:.0f} s "
+                               f"(max_wait {self.limits.max_wait:g} s)")
+        self.paused_until = max(self.paused_until, now + pause)
+        self.probing = True
+        return pause
+
+    def failed(self, ticket: Ticket | None, kind: str | None, message: str) -> None:
+        """A final failure of a call (after its retries); ``kind`` names a systematic cause or None."""
+        if ticket is not None:
+            self._release()
+        if self.successes or kind is None or self.stopped:
+            self.streak, self.streak_kind = 0, None
+            return
+        self.streak = self.streak + 1 if kind == self.streak_kind else 1
+        self.streak_kind = kind
+        if self.streak >= (BREAKER_AFTER_400 if kind == "http_400" else BREAKER_AFTER):
+            self._stop(message)
+
+    def _stop(self, message: str) -> None:
+        self.stopped = message
+        for fut in list(self.queue):  # the waiting calls learn it at once
+            if not fut.done():
+                self.in_flight += 1
+                fut.set_result(None)
+        self.queue.clear()
+
+    def abandon(self) -> None:
+        """The call ended without an outcome (cancelled, or an unexpected error)."""
+        self._release()
+
+    # -- what the summary shows ------------------------------------------------------------------
+
+    def report(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "endpoint": self.name, "provider": self.provider, "calls": self.calls,
+            "rejected": self.rejected, "waited_s": round(self.waited, 3),
+            "max_concurrent": self.cap, "concurrency": int(self.limit), "lowest_concurrency": int(self.min_limit),
+        }
+        rpm = self.user_rpm or (self.announced.rpm if self.announced else None)
+        tpm = self.user_tpm or (self.announced.tpm if self.announced else None)
+        if rpm:
+            out["rpm"] = rpm
+            out["rpm_from"] = "settings" if self.user_rpm else "server"
+        if tpm:
+            out["tpm"] = tpm
+            out["tpm_from"] = "settings" if self.user_tpm else "server"
+        if self.stopped:
+            out["stopped"] = self.stopped
+        return out
