@@ -141,7 +141,11 @@ def bench_ratelimit(tmp: Path, scenarios: list[tuple[int, int, float]], latency:
             r, summary = run_llm_suite(tmp, f"rl-{n}-{rpm:g}", n, c, url)
             figures = rate_figures(n, c, latency, rpm, r["wall_s"], summary["errors"]["total"], stats(url),
                                    r["cpu_s"], r["peak_rss_mb"])
-            figures.update({"run_s": summary["duration_s"], "exit": r["exit"], "verdict": summary.get("verdict")})
+            figures.update({"run_s": summary["duration_s"], "exit": r["exit"], "verdict": summary.get("verdict"),
+                            # what ci-evals itself reports (summary.json ``endpoints``), beside the server's count
+                            "reported": [{k: e.get(k) for k in ("rejected", "waited_s", "concurrency",
+                                                                "lowest_concurrency", "rpm", "rpm_from")}
+                                         for e in summary.get("endpoints") or []]})
             emit("ratelimit", {"tool": "ci-evals", "samples": n, "concurrency": c, "rpm": rpm, "latency_s": latency,
                                "calls": 2 * n}, figures)
         finally:
