@@ -14,7 +14,9 @@ The paths may come from PROMPTFOO_BIN and INSPECT_BIN instead; a peer without a 
 with a line saying so. CPU-s and peak RSS are those of the peer's process tree (``RUSAGE_CHILDREN``
 of a wrapper process); a run that passes ``timeout-factor × floor`` is killed and reported with
 ``"timed_out": true``. Errored samples: promptfoo's ``stats.errors``; inspect_ai's samples with an
-error (all of them when the eval itself failed).
+error, plus those missing from its log. inspect_ai runs with its adaptive connections (its default)
+capped at the concurrency (``--adaptive-connections 1-C``) and ``--max-samples C``; promptfoo with
+``-j C``; both with their default retry policies.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def ratelimit():
 def inspect_cmd(exe: str, work: Path, url: str, n: int, c: int) -> tuple[list[str], Path]:
     (work / "rl_task.py").write_text(INSPECT_TASK.format(rows=questions(n)), encoding="utf-8")
     logs = work / "inspect-logs"
-    return [exe, "eval", str(work / "rl_task.py"), "--model", "openai/gpt-4o-mini", "--max-connections", str(c),
+    return [exe, "eval", "rl_task.py", "--model", "openai/gpt-4o-mini", "--adaptive-connections", f"1-{c}",
             "--max-samples", str(c), "--log-dir", str(logs), "--log-format", "json", "--display", "none",
             "--no-fail-on-error"], logs
 

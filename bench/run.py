@@ -33,9 +33,9 @@ def emit(name: str, params: dict, figures: dict) -> None:
     print(json.dumps({"name": name, "params": params, "figures": figures, "cores": os.cpu_count()}), flush=True)
 
 
-def measure(args: list[str], cwd: Path | None = None) -> dict:
+def measure(args: list[str], cwd: Path | None = None, env: dict | None = None) -> dict:
     out = subprocess.run([sys.executable, str(HERE / "_measure.py"), *args], capture_output=True, text=True,
-                         cwd=cwd, check=False)
+                         cwd=cwd, env=env, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"benchmark command failed: {args}\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -68,6 +68,18 @@ def bench_start(tmp: Path, repeat: int, n: int) -> None:
           "validate_s": round(_time_cmd([*exe, "validate", str(suite)], repeat), 3)})
 
 
+def run_llm_suite(tmp: Path, tag: str, n: int, c: int, url: str) -> tuple[dict, dict]:
+    """ci-evals on bench/suites.py's llm_suite of ``n`` samples at ``--max-concurrent c`` against the
+    fake server at ``url``, uncached: (the measured figures, summary.json)."""
+    from suites import llm_suite
+
+    suite = llm_suite(tmp / tag, n)
+    out = tmp / f"{tag}-out-{c}"
+    env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-bench"}
+    r = measure(["run", str(suite), "--output", str(out), "-q", "--no-cache", "--max-concurrent", str(c)], env=env)
+    return r, json.loads((out / "summary.json").read_text())
+
+
 def bench_overhead(tmp: Path, cases: list[tuple[int, int]], latency: float) -> None:
     """Model target + rubric judge against the local OpenAI-compatible server with injected latency.
 
@@ -76,23 +88,12 @@ def bench_overhead(tmp: Path, cases: list[tuple[int, int]], latency: float) -> N
     """
     import math
 
-    from suites import llm_suite
-
     from tests.fakes.openai_server import spawn
 
     proc, url = spawn(latency=latency)
     try:
         for n, c in cases:
-            suite = llm_suite(tmp / f"llm-{n}", n)
-            out = tmp / f"llm-out-{n}-{c}"
-            env_before = dict(os.environ)
-            os.environ.update({"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-bench"})
-            try:
-                r = measure(["run", str(suite), "--output", str(out), "-q", "--no-cache", "--max-concurrent", str(c)])
-            finally:
-                os.environ.clear()
-                os.environ.update(env_before)
-            summary = json.loads((out / "summary.json").read_text())
+            r, summary = run_llm_suite(tmp, f"llm-{n}", n, c, url)
             ideal = 2 * math.ceil(n / c) * latency
             errors = summary["errors"]["total"]
             emit("overhead", {"samples": n, "concurrency": c, "latency_s": latency, "calls": 2 * n},
@@ -132,26 +133,19 @@ def bench_ratelimit(tmp: Path, scenarios: list[tuple[int, int, float]], latency:
     (summary.json), accepted and rejected calls (the server's ``/_stats``), CPU-s and peak RSS of
     the ci-evals process.
     """
-    from suites import llm_suite
-
     from tests.fakes.openai_server import spawn, stats
 
     for n, c, rpm in scenarios:
         proc, url = spawn(latency=latency, rpm=rpm)
         try:
-            suite = llm_suite(tmp / f"rl-{n}-{c}-{rpm:g}", n)
-            out = tmp / f"rl-out-{n}-{c}-{rpm:g}"
-            env_before = dict(os.environ)
-            os.environ.update({"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-bench"})
-            try:
-                r = measure(["run", str(suite), "--output", str(out), "-q", "--no-cache", "--max-concurrent", str(c)])
-            finally:
-                os.environ.clear()
-                os.environ.update(env_before)
-            summary = json.loads((out / "summary.json").read_text())
+            r, summary = run_llm_suite(tmp, f"rl-{n}-{rpm:g}", n, c, url)
             figures = rate_figures(n, c, latency, rpm, r["wall_s"], summary["errors"]["total"], stats(url),
                                    r["cpu_s"], r["peak_rss_mb"])
-            figures.update({"run_s": summary["duration_s"], "exit": r["exit"], "verdict": summary.get("verdict")})
+            figures.update({"run_s": summary["duration_s"], "exit": r["exit"], "verdict": summary.get("verdict"),
+                            # what ci-evals itself reports (summary.json ``endpoints``), beside the server's count
+                            "reported": [{k: e.get(k) for k in ("rejected", "waited_s", "concurrency",
+                                                                "lowest_concurrency", "rpm", "rpm_from")}
+                                         for e in summary.get("endpoints") or []]})
             emit("ratelimit", {"tool": "ci-evals", "samples": n, "concurrency": c, "rpm": rpm, "latency_s": latency,
                                "calls": 2 * n}, figures)
         finally:

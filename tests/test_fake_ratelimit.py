@@ -6,6 +6,7 @@ advertised time on the real clock and checks the request then fits.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from datetime import UTC, datetime
@@ -182,12 +183,17 @@ def test_the_openai_sdk_reads_the_429_as_a_rate_limit_error(server):
 
 
 def test_max_in_flight_counts_concurrent_requests():
-    import concurrent.futures
+    import http.client
 
-    with FakeOpenAI(latency=0.3) as server:
+    with FakeOpenAI(latency=1.0) as server:
         server.rate_limit(rpm=6000, burst_s=1)  # 100 at once fit
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            codes = list(pool.map(lambda _: chat(server).status_code, range(4)))
+        body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+        conns = [http.client.HTTPConnection("127.0.0.1", server.port, timeout=30) for _ in range(4)]
+        for conn in conns:  # all four sent before any answer is read: the server holds them at once
+            conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        codes = [conn.getresponse().status for conn in conns]
+        for conn in conns:
+            conn.close()
         assert codes == [200] * 4
         assert server.rate_stats == {"accepted": 4, "rejected": 0, "max_in_flight": 4}
 

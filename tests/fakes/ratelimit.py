@@ -176,14 +176,21 @@ def number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def openai_headers(lim: Limiter) -> dict[str, str]:
+def _headers(lim: Limiter, kinds: tuple[str, ...], name: Callable[[str, str], str],
+             reset: Callable[[float], str]) -> dict[str, str]:
+    """``name(kind, field)`` → value for each bucket kind (``tokens``-like kinds read the token bucket)."""
     out: dict[str, str] = {}
-    for kind, b, per_minute in (("requests", lim.requests, lim.rpm), ("tokens", lim.tokens, lim.tpm)):
+    for kind in kinds:
+        b, per_minute = (lim.requests, lim.rpm) if kind == "requests" else (lim.tokens, lim.tpm)
         if b is not None:
-            out[f"x-ratelimit-limit-{kind}"] = number(per_minute)
-            out[f"x-ratelimit-remaining-{kind}"] = str(b.remaining())
-            out[f"x-ratelimit-reset-{kind}"] = duration(b.reset_s())
+            out[name(kind, "limit")] = number(per_minute)
+            out[name(kind, "remaining")] = str(b.remaining())
+            out[name(kind, "reset")] = reset(b.reset_s())
     return out
+
+
+def openai_headers(lim: Limiter) -> dict[str, str]:
+    return _headers(lim, ("requests", "tokens"), lambda kind, f: f"x-ratelimit-{f}-{kind}", duration)
 
 
 def openai_rejection(rej: Rejection) -> tuple[dict, dict[str, str]]:
@@ -215,15 +222,8 @@ def rfc3339(seconds_from_now: float) -> str:
 
 
 def anthropic_headers(lim: Limiter) -> dict[str, str]:
-    out: dict[str, str] = {}
-    sets = (("requests", lim.requests, lim.rpm), ("tokens", lim.tokens, lim.tpm),
-            ("input-tokens", lim.tokens, lim.tpm))
-    for kind, b, per_minute in sets:
-        if b is not None:
-            out[f"anthropic-ratelimit-{kind}-limit"] = number(per_minute)
-            out[f"anthropic-ratelimit-{kind}-remaining"] = str(b.remaining())
-            out[f"anthropic-ratelimit-{kind}-reset"] = rfc3339(b.reset_s())
-    return out
+    return _headers(lim, ("requests", "tokens", "input-tokens"), lambda kind, f: f"anthropic-ratelimit-{kind}-{f}",
+                    rfc3339)
 
 
 def anthropic_rejection(rej: Rejection) -> tuple[str, dict[str, str]]:
