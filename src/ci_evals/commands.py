@@ -61,6 +61,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     from ci_evals.bounds import check_output_folder
     from ci_evals.reports import console
     from ci_evals.reports.summary import write_outputs
+    from ci_evals.results.writer import refuse_links
     from ci_evals.runner import Runner, RunOptions
     from ci_evals.signals import held_signals
     from ci_evals.suite import load_suite
@@ -76,6 +77,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
         select_model(suite, args.model_handle)
     out = resume or output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
     check_output_folder(out, "--resume" if resume is not None else "--output")
+    refuse_links(out)
     if resume is not None and not (resume / "results.jsonl").exists():
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
     baseline = Baseline(args.baseline) if args.baseline else None
@@ -272,13 +274,14 @@ def cmd_merge(args: Namespace) -> int:
     from ci_evals.reports import console
     from ci_evals.reports.summary import build_summary, write_outputs
     from ci_evals.results.files import RESULTS, Trust, foreign_shape, records
-    from ci_evals.results.writer import open_atomic
+    from ci_evals.results.writer import open_atomic, refuse_links
 
     summaries = []
     for d in args.dirs:
         summaries.append(read_summary(d))
     check_output_folder(args.output)
     refuse_overlap(args.output, [*args.dirs, *([args.baseline] if args.baseline else [])])
+    refuse_links(args.output)
     config = summaries[0].get("config")
     for d, s in zip(args.dirs, summaries, strict=True):
         if s.get("config") != config or s.get("suite") != summaries[0].get("suite"):

@@ -85,7 +85,7 @@ def decode(data: bytes, depth: int = MAX_DEPTH) -> Any:
         value = _STRICT.decode(text)
     except RecursionError:
         raise ValueError(f"nested more than {depth} levels deep") from None
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {clip(str(exc), 120)}") from None
     # Nesting needs an opening bracket per level: a text with few of them cannot be too deep.
     if text.count("[") + text.count("{") > depth and depth_exceeds(value, depth):
@@ -127,9 +127,11 @@ def read_summary(folder: Path, trust: Trust, what: str = SUMMARY) -> Summary:
     if len(data) > MAX_SUMMARY_BYTES:
         raise ConfigError(f"{what} is larger than {MAX_SUMMARY_BYTES // (1 << 20)} MiB", file=str(path))
     try:
-        summary = decode(data) if trust is not Trust.OWN else json.loads(data)
+        summary = decode(data)
     except ValueError as exc:
-        raise ConfigError(f"{what} is not valid JSON: {exc}", file=str(path)) from None
+        detail = str(exc)
+        raise ConfigError(f"{what} is {detail}" if detail.startswith("not valid JSON") else f"{what}: {detail}",
+                          file=str(path)) from None
     if not isinstance(summary, dict):
         raise ConfigError(f"{what} is not a JSON object", file=str(path))
     problem = summary_problem(summary)

@@ -26,6 +26,8 @@ from typing import TextIO
 from ci_evals.errors import ConfigError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+WRITTEN = ("results.jsonl", "summary.json", "summary.md", "junit.xml", "report.html", ".ci-evals-run.json")
+"""The files a run or a merge writes into its results folder."""
 
 
 def refuse_link(path: Path) -> None:
@@ -38,6 +40,12 @@ def refuse_link(path: Path) -> None:
         raise ConfigError("refusing to write through a symlink in the results folder", file=str(path))
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError("refusing to write: not a regular file", file=str(path))
+
+
+def refuse_links(folder: Path) -> None:
+    """Before a run or merge spends any time: ConfigError when a file it will write is a symlink."""
+    for name in WRITTEN:
+        refuse_link(Path(folder) / name)
 
 
 @contextmanager
