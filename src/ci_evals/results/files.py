@@ -350,14 +350,14 @@ def baseline_reference(summary: dict[str, Any], folder: Path,
     if "\x00" in ref:
         return None, "baseline.folder is not a path"
     real_root = root.resolve() if root is not None else None
-    inside = False
+    outside = False
     for cand in (Path(ref), Path(folder) / ref):
         real = cand.resolve()
         if real_root is not None and real != real_root and real_root not in real.parents:
+            outside = True
             continue
-        inside = True
         if (real / RESULTS).is_file():
             return (cand if root is None else real), None
-    if not inside:
+    if outside:
         return None, f"the baseline folder it names ({clip(ref, 80)!r}) is outside the current directory: not read"
     return None, None
