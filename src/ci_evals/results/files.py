@@ -68,7 +68,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_STRICT = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
@@ -82,7 +82,7 @@ def decode(data: bytes, depth: int = MAX_DEPTH) -> Any:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        value = _STRICT.decode(text)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise ValueError(f"nested more than {depth} levels deep") from None
     except json.JSONDecodeError as exc:
@@ -90,7 +90,7 @@ def decode(data: bytes, depth: int = MAX_DEPTH) -> Any:
     # Nesting needs an opening bracket per level: a text with few of them cannot be too deep.
     if text.count("[") + text.count("{") > depth and depth_exceeds(value, depth):
         raise ValueError(f"nested more than {depth} levels deep")
-    if _SURROGATE_ESCAPE.search(text):  # a pair is one character; a lone half cannot be written as UTF-8
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):  # a pair is one character; a lone half cannot be written as UTF-8
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
@@ -141,9 +141,12 @@ def read_summary(folder: Path, trust: Trust, what: str = SUMMARY) -> Summary:
 
 
 def _number(value: Any, *, none: bool = False) -> bool:
+    """A finite JSON number (an integer too large for a float is not: math would overflow on it)."""
     if value is None:
         return none
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return -1e300 < value < 1e300 if isinstance(value, int) else math.isfinite(value)
 
 
 def _count(value: Any) -> bool:
