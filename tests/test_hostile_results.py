@@ -57,6 +57,10 @@ def _err_lines(capsys) -> list[str]:
     (b'{"verdict": "passed", "records": -1}', "summary.json: 'records' must be a non-negative integer"),
     (b'{"verdict": "passed", "shard": [1, 1]}', "summary.json: 'shard' must be an object with integers "
                                                "1 <= 'index' <= 'count' (and 'selected')"),
+    (b'{"verdict": "passed", "errors": {"by_category": "x"}}',
+     "summary.json: errors.total, errors.samples and errors.by_category must hold non-negative integers"),
+    (b'{"verdict": "failed", "metrics": {"q": {"mean": 0.5, "ci_mean": [0, "1"]}}}',
+     "summary.json: metrics.q.ci_mean must be a list of two numbers"),
 ])
 def test_report_on_a_hostile_summary_is_one_line_exit_2(run_folder, capsys, summary_text, line):
     data = summary_text.encode() if isinstance(summary_text, str) else summary_text
@@ -124,6 +128,8 @@ def test_merge_of_a_deep_results_line_is_one_line_and_writes_nothing(run_folder,
                                                  'failed, errored, interrupted, partial, not ["passed"]'),
     ("summary.json", b'{"verdict": "passed", "shard": "1/1"}', "summary.json: summary.json: 'shard' must be an "
                                                                "object with integers 1 <= 'index' <= 'count' (and 'selected')"),
+    ("summary.json", b'{"verdict": "failed", "gates": [{"children": [{"n": "4"}]}]}',
+     "summary.json: summary.json: gates[0].children[0].n must be a non-negative integer"),
     ("results.jsonl", b'{"sample_id": 1, "grades": {}}\n{"sample_id": 2, "grades": {"a": {"score": 1e400}}}\n',
      "results.jsonl:2: results.jsonl: the number 1e400 is too large (numbers must be finite)"),
     ("results.jsonl", b'{"sample_id": 1, "grades": {}}\n\xfe\xff\n{"sample_id": 3, "grades": {}}\n',

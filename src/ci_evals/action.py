@@ -347,10 +347,28 @@ def load_results(folder: str) -> SuiteRun:
     try:
         summary = artifact.load_summary(folder)
         artifact.check_results(folder)
+        run = SuiteRun(str(summary.get("suite_file") or folder), Path(folder), exit_code(summary), summary,
+                       untrusted=True)
+        _try_rendering(run)
     except ConfigError as exc:
         return SuiteRun(folder, Path(folder), EXIT_GATE_FAILED, None, f"{FOREIGN}: {exc}", untrusted=True)
-    return SuiteRun(str(summary.get("suite_file") or folder), Path(folder), exit_code(summary), summary,
-                    untrusted=True)
+    return run
+
+
+def _try_rendering(run: SuiteRun) -> None:
+    """Render what results mode will render, once, turning a crash on a shape the reader let
+    through into the foreign-artifact error (the reader checks what the reports read; this
+    catches what it does not know yet, before a step summary or comment is half written)."""
+    from ci_evals.reports.comment import render_comment
+    from ci_evals.results.files import foreign_shape
+
+    assert run.summary is not None
+    with foreign_shape(str(run.out_dir / "summary.json"), "summary.json"):
+        step_summary(run)
+        render_comment(run.summary, run.results(), run_url=None, marker_key="check")
+        for gate in run.summary.get("gates") or []:
+            gate_description(gate)
+        metrics_output([run])
 
 
 FOREIGN = "not a ci-evals results folder"

@@ -323,7 +323,8 @@ def cmd_merge(args: Namespace) -> int:
             extra["partial_reason"] = "; ".join(missing)
         summary = build_summary(None, config, agg, started=started, duration=duration,
                                 partial=bool(missing), extra=extra, baseline=baseline)
-    write_outputs(args.output, summary)
+    with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
+        write_outputs(args.output, summary)
     print(console.render(summary))
     if args.dry_run:
         _print_comment(summary, args.output)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.errors import ConfigError
-from ci_evals.results.files import record_problem
+from ci_evals.results.shapes import record_problem
 from ci_evals.results.writer import refuse_link
 
 LOCK_NAME = ".ci-evals-run.json"
