@@ -424,8 +424,8 @@ def test_results_input_reports_on_finished_folders(tmp_path, gh_env, capsys):
     out = capsys.readouterr().out
     assert "::group::" not in out  # nothing was run
     assert "::error title=ci-evals gate failed" in out
-    assert gh.comments[12][0]["body"].startswith(
-        marker("bad:evals") + "\n### ❌ ci-evals · bad: failed"
+    assert gh.comments[12][0]["body"].startswith(  # keyed by the folder the workflow named, not the artifact
+        marker(f"artifact:evals:results={tmp_path / 'artifact'}") + "\n### ❌ ci-evals · bad: failed"
     )
     outputs = read_outputs(tmp_path / "output.txt")
     assert (outputs["exit-code"], outputs["summary-json"]) == (

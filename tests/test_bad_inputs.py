@@ -137,7 +137,7 @@ def test_corpus_is_large_and_complete():
     for name in CASES:
         expect = json.loads((CORPUS / name / "expect.json").read_text(encoding="utf-8"))
         assert set(expect) <= {"exit", "message", "where", "command", "suite", "args"}, name
-        assert expect["command"] in ("validate", "run", "merge") and expect["message"] and expect["where"], name
+        assert expect["command"] in ("validate", "run", "merge", "report") and expect["message"] and expect["where"], name
 
 
 @pytest.mark.parametrize("case", CASES)

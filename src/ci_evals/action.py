@@ -240,6 +240,13 @@ class SuiteRun:
     def name(self) -> str:
         return str((self.summary or {}).get("suite") or Path(self.suite_file).stem)
 
+    def comment_key(self, job: str) -> str:
+        """What names this suite's PR comment: ``suite:job``, or for another job's artifact the
+        folder the workflow named in the ``results`` input (``folder:job:results=path``). Never what
+        an artifact says about itself: a forged ``suite`` must not reach another suite's comment."""
+        return f"{self.out_dir.name or 'results'}:{job}:results={self.out_dir}" if self.untrusted \
+            else f"{self.name}:{job}"
+
     def results(self) -> Iterator[dict[str, Any]]:
         if self.untrusted:
             from ci_evals.reports import artifact
@@ -328,21 +335,43 @@ def run_suite(inputs: Inputs, suite_file: str, several: bool, slug: str | None =
 def load_results(folder: str) -> SuiteRun:
     """A finished results folder (another job's artifact, a merged shard folder) to report on.
 
-    Its strings are made inert (see ci_evals.reports.artifact); a summary.json that is not a JSON
-    object is an InputError.
+    It is read as a hostile artifact (ci_evals.results.files, Trust.HOSTILE) and its strings are
+    made inert (ci_evals.reports.artifact). A summary.json or results.jsonl that cannot be read,
+    is not UTF-8 or JSON, holds NaN, lone surrogates or deep nesting, or has another shape is a
+    foreign artifact: one error line naming the file (and line), exit 1, never a pass.
     """
+    from ci_evals.errors import ConfigError
     from ci_evals.reports import artifact
     from ci_evals.verdict import exit_code
 
     try:
         summary = artifact.load_summary(folder)
-    except ValueError as exc:
-        raise InputError(f"input 'results': {exc}") from None
-    try:  # any verdict but passed (or interrupted) is 1, whatever else the artifact says
-        code = exit_code(summary)
-    except (AttributeError, TypeError, ValueError, KeyError):  # a summary of another shape never passes
-        code = EXIT_GATE_FAILED
-    return SuiteRun(str(summary.get("suite_file") or folder), Path(folder), code, summary, untrusted=True)
+        artifact.check_results(folder)
+        run = SuiteRun(str(summary.get("suite_file") or folder), Path(folder), exit_code(summary), summary,
+                       untrusted=True)
+        _try_rendering(run)
+    except ConfigError as exc:
+        return SuiteRun(folder, Path(folder), EXIT_GATE_FAILED, None, f"{FOREIGN}: {exc}", untrusted=True)
+    return run
+
+
+def _try_rendering(run: SuiteRun) -> None:
+    """Render what results mode will render, once, turning a crash on a shape the reader let
+    through into the foreign-artifact error (the reader checks what the reports read; this
+    catches what it does not know yet, before a step summary or comment is half written)."""
+    from ci_evals.reports.comment import render_comment
+    from ci_evals.results.files import foreign_shape
+
+    assert run.summary is not None
+    with foreign_shape(str(run.out_dir / "summary.json"), "summary.json"):
+        step_summary(run)
+        render_comment(run.summary, run.results(), run_url=None, marker_key="check")
+        for gate in run.summary.get("gates") or []:
+            gate_description(gate)
+        metrics_output([run])
+
+
+FOREIGN = "not a ci-evals results folder"
 
 
 # ---------------------------------------------------------------- reporting
@@ -352,11 +381,7 @@ def annotate(run: SuiteRun) -> None:
     """``::error::`` per failed gate (or failed run), ``::warning::`` when samples errored."""
     if run.summary is None:
         last = [ln for ln in run.log_tail.strip().splitlines() if ln.strip()]
-        kind = (
-            "configuration error"
-            if run.exit_code == EXIT_CONFIG
-            else f"error (exit {run.exit_code})"
-        )
+        kind = _failure_kind(run)
         command(
             "error", last[-1] if last else f"{run.suite_file}: {kind}", title=f"ci-evals {kind}"
         )
@@ -380,12 +405,13 @@ def step_summary(run: SuiteRun) -> str:
     """The step-summary markdown of one suite, whatever its outcome."""
     if run.summary is not None:
         return render_summary_md(run.summary, run.results())
-    kind = (
-        "configuration error"
-        if run.exit_code == EXIT_CONFIG
-        else f"run failed (exit {run.exit_code})"
-    )
-    return render_error_md(f"{run.suite_file}: {kind}", run.log_tail.strip() or "no output")
+    return render_error_md(f"{run.suite_file}: {_failure_kind(run)}", run.log_tail.strip() or "no output")
+
+
+def _failure_kind(run: SuiteRun) -> str:
+    if run.untrusted:
+        return f"{FOREIGN} (exit {run.exit_code})"
+    return "configuration error" if run.exit_code == EXIT_CONFIG else f"run failed (exit {run.exit_code})"
 
 
 def should_comment(mode: str, env: Mapping[str, str], explicit_pr: bool = False) -> bool:
@@ -419,7 +445,7 @@ def post_comments(
     job = inputs.comment_key or env.get("GITHUB_JOB") or "evals"
     urls = []
     for run in (r for r in runs if r.summary is not None):
-        key = f"{run.name}:{job}"
+        key = run.comment_key(job)
         body = render_comment(run.summary, run.results(), run_url=run_url(env), marker_key=key)
         url = upsert_pr_comment(
             body,

@@ -12,15 +12,14 @@ its ``on_missing_baseline``. A summary.json that is not JSON is bad input (exit 
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any
 
 from ci_evals.aggregate import Aggregator
-from ci_evals.bounds import foreign_shape, record_problem, summary_problem
 from ci_evals.errors import ConfigError
 from ci_evals.gate import GateSpec, metric_value
-from ci_evals.reports.summary import iter_results
+from ci_evals.results.files import RESULTS, SUMMARY, Trust, foreign_shape, read_summary, records
 
 
 class Baseline:
@@ -32,36 +31,25 @@ class Baseline:
         self.current: Aggregator | None = None
         self.suite: str | None = None
         self._diffs: dict = {}  # model -> diff, computed once the current run has finished
-        summary_path = folder / "summary.json"
+        summary_path = folder / SUMMARY
         if not folder.is_dir():
             self.missing = f"baseline folder {folder} does not exist"
             return
-        if not summary_path.exists():
+        if not os.path.lexists(summary_path):
             self.missing = f"baseline folder {folder} has no summary.json"
             return
-        try:
-            self.summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ConfigError(f"baseline summary.json is not valid JSON: {exc}", file=str(summary_path)) from None
-        if not isinstance(self.summary, dict):
-            raise ConfigError("baseline summary.json is not a JSON object", file=str(summary_path))
-        problem = summary_problem(self.summary)
-        if problem:
-            raise ConfigError(f"baseline summary.json: {problem}", file=str(summary_path))
+        self.summary = dict(read_summary(folder, Trust.OTHER, what="baseline summary.json"))
         config = self.summary.get("config")
         if not config:
             raise ConfigError("baseline summary.json has no 'config' block (written by an older version?)",
                               file=str(summary_path))
         with foreign_shape(str(summary_path), "baseline summary.json"):
             self.agg = Aggregator(config, keep_outcomes=True)
-        if not (folder / "results.jsonl").exists():
+        if not os.path.lexists(folder / RESULTS):
             self.missing = f"baseline folder {folder} has no results.jsonl"
             return
-        with foreign_shape(str(folder / "results.jsonl"), "baseline results.jsonl"):
-            for rec in iter_results(folder / "results.jsonl"):
-                problem = record_problem(rec)
-                if problem:
-                    raise ConfigError(f"baseline results.jsonl: {problem}", file=str(folder / "results.jsonl"))
+        with foreign_shape(str(folder / RESULTS), "baseline results.jsonl"):
+            for rec in records(folder / RESULTS, Trust.OTHER, what="baseline results.jsonl"):
                 self.agg.add(rec)
             self.agg.flush_pending()
         if not self.agg.records:

@@ -1,15 +1,14 @@
 """Limits on untrusted input: JSON nesting and non-finite numbers, URLs, echoed text.
 
-A leaf module (imports nothing of ci-evals but errors) shared by the dataset, replay, baseline,
-resume and merge readers and the URL-taking specs.
+A leaf module (imports nothing of ci-evals but errors) shared by the dataset, replay and results
+readers and the URL-taking specs. What a results folder must hold is checked in
+:mod:`ci_evals.results.files`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from ci_evals.errors import ConfigError
@@ -80,63 +79,6 @@ def dumps(value: Any, **kwargs: Any) -> str:
         return json.dumps(value, allow_nan=False, **kwargs)
     except ValueError:  # only the rare record holding NaN/inf pays for the copy
         return json.dumps(finite(value), allow_nan=False, **kwargs)
-
-
-@contextmanager
-def foreign_shape(file: str, what: str) -> Iterator[None]:
-    """Turn a crash on a file another run wrote (valid JSON, wrong shape) into a one-line ConfigError."""
-    try:
-        yield
-    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
-        detail = clip(f"{type(exc).__name__}: {exc}", 80)
-        raise ConfigError(f"{what} has an unexpected shape ({detail}); is it a ci-evals results folder?",
-                          file=file) from None
-
-
-def _number(value: Any, *, none: bool = False) -> bool:
-    if value is None:
-        return none
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def record_problem(rec: Any) -> str | None:
-    """What makes a results.jsonl record (from another run: baseline, merge, resume) unusable, or None."""
-    if not isinstance(rec, dict):
-        return "a record must be a JSON object"
-    sid, run = rec.get("sample_id"), rec.get("run", 0)
-    if isinstance(sid, bool) or not isinstance(sid, (str, int)):
-        return "'sample_id' must be a string or an integer"
-    if isinstance(run, bool) or not isinstance(run, int) or run < 0:
-        return "'run' must be a non-negative integer"
-    if rec.get("model") is not None and not isinstance(rec["model"], str):
-        return "'model' must be a string or null"
-    error = rec.get("error")
-    if error is not None and not (isinstance(error, dict) and isinstance(error.get("message"), str)):
-        return "'error' must be null or an object with a 'message'"
-    if not _number(rec.get("duration_s"), none=True):
-        return "'duration_s' must be a number"
-    grades = rec.get("grades")
-    if not isinstance(grades, dict):
-        return "'grades' must be an object"
-    for name, grade in grades.items():  # an errored grade has no score (null)
-        if not isinstance(grade, dict) or not _number(grade.get("score"), none=bool(grade.get("error"))):
-            return f"grades.{clip(str(name), 40)} must be an object with a numeric 'score'"
-        if grade.get("error") is not None and not isinstance(grade["error"], str):
-            return f"grades.{clip(str(name), 40)}.error must be a string or null"
-    return None
-
-
-def summary_problem(summary: dict[str, Any]) -> str | None:
-    """What makes another run's summary.json unusable as a baseline or merge input, or None."""
-    metrics = summary.get("metrics", {})
-    if not isinstance(metrics, dict):
-        return "'metrics' must be an object"
-    for name, m in metrics.items():
-        if not (isinstance(m, dict) and _number(m.get("mean"), none=True) and _number(m.get("pass_rate"), none=True)):
-            return f"metrics.{clip(str(name), 40)} must be an object with numeric 'mean' and 'pass_rate'"
-    if not isinstance(summary.get("config", {}), dict):
-        return "'config' must be an object"
-    return None
 
 
 def check_output_folder(path: Any, option: str = "--output") -> None:

@@ -61,6 +61,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
     from ci_evals.bounds import check_output_folder
     from ci_evals.reports import console
     from ci_evals.reports.summary import write_outputs
+    from ci_evals.results.writer import refuse_links
     from ci_evals.runner import Runner, RunOptions
     from ci_evals.signals import held_signals
     from ci_evals.suite import load_suite
@@ -76,6 +77,7 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
         select_model(suite, args.model_handle)
     out = resume or output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
     check_output_folder(out, "--resume" if resume is not None else "--output")
+    refuse_links(out)
     if resume is not None and not (resume / "results.jsonl").exists():
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
     baseline = Baseline(args.baseline) if args.baseline else None
@@ -163,11 +165,13 @@ def cmd_run(args: Namespace) -> int:
         if code >= 130:
             break
     base.mkdir(parents=True, exist_ok=True)
-    (base / "suites.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    from ci_evals.results.writer import write_text
+
+    write_text(base / "suites.json", json.dumps(rows, indent=2) + "\n")
     # One combined report: each suite's summary.md in turn (a failed load gets its error line).
     parts = [(Path(r["output"]) / "summary.md").read_text(encoding="utf-8") if r["output"]
              else f"## {r['suite_file']}\n\nInvalid configuration (exit code {r['exit_code']}).\n" for r in rows]
-    (base / "summary.md").write_text("\n\n---\n\n".join(parts), encoding="utf-8")
+    write_text(base / "summary.md", "\n\n---\n\n".join(parts))
     print("\nAll suites: " + ", ".join(f"{Path(r['suite_file']).name} {r['verdict'].upper().replace('_', ' ')}"
                                        for r in rows))
     interrupted = [c for c in codes if c >= 130]
@@ -221,35 +225,46 @@ def cmd_list() -> int:
 
 
 def read_summary(folder: Path) -> dict[str, Any]:
-    """A results folder's summary.json; a missing or broken one is a one-line ConfigError."""
-    path = folder / "summary.json"
-    if not path.is_file():
-        raise ConfigError("no summary.json in this folder", file=str(folder))
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"summary.json is not valid JSON: {exc}", file=str(path)) from None
-    if not isinstance(summary, dict):
-        raise ConfigError("summary.json is not a JSON object", file=str(path))
-    from ci_evals.bounds import summary_problem
+    """A results folder's summary.json given on the command line (another run's: checked); a
+    missing, unreadable or foreign one is a one-line ConfigError."""
+    from ci_evals.results.files import Trust
+    from ci_evals.results.files import read_summary as read
 
-    problem = summary_problem(summary)
-    if problem:
-        raise ConfigError(f"summary.json: {problem}", file=str(path))
-    return summary
+    return dict(read(folder, Trust.OTHER))
 
 
 def cmd_report(args: Namespace) -> int:
-    """``ci-evals report DIR``: rebuild DIR/report.html from its summary.json and results.jsonl."""
+    """``ci-evals report DIR``: rebuild DIR/report.html from its summary.json and results.jsonl.
+
+    DIR may come from elsewhere (a downloaded artifact): it is read as another run's folder, so a
+    bad line is one error naming it, and the baseline folder its summary.json names is read only
+    inside the current directory (see ci_evals.results.files.baseline_reference).
+    """
     from ci_evals.reports.html import write_report
+    from ci_evals.results.files import (
+        RESULTS,
+        Trust,
+        baseline_reference,
+        check_records,
+        foreign_shape,
+    )
 
     folder: Path = args.dir
     summary = read_summary(folder)
-    if not (folder / "results.jsonl").is_file():
+    if not (folder / RESULTS).is_file():
         raise ConfigError("no results.jsonl in this folder", file=str(folder))
-    if args.baseline is not None and not (args.baseline / "results.jsonl").is_file():
-        raise ConfigError("no results.jsonl in the baseline folder", file=str(args.baseline))
-    report = write_report(folder, summary, args.baseline)
+    check_records(folder / RESULTS, Trust.OTHER)
+    baseline = args.baseline
+    if baseline is not None and not (baseline / RESULTS).is_file():
+        raise ConfigError("no results.jsonl in the baseline folder", file=str(baseline))
+    if baseline is None:
+        baseline, why = baseline_reference(summary, folder, Path.cwd())
+        if why:
+            print(f"note: {folder / 'summary.json'}: {why} (pass --baseline to compare)", file=sys.stderr)
+    if baseline is not None:
+        check_records(baseline / RESULTS, Trust.OTHER, what="baseline results.jsonl")
+    with foreign_shape(str(folder / "summary.json"), "summary.json"):
+        report = write_report(folder, summary, baseline, trust=Trust.OTHER)
     print(f"Report: {report}")
     if args.open:
         import webbrowser
@@ -262,19 +277,18 @@ def cmd_report(args: Namespace) -> int:
 def cmd_merge(args: Namespace) -> int:
     from ci_evals.aggregate import Aggregator
     from ci_evals.baseline import Baseline
-    from ci_evals.bounds import (
-        check_output_folder,
-        dumps,
-        foreign_shape,
-        record_problem,
-    )
+    from ci_evals.bounds import check_output_folder, dumps
     from ci_evals.reports import console
-    from ci_evals.reports.summary import build_summary, iter_results, write_outputs
+    from ci_evals.reports.summary import build_summary, write_outputs
+    from ci_evals.results.files import RESULTS, Trust, foreign_shape, records
+    from ci_evals.results.writer import open_atomic, refuse_links
 
     summaries = []
     for d in args.dirs:
         summaries.append(read_summary(d))
     check_output_folder(args.output)
+    refuse_overlap(args.output, [*args.dirs, *([args.baseline] if args.baseline else [])])
+    refuse_links(args.output)
     config = summaries[0].get("config")
     for d, s in zip(args.dirs, summaries, strict=True):
         if s.get("config") != config or s.get("suite") != summaries[0].get("suite"):
@@ -287,13 +301,11 @@ def cmd_merge(args: Namespace) -> int:
         baseline.attach(agg, suite=summaries[0].get("suite"))
     args.output.mkdir(parents=True, exist_ok=True)
     seen: set[tuple] = set()
-    with (args.output / "results.jsonl").open("w", encoding="utf-8") as fh:
+    with open_atomic(args.output / RESULTS) as fh:
         for d, s in zip(args.dirs, summaries, strict=True):
             read = 0
-            for rec in iter_results(d / "results.jsonl"):
-                if record_problem(rec):
-                    raise ConfigError(f"results.jsonl: {record_problem(rec)}", file=str(d / "results.jsonl"))
-                with foreign_shape(str(d / "results.jsonl"), "results.jsonl"):
+            for rec in records(d / RESULTS, Trust.OTHER):
+                with foreign_shape(str(d / RESULTS), RESULTS):
                     key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
                     if key in seen:
                         raise ConfigError(f"sample {rec['sample_id']!r} appears in more than one shard", file=str(d))
@@ -318,13 +330,28 @@ def cmd_merge(args: Namespace) -> int:
             extra["partial_reason"] = "; ".join(missing)
         summary = build_summary(None, config, agg, started=started, duration=duration,
                                 partial=bool(missing), extra=extra, baseline=baseline)
-    write_outputs(args.output, summary)
+    with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
+        write_outputs(args.output, summary)
     print(console.render(summary))
     if args.dry_run:
         _print_comment(summary, args.output)
     from ci_evals.verdict import exit_code
 
     return exit_code(summary)
+
+
+def refuse_overlap(output: Path, inputs: list[Path]) -> None:
+    """ConfigError (exit 2) when the output folder is, holds or lies inside an input folder:
+    writing it would overwrite or mix with what is being read."""
+    import os
+
+    out = os.path.realpath(output)
+    for d in inputs:
+        src = os.path.realpath(d)
+        if out == src or out.startswith(src.rstrip(os.sep) + os.sep) or src.startswith(out.rstrip(os.sep) + os.sep):
+            what = "is" if out == src else ("lies inside" if out.startswith(src) else "holds")
+            raise ConfigError(f"--output {what} the input folder {d}; write the merge to a folder of its own",
+                              file=str(output))
 
 
 def _shard_name(folder: Path, summary: dict[str, Any]) -> str:

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.errors import ConfigError
+from ci_evals.results.shapes import record_problem
+from ci_evals.results.writer import refuse_link
 
 LOCK_NAME = ".ci-evals-run.json"
 
@@ -74,7 +76,8 @@ def hold(folder: Path, prints: dict[str, str], *, resume: bool) -> FolderLock:
     except OSError as exc:
         raise ConfigError(f"cannot create the results folder: {exc.strerror}", file=str(folder)) from None
     path = folder / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    refuse_link(path)  # a lock file planted as a symlink would have us truncate its target
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -97,14 +100,11 @@ def hold(folder: Path, prints: dict[str, str], *, resume: bool) -> FolderLock:
 
 
 def _written_by_us(results: Path) -> bool:
-    from ci_evals.bounds import record_problem
-    from ci_evals.records import is_result_record
-
     try:
         with results.open(encoding="utf-8") as fh:
             first = next((line for line in fh if line.strip()), "")
         rec = json.loads(first)
-        return is_result_record(rec) and record_problem(rec) is None
+        return record_problem(rec) is None
     except (OSError, ValueError, UnicodeDecodeError):
         return False
 

@@ -103,11 +103,6 @@ def _walk(value: Any, path: str, secrets: list[str], cap: int, truncated: dict[s
     return value
 
 
-def is_result_record(rec: Any) -> bool:
-    """The shape every results.jsonl line of ci-evals has (what ``--resume`` and ``merge`` need)."""
-    return isinstance(rec, dict) and "sample_id" in rec and isinstance(rec.get("grades"), dict)
-
-
 def submission_of(row: dict[str, Any], name: str) -> Any:
     """The submission grader ``name`` saw, following ``submission_same_as``; None when absent."""
     subs = row.get("submission") or {}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import signal
 import sys
 import time
@@ -23,14 +22,15 @@ from typing import Any
 
 from ci_evals import redact
 from ci_evals.aggregate import Aggregator
-from ci_evals.bounds import foreign_shape, record_problem
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
 from ci_evals.graders.tool import ToolGrader
 from ci_evals.models import GradeResult, Sample
 from ci_evals.perturn import grade_per_turn
-from ci_evals.records import is_result_record, record_line
+from ci_evals.records import record_line
 from ci_evals.redact import scrub
+from ci_evals.results.files import Trust, foreign_shape, iter_records
+from ci_evals.results.writer import open_append
 from ci_evals.rewards import reward_config
 from ci_evals.signals import on_signals
 from ci_evals.suite import GraderSlot, LoadedSuite
@@ -197,27 +197,15 @@ class Runner:
 
     def _load_previous(self, results: Path) -> None:
         """For ``--resume``: feed the records already written, remember which jobs are done."""
-        if not results.exists():
-            return
-        with results.open(encoding="utf-8") as fh:
-            for line_no, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue  # a torn last line from a hard kill: that job runs again
-                if not is_result_record(rec):
-                    raise ConfigError("not a ci-evals results record; --resume needs a folder an "
-                                      "interrupted run wrote", file=str(results), line=line_no)
-                key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
-                if key in self.done_keys:
-                    continue
-                self.done_keys.add(key)
-                if record_problem(rec):
-                    raise ConfigError(record_problem(rec), file=str(results), line=line_no)
-                with foreign_shape(f"{results}:{line_no}", "this record"):
-                    self.agg.add(rec)
+        # The folder may be anything the user named: read it as another run's (a bad line is one
+        # error naming it; only a torn last line from a hard kill is skipped, and that job runs again).
+        for n, rec in iter_records(results, Trust.OTHER):
+            key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
+            if key in self.done_keys:
+                continue
+            self.done_keys.add(key)
+            with foreign_shape(f"{results}:{n + 1}", "this record"):
+                self.agg.add(rec)
 
     async def _call_setup(self) -> None:
         fn = self.suite.setup
@@ -246,7 +234,7 @@ class Runner:
             self._load_previous(results_path)
         started = datetime.now(UTC)
         t0 = time.perf_counter()
-        fh = results_path.open("a" if self.opts.resume else "w", encoding="utf-8")
+        fh = open_append(results_path, truncate=not self.opts.resume)
         interrupted: int | None = None
         loop = asyncio.get_running_loop()
         main_task = asyncio.current_task()

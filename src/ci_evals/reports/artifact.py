@@ -11,11 +11,12 @@ fields lose their line breaks. The text stays readable; nothing in it acts.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from ci_evals.results.files import RESULTS, Trust, check_records, read_summary, records
 
 _SWAP = str.maketrans({"<": "‹", ">": "›", "&": "＆", "@": "＠", "[": "［", "]": "］", "`": "ˋ",
                        "|": "¦", "\\": "⧵", "#": "＃", "\x00": "", "\r": " "})
@@ -46,23 +47,18 @@ def neutralise_tree(value: Any, multiline: bool = False) -> Any:
 
 
 def load_summary(folder: str | Path) -> dict[str, Any]:
-    """The folder's summary.json made inert; ValueError when it is not a JSON object."""
-    path = Path(folder) / "summary.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot be read ({exc})") from None
-    except ValueError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a ci-evals summary (a JSON object)")
-    return neutralise_tree(data)
+    """The folder's summary.json, checked as a hostile artifact and made inert; ConfigError
+    (one line naming the file) when it is unreadable or of another shape."""
+    return neutralise_tree(dict(read_summary(Path(folder), Trust.HOSTILE)))
+
+
+def check_results(folder: str | Path) -> int:
+    """Read the folder's results.jsonl once as a hostile artifact (ConfigError naming the first
+    bad line), before anything renders it; its record count."""
+    return check_records(Path(folder) / RESULTS, Trust.HOSTILE)
 
 
 def iter_results(folder: str | Path) -> Iterator[dict[str, Any]]:
-    """The folder's results.jsonl records, each made inert; lines that are not objects are skipped."""
-    from ci_evals.reports.summary import iter_results as raw
-
-    for rec in raw(Path(folder) / "results.jsonl"):
-        if isinstance(rec, dict):
-            yield neutralise_tree(rec)
+    """The folder's results.jsonl records, checked as a hostile artifact, each made inert."""
+    for rec in records(Path(folder) / RESULTS, Trust.HOSTILE):
+        yield neutralise_tree(rec)

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, build_data
+from ci_evals.results.files import Trust, baseline_reference
+from ci_evals.results.writer import write_text
 
 VERDICT_WORDS = {
     "passed": "Every gate passed.",
@@ -51,14 +53,15 @@ def _sha256(text: str) -> str:
 
 
 def render_report(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
-                  max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES) -> str:
+                  max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES, trust: Trust = Trust.OWN) -> str:
     """The whole report.html as text."""
     import jinja2
     from markupsafe import Markup
 
     from ci_evals.reports import markdown as md
 
-    data, details, scan = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes)
+    data, details, scan = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes,
+                                     trust=trust)
     env = jinja2.Environment(loader=jinja2.PackageLoader("ci_evals.reports", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     def given(value: Any) -> bool:
@@ -84,23 +87,16 @@ def render_report(summary: dict[str, Any], results: Path, baseline: Path | None 
     )
 
 
-def baseline_folder(summary: dict[str, Any], results_dir: Path) -> Path | None:
-    """The baseline folder named in summary.json, if it still holds a results.jsonl."""
-    folder = (summary.get("baseline") or {}).get("folder")
-    if not folder:
-        return None
-    for cand in (Path(folder), results_dir / folder):
-        if (cand / "results.jsonl").is_file():
-            return cand
-    return None
+def write_report(out: Path, summary: dict[str, Any], baseline: Path | None = None,
+                 trust: Trust = Trust.OWN) -> Path:
+    """Write ``out/report.html`` (atomically, never through a symlink) and return its path.
 
-
-def write_report(out: Path, summary: dict[str, Any], baseline: Path | None = None) -> Path:
-    """Write ``out/report.html`` (atomically) and return its path."""
-    baseline = baseline or baseline_folder(summary, out)
-    text = render_report(summary, out / "results.jsonl", baseline)
-    tmp = out / "report.html.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out / "report.html")
-    return out / "report.html"
-
+    The baseline columns come from ``baseline`` or, when not given, from the folder summary.json
+    names (a folder from elsewhere: only inside the current directory, see
+    :func:`ci_evals.results.files.baseline_reference`).
+    ``trust`` is how far ``out`` is trusted (a folder from elsewhere is checked line by line).
+    """
+    if baseline is None:
+        baseline = baseline_reference(summary, out, None if trust is Trust.OWN else Path.cwd())[0]
+    text = render_report(summary, out / "results.jsonl", baseline, trust=trust)
+    return write_text(out / "report.html", text)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ci_evals.records import submission_of
 from ci_evals.reports.markdown import gate_description, input_text, sample_label, truncate
+from ci_evals.results.writer import open_atomic
 
 FIELD_LIMIT = 20_000
 """Characters kept per rationale, submission or input: the report stays loadable by CI viewers."""
@@ -237,7 +238,7 @@ def write_junit(summary: dict[str, Any], results: Iterable[dict[str, Any]], path
         gates.add(*case)
     all_suites = [*writers.values(), gates]
 
-    with Path(path).open("w", encoding="utf-8") as out:
+    with open_atomic(Path(path)) as out:
         out.write('<?xml version="1.0" encoding="utf-8"?>\n')
         totals = {k: sum(getattr(w, k) for w in all_suites) for k in ("tests", "failures", "errors")}
         totals["time"] = f"{wall:.6f}"

@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ci_evals.records import submissions_of
-from ci_evals.reports.summary import iter_results
+from ci_evals.results.files import Trust, iter_records, records
 
 MAX_ROWS = 20_000
 MAX_DATA_BYTES = 20_000_000
@@ -66,21 +65,6 @@ def _compact(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v or (v is not False and v == 0)}
 
 
-def _numbered(results: Path, wanted: set[int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) of results.jsonl, parsing only the ``wanted`` lines; a torn line is skipped."""
-    if not results.exists():
-        return
-    with results.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh):
-            if (wanted is None or n in wanted) and line.strip():
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict):
-                    yield n, rec
-
-
 def _line_count(results: Path) -> int:
     if not results.exists():
         return 0
@@ -112,7 +96,7 @@ class _Baseline:
         self.grades: dict[tuple, dict[str, Any]] = {}
         if folder is None:
             return
-        for rec in iter_results(folder / "results.jsonl"):
+        for rec in records(folder / "results.jsonl", Trust.OTHER, what="baseline results.jsonl"):
             self.grades[row_key(rec)] = {
                 name: _compact({"score": g.get("score"), "passed": bool(g.get("passed")),
                                 "error": _cap(g.get("error"), BASELINE_RATIONALE_CAP),
@@ -212,7 +196,7 @@ def _message(m: dict[str, Any], cut: _Cut, submissions: dict[str, str], inputs: 
 
 
 def _scan(results: Path, base: _Baseline, regs: dict[tuple, set[str]], max_rows: int,
-          max_bytes: int) -> dict[str, Any]:
+          max_bytes: int, trust: Trust) -> dict[str, Any]:
     """First pass: counts, histograms, error groups, which line numbers the page keeps, and (while
     every line still fits the limits, the usual case) the rows themselves, so no second pass is needed."""
     total, keep, others = 0, [], []
@@ -226,7 +210,7 @@ def _scan(results: Path, base: _Baseline, regs: dict[tuple, set[str]], max_rows:
     eager_cut = _Cut(TEXT_CAP)
     if _line_count(results) > max_rows:  # some lines will be left out: no point building every row now
         tables = None
-    for i, rec in _numbered(results):
+    for i, rec in iter_records(results, trust):
         total += 1
         if rec.get("model"):
             models.add(str(rec["model"]))
@@ -275,13 +259,13 @@ def _choose(scan: dict[str, Any], limit: int) -> set[int]:
 
 
 def _rows_json(results: Path, keep: set[int], cut: _Cut, base: _Baseline, regs: dict[tuple, set[str]],
-               max_bytes: int | None) -> tuple[list[str], list[str], int]:
+               max_bytes: int | None, trust: Trust) -> tuple[list[str], list[str], int]:
     """The kept rows as JSON texts (table part, detail part) and their size; stops early (returning
     the projected size) once they cannot fit ``max_bytes``, so memory stays near ``max_bytes``."""
     tables: list[str] = []
     details: list[str] = []
     size = 0
-    for _, rec in _numbered(results, keep):
+    for _, rec in iter_records(results, trust, keep):
         table, detail = _row(rec, cut, base, regs)
         tables.append(script_json(table))
         details.append(script_json(detail))
@@ -292,12 +276,13 @@ def _rows_json(results: Path, keep: set[int], cut: _Cut, base: _Baseline, regs: 
 
 
 def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
-               max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES) -> tuple[str, str, dict[str, Any]]:
+               max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES,
+               trust: Trust = Trust.OWN) -> tuple[str, str, dict[str, Any]]:
     """(the page's data and the rows' details as script-safe JSON, facts for the template), cutting
-    texts to fit ``max_bytes``."""
+    texts to fit ``max_bytes``; ``results`` is read at ``trust`` (see ci_evals.results.files)."""
     base = _Baseline(baseline)
     regs = _regression_index(summary)
-    scan = _scan(results, base, regs, max_rows, max_bytes)
+    scan = _scan(results, base, regs, max_rows, max_bytes, trust)
     metrics = summary.get("metrics") or {}
     names = list(metrics) or sorted(scan["hist"])
     limit = max_rows
@@ -308,7 +293,8 @@ def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = N
         rows, details, size = eager
     while eager is None:
         cut = _Cut(cap)
-        rows, details, size = _rows_json(results, keep, cut, base, regs, max_bytes if len(keep) > 1 else None)
+        rows, details, size = _rows_json(results, keep, cut, base, regs, max_bytes if len(keep) > 1 else None,
+                                         trust)
         if size <= max_bytes or len(keep) <= 1:
             break
         smaller = max(MIN_TEXT_CAP, int(cap * max_bytes / size * 0.9))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import platform
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -10,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.bounds import dumps
+from ci_evals.results.files import Trust, records
+from ci_evals.results.writer import write_text
 
 SCHEMA_VERSION = 1
 
@@ -132,33 +133,21 @@ def build_summary(
 
 
 def iter_results(path: Path) -> Iterator[dict[str, Any]]:
-    """Stream the records of a results.jsonl (skipping a torn last line)."""
-    if not path.exists():
-        return
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except ValueError:
-                    continue
+    """Stream the records of this run's own results.jsonl (a torn line is skipped); see
+    :mod:`ci_evals.results.files` for folders from elsewhere."""
+    return records(path, Trust.OWN)
 
 
 def write_outputs(out: Path, summary: dict[str, Any]) -> None:
-    """summary.json, summary.md, junit.xml and report.html in ``out`` (results.jsonl is already there)."""
+    """summary.json, summary.md, junit.xml and report.html in ``out`` (results.jsonl is already
+    there), each written whole to a temporary file and renamed, never through a symlink."""
     from ci_evals.reports.html import write_report
     from ci_evals.reports.junit import write_junit
     from ci_evals.reports.markdown import render_summary_md
 
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(
-        dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
-    )
-    tmp.replace(out / "summary.json")
+    write_text(out / "summary.json", dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n")
     results = out / "results.jsonl"
-    (out / "summary.md").write_text(
-        render_summary_md(summary, iter_results(results)), encoding="utf-8"
-    )
+    write_text(out / "summary.md", render_summary_md(summary, iter_results(results)))
     write_junit(summary, iter_results(results), out / "junit.xml")
     write_report(out, summary)
