@@ -322,6 +322,10 @@ def run_suite(inputs: Inputs, suite_file: str, several: bool, slug: str | None =
             summary = json.loads(summary_file.read_text(encoding="utf-8"))
         except ValueError:
             summary = None
+    if rc == EXIT_PASSED and (not isinstance(summary, dict) or summary.get("verdict") != "passed"):
+        # exit 0 is a pass only with a summary that says so (suite code calling sys.exit(0) is not)
+        tail += "error: ci-evals exited 0 without a summary.json whose verdict is passed; not a pass\n"
+        rc = EXIT_INTERNAL if summary is None else EXIT_GATE_FAILED
     return SuiteRun(suite_file, out_dir, rc, summary, tail)
 
 
@@ -455,6 +459,12 @@ def combined_verdict(runs: list[SuiteRun]) -> str:
     return max(verdicts, key=VERDICT_ORDER.index, default="errored")
 
 
+def passed_for_sure(runs: list[SuiteRun], code: int, verdict: str) -> bool:
+    """``passed=true`` needs exit 0, a combined verdict of passed and every suite's summary saying passed."""
+    return code == EXIT_PASSED and verdict == "passed" and bool(runs) and all(
+        isinstance(r.summary, dict) and r.summary.get("verdict") == "passed" for r in runs)
+
+
 def combined_exit(codes: list[int]) -> int:
     """The worst exit code: interruption > internal > configuration > gate failed > passed."""
     return max(codes, default=EXIT_PASSED)
@@ -496,7 +506,7 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
     set_outputs(
         output_path,
         {
-            "passed": "true" if code == EXIT_PASSED else "false",
+            "passed": "true" if passed_for_sure(runs, code, verdict) else "false",
             "verdict": verdict,
             "exit-code": str(code),
             "summary-json": "\n".join(summaries),
@@ -532,7 +542,7 @@ def main(argv: list[str] | None = None, restart: bool | None = None) -> int:
         if restart:
             handover.reexec_without_token(os.environ, [sys.executable, "-m", "ci_evals", "action"])
             token = handover.take_token(os.environ)
-            handover.make_undumpable()
+            handover.protect_environ()
         return run_action(os.environ, token)
     except Exception as exc:  # the last line of defence: report, summarise, exit 3
         command(

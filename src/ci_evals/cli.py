@@ -155,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return EXIT_CONFIG
     load_dotenv()
+    if from_command_line and args.command == "run":  # the programs a run starts never read our environ
+        from ci_evals.handover import protect_environ
+
+        protect_environ()
     if os.environ.get("GITHUB_ACTIONS") == "true":  # model output must not become a workflow command
         from ci_evals.workflow import commands_stopped
 
@@ -201,6 +205,12 @@ def _dispatch(args) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    except (SystemExit, GeneratorExit) as exc:  # past argparse, only code of the suite's raises these
+        from ci_evals.redact import scrub
+
+        print(scrub(f"error: suite code raised {type(exc).__name__}({exc}) outside any sample; "
+                    "no summary was written"), file=sys.stderr)
+        return EXIT_INTERNAL
     except Exception:  # a bug of ours: say so, with the traceback, and exit 3
         import traceback
 

@@ -5,7 +5,12 @@ cannot take a variable back out of ``/proc/<pid>/environ`` (``os.environ.pop`` c
 own copy), and every program ci-evals starts (command targets, python graders, their children)
 could read that file of its parent. So the action reads the token, writes it into a pipe, and
 replaces itself (``execve``) with a copy whose environment has no token: neither the inputs, nor
-any variable holding the same value, nor the runner's ``ACTIONS_*_TOKEN`` credentials. The new
+any variable whose value *contains* it in any of its :func:`token_forms` (an ``Authorization:
+bearer <token>`` header, a ``https://x-access-token:<token>@github.com`` URL, actions/checkout's
+``AUTHORIZATION: basic <base64 of x-access-token:<token>>``), nor the runner's ``ACTIONS_*_TOKEN``
+credentials. ``execve`` gives the process a new ``/proc/<pid>/environ`` (unlike ``os.environ.pop``
+or ``unsetenv``, which leave the kernel's copy as it was), so no child can read the token from its
+parent's environ file; the re-executed process is also made non-dumpable. The new
 process reads the token from the inherited pipe at once and closes it, then marks itself
 non-dumpable, so other processes of the same user cannot read its memory or open its files
 through ``/proc`` (root with ``CAP_SYS_PTRACE`` still can; Docker does not grant it by default).
@@ -16,26 +21,54 @@ setup scripts) shares its memory and can find the token there. See the README's 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import sys
 from collections.abc import Mapping, MutableMapping
+from urllib.parse import quote
 
 TOKEN_FD = "CI_EVALS_TOKEN_FD"
 TOKEN_INPUTS = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN")
 PR_SET_DUMPABLE = 4
+MIN_CONTAINED = 8
+"""A shorter token (only ever a test's) hides only variables equal to it, not every value holding it."""
 
 
 class HandoverError(Exception):
     """The token could not be handed over safely (the action stops: exit 3)."""
 
 
+def token_forms(token: str) -> list[str]:
+    """The token as it may sit inside another variable's value: itself, URL-quoted, hex, and base64.
+
+    Base64 of any text that holds the token (``x-access-token:<token>``, ``<token>:x-oauth-basic``,
+    ``user:<token>``) holds one of three fixed runs of characters, one per alignment of the token
+    within 3-byte groups; each run is the token's encoding minus the characters its neighbours
+    share. Both alphabets (standard and URL-safe) are listed.
+    """
+    raw = token.encode("utf-8")
+    forms = {token, quote(token, safe=""), binascii.hexlify(raw).decode(), binascii.hexlify(raw).decode().upper()}
+    for shift in range(3):
+        enc = base64.b64encode(b"\0" * shift + raw).decode()
+        start = (shift * 4 + 2) // 3  # characters that depend on the bytes before the token
+        end = (len(raw) + shift) // 3 * 4  # whole groups only: the last one depends on what follows
+        run = enc[start:end]
+        if len(run) >= 8:
+            forms.update({run, run.replace("+", "-").replace("/", "_")})
+    return sorted(f for f in forms if f)
+
+
 def hidden_names(env: Mapping[str, str]) -> list[str]:
-    """The variables user code must not see: the token inputs, any copy of the token, runner tokens."""
+    """The variables user code must not see: the token inputs, any variable holding the token in
+    any of its :func:`token_forms`, and the runner's tokens."""
     token = next((env[n].strip() for n in TOKEN_INPUTS if (env.get(n) or "").strip()), None)
+    forms = token_forms(token) if token is not None and len(token) >= MIN_CONTAINED else []
     return sorted(
         name for name, value in env.items()
         if name in TOKEN_INPUTS
         or (token is not None and value.strip() == token)
+        or any(form in value for form in forms)
         or (name.startswith("ACTIONS_") and name.endswith("_TOKEN"))
     )
 
@@ -89,6 +122,49 @@ def take_token(env: MutableMapping[str, str]) -> str | None:
             pass
     token = b"".join(chunks).decode("utf-8", "replace").strip()
     return token or None
+
+
+CAP_SYS_PTRACE = 19
+PR_CAPBSET_DROP = 24
+_CAP_VERSION_3 = 0x20080522
+
+
+def protect_environ() -> bool:
+    """Make this process's ``/proc/<pid>/environ`` (and memory) unreadable to every program it starts.
+
+    Non-dumpable (:func:`make_undumpable`) stops other processes of the same user; a process with
+    ``CAP_SYS_PTRACE`` (root on a plain machine) still reads it, so the capability is dropped from
+    this process and its bounding set: no child, ``root`` or not, can get it back. ci-evals never
+    needs it (its children, after ``execve``, are dumpable again: their environ stays readable to
+    it for :mod:`ci_evals.procs`). What this cannot hide: the environment of processes *above*
+    ci-evals (the CI step's shell), which any program of the same user can read; see
+    the README's security section. True when the process is non-dumpable afterwards.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0, 0, 0)  # EPERM without CAP_SETPCAP: nothing to drop
+
+        class Header(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class Data(ctypes.Structure):
+            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                        ("inheritable", ctypes.c_uint32)]
+
+        header, data = Header(_CAP_VERSION_3, 0), (Data * 2)()
+        if libc.capget(ctypes.byref(header), data) == 0:
+            bit = ~(1 << CAP_SYS_PTRACE) & 0xFFFFFFFF
+            data[0].effective &= bit
+            data[0].permitted &= bit
+            data[0].inheritable &= bit
+            libc.capset(ctypes.byref(header), data)
+    except (OSError, AttributeError):
+        pass
+    return make_undumpable()
 
 
 def make_undumpable() -> bool:

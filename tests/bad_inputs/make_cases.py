@@ -364,6 +364,12 @@ case("dataset_csv_not_utf8", "not UTF-8 text", ["dataset.csv"], suite_text=suite
 case("setup_script_raises", "setup script raised RuntimeError: fixtures unavailable", ["suite.yaml", "setup_script"],
      command="run", suite_text=suite(setup_script="setup.py:prepare"),
      files={"setup.py": "def prepare(suite):\n    raise RuntimeError('fixtures unavailable')\n"})
+# issue 23 F1: SystemExit from the suite's code is that code's error, never a green exit
+case("setup_script_exits_zero", "setup script raised SystemExit(0)", ["suite.yaml", "setup_script"],
+     command="run", suite_text=suite(setup_script="setup.py:prepare"),
+     files={"setup.py": "def prepare(suite):\n    raise SystemExit(0)\n"})
+case("grader_file_exits_at_import", "importing it failed: SystemExit: 0", ["g.py", "graders.acc.function"],
+     suite_text=graders(acc={"kind": "tool", "function": "g.py:f"}), files={"g.py": "import sys\nsys.exit(0)\n"})
 case("setup_script_missing_file", "file not found", ["setup.py", "setup_script"],
      suite_text=suite(setup_script="setup.py:prepare"))
 case("setup_script_not_a_reference", "'setup.py' is not a 'file.py:function' reference", ["suite.yaml", "setup_script"],

@@ -134,16 +134,12 @@ class ToolGrader(Grader):
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
         try:
-            if self.is_async:
-                out = await self.fn(sample, submission)
-            else:  # off the event loop, time-limited (see ci_evals.usercode)
-                out = await usercode.call(self.fn, sample, submission, what=f"grader '{self.spec.function}'")
-            if inspect.isawaitable(out):
-                out = await out
+            # sync: off the event loop, time-limited; SystemExit and the like are its error (ci_evals.usercode)
+            out = await usercode.run(self.fn, sample, submission, what=f"grader '{self.spec.function}'")
         except usercode.UserCodeTimeout as exc:
             return GradeResult(score=0.0, rationale=str(exc), error=str(exc))
         except Exception as exc:  # a user's grader failing is that sample's grading error
-            msg = f"grader '{self.spec.function}' raised {type(exc).__name__}: {exc}"
+            msg = f"grader '{self.spec.function}' raised {usercode.describe(exc)}"
             return GradeResult(score=0.0, rationale=msg, error=msg)
         return self._check(out)
 

@@ -410,12 +410,15 @@ class LettaTarget(Target):
             retried[0] += retries
             model = None
         else:
-            if inspect.iscoroutinefunction(self.factory):
-                result = await self.factory(client, sample)
-            else:  # a sync factory may block (its own sync client): keep the event loop free
-                result = await asyncio.to_thread(self.factory, client, sample)
-                if inspect.isawaitable(result):
-                    result = await result
+            from ci_evals.usercode import contained
+
+            with contained():  # SystemExit and the like from the factory: that sample's error
+                if inspect.iscoroutinefunction(self.factory):
+                    result = await self.factory(client, sample)
+                else:  # a sync factory may block (its own sync client): keep the event loop free
+                    result = await asyncio.to_thread(self.factory, client, sample)
+                    if inspect.isawaitable(result):
+                        result = await result
             agent_id = getattr(result, "id", result)
             if not isinstance(agent_id, str) or not agent_id:
                 raise SampleError(f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id")
