@@ -542,7 +542,7 @@ def main(argv: list[str] | None = None, restart: bool | None = None) -> int:
         if restart:
             handover.reexec_without_token(os.environ, [sys.executable, "-m", "ci_evals", "action"])
             token = handover.take_token(os.environ)
-            handover.protect_environ()
+            handover.make_undumpable()
         return run_action(os.environ, token)
     except Exception as exc:  # the last line of defence: report, summarise, exit 3
         command(

@@ -156,9 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     load_dotenv()
     if from_command_line and args.command == "run":  # the programs a run starts never read our environ
-        from ci_evals.handover import protect_environ
+        from ci_evals.handover import make_undumpable
 
-        protect_environ()
+        make_undumpable()
     if os.environ.get("GITHUB_ACTIONS") == "true":  # model output must not become a workflow command
         from ci_evals.workflow import commands_stopped
 

@@ -124,52 +124,15 @@ def take_token(env: MutableMapping[str, str]) -> str | None:
     return token or None
 
 
-CAP_SYS_PTRACE = 19
-PR_CAPBSET_DROP = 24
-_CAP_VERSION_3 = 0x20080522
-
-
-def protect_environ() -> bool:
-    """Make this process's ``/proc/<pid>/environ`` (and memory) unreadable to every program it starts.
-
-    Non-dumpable (:func:`make_undumpable`) stops other processes of the same user; a process with
-    ``CAP_SYS_PTRACE`` (root on a plain machine) still reads it, so the capability is dropped from
-    this process and its bounding set: no child, ``root`` or not, can get it back. ci-evals never
-    needs it (its children, after ``execve``, are dumpable again: their environ stays readable to
-    it for :mod:`ci_evals.procs`). What this cannot hide: the environment of processes *above*
-    ci-evals (the CI step's shell), which any program of the same user can read; see
-    the README's security section. True when the process is non-dumpable afterwards.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0, 0, 0)  # EPERM without CAP_SETPCAP: nothing to drop
-
-        class Header(ctypes.Structure):
-            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-        class Data(ctypes.Structure):
-            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                        ("inheritable", ctypes.c_uint32)]
-
-        header, data = Header(_CAP_VERSION_3, 0), (Data * 2)()
-        if libc.capget(ctypes.byref(header), data) == 0:
-            bit = ~(1 << CAP_SYS_PTRACE) & 0xFFFFFFFF
-            data[0].effective &= bit
-            data[0].permitted &= bit
-            data[0].inheritable &= bit
-            libc.capset(ctypes.byref(header), data)
-    except (OSError, AttributeError):
-        pass
-    return make_undumpable()
-
-
 def make_undumpable() -> bool:
     """``prctl(PR_SET_DUMPABLE, 0)`` on Linux: /proc/<pid>/mem, environ and fd of this process
-    become unreadable to other processes of the same user. False where it is not available."""
+    become unreadable to other processes of the same user. False where it is not available.
+
+    A process with ``CAP_SYS_PTRACE``, ``CAP_SYS_ADMIN`` or ``CAP_PERFMON`` (root outside a
+    container, measured on Linux 6.18) still reads them; Docker grants none of the three by
+    default. ``python`` grader workers drop every capability (ci_evals.graders.python_grader).
+    What this cannot hide: the environment of the processes *above* ci-evals (the CI step's
+    shell), readable by any program of the same user."""
     if not sys.platform.startswith("linux"):
         return False
     import ctypes
