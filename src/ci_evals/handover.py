@@ -21,7 +21,6 @@ setup scripts) shares its memory and can find the token there. See the README's 
 
 from __future__ import annotations
 
-import base64
 import binascii
 import os
 import sys
@@ -40,22 +39,13 @@ class HandoverError(Exception):
 
 
 def token_forms(token: str) -> list[str]:
-    """The token as it may sit inside another variable's value: itself, URL-quoted, hex, and base64.
+    """The token as it may sit inside another variable's value: itself, URL-quoted, hex, and the
+    base64 runs that any encoded text holding it contains (:func:`ci_evals.redact.encoded_forms`:
+    ``x-access-token:<token>``, ``<token>:x-oauth-basic``, ``user:<token>``)."""
+    from ci_evals.redact import encoded_forms
 
-    Base64 of any text that holds the token (``x-access-token:<token>``, ``<token>:x-oauth-basic``,
-    ``user:<token>``) holds one of three fixed runs of characters, one per alignment of the token
-    within 3-byte groups; each run is the token's encoding minus the characters its neighbours
-    share. Both alphabets (standard and URL-safe) are listed.
-    """
-    raw = token.encode("utf-8")
-    forms = {token, quote(token, safe=""), binascii.hexlify(raw).decode(), binascii.hexlify(raw).decode().upper()}
-    for shift in range(3):
-        enc = base64.b64encode(b"\0" * shift + raw).decode()
-        start = (shift * 4 + 2) // 3  # characters that depend on the bytes before the token
-        end = (len(raw) + shift) // 3 * 4  # whole groups only: the last one depends on what follows
-        run = enc[start:end]
-        if len(run) >= 8:
-            forms.update({run, run.replace("+", "-").replace("/", "_")})
+    hexed = binascii.hexlify(token.encode("utf-8")).decode()
+    forms = {token, quote(token, safe=""), hexed, hexed.upper(), *encoded_forms(token)}
     return sorted(f for f in forms if f)
 
 
