@@ -15,8 +15,10 @@ A secret can also reach a text in pieces: split over two lines, wrapped by an en
 characters, broken by a ``\\n`` escape. So every run of :data:`PIECE` or more characters of a
 secret is masked too, wherever it stands; and a secret's base64 forms (standard and URL-safe, at
 each of the three alignments it can have inside a longer encoded text: :func:`encoded_forms`) are
-secrets of their own. The search stays cheap: a text is first checked for the aligned 8-character
-blocks of each secret (every 16-character piece holds one), and only a hit is extended both ways.
+secrets of their own. The search stays cheap: only the text's whitespace-free words of 16 or more
+characters are looked at (prose has few), for the aligned 8-character blocks of each secret
+(every 16-character piece holds one); only a hit is extended both ways. A piece that spans
+whitespace inside a secret (a passphrase) is not looked for.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ def known_secrets() -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def _blocks(secrets: tuple[str, ...]) -> dict[str, tuple[tuple[str, int], ...]]:
-    """``{block: ((secret, offset), ...)}``: the aligned 8-character blocks of every secret long enough to have pieces."""
+    """``{block: ((secret, offset), ...)}``: the aligned 8-character blocks of every secret long
+    enough to have pieces (every 16-character piece of a secret holds one of them)."""
     blocks: dict[str, list[tuple[str, int]]] = {}
     for secret in secrets:
         if len(secret) >= PIECE:
@@ -116,12 +119,20 @@ def _blocks(secrets: tuple[str, ...]) -> dict[str, tuple[tuple[str, int], ...]]:
 
 
 def _mask_pieces(text: str, secrets: list[str]) -> str:
-    """``text`` with every run of PIECE or more characters of a secret masked."""
+    """``text`` with every run of PIECE or more characters of a secret masked.
+
+    A piece (of a secret without whitespace) lies inside one of the text's whitespace-free words
+    of PIECE+ characters; prose and our JSON have few, so the blocks are looked for in those alone.
+    """
     blocks = _blocks(tuple(secrets))
+    if not blocks:
+        return text
+    long_words = "\n".join(w for w in text.split() if len(w) >= PIECE)
+    hits = [(block, owners) for block, owners in blocks.items() if block in long_words] if long_words else None
+    if not hits:
+        return text
     spans = []
-    for block, owners in blocks.items():
-        if block not in text:
-            continue
+    for block, owners in hits:
         at = text.find(block)
         while at != -1:
             for secret, k in owners:
