@@ -31,6 +31,7 @@ from ci_evals.reports.markdown import (
     render_error_md,
     render_summary_md,
 )
+from ci_evals.verdict import SIGNAL_EXIT
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
 STEP_SUMMARY_LIMIT = 1_000_000
@@ -317,7 +318,7 @@ def run_suite(inputs: Inputs, suite_file: str, several: bool, slug: str | None =
         command("endgroup")
     summary = None
     summary_file = out_dir / "summary.json"
-    if summary_file.exists() and rc in (EXIT_PASSED, EXIT_GATE_FAILED, 130, 143):
+    if summary_file.exists() and (rc in (EXIT_PASSED, EXIT_GATE_FAILED) or rc in SIGNAL_EXIT.values()):
         try:
             summary = json.loads(summary_file.read_text(encoding="utf-8"))
         except ValueError:

@@ -1,7 +1,7 @@
 """The ``ci-evals`` command line: run, validate, merge, list, schema, action.
 
 Exit codes: 0 verdict passed; 1 verdict failed, errored or partial; 2 invalid configuration or
-input (one line, no traceback); 3 internal error; 130 interrupted (SIGINT), 143 terminated (SIGTERM).
+input (one line, no traceback); 3 internal error; 128 + n interrupted by signal n: 129 SIGHUP, 130 SIGINT, 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 EXIT_PASS, EXIT_GATE, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
-EXIT_SIGNAL = {2: 130, 15: 143}
 
 
 def _positive(text: str) -> int:
@@ -140,6 +139,11 @@ def load_dotenv(path: Path = Path(".env")) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from_command_line = argv is None
+    if from_command_line:  # what Python prints itself (an uncaught exception's traceback) is scrubbed too
+        from ci_evals.redact import ScrubbedStream
+
+        if not isinstance(sys.stderr, ScrubbedStream):
+            sys.stderr = ScrubbedStream(sys.stderr)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "action":
         if argv[1:] in (["-h"], ["--help"]):

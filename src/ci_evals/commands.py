@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.errors import ConfigError
+from ci_evals.verdict import SIGNAL_EXIT
 
 DEFAULT_OUTPUT = Path("ci-evals-results")
 DEFAULT_CONCURRENCY = 10
@@ -153,7 +154,7 @@ def cmd_run(args: Namespace) -> int:
                      "verdict": summary["verdict"] if summary else "config_error",
                      "suite": summary["suite"] if summary else None,
                      "output": str(out) if summary else None})
-        if code >= 130:
+        if code in SIGNAL_EXIT.values():
             break
     base.mkdir(parents=True, exist_ok=True)
     (base / "suites.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
@@ -163,7 +164,7 @@ def cmd_run(args: Namespace) -> int:
     (base / "summary.md").write_text("\n\n---\n\n".join(parts), encoding="utf-8")
     print("\nAll suites: " + ", ".join(f"{Path(r['suite_file']).name} {r['verdict'].upper().replace('_', ' ')}"
                                        for r in rows))
-    interrupted = [c for c in codes if c >= 130]
+    interrupted = [c for c in codes if c in SIGNAL_EXIT.values()]
     return interrupted[0] if interrupted else max(codes)
 
 

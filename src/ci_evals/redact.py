@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import base64
 import functools
+import io
 import os
 import re
 from collections.abc import Iterable, Mapping
+from typing import TextIO
 
 MASK = "***"
 MESSAGE_LIMIT = 600
@@ -210,3 +212,41 @@ def scrub_tree(value, secrets: list[str] | None = None):
     if isinstance(value, list | tuple):
         return [scrub_tree(v, secrets) for v in value]
     return value
+
+
+class ScrubbedStream(io.TextIOBase):
+    """A text stream (``sys.stderr``) that scrubs what passes through it, a line at a time.
+
+    Python prints some things itself: the traceback of an exception nobody caught, a thread's
+    uncaught exception, asyncio's "Task exception was never retrieved", a warning. Each can
+    quote a secret (a user's ``raise KeyboardInterrupt(key)``). Whole lines are scrubbed before they
+    are written; a partial line waits for its end, or for :meth:`flush` (a progress bar's redraw).
+    """
+
+    def __init__(self, target: TextIO) -> None:
+        self.target = target
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        data = self._pending + text
+        cut = data.rfind("\n") + 1
+        self._pending = data[cut:]
+        if cut:
+            self.target.write(scrub(data[:cut]))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.target.write(scrub(self._pending))
+            self._pending = ""
+        self.target.flush()
+
+    def isatty(self) -> bool:
+        return self.target.isatty()
+
+    def fileno(self) -> int:
+        return self.target.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.target.encoding

@@ -60,17 +60,39 @@ def contained() -> Iterator[None]:
         raise escaped(exc) from None
 
 
+class _Abandoned(BaseException):
+    """Raised inside an abandoned call's thread so Python code spinning there stops burning the CPU
+    (and the GIL) that the run's exit needs. Code blocked in C (``time.sleep``) is not reached."""
+
+
 class _Lane:
     """One daemon thread serving calls from a queue until it is abandoned."""
 
     def __init__(self) -> None:
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.abandoned = False
-        threading.Thread(target=self._serve, name="ci-evals-user-code", daemon=True).start()
+        self.ident: int | None = None
+        threading.Thread(target=self._guarded, name="ci-evals-user-code", daemon=True).start()
+
+    def _guarded(self) -> None:
+        self.ident = threading.get_ident()
+        try:
+            self._serve()
+        except _Abandoned:  # arrived between two calls: the thread was leaving anyway
+            pass
+
+    def stop(self) -> None:
+        """Raise :class:`_Abandoned` in the thread, at its next Python instruction."""
+        if self.ident is not None:
+            import ctypes
+
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(_Abandoned))
 
     def _serve(self) -> None:
         while not self.abandoned:
             fn, args, loop, fut, what, seconds = self.queue.get()
+            if fut.done():  # cancelled while it waited (the run was interrupted): never started
+                continue
             try:
                 loop.call_soon_threadsafe(_arm, fut, what, seconds, self)
             except RuntimeError:  # the event loop is gone: nobody waits for this call
@@ -81,6 +103,8 @@ class _Lane:
                 value, error = None, exc
             except ESCAPES as exc:  # SystemExit and the like from user code: an ordinary failure
                 value, error = None, escaped(exc)
+            except _Abandoned:
+                return
             except BaseException as exc:  # anything stranger still: never the end of the thread
                 value, error = None, UserCodeExit(type(exc).__name__)
             try:
@@ -126,6 +150,7 @@ def _abandon(lane: _Lane) -> None:
     if lane.abandoned:
         return
     lane.abandoned = True
+    lane.stop()
     fresh = _current()  # the calls queued behind the stuck one move to a fresh thread
     while True:
         try:
