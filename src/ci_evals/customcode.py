@@ -90,6 +90,9 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
         raise ConfigError("file not found", file=str(path), key=key)
     if path.suffix != ".py":
         raise ConfigError("expected a .py file", file=str(path), key=key)
+    from ci_evals.yamlio import regular_file
+
+    regular_file(path, "file", key=key)  # importing a FIFO would wait forever
     install_letta_evals_shim()
     name = f"_ci_evals_user_{path.stem}_{abs(hash(path)) % 10**8}"
     spec = importlib.util.spec_from_file_location(name, path)

@@ -74,7 +74,11 @@ def hold(folder: Path, prints: dict[str, str], *, resume: bool) -> FolderLock:
     except OSError as exc:
         raise ConfigError(f"cannot create the results folder: {exc.strerror}", file=str(folder)) from None
     path = folder / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # O_NOFOLLOW: a planted symlink is refused, not followed
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:  # a folder, a dangling or planted symlink, no permission
+        raise ConfigError(f"cannot open the run lock {LOCK_NAME}: {exc.strerror}; remove it or use another "
+                          "--output", file=str(folder)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

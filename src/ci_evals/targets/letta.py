@@ -130,6 +130,8 @@ def read_agent_file(ref: str, ctx: Context, key: str) -> AgentFile:
         doc = json.loads(data)
     except ValueError as exc:
         raise ConfigError(f"agent file {ref} is not valid JSON: {exc}", key=key) from None
+    except RecursionError:  # 100,000 nested brackets: not an agent export
+        raise ConfigError(f"agent file {ref} is nested too deeply to be an agent export", key=key) from None
     agents = doc.get("agents") if isinstance(doc, dict) else None
     if not isinstance(agents, list) or not all(isinstance(a, dict) for a in agents):
         raise ConfigError(f"agent file {ref} has no 'agents' list; export it with Letta's agent export", key=key)
