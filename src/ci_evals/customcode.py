@@ -122,6 +122,11 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
     return module
 
 
+def loaded_paths() -> list[Path]:
+    """Every user file imported so far (resolved): the code a ``--resume`` fingerprint covers."""
+    return list(_loaded)
+
+
 def split_ref(ref: str) -> tuple[str, str] | None:
     """``"dir/file.py:func"`` -> (``"dir/file.py"``, ``"func"``); None for a bare name."""
     path, sep, attr = ref.rpartition(":")

@@ -126,6 +126,7 @@ def read_agent_file(ref: str, ctx: Context, key: str) -> AgentFile:
     if not path.is_file():
         raise ConfigError(f"agent file not found: {path}", key=key)
     data = path.read_bytes()
+    ctx.files_read.add(path.resolve())  # the agent decides the grades: part of the --resume fingerprint
     try:
         doc = json.loads(data)
     except ValueError as exc:
