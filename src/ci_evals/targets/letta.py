@@ -47,7 +47,9 @@ class LettaServer(Strict):
     base_url: str | None = Field(None, description="Default: $LETTA_BASE_URL, else http://localhost:8283.")
     api_key: SecretStr | None = Field(None, description="Default: $LETTA_API_KEY.")
     project_id: str | None = Field(None, description="Default: $LETTA_PROJECT_ID.")
-    timeout: float = Field(300.0, gt=0, le=MAX_TIMEOUT, description="HTTP timeout of each Letta request, seconds.")
+    timeout: float = Field(300.0, gt=0, le=MAX_TIMEOUT,
+                           description="Seconds each Letta call may take in all (not per read: a server "
+                                       "dripping bytes cannot stretch it).")
 
 
 def base_url_of(spec: LettaServer) -> str:
@@ -373,6 +375,18 @@ class LettaTarget(Target):
         raise SampleError(f"Letta agent run failed{where}: {describe(error, self.base_url)}",
                           retries=attempt + retried[0]) from error
 
+    async def _within(self, call, path: str):
+        """``await call`` with ``timeout`` as a total deadline (httpx's is per read); past it, the
+        SDK's timeout error, which the retries and messages already treat as one."""
+        try:
+            async with asyncio.timeout(self.spec.timeout):
+                return await call
+        except TimeoutError:
+            import httpx
+            import letta_client
+
+            raise letta_client.APITimeoutError(request=httpx.Request("POST", self.base_url + path)) from None
+
     async def _attempt(self, sample: Sample, model: str | None, need_memory: bool,
                        created: list[str], retried: list[int]) -> Trajectory:
         client = self._client
@@ -381,7 +395,8 @@ class LettaTarget(Target):
         stops = []
         turns = sample.input if isinstance(sample.input, list) else [sample.input]
         for text in turns:
-            resp = await client.agents.messages.create(agent_id, messages=[{"role": "user", "content": text}])
+            resp = await self._within(client.agents.messages.create(
+                agent_id, messages=[{"role": "user", "content": text}]), f"/v1/agents/{agent_id}/messages")
             traj.turns.append(to_turn(dump(resp.messages), text))
             add_usage(traj.usage, resp.usage)
             stop = resp.stop_reason.stop_reason if resp.stop_reason else None
@@ -389,9 +404,12 @@ class LettaTarget(Target):
             if stop in FAILED_STOPS:
                 raise SampleError(f"the Letta run stopped with '{stop}'")
         if need_memory:
-            async for block in client.agents.blocks.list(agent_id):
-                if block.label is not None:
-                    traj.memory_blocks[block.label] = block.value
+            async def blocks() -> None:
+                async for block in client.agents.blocks.list(agent_id):
+                    if block.label is not None:
+                        traj.memory_blocks[block.label] = block.value
+
+            await self._within(blocks(), f"/v1/agents/{agent_id}/core-memory/blocks")
         if model is None:
             state = await client.agents.retrieve(agent_id)
             cfg = state.llm_config
