@@ -12,7 +12,7 @@ from ci_evals.signals import held_signals, on_signals
 
 @pytest.fixture(autouse=True)
 def restore_handlers():
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     yield
     for sig, handler in saved.items():
         signal.signal(sig, handler)

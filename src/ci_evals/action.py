@@ -31,6 +31,7 @@ from ci_evals.reports.markdown import (
     render_error_md,
     render_summary_md,
 )
+from ci_evals.verdict import SIGNAL_EXIT
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
 STEP_SUMMARY_LIMIT = 1_000_000
@@ -324,11 +325,15 @@ def run_suite(inputs: Inputs, suite_file: str, several: bool, slug: str | None =
         command("endgroup")
     summary = None
     summary_file = out_dir / "summary.json"
-    if summary_file.exists() and rc in (EXIT_PASSED, EXIT_GATE_FAILED, 130, 143):
+    if summary_file.exists() and (rc in (EXIT_PASSED, EXIT_GATE_FAILED) or rc in SIGNAL_EXIT.values()):
         try:
             summary = json.loads(summary_file.read_text(encoding="utf-8"))
         except ValueError:
             summary = None
+    if rc == EXIT_PASSED and (not isinstance(summary, dict) or summary.get("verdict") != "passed"):
+        # exit 0 is a pass only with a summary that says so (suite code calling sys.exit(0) is not)
+        tail += "error: ci-evals exited 0 without a summary.json whose verdict is passed; not a pass\n"
+        rc = EXIT_INTERNAL if summary is None else EXIT_GATE_FAILED
     return SuiteRun(suite_file, out_dir, rc, summary, tail)
 
 
@@ -481,6 +486,12 @@ def combined_verdict(runs: list[SuiteRun]) -> str:
     return max(verdicts, key=VERDICT_ORDER.index, default="errored")
 
 
+def passed_for_sure(runs: list[SuiteRun], code: int, verdict: str) -> bool:
+    """``passed=true`` needs exit 0, a combined verdict of passed and every suite's summary saying passed."""
+    return code == EXIT_PASSED and verdict == "passed" and bool(runs) and all(
+        isinstance(r.summary, dict) and r.summary.get("verdict") == "passed" for r in runs)
+
+
 def combined_exit(codes: list[int]) -> int:
     """The worst exit code: interruption > internal > configuration > gate failed > passed."""
     return max(codes, default=EXIT_PASSED)
@@ -522,7 +533,7 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
     set_outputs(
         output_path,
         {
-            "passed": "true" if code == EXIT_PASSED else "false",
+            "passed": "true" if passed_for_sure(runs, code, verdict) else "false",
             "verdict": verdict,
             "exit-code": str(code),
             "summary-json": "\n".join(summaries),

@@ -26,7 +26,7 @@ INPUTS: tuple[tuple[str, str, str], ...] = (
 OUTPUTS: tuple[tuple[str, str], ...] = (
     ("passed", '"true" when every suite\'s verdict is passed, else "false"'),
     ("verdict", "the worst verdict: passed, failed, errored, partial or interrupted"),
-    ("exit-code", "0 passed, 1 failed/errored/partial, 2 configuration error, 3 internal error, 130/143"),
+    ("exit-code", "0 passed, 1 failed/errored/partial, 2 configuration error, 3 internal error, 129/130/143"),
     ("summary-json", "path of each suite's summary.json, one per line"),
     ("metrics", "JSON: metric (suite/metric with several suites) -> {mean, pass_rate, n, errors}"),
     ("comment-url", "URL of each PR comment posted or updated, one per line"),
@@ -74,7 +74,7 @@ def action_help() -> str:
         *_rows(GITHUB_VARIABLES),
         "",
         "exit codes: 0 every gate passed, 1 a gate failed, 2 invalid configuration or input,",
-        "3 internal error, 130/143 interrupted.",
+        "3 internal error, 129/130/143 interrupted (SIGHUP/SIGINT/SIGTERM).",
         "",
         "run it locally (runs the suite, writes the report and outputs to files, posts nothing):",
         "  INPUT_SUITE=examples/quickstart/suite.yaml INPUT_ARGS=--dry-run \\",

@@ -45,7 +45,14 @@ def depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # one decoder: json.loads(**kw) builds one per call
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: a literal too large for a float reads as inf
+        raise ValueError(f"{text[:40]} is not a finite number")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)  # one decoder: json.loads(**kw) builds one per call
 
 
 def loads(text: str | bytes) -> Any:

@@ -1,7 +1,7 @@
 """The ``ci-evals`` command line: run, validate, merge, list, schema, action.
 
 Exit codes: 0 verdict passed; 1 verdict failed, errored or partial; 2 invalid configuration or
-input (one line, no traceback); 3 internal error; 130 interrupted (SIGINT), 143 terminated (SIGTERM).
+input (one line, no traceback); 3 internal error; 128 + n interrupted by signal n: 129 SIGHUP, 130 SIGINT, 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 EXIT_PASS, EXIT_GATE, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
-EXIT_SIGNAL = {2: 130, 15: 143}
 
 
 def _positive(text: str) -> int:
@@ -171,6 +170,11 @@ def load_dotenv(path: Path = Path(".env")) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from_command_line = argv is None
+    if from_command_line:  # what Python prints itself (an uncaught exception's traceback) is scrubbed too
+        from ci_evals.redact import ScrubbedStream
+
+        if not isinstance(sys.stderr, ScrubbedStream):
+            sys.stderr = ScrubbedStream(sys.stderr)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "action":
         if argv[1:] in (["-h"], ["--help"]):
@@ -186,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return EXIT_CONFIG
     load_dotenv()
+    if from_command_line and args.command == "run":  # the programs a run starts never read our environ
+        from ci_evals.handover import make_undumpable
+
+        make_undumpable()
     if os.environ.get("GITHUB_ACTIONS") == "true":  # model output must not become a workflow command
         from ci_evals.workflow import commands_stopped
 
@@ -232,6 +240,12 @@ def _dispatch(args) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    except (SystemExit, GeneratorExit) as exc:  # past argparse, only code of the suite's raises these
+        from ci_evals.redact import scrub
+
+        print(scrub(f"error: suite code raised {type(exc).__name__}({exc}) outside any sample; "
+                    "no summary was written"), file=sys.stderr)
+        return EXIT_INTERNAL
     except Exception:  # a bug of ours: say so, with the traceback, and exit 3
         import traceback
 

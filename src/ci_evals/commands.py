@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.errors import ConfigError
+from ci_evals.verdict import SIGNAL_EXIT
 
 DEFAULT_OUTPUT = Path("ci-evals-results")
 DEFAULT_CONCURRENCY = 10
@@ -162,7 +163,7 @@ def cmd_run(args: Namespace) -> int:
                      "verdict": summary["verdict"] if summary else "config_error",
                      "suite": summary["suite"] if summary else None,
                      "output": str(out) if summary else None})
-        if code >= 130:
+        if code in SIGNAL_EXIT.values():
             break
     base.mkdir(parents=True, exist_ok=True)
     from ci_evals.results.writer import write_text
@@ -174,7 +175,7 @@ def cmd_run(args: Namespace) -> int:
     write_text(base / "summary.md", "\n\n---\n\n".join(parts))
     print("\nAll suites: " + ", ".join(f"{Path(r['suite_file']).name} {r['verdict'].upper().replace('_', ' ')}"
                                        for r in rows))
-    interrupted = [c for c in codes if c >= 130]
+    interrupted = [c for c in codes if c in SIGNAL_EXIT.values()]
     return interrupted[0] if interrupted else max(codes)
 
 

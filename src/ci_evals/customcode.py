@@ -90,6 +90,9 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
         raise ConfigError("file not found", file=str(path), key=key)
     if path.suffix != ".py":
         raise ConfigError("expected a .py file", file=str(path), key=key)
+    from ci_evals.yamlio import regular_file
+
+    regular_file(path, "file", key=key)  # importing a FIFO would wait forever
     install_letta_evals_shim()
     name = f"_ci_evals_user_{path.stem}_{abs(hash(path)) % 10**8}"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -104,7 +107,7 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
     except SyntaxError as exc:
         sys.modules.pop(name, None)
         raise ConfigError(f"syntax error: {exc.msg}", file=str(path), line=exc.lineno, key=key) from None
-    except Exception as exc:
+    except (Exception, SystemExit, KeyboardInterrupt, GeneratorExit) as exc:  # an escape is the file's error
         sys.modules.pop(name, None)
         hint = ""
         if isinstance(exc, ImportError) and "letta_client" in str(exc):
@@ -117,6 +120,11 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
         ) from None
     _loaded[path] = module
     return module
+
+
+def loaded_paths() -> list[Path]:
+    """Every user file imported so far (resolved): the code a ``--resume`` fingerprint covers."""
+    return list(_loaded)
 
 
 def split_ref(ref: str) -> tuple[str, str] | None:

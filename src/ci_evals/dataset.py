@@ -90,6 +90,9 @@ class Dataset:
             raise ConfigError("dataset file not found", file=str(path))
         if path.is_dir():
             raise ConfigError("dataset is a folder, expected a .jsonl or .csv file", file=str(path))
+        from ci_evals.yamlio import regular_file
+
+        regular_file(path, "dataset")  # a FIFO or a device would hang or never end
         self.format = suffix[1:]
         self.total = 0  # rows in the file, set by scan()
         self.count = 0  # selected samples, set by scan()

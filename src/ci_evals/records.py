@@ -56,7 +56,7 @@ def scrub_json_text(line: str, secrets: list[str]) -> str:
         escaped = _json_form(secret)
         if escaped in line:
             line = line.replace(escaped, MASK)
-    return scrub_with(line, [])
+    return scrub_with(line, secrets)
 
 
 def finish_record(rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP) -> dict[str, Any]:

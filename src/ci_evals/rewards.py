@@ -5,12 +5,13 @@ function: rewards.py:fn}`` calls a ``@reward_composer`` (sync or async) with a :
 and accepts what letta-evals accepts: a ``RewardOutput``, a number, or a dict of its fields.
 In ci-evals the reward is a metric named ``reward``, aggregated, gated and reported like a
 grader's. It fails closed: a reward whose inputs errored (the metric's grade for ``metric``, any
-grade for ``custom``), a composer that raises, or a score outside [0, 1] is an errored grade.
+grade for ``custom``), a composer that raises (``SystemExit`` included), runs past the user-code time
+limit, or a score outside [0, 1] is an errored grade. A sync composer runs on the user-code thread
+(ci_evals.usercode), so a blocking one never keeps a signal from ending the run.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -88,10 +89,13 @@ class Reward:
             bad = [n for n, g in grades.items() if g.get("error")]
             if bad:
                 return _error(f"reward not computed: grader '{bad[0]}' errored")
-            try:
-                out = coerce(await _call(self.composer, _context(sample, grades, submissions, traj, model, timing)))
+            from ci_evals import usercode
+
+            try:  # off the event loop (a signal still ends the run), time-limited, escapes contained
+                out = coerce(await usercode.run(self.composer, _context(sample, grades, submissions, traj, model,
+                                                                        timing), what=f"reward composer {self.spec.function}"))
             except Exception as exc:
-                return _error(f"reward composer {self.spec.function} failed: {type(exc).__name__}: {exc}")
+                return _error(f"reward composer {self.spec.function} failed: {usercode.describe(exc)}")
             score, metadata = out.score, out.metadata or {}
         return {"score": score, "passed": passes(score, *self.rule), "rationale": self.describe(), "error": None,
                 "metadata": metadata}
@@ -100,11 +104,6 @@ class Reward:
 def _error(message: str) -> dict[str, Any]:
     return {"score": None, "passed": False, "rationale": message, "error": message, "error_category": "grading",
             "metadata": {}}
-
-
-async def _call(fn, ctx: RewardContext) -> Any:
-    out = fn(ctx)
-    return await out if inspect.isawaitable(out) else out
 
 
 def coerce(value: Any) -> RewardOutput:

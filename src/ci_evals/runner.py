@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ci_evals import redact
+from ci_evals import redact, usercode
 from ci_evals.aggregate import Aggregator
 from ci_evals.errors import ConfigError, SampleError
 from ci_evals.gate import passes
@@ -125,7 +125,7 @@ class Runner:
         try:
             submission = await slot.extractor.extract(traj)
         except Exception as exc:  # a custom extractor failing is that sample's extraction error
-            return _error_grade(f"extractor '{slot.extractor.name}' failed: {type(exc).__name__}: {exc}",
+            return _error_grade(f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}",
                                 "extraction"), ""
         grader = slot.grader
         try:
@@ -215,14 +215,12 @@ class Runner:
         args = []
         if params:
             args = [self.suite.spec if params[0] == "suite" else getattr(self.suite.target, "client", None)]
-        try:
+        try:  # off the loop, without a time limit (a signal still ends the run); SystemExit is its error
             # letta-evals 0.7+: a (client, model_handle) setup runs once per model handle
             for extra in ([[m] for m in self.suite.target.models()] if len(params) == 2 else [[]]):
-                out = fn(*args, *extra)
-                if inspect.isawaitable(out):
-                    await out
+                await usercode.run(fn, *args, *extra, what="setup script", limited=False)
         except Exception as exc:
-            raise ConfigError(f"setup script raised {type(exc).__name__}: {exc}", key="setup_script",
+            raise ConfigError(f"setup script raised {usercode.describe(exc)}", key="setup_script",
                               file=str(self.suite.path)) from None
 
     async def execute(self) -> dict[str, Any]:

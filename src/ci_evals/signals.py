@@ -1,4 +1,9 @@
-"""SIGINT/SIGTERM handling that never leaves a window where a signal kills the flush.
+"""SIGINT/SIGTERM/SIGHUP handling that never leaves a window where a signal kills the flush.
+
+Every signal that ends a process by default and that a CI runner or a terminal sends (SIGINT from
+Ctrl-C, SIGTERM from a cancelled job, SIGHUP from a closed terminal or SSH session) is handled the
+same way: the run stops, its summary says ``interrupted`` by that signal, every process tree it
+started is killed, and the exit code is 128 + the signal's number.
 
 :func:`on_signals` installs plain Python handlers and restores the previous ones on exit, so
 nested uses hand over without a gap: ``run`` holds signals (records, ignores) from the start of a
@@ -13,13 +18,13 @@ import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
 
 
 @contextmanager
 def on_signals(callback: Callable[[int], None], *, ignore_after: Callable[[], bool] = lambda: False
                ) -> Iterator[None]:
-    """Call ``callback(signum)`` on SIGINT/SIGTERM inside the block (main thread only; elsewhere a no-op).
+    """Call ``callback(signum)`` on each of :data:`SIGNALS` inside the block (main thread only; elsewhere a no-op).
 
     On exit the previous handlers come back, unless ``ignore_after()`` is true: then the signals
     stay ignored (the process is winding down because of one; more must not cut its exit short).
@@ -56,7 +61,7 @@ _holding: list[Held] = []
 
 @contextmanager
 def held_signals() -> Iterator[Held]:
-    """Record SIGINT/SIGTERM inside the block instead of acting on them."""
+    """Record each of :data:`SIGNALS` inside the block instead of acting on them."""
     held = Held()
     with on_signals(held.received.append, ignore_after=lambda: held.stopping or bool(held.received)):
         _holding.append(held)

@@ -63,6 +63,7 @@ class Context:
         self.offline = offline
         self.pricing = pricing or {}
         self.suite_raw: dict[str, Any] | None = None  # the suite as written (graders pick dialect defaults)
+        self.files_read: set[Path] = set()  # rubrics, prompts, .af files: part of the suite's code fingerprint
 
     def resolve(self, path: str | Path) -> Path:
         p = Path(path).expanduser()
@@ -76,7 +77,9 @@ class Context:
         full = self.resolve(path)
         shown = clip(str(full))
         try:
-            return full.read_text(encoding="utf-8")
+            text = full.read_text(encoding="utf-8")
+            self.files_read.add(full.resolve())
+            return text
         except UnicodeDecodeError as exc:
             raise ConfigError(f"cannot read {what} {shown}: not UTF-8 text (byte {exc.start})", key=key) from None
         except OSError as exc:

@@ -59,6 +59,8 @@ class WeightedGate(_Budget):
             raise ValueError("weights cannot be empty")
         if any(w < 0 for w in v.values()):
             raise ValueError("weights must be non-negative")
+        if not all(math.isfinite(w) for w in v.values()) or not math.isfinite(sum(v.values())):
+            raise ValueError("weights must be finite and sum to a finite number (they are normalised to sum to 1)")
         if math.fsum(v.values()) == 0:
             raise ValueError("weights must sum to a non-zero value")
         return v

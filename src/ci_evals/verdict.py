@@ -6,7 +6,7 @@ A leaf module: reports and gates both read it.
 ``failed``: a gate failed on measured scores. ``errored``: a gate or the run failed because
 samples errored, or no sample could be run. ``interrupted``: the run was stopped by a signal.
 ``partial``: a merge or resume with samples missing. Exit codes: 0 passed, 1 failed / errored /
-partial, 130 / 143 interrupted (SIGINT / SIGTERM); 2 and 3 (configuration and internal errors)
+partial, 129 / 130 / 143 interrupted (SIGHUP / SIGINT / SIGTERM); 2 and 3 (configuration and internal errors)
 never get as far as a verdict.
 """
 
@@ -17,7 +17,8 @@ from typing import Any
 VERDICTS = ("passed", "failed", "errored", "interrupted", "partial")
 WORDS = {"passed": "PASSED", "failed": "FAILED", "errored": "ERRORED", "interrupted": "INTERRUPTED",
          "partial": "PARTIAL"}
-SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+SIGNAL_EXIT = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
+"""128 + the number of each signal that interrupts a run (ci_evals.signals)."""
 
 
 def display_name(label: str | None, key: str | None) -> str:

@@ -9,6 +9,8 @@ non-finite number (``.nan``, ``.inf``) are errors.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +98,39 @@ class _Walk:
                 raise self._fail(node, f"'{node.value}'{where} is not a finite number")
 
 
+MAX_YAML_BYTES = 16 * 1024 * 1024
+"""A suite file larger than this is refused before it is read."""
+
+
+def regular_file(path: Path, what: str, *, key: str | None = None) -> os.stat_result:
+    """``path``'s stat if it is a regular file (a symlink to one is fine); else ConfigError.
+
+    A FIFO would block the read forever, ``/dev/zero`` or ``/dev/urandom`` never end: only a
+    regular file has an end that reading reaches.
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found", file=str(path), key=key) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what}: {exc.strerror}", file=str(path), key=key) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{what} is a folder, expected a file", file=str(path), key=key)
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or \
+            stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+        raise ConfigError(f"{what} is {kind}, expected a regular file", file=str(path), key=key)
+    return st
+
+
 def load_yaml(path: Path) -> tuple[Any, dict[str, int]]:
     """Parse ``path`` with the safe loader; return (data, {dotted key path: line})."""
     import yaml
 
     file = str(path)
+    st = regular_file(path, "file")
+    if st.st_size > MAX_YAML_BYTES:
+        raise ConfigError(f"{st.st_size:,} bytes; a suite file may hold at most {MAX_YAML_BYTES:,}", file=file)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -109,7 +139,14 @@ def load_yaml(path: Path) -> tuple[Any, dict[str, int]]:
         raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=file) from None
     except IsADirectoryError:
         raise ConfigError("is a folder, expected a YAML file", file=file) from None
-    loader = _loader(text, file)
+    bad = text.find("\0")
+    if bad >= 0:
+        raise ConfigError(f"a NUL byte at column {bad - text.rfind(chr(10), 0, bad)}; YAML text cannot hold one",
+                          file=file, line=text.count("\n", 0, bad) + 1)
+    try:
+        loader = _loader(text, file)
+    except yaml.YAMLError as exc:  # the reader refuses special characters before any parsing
+        raise ConfigError(f"YAML syntax error: {getattr(exc, 'reason', None) or exc}", file=file) from None
     try:
         node = loader.get_single_node()
         walk = _Walk(file)

@@ -262,11 +262,15 @@ class LettaJudgeGrader(Grader):
         raw = args.get("score")
         try:
             score = float(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             score = math.nan
         if math.isnan(score):
             return GradeResult(score=0.0, metadata=meta, rationale=_text(args.get("rationale")),
                                error=f"the judge called {tool} without a numeric score (score={raw!r})")
+        if not math.isfinite(score):  # "inf", or 1e999 (which float() reads as inf): never clamped to 1
+            return GradeResult(score=0.0, metadata=meta, rationale=_text(args.get("rationale")),
+                               error=f"the judge called {tool} with a score that is not finite "
+                                     f"(score={clip(str(raw), 60)})")
         clamped = min(1.0, max(0.0, score))
         if clamped != score:
             meta["raw_score"] = score

@@ -16,7 +16,9 @@ and its installed packages).
 
 Isolation: the code runs in a separate interpreter (``python -I``) whose working directory is a
 fresh temporary folder, whose environment holds no secrets (only PATH, LANG, HOME/TMPDIR = that
-folder, NLTK_DATA and the process-tree marker of :mod:`ci_evals.procs`), and whose stdin/stdout are not the protocol pipes (what the code prints is
+folder, NLTK_DATA and the process-tree marker of :mod:`ci_evals.procs`), which holds no
+capability (dropped from every set and the bounding set, with ``no_new_privs``: even as root it
+cannot read the environ of ci-evals, which is non-dumpable during a run), and whose stdin/stdout are not the protocol pipes (what the code prints is
 kept, cut to 2000 characters, in ``metadata.output``). A small pool of such workers (``workers``,
 default min(4, CPUs)) serves the samples: the module's top-level code runs once per worker, a
 worker serves at most 100 samples, and a worker whose sample failed in any way is killed (with
@@ -62,6 +64,16 @@ mem = int(sys.argv[1])
 if mem > 0:
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+try:  # no capability (root's CAP_SYS_PTRACE/SYS_ADMIN/PERFMON read a non-dumpable parent's environ), ever again
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP (EPERM without CAP_SETPCAP: nothing to drop)
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: no setuid program gives them back
+    header, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+    libc.capset(header, data)
+except (ImportError, OSError, AttributeError):
+    pass
 rx = os.fdopen(os.dup(0), "r", encoding="utf-8")
 tx = os.fdopen(os.dup(1), "w", encoding="utf-8")
 null = os.open(os.devnull, os.O_RDWR)

@@ -27,7 +27,7 @@ from ci_evals.errors import ConfigError
 from ci_evals.graders.base import Grader
 from ci_evals.models import GradeResult, Sample
 from ci_evals.registry import GRADER_FUNCTIONS
-from ci_evals.rx import RegexTimeout, compile_pattern, search
+from ci_evals.rx import PatternTooLong, RegexTimeout, compile_pattern, search
 from ci_evals.specs import Context, GraderSpec
 from ci_evals.trajectory import Trajectory
 
@@ -72,6 +72,8 @@ def regex_match(sample: Sample, submission: str) -> GradeResult:
         return _verdict("Regex match", pattern in submission)
     try:
         rx = compile_pattern(pattern)
+    except PatternTooLong as exc:  # not a verdict on the answer: an error for the sample
+        return GradeResult(score=0.0, rationale=str(exc), error=f"regex_match: {exc}")
     except ValueError as exc:
         return GradeResult(score=0.0, rationale=f"Invalid regex pattern: {exc}")
     try:
@@ -134,16 +136,12 @@ class ToolGrader(Grader):
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
         try:
-            if self.is_async:
-                out = await self.fn(sample, submission)
-            else:  # off the event loop, time-limited (see ci_evals.usercode)
-                out = await usercode.call(self.fn, sample, submission, what=f"grader '{self.spec.function}'")
-            if inspect.isawaitable(out):
-                out = await out
+            # sync: off the event loop, time-limited; SystemExit and the like are its error (ci_evals.usercode)
+            out = await usercode.run(self.fn, sample, submission, what=f"grader '{self.spec.function}'")
         except usercode.UserCodeTimeout as exc:
             return GradeResult(score=0.0, rationale=str(exc), error=str(exc))
         except Exception as exc:  # a user's grader failing is that sample's grading error
-            msg = f"grader '{self.spec.function}' raised {type(exc).__name__}: {exc}"
+            msg = f"grader '{self.spec.function}' raised {usercode.describe(exc)}"
             return GradeResult(score=0.0, rationale=msg, error=msg)
         return self._check(out)
 

@@ -63,7 +63,7 @@ def build_summary(
 ) -> dict[str, Any]:
     """The summary.json document (see the README's output contract).
 
-    ``interrupted`` names the signal that stopped the run (``SIGINT``/``SIGTERM``), if any.
+    ``interrupted`` names the signal that stopped the run (``SIGINT``/``SIGTERM``/``SIGHUP``), if any.
     """
     from ci_evals.verdict import decide
 

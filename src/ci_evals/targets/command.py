@@ -4,6 +4,10 @@ The sample is written as JSON to the program's stdin; its stdout is the answer (
 JSON ``{output}`` / ``{messages}``). A non-zero exit or a timeout is an error for that sample,
 with the tail of stderr. The program runs in its own session; when its sample ends (answer,
 timeout or interruption) everything it started is killed (see :mod:`ci_evals.procs`).
+
+Memory stays flat whatever the program writes: stdout past ``max_output_mb`` (default 8 MiB) is
+an error for that sample (the program is killed at once, not read to its end), and of stderr only
+the last :data:`STDERR_KEEP` bytes are kept, which is all an error message shows.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from ci_evals.trajectory import Trajectory
 POLL_SECONDS = 0.05
 PIPE_GRACE = 1.0
 """Seconds the pipes may stay open after the program exited (a leftover child holding them)."""
+STDERR_KEEP = 64 * 1024
+"""Bytes of a program's stderr kept (the end: where the error usually is)."""
 
 
 class CommandSpec(TargetSpec):
@@ -35,6 +41,8 @@ class CommandSpec(TargetSpec):
     timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
+    max_output_mb: float = Field(default=8.0, gt=0, le=1024,
+                                 description="MiB of stdout read per sample; more is an error for the sample.")
 
 
 class CommandTarget(Target):
@@ -68,7 +76,9 @@ class CommandTarget(Target):
         self._live[proc.pid] = marker
         data = json.dumps(sample_payload(sample, run, model)).encode()
         out, err = bytearray(), bytearray()
-        readers = [asyncio.create_task(_drain(proc.stdout, out)), asyncio.create_task(_drain(proc.stderr, err))]
+        cap = int(self.spec.max_output_mb * 1024 * 1024)
+        readers = [asyncio.create_task(_drain(proc.stdout, out, cap)),
+                   asyncio.create_task(_drain(proc.stderr, err, None))]
         try:
             async with asyncio.timeout(self.spec.timeout):
                 await _feed(proc.stdin, data)
@@ -100,9 +110,17 @@ class CommandTarget(Target):
             kill_tree(pid, marker)
 
 
-async def _drain(stream: asyncio.StreamReader, buf: bytearray) -> None:
+async def _drain(stream: asyncio.StreamReader, buf: bytearray, cap: int | None) -> None:
+    """Read ``stream`` into ``buf``: SampleError past ``cap`` bytes; without a cap, keep the last
+    STDERR_KEEP bytes."""
     while chunk := await stream.read(1 << 16):
         buf += chunk
+        if cap is None:
+            if len(buf) > 2 * STDERR_KEEP:
+                del buf[:-STDERR_KEEP]
+        elif len(buf) > cap:
+            raise SampleError(f"command wrote more than {cap / 1048576:g} MiB to stdout (max_output_mb); "
+                              "it was stopped")
 
 
 async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
@@ -124,10 +142,16 @@ async def _finish(proc, readers: list[asyncio.Task]) -> None:
     """
     while proc.returncode is None:
         done, _ = await asyncio.wait(readers, timeout=POLL_SECONDS)
+        for task in done:
+            if task.exception() is not None:  # output over the cap: stop now (the caller kills the tree)
+                raise task.exception()
         if len(done) == len(readers):  # both pipes closed: wait() returns promptly now
             await proc.wait()
             return
-    await asyncio.wait(readers, timeout=PIPE_GRACE)
+    done, _ = await asyncio.wait(readers, timeout=PIPE_GRACE)
+    for task in done:
+        if task.exception() is not None:
+            raise task.exception()
 
 
 def _close(proc) -> None:

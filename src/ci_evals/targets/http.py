@@ -31,6 +31,8 @@ class HttpSpec(TargetSpec):
     url: str
     headers: dict[str, str | EnvValue] = Field(default_factory=dict)
     timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT)
+    max_response_mb: float = Field(default=8.0, gt=0, le=1024,
+                                   description="MiB of response body read per sample; more is an error for the sample.")
 
 
 class HttpTarget(Target):
@@ -68,9 +70,21 @@ class HttpTarget(Target):
                   need_memory: bool = False) -> Trajectory:
         import httpx
 
+        cap = int(self.spec.max_response_mb * 1024 * 1024)
         try:
             async with asyncio.timeout(self.spec.timeout):  # the whole request, not each read
-                resp = await self.client.post(self.spec.url, json=sample_payload(sample, run, model))
+                request = self.client.build_request("POST", self.spec.url, json=sample_payload(sample, run, model))
+                resp = await self.client.send(request, stream=True)
+                try:  # read at most the cap: a huge body is an error, never held whole
+                    body = bytearray()
+                    async for chunk in resp.aiter_bytes():
+                        body += chunk
+                        if len(body) > cap:
+                            raise SampleError(f"HTTP target response is larger than {cap / 1048576:g} MiB "
+                                              "(max_response_mb)")
+                    text = bytes(body).decode(resp.encoding or "utf-8", errors="replace")
+                finally:
+                    await resp.aclose()
         except (httpx.TimeoutException, TimeoutError):
             raise SampleError(f"HTTP target timed out after {self.spec.timeout:g} s") from None
         except httpx.HTTPError as exc:
@@ -78,8 +92,8 @@ class HttpTarget(Target):
                                    self._secrets)) from None
         if not 200 <= resp.status_code < 300:
             raise SampleError(f"HTTP target returned {resp.status_code}: "
-                              + clip(resp.text, MESSAGE_LIMIT, self._secrets, tail=True))
-        return parse_answer(resp.text)
+                              + clip(text, MESSAGE_LIMIT, self._secrets, tail=True))
+        return parse_answer(text)
 
     async def aclose(self) -> None:
         if self.client is not None:

@@ -54,7 +54,9 @@ class LettaServer(Strict):
     base_url: str | None = Field(None, description="Default: $LETTA_BASE_URL, else http://localhost:8283.")
     api_key: SecretStr | None = Field(None, description="Default: $LETTA_API_KEY.")
     project_id: str | None = Field(None, description="Default: $LETTA_PROJECT_ID.")
-    timeout: float = Field(300.0, gt=0, le=MAX_TIMEOUT, description="HTTP timeout of each Letta request, seconds.")
+    timeout: float = Field(300.0, gt=0, le=MAX_TIMEOUT,
+                           description="Seconds each Letta call may take in all (not per read: a server "
+                                       "dripping bytes cannot stretch it).")
 
 
 def base_url_of(spec: LettaServer) -> str:
@@ -156,10 +158,13 @@ def read_agent_file(ref: str, ctx: Context, key: str) -> AgentFile:
     if not path.is_file():
         raise ConfigError(f"agent file not found: {path}", key=key)
     data = path.read_bytes()
+    ctx.files_read.add(path.resolve())  # the agent decides the grades: part of the --resume fingerprint
     try:
         doc = json.loads(data)
     except ValueError as exc:
         raise ConfigError(f"agent file {ref} is not valid JSON: {exc}", key=key) from None
+    except RecursionError:  # 100,000 nested brackets: not an agent export
+        raise ConfigError(f"agent file {ref} is nested too deeply to be an agent export", key=key) from None
     agents = doc.get("agents") if isinstance(doc, dict) else None
     if not isinstance(agents, list) or not all(isinstance(a, dict) for a in agents):
         raise ConfigError(f"agent file {ref} has no 'agents' list; export it with Letta's agent export", key=key)
@@ -406,6 +411,18 @@ class LettaTarget(Target):
         failed.retries = attempt + retried[0]
         raise failed from error
 
+    async def _within(self, call, path: str):
+        """``await call`` with ``timeout`` as a total deadline (httpx's is per read); past it, the
+        SDK's timeout error, which the retries and messages already treat as one."""
+        try:
+            async with asyncio.timeout(self.spec.timeout):
+                return await call
+        except TimeoutError:
+            import httpx
+            import letta_client
+
+            raise letta_client.APITimeoutError(request=httpx.Request("POST", self.base_url + path)) from None
+
     async def _attempt(self, sample: Sample, model: str | None, need_memory: bool,
                        created: list[str], retried: list[int]) -> Trajectory:
         client = self._client
@@ -414,7 +431,8 @@ class LettaTarget(Target):
         stops = []
         turns = sample.input if isinstance(sample.input, list) else [sample.input]
         for text in turns:
-            resp = await client.agents.messages.create(agent_id, messages=[{"role": "user", "content": text}])
+            resp = await self._within(client.agents.messages.create(
+                agent_id, messages=[{"role": "user", "content": text}]), f"/v1/agents/{agent_id}/messages")
             traj.turns.append(to_turn(dump(resp.messages), text))
             add_usage(traj.usage, resp.usage)
             stop = resp.stop_reason.stop_reason if resp.stop_reason else None
@@ -422,9 +440,12 @@ class LettaTarget(Target):
             if stop in FAILED_STOPS:
                 raise SampleError(f"the Letta run stopped with '{stop}'")
         if need_memory:
-            async for block in client.agents.blocks.list(agent_id):
-                if block.label is not None:
-                    traj.memory_blocks[block.label] = block.value
+            async def blocks() -> None:
+                async for block in client.agents.blocks.list(agent_id):
+                    if block.label is not None:
+                        traj.memory_blocks[block.label] = block.value
+
+            await self._within(blocks(), f"/v1/agents/{agent_id}/core-memory/blocks")
         if model is None:
             state = await client.agents.retrieve(agent_id)
             cfg = state.llm_config
@@ -446,12 +467,15 @@ class LettaTarget(Target):
             retried[0] += retries
             model = None
         else:
-            if inspect.iscoroutinefunction(self.factory):
-                result = await self.factory(client, sample)
-            else:  # a sync factory may block (its own sync client): keep the event loop free
-                result = await asyncio.to_thread(self.factory, client, sample)
-                if inspect.isawaitable(result):
-                    result = await result
+            from ci_evals.usercode import contained
+
+            with contained():  # SystemExit and the like from the factory: that sample's error
+                if inspect.iscoroutinefunction(self.factory):
+                    result = await self.factory(client, sample)
+                else:  # a sync factory may block (its own sync client): keep the event loop free
+                    result = await asyncio.to_thread(self.factory, client, sample)
+                    if inspect.isawaitable(result):
+                        result = await result
             agent_id = getattr(result, "id", result)
             if not isinstance(agent_id, str) or not agent_id:
                 raise SampleError(f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id")

@@ -158,8 +158,11 @@ class LettaCodeTarget(LettaTarget):
     async def _attempt(self, sample: Sample, model: str, need_memory: bool, created: list[str]) -> Trajectory:
         factory_agent = None
         if self.factory is not None:
-            result = self.factory(self.client, sample)
-            result = await result if asyncio.iscoroutine(result) else result
+            from ci_evals.usercode import contained
+
+            with contained():  # SystemExit and the like from the factory: that sample's error
+                result = self.factory(self.client, sample)
+                result = await result if asyncio.iscoroutine(result) else result
             factory_agent = getattr(result, "id", result)
             if not isinstance(factory_agent, str) or not factory_agent:
                 raise SampleError(f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id")

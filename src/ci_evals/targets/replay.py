@@ -32,6 +32,10 @@ class ReplayTarget(Target):
         self.records: dict[str, tuple[int, str]] = {}
         if not self.path.exists():
             raise ConfigError("replay outputs file not found", file=str(self.path), key="target.outputs")
+        if not self.path.is_dir():
+            from ci_evals.yamlio import regular_file
+
+            regular_file(self.path, "replay outputs", key="target.outputs")
         if self.path.is_dir():
             raise ConfigError("replay outputs is a folder, expected a JSONL file", file=str(self.path),
                               key="target.outputs")

@@ -1,0 +1,91 @@
+"""F12: a secret split over lines, wrapped at 76 characters, base64-encoded or broken by ``\\n``
+escapes never leaks in pieces: no 16-character run of it (or of its base64) in any output."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci_evals import redact
+
+KEY = "sk-piece-" + "Q7mZ2xV9kL4pR8tW1yB6nC3dF5gH0jK"  # 41 characters, registered through *_API_KEY
+
+EMIT = r'''
+import base64, json, os, sys, textwrap
+key, mode = os.environ["PIECE_API_KEY"], sys.argv[1]
+sys.stdin.read()
+if mode == "two_lines":
+    text = "token part one " + key[:20] + "\nand part two " + key[20:] + " end"
+elif mode == "json76":  # a JSON encoder's text wrapped at 76 characters
+    text = "\n".join(textwrap.wrap(json.dumps({"padding": "p" * 33, "key": key}), 76, break_on_hyphens=False))
+elif mode == "base64":  # MIME-style base64 of a config holding the key, 76 characters a line
+    blob = base64.b64encode(("Authorization: Bearer " + key + "\n").encode()).decode()
+    text = "\n".join(blob[i:i + 76] for i in range(0, len(blob), 76))
+elif mode == "escaped":  # the key broken by a literal \n escape inside a JSON string
+    text = json.dumps({"log": key[:18] + "\n" + key[18:]})
+else:
+    text = "-".join(key[i:i + 17] for i in range(0, len(key), 17))
+print(text, file=sys.stderr)
+print(json.dumps({"output": text}))
+sys.exit(int(sys.argv[2]))
+'''
+
+
+def pieces(secret: str, n: int = redact.PIECE) -> set[str]:
+    return {secret[i:i + n] for i in range(len(secret) - n + 1)}
+
+
+def _all_text(root: Path) -> dict[str, str]:
+    return {p.name: p.read_text(encoding="utf-8", errors="replace") for p in (root / "out").iterdir() if p.is_file()}
+
+
+@pytest.mark.parametrize("mode", ["two_lines", "json76", "base64", "escaped", "dashes"])
+@pytest.mark.parametrize("fail", [0, 1])
+def test_no_16_character_piece_of_a_secret_in_any_output(tmp_path, mode, fail):
+    (tmp_path / "emit.py").write_text(EMIT, encoding="utf-8")
+    (tmp_path / "dataset.jsonl").write_text(json.dumps({"id": 1, "input": "q", "ground_truth": "zzz"}) + "\n")
+    suite = {"name": "pieces", "dataset": "dataset.jsonl", "cache": False,
+             "target": {"kind": "command", "command": [sys.executable, "emit.py", mode, str(fail)]},
+             "graders": {"acc": {"kind": "tool", "function": "contains"}}, "gate": {"op": "gte", "value": 0.5}}
+    (tmp_path / "suite.yaml").write_text(json.dumps(suite))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LETTA_", "INPUT_", "GITHUB_"))}
+    env["PIECE_API_KEY"] = KEY
+    proc = subprocess.run([sys.executable, "-m", "ci_evals", "run", "suite.yaml", "-o", "out", "--dry-run"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    texts = {"stdout": proc.stdout, "stderr": proc.stderr, **_all_text(tmp_path)}
+    assert set(texts) >= {"results.jsonl", "summary.json", "summary.md", "junit.xml", "report.html"}
+    forbidden = pieces(KEY).union(*(pieces(f) for f in redact.encoded_forms(KEY)))
+    leaks = {(name, p) for name, text in texts.items() for p in forbidden if p in text}
+    assert not leaks, sorted(leaks)[:5]
+    row = json.loads(texts["results.jsonl"])
+    assert ("***" in row["error"]["message"]) if fail else ("***" in json.dumps(row["trajectory"]))
+
+
+def test_pieces_of_a_registered_secret_are_masked_and_prose_is_not():
+    secret = "regd-" + "a1B2c3D4e5F6g7H8i9J0k1L2"
+    redact.register(secret)
+    wrapped = "x " + secret[:12] + "\n" + secret[12:] + " y"
+    assert redact.scrub(wrapped) == "x " + secret[:12] + "\n*** y"  # 12 characters are below a piece
+    assert redact.scrub("a " + secret[:16] + " b " + secret[-16:]) == "a *** b ***"
+    assert redact.scrub("a " + secret[3:18] + " b") == "a " + secret[3:18] + " b"  # 15: kept
+    assert redact.scrub("nothing to see in ordinary prose, 1234567890 abcdefgh") == \
+        "nothing to see in ordinary prose, 1234567890 abcdefgh"
+
+
+def test_base64_forms_of_a_secret_are_secrets_too():
+    secret = "regd-b64-" + "Zq8Wx7Ec6Rv5Tb4Yn3Um2Il1Ok0P"
+    redact.register(secret)
+    for prefix in ("", "a", "ab", "Authorization: Basic "):
+        blob = base64.b64encode((prefix + secret).encode()).decode()
+        scrubbed = redact.scrub(blob)
+        assert "***" in scrubbed and not any(p in scrubbed for f in redact.encoded_forms(secret) for p in pieces(f))
+    wrapped = "\n".join(textwrap.wrap(base64.b64encode(secret.encode() * 3).decode(), 76))
+    assert not any(p in redact.scrub(wrapped) for p in pieces(base64.b64encode(secret.encode()).decode()[4:-4]))
