@@ -14,7 +14,15 @@ import pytest
 from ci_evals._util.breaker import Breaker
 from ci_evals._util.netcause import cause_of, host_port
 from ci_evals._util.retry import Backoff, retry_after
-from ci_evals.llm.scheduler import Bucket, Endpoint, EndpointStopped, Limits, ThrottledOut, _duration, announced
+from ci_evals.llm.scheduler import (
+    Bucket,
+    Endpoint,
+    EndpointStopped,
+    Limits,
+    ThrottledOut,
+    _duration,
+    announced,
+)
 
 NOW = 1_700_000_000.0
 
