@@ -287,15 +287,16 @@ def test_an_af_import_keeps_the_servers_tool_unless_the_suite_overrides(server, 
                  "graders": {"out": {"kind": "tool", "function": "contains", "extractor": "tool_output",
                                      "extractor_config": {"tool_name": "lookup_capital"}}}}
         (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
-        assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(tmp_path / "a"), "--quiet") == 1
+        assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(tmp_path / "a"), "--quiet") == 0
         _, [rec] = results(tmp_path / "a")
-        assert rec["submission"]["out"] == "server version of lookup_capital for Peru"
+        assert (rec["submission"]["out"], rec["grades"]["out"]["score"]) == (
+            "server version of lookup_capital for Peru", 0.0)
         assert server.tools.retrieve(tool.id).source_code == SERVER_TOOL  # the server's tool is untouched
 
         edit(tmp_path / "suite.yaml", lambda d: d["target"].update(override_existing_tools=True))
         assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(tmp_path / "b"), "--quiet") == 0
         _, [rec] = results(tmp_path / "b")
-        assert rec["submission"]["out"] == "The capital of Peru is Lima."
+        assert (rec["submission"]["out"], rec["grades"]["out"]["score"]) == ("The capital of Peru is Lima.", 1.0)
         af_source = json.loads((tmp_path / "capital-agent.af").read_text())["tools"][1]["source_code"]
         assert server.tools.retrieve(tool.id).source_code == af_source  # asked for: replaced
     finally:
