@@ -32,6 +32,9 @@ SUITES = Path(__file__).resolve().parent / "suites"
 # letta-evals version -> the environment variable naming its venv (set by .ci/run)
 VENVS = {"0.5.0": "CI_EVALS_LETTA_EVALS_05", "0.18.0": "CI_EVALS_LETTA_EVALS_018"}
 TIMEOUT = 600
+# Concurrent .af imports of the same tools make Letta 0.16.8 stall on a loaded machine: both tools
+# run few samples at a time (a CLI flag of each, the suites stay as written).
+CONCURRENCY = "2"
 
 
 @dataclass
@@ -106,7 +109,8 @@ def run_tool(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, 
 def run_letta_evals(version: str, suite: Path, out: Path, env: dict[str, str]) -> Outcome:
     exe = venv_of(version) / "bin" / "letta-evals"
     env = {**env, "PYTHONPATH": ""}
-    rc, text, secs = run_tool([str(exe), "run", str(suite), "--output", str(out), "--display", "simple"],
+    rc, text, secs = run_tool([str(exe), "run", str(suite), "--output", str(out), "--display", "simple",
+                               "--max-concurrent", CONCURRENCY],
                               suite.parent, env)
     outcome = Outcome(rc=rc, output=text, seconds=secs)
     rows: list[dict[str, Any]] = []
@@ -130,7 +134,7 @@ def run_letta_evals(version: str, suite: Path, out: Path, env: dict[str, str]) -
 
 def run_ci_evals(suite: Path, out: Path, env: dict[str, str], *args: str) -> Outcome:
     rc, text, secs = run_tool([sys.executable, "-m", "ci_evals", "run", str(suite), "--output", str(out),
-                               "--no-cache", "--quiet", *args], suite.parent, env)
+                               "--no-cache", "--quiet", "--max-concurrent", CONCURRENCY, *args], suite.parent, env)
     outcome = Outcome(rc=rc, output=text, seconds=secs)
     path = out / "results.jsonl"
     for line in path.read_text().splitlines() if path.exists() else []:
