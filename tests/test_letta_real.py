@@ -307,6 +307,40 @@ def test_an_af_import_keeps_the_servers_tool_unless_the_suite_overrides(server, 
                                 ["tools"][1]["source_code"])
 
 
+def _graded(messages) -> list[tuple]:
+    """What a grader sees of a trajectory: each message's type, tool name and text (no ids, no dates)."""
+    out = []
+    for m in messages:
+        d = m.model_dump()
+        if d["message_type"] == "user_message":
+            continue
+        call = d.get("tool_call") or {}
+        out.append((d["message_type"], call.get("name") or d.get("name"),
+                    d.get("content") or d.get("tool_return") or call.get("arguments")))
+    return out
+
+
+@pytest.mark.parametrize("question", ["What is the capital of Peru?", "Say hello"])
+def test_sync_post_and_letta_evals_streaming_send_give_the_same_trajectory(server, question):
+    """ci-evals posts synchronously; letta-evals 0.18 streams in the background and reads the run back."""
+    data = (EXAMPLES / "agent-judge" / "capital-agent.af").read_bytes()
+    ids = [server.agents.import_file(file=("capital-agent.af", data, "application/json"), override_model_handle=MODEL,
+                                     override_existing_tools=False).agent_ids[0] for _ in range(2)]
+    try:
+        sync = server.agents.messages.create(agent_id=ids[0], messages=[{"role": "user", "content": question}])
+        stream = server.agents.messages.create(agent_id=ids[1], messages=[{"role": "user", "content": question}],
+                                               streaming=True, background=True, stream_tokens=True,
+                                               include_pings=True)
+        run_ids = {c.run_id for c in stream if getattr(c, "run_id", None)}
+        [run_id] = run_ids
+        streamed = list(server.runs.messages.list(run_id))
+    finally:
+        for agent_id in ids:
+            server.agents.delete(agent_id=agent_id)
+    assert _graded(sync.messages) == _graded(streamed)
+    assert [k for k, _, _ in _graded(streamed)] == ["tool_call_message", "tool_return_message", "assistant_message"]
+
+
 # -- under load, and when the server goes away -------------------------------------------------------
 
 
