@@ -63,7 +63,7 @@ def test_a_hand_written_af_without_its_system_message_errors_every_sample(letta_
 def test_an_imported_agent_is_named_like_the_af(letta_fake, tmp_path):
     [traj] = run(make(letta_fake, tmp_path), sample("hi"))
     assert letta_fake.agents == {}
-    assert letta_fake.imports == [{"override_name": "echo-agent"}]  # else the server names it echo-agent_copy
+    assert letta_fake.imports == [{"override_name": "echo-agent", "override_existing_tools": "false"}]  # else echo-agent_copy
 
 
 def test_deadlocked_imports_are_retried_counted_and_leave_nothing(letta_fake, tmp_path):

@@ -280,8 +280,14 @@ def test_a_missing_rubric_var_at_grade_time_is_an_error_grade(letta_fake, tmp_pa
 
 def test_the_model_handle_is_applied_to_the_judge(letta_fake, tmp_path):
     grade(make(tmp_path, letta_fake, model="openai-proxy/gpt-4o-mini"), "score=1")
-    assert letta_fake.imports == [{"override_name": "judge", "override_model_handle": "openai-proxy/gpt-4o-mini"}]
+    assert letta_fake.imports == [{"override_name": "judge", "override_existing_tools": "false",
+                                   "override_model_handle": "openai-proxy/gpt-4o-mini"}]
     assert letta_fake.agents == {} and letta_fake.patches == []
+
+
+def test_the_judge_replaces_server_tools_only_when_asked(letta_fake, tmp_path):
+    grade(make(tmp_path, letta_fake, override_existing_tools=True), "score=1")
+    assert letta_fake.imports == [{"override_name": "judge", "override_existing_tools": "true"}]
 
 
 def test_the_built_in_judge_grades(letta_fake, tmp_path):

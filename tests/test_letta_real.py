@@ -261,6 +261,86 @@ def test_a_judge_af_without_submit_grade_fails_before_any_agent_is_made(server, 
     assert llm_stats()["requests"] == imports and not (tmp_path / "out" / "summary.json").exists()
 
 
+SERVER_TOOL = '''def lookup_capital(country: str) -> str:
+    """The organisation's own lookup (not the .af's).
+
+    Args:
+        country (str): The country.
+
+    Returns:
+        str: A marker naming this version.
+    """
+    return "server version of lookup_capital for " + country
+'''
+
+
+def test_an_af_import_keeps_the_servers_tool_unless_the_suite_overrides(server, tmp_path):
+    """letta-evals imports with override_existing_tools=False; so does ci-evals by default."""
+    before = {t.id for t in server.tools.list(name="lookup_capital")}
+    tool = server.tools.upsert(source_code=SERVER_TOOL)
+    try:
+        shutil.copy(EXAMPLES / "agent-judge" / "capital-agent.af", tmp_path)
+        (tmp_path / "data.jsonl").write_text(json.dumps({"id": "peru", "input": "What is the capital of Peru?",
+                                                         "ground_truth": "Lima"}) + "\n")
+        suite = {"name": "tools", "dataset": "data.jsonl",
+                 "target": {"kind": "agent", "agent_file": "capital-agent.af", "model_handles": [MODEL]},
+                 "graders": {"out": {"kind": "tool", "function": "contains", "extractor": "tool_output",
+                                     "extractor_config": {"tool_name": "lookup_capital"}}}}
+        (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+        assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(tmp_path / "a"), "--quiet") == 0
+        _, [rec] = results(tmp_path / "a")
+        assert (rec["submission"]["out"], rec["grades"]["out"]["score"]) == (
+            "server version of lookup_capital for Peru", 0.0)
+        assert server.tools.retrieve(tool.id).source_code == SERVER_TOOL  # the server's tool is untouched
+
+        edit(tmp_path / "suite.yaml", lambda d: d["target"].update(override_existing_tools=True))
+        assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(tmp_path / "b"), "--quiet") == 0
+        _, [rec] = results(tmp_path / "b")
+        assert (rec["submission"]["out"], rec["grades"]["out"]["score"]) == ("The capital of Peru is Lima.", 1.0)
+        af_source = json.loads((tmp_path / "capital-agent.af").read_text())["tools"][1]["source_code"]
+        assert server.tools.retrieve(tool.id).source_code == af_source  # asked for: replaced
+    finally:
+        if tool.id not in before:
+            server.tools.delete(tool.id)
+        else:  # it existed before this test: leave it with the .af's source, as the other tests expect
+            server.tools.upsert(source_code=json.loads((EXAMPLES / "agent-judge" / "capital-agent.af").read_text())
+                                ["tools"][1]["source_code"])
+
+
+def _graded(messages) -> list[tuple]:
+    """What a grader sees of a trajectory: each message's type, tool name and text (no ids, no dates)."""
+    out = []
+    for m in messages:
+        d = m.model_dump()
+        if d["message_type"] == "user_message":
+            continue
+        call = d.get("tool_call") or {}
+        out.append((d["message_type"], call.get("name") or d.get("name"),
+                    d.get("content") or d.get("tool_return") or call.get("arguments")))
+    return out
+
+
+@pytest.mark.parametrize("question", ["What is the capital of Peru?", "Say hello"])
+def test_sync_post_and_letta_evals_streaming_send_give_the_same_trajectory(server, question):
+    """ci-evals posts synchronously; letta-evals 0.18 streams in the background and reads the run back."""
+    data = (EXAMPLES / "agent-judge" / "capital-agent.af").read_bytes()
+    ids = [server.agents.import_file(file=("capital-agent.af", data, "application/json"), override_model_handle=MODEL,
+                                     override_existing_tools=False).agent_ids[0] for _ in range(2)]
+    try:
+        sync = server.agents.messages.create(agent_id=ids[0], messages=[{"role": "user", "content": question}])
+        stream = server.agents.messages.create(agent_id=ids[1], messages=[{"role": "user", "content": question}],
+                                               streaming=True, background=True, stream_tokens=True,
+                                               include_pings=True)
+        run_ids = {c.run_id for c in stream if getattr(c, "run_id", None)}
+        [run_id] = run_ids
+        streamed = list(server.runs.messages.list(run_id))
+    finally:
+        for agent_id in ids:
+            server.agents.delete(agent_id=agent_id)
+    assert _graded(sync.messages) == _graded(streamed)
+    assert [k for k, _, _ in _graded(streamed)] == ["tool_call_message", "tool_return_message", "assistant_message"]
+
+
 # -- under load, and when the server goes away -------------------------------------------------------
 
 

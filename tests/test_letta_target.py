@@ -214,7 +214,8 @@ def test_model_handles_are_the_models_and_applied_to_each_agent(letta_fake, tmp_
     target = make(letta_fake, tmp_path, model_handles=["openai/gpt-4.1", "anthropic/claude-x"])
     assert target.models() == ["openai/gpt-4.1", "anthropic/claude-x"]
     [traj] = run(target, sample("hi"), model="anthropic/claude-x")
-    assert letta_fake.imports == [{"override_name": "echo-agent", "override_model_handle": "anthropic/claude-x"}]
+    assert letta_fake.imports == [{"override_name": "echo-agent", "override_existing_tools": "false",
+                                   "override_model_handle": "anthropic/claude-x"}]
     assert letta_fake.patches == []  # the import itself applies the handle
     assert traj.metadata["model"] == "anthropic/claude-x"
     assert make(letta_fake, tmp_path).models() == [None]
@@ -300,11 +301,18 @@ def test_aclose_deletes_agents_of_a_cancelled_sample(letta_fake, tmp_path):
 # -- connection settings --------------------------------------------------------------------------
 
 
+def test_override_existing_tools_is_sent_only_when_the_suite_asks(letta_fake, tmp_path):
+    run(make(letta_fake, tmp_path, override_existing_tools=True), sample("hi"))
+    assert letta_fake.imports == [{"override_name": "echo-agent", "override_existing_tools": "true"}]
+    assert LettaTargetSpec.model_validate({"kind": "agent", "agent_id": "a"}).override_existing_tools is False
+
+
 def test_api_key_and_project_are_sent(letta_fake, tmp_path):
     run(make(letta_fake, tmp_path, api_key="sk-secret-123", project_id="proj-1"), sample("hi"))
     assert {h.get("authorization") for h in letta_fake.headers} == {"Bearer sk-secret-123"}
     assert {h.get("x-project-id") for h in letta_fake.headers} == {"proj-1"}
-    assert letta_fake.imports == [{"override_name": "echo-agent", "project_id": "proj-1"}]
+    assert letta_fake.imports == [{"override_name": "echo-agent", "override_existing_tools": "false",
+                                   "project_id": "proj-1"}]
 
 
 def test_base_url_comes_from_the_env_when_not_in_yaml(letta_fake, tmp_path, monkeypatch):

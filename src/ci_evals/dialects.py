@@ -2,7 +2,12 @@
 
 * 0.4-0.6: ``gate: {metric_key, metric, op, value, pass_op, pass_value}``, ci-evals' own gate.
   letta-evals computed ``accuracy`` as a percentage (0-100): a value above 1 (up to 100) on an
-  ``accuracy`` gate is read as a percentage and converted, with one warning line.
+  ``accuracy`` gate is read as a percentage and converted, with one warning line. A value in
+  (0, 1] stays a fraction; in a recognised letta-evals suite (typed gates, or ``gate:`` with a
+  Letta target) that changes the verdict letta-evals gave, so it gets one warning line naming
+  both readings. ``accuracy_scale: percent`` (suite key) reads every accuracy threshold as
+  letta-evals did, to reproduce an old verdict; ``accuracy_scale: fraction`` confirms ci-evals'
+  reading and silences the warning. Neither applies to ``--gate`` (ci-evals' own flag).
 * 0.7-0.20: typed gates. ``kind: simple`` becomes one ordinary gate (``aggregation`` -> ``metric``,
   ``pass_threshold`` -> ``pass_value``); ``weighted_average`` and ``logical`` stay typed gates
   (:mod:`ci_evals.typed_gates`). Top-level ``cleanup`` moves into the target.
@@ -32,25 +37,62 @@ class Translated:
     reward: dict[str, Any] | None = None
     cleanup: bool | None = None
     warnings: list[str] = field(default_factory=list)
+    scale: str | None = None  # accuracy_scale: "fraction", "percent" or unset (auto)
+    letta: bool = False  # a recognised letta-evals suite: typed gates, or `gate:` with a Letta target
 
 
 def warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-def percent_value(value: Any, where: str, file: str, lines: dict[str, int], out: Translated) -> Any:
-    """An ``accuracy`` threshold: above 1 (up to 100) it is letta-evals' percentage, made a fraction."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 1:
+SCALES = ("fraction", "percent")
+LETTA_TARGETS = ("agent", "letta_agent", "letta_code")  # every target kind letta-evals ever had
+
+
+def percent_value(value: Any, where: str, file: str, lines: dict[str, int], out: Translated,
+                  op: Any = None) -> Any:
+    """An ``accuracy`` threshold as a fraction.
+
+    Unset scale: above 1 (up to 100) it is letta-evals' percentage, made a fraction with a warning;
+    in (0, 1] it stays a fraction, with a warning when the suite is letta-evals' (whose code read
+    it as a percentage). ``percent``: always divided by 100, as letta-evals did. ``fraction``: as is.
+    """
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
         return value
     line = lines.get(where)
     at = f"{file}:{line}" if line else file
-    if value > 100:
-        raise ConfigError(f"accuracy value {value:g} is above 100 (a fraction in [0, 1], or a percentage "
-                          "up to 100)", file=file, key=where, line=line)
+    if out.scale == "percent":
+        if not 0 <= value <= 100:
+            raise ConfigError(f"accuracy value {value:g} is not a percentage in [0, 100] (accuracy_scale: percent)",
+                              file=file, key=where, line=line)
+        return value / 100
+    if value <= 1:
+        if out.letta and out.scale is None and value > 0:
+            effect = {"gte": "passes at almost any accuracy", "gt": "passes at almost any accuracy",
+                      "lte": "fails at almost any accuracy", "lt": "fails at almost any accuracy"}.get(str(op))
+            out.warnings.append(
+                f"{at}: {where}: accuracy {value:g}: letta-evals 0.4-0.20 reads it as {value:g} % (its accuracy is "
+                f"0-100{'; ' + effect if effect else ''}); ci-evals reads it as the fraction {value:g} "
+                f"({value * 100:g} % of samples). Set accuracy_scale: percent to reproduce letta-evals' verdict, "
+                "or accuracy_scale: fraction to keep ci-evals' reading without this warning")
+        return value
+    if value > 100 or out.scale == "fraction":
+        why = "accuracy_scale: fraction" if out.scale else "a fraction in [0, 1], or a percentage up to 100"
+        raise ConfigError(f"accuracy value {value:g} is above {1 if out.scale else 100} ({why})",
+                          file=file, key=where, line=line)
     fraction = value / 100
     out.warnings.append(f"{at}: {where}: accuracy {value:g} read as a percentage (letta-evals' scale): "
                         f"{fraction:g} as a fraction")
     return fraction
+
+
+def is_letta_evals(raw: dict[str, Any]) -> bool:
+    """A suite letta-evals 0.4-0.20 would gate: a typed gate (``kind``), or a ``gate:`` on a Letta target."""
+    gates = [raw.get("gate")] + (raw["gates"] if isinstance(raw.get("gates"), list) else [])
+    if any(isinstance(g, dict) and "kind" in g for g in gates):
+        return True
+    target = raw.get("target")
+    return isinstance(raw.get("gate"), dict) and isinstance(target, dict) and target.get("kind") in LETTA_TARGETS
 
 
 def _simple(raw: dict[str, Any], key: str, file: str, lines: dict[str, int], out: Translated) -> dict[str, Any]:
@@ -59,7 +101,7 @@ def _simple(raw: dict[str, Any], key: str, file: str, lines: dict[str, int], out
     gate["metric"] = raw.get("aggregation", "avg_score")
     if gate["metric"] == "accuracy":
         if "value" in gate:
-            gate["value"] = percent_value(gate["value"], f"{key}.value", file, lines, out)
+            gate["value"] = percent_value(gate["value"], f"{key}.value", file, lines, out, raw.get("op"))
         if raw.get("pass_threshold") is not None:
             gate["pass_op"], gate["pass_value"] = "gte", raw["pass_threshold"]
     return gate
@@ -72,7 +114,7 @@ def _convert_typed(raw: dict[str, Any], key: str, file: str, lines: dict[str, in
         raw["conditions"] = [_convert_typed(c, f"{key}.conditions[{i}]", file, lines, out) if isinstance(c, dict)
                              else c for i, c in enumerate(raw["conditions"])]
     elif raw.get("aggregation") == "accuracy" and "value" in raw:
-        raw["value"] = percent_value(raw["value"], f"{key}.value", file, lines, out)
+        raw["value"] = percent_value(raw["value"], f"{key}.value", file, lines, out, raw.get("op"))
     return raw
 
 
@@ -82,7 +124,7 @@ def _one_gate(gate: dict[str, Any], key: str, file: str, lines: dict[str, int], 
     if kind is None:
         gate = dict(gate)
         if gate.get("metric") == "accuracy" and "value" in gate:
-            gate["value"] = percent_value(gate["value"], f"{key}.value", file, lines, out)
+            gate["value"] = percent_value(gate["value"], f"{key}.value", file, lines, out, gate.get("op"))
         return gate
     out.dialect = "typed"
     if kind == "simple":
@@ -108,6 +150,11 @@ def translate(raw: dict[str, Any], file: str, lines: dict[str, int], *,
     """
     out = Translated()
     raw = dict(raw)
+    out.scale = raw.pop("accuracy_scale", None)
+    if out.scale is not None and out.scale not in SCALES:
+        raise ConfigError(f"accuracy_scale must be fraction or percent (got {out.scale!r})", file=file,
+                          key="accuracy_scale", line=lines.get("accuracy_scale"))
+    out.letta = is_letta_evals(raw)
     if isinstance(raw.get("gate"), dict):
         gate = _one_gate(raw.pop("gate"), "gate", file, lines, out)
         if gate is not None:
@@ -236,4 +283,6 @@ def extend_schema(schema: dict[str, Any]) -> None:
     props["reward"] = {"anyOf": [ref(MetricReward), ref(CustomReward)],
                        "title": "Reward (letta-evals 0.21+): the metric `reward`"}
     props["cleanup"] = {"type": "boolean", "title": "Cleanup (letta-evals 0.12+): the target's `cleanup`"}
+    props["accuracy_scale"] = {"enum": list(SCALES), "title": "How accuracy thresholds are read: fraction "
+                               "(ci-evals, default) or percent (letta-evals 0.4-0.20's 0-100, to reproduce its verdict)"}
     props["sandbox"] = {"type": "object", "title": "Sandbox (letta-evals Modal): not supported, run refuses it"}

@@ -15,6 +15,8 @@ It plays the agents the project's examples describe, deterministically:
 * a Letta Code agent (the user message carries the CLI's ``<system-reminder>`` blocks) gets a text
   answer, no tool call: the result of a simple ``A+B`` / ``A-B`` / ``A*B`` in the question (``4``
   for "What is 2+2?"), else ``ECHO: <question>``;
+* a model judge (a request with ``response_format`` and no tools, as letta-evals' and ci-evals'
+  ``model_judge`` send) gets ``{"score", "rationale"}`` as JSON content, scored like ``submit_grade``;
 * after a tool result it answers with that result's text (``message`` of Letta's JSON envelope),
   which ends the turn of a ``letta_v1_agent``;
 * otherwise it answers ``ECHO: <last user message>``; ``[[http500]]`` in the prompt gives HTTP 500.
@@ -100,6 +102,9 @@ def reply(req: dict[str, Any]) -> tuple[str | None, tuple[str, dict[str, Any]] |
     if "submit_grade" in tools:
         score, why = judge_score(prompt_text(req))
         return None, ("submit_grade", {"score": score, "rationale": why})
+    if req.get("response_format") and not tools:  # a model judge (letta-evals' or ci-evals' model_judge)
+        score, why = judge_score(prompt_text(req))
+        return json.dumps({"score": score, "rationale": why}), None
     custom = [n for n in tools if n and n not in LETTA_TOOLS]
     if custom:
         props = (tools[custom[0]].get("parameters") or {}).get("properties") or {}

@@ -40,6 +40,7 @@ from ci_evals.specs import Context, GraderSpec
 from ci_evals.targets.letta import (
     FAILED_STOPS,
     AgentFile,
+    AgentFileImport,
     LettaServer,
     add_usage,
     backoff,
@@ -64,7 +65,7 @@ _SCHEMA_TYPES = {"number": "float", "string": "str", "integer": "int", "boolean"
                  "array": "list", "object": "dict"}
 
 
-class LettaJudgeSpec(GraderSpec, LettaServer):
+class LettaJudgeSpec(GraderSpec, LettaServer, AgentFileImport):
     kind: Literal["rubric", "letta_judge"]
     prompt: str | None = Field(None, description="The rubric text (or use prompt_path).")
     prompt_path: str | None = Field(None, description="A file holding the rubric, relative to the suite.")
@@ -232,7 +233,7 @@ class LettaJudgeGrader(Grader):
     async def _attempt(self, prompt: str, usage: Usage, meta: dict[str, Any], created: list[str]) -> GradeResult:
         client = self._client
         judge_id, retries = await import_agent(client, self.agent_file, project_of(self.spec), self.ledger,
-                                               created, self.spec.model)
+                                               created, self.spec.model, self.spec.override_existing_tools)
         meta["retries"] += retries
         meta["judge_agent_id"] = judge_id
         resp = await client.agents.messages.create(judge_id, messages=[{"role": "user", "content": prompt}])

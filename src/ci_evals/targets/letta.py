@@ -59,6 +59,14 @@ class LettaServer(Strict):
                                        "dripping bytes cannot stretch it).")
 
 
+class AgentFileImport(Strict):
+    """How an .af is imported: like letta-evals, without replacing the server's tools by default."""
+
+    override_existing_tools: bool = Field(
+        False, description="Replace the server's tools of the same name with the .af's source (Letta's "
+                           "default; letta-evals never does). Off: the agent runs the tool the server has.")
+
+
 def base_url_of(spec: LettaServer) -> str:
     """The server URL: the spec, else $LETTA_BASE_URL, else localhost; a trailing /v1 is dropped."""
     url = (spec.base_url or os.environ.get("LETTA_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
@@ -174,12 +182,17 @@ def read_agent_file(ref: str, ctx: Context, key: str) -> AgentFile:
 
 
 async def import_agent(client: Any, af: AgentFile, project_id: str | None, ledger: AgentLedger,
-                       created: list[str], model: str | None = None) -> tuple[str, int]:
+                       created: list[str], model: str | None = None,
+                       override_tools: bool = False) -> tuple[str, int]:
     """Import a fresh copy of the agent (named as in the .af, on ``model`` when given), retrying
     the server's transient failures. Returns (agent id, retries); the id is in ``created`` and
-    the ledger as soon as it exists."""
+    the ledger as soon as it exists.
+
+    A tool the server already has (same name) is kept unless ``override_tools``: Letta's default
+    would replace the organisation's shared tool with the .af's source, which letta-evals never
+    does (``override_existing_tools=False`` in every release that imports .af files)."""
     name = str(af.agent.get("name") or af.path.stem)
-    extra = {"override_name": name}
+    extra: dict[str, Any] = {"override_name": name, "override_existing_tools": override_tools}
     if model is not None:
         extra["override_model_handle"] = model
     ids, retries = await import_file(client, af.path.name, af.data, project_id, **extra)
@@ -279,7 +292,7 @@ def add_usage(total: Usage, usage: Any) -> None:
 # -- the target ----------------------------------------------------------------------------------
 
 
-class LettaTargetSpec(TargetSpec, LettaServer):
+class LettaTargetSpec(TargetSpec, LettaServer, AgentFileImport):
     kind: Literal["agent", "letta_agent"] = "agent"
     agent_file: str | None = Field(None, description="An .af file imported fresh for every sample.")
     agent_id: str | None = Field(None, description="An existing agent, shared by all samples.")
@@ -463,7 +476,7 @@ class LettaTarget(Target):
         args = dict(sample.agent_args or {})
         if self.agent_file is not None:  # the model handle is applied by the import itself
             agent_id, retries = await import_agent(client, self.agent_file, project_of(self.spec), self.ledger,
-                                                   created, model)
+                                                   created, model, self.spec.override_existing_tools)
             retried[0] += retries
             model = None
         else:
