@@ -16,6 +16,7 @@
 # cannot drift from what is proven here. Each step's seconds are printed; the exit code is the
 # first failing step's (1 when a command cannot be found in the README).
 #
+# `--print-commands` prints the two commands it would run and exits.
 # Environment:
 #   CI_EVALS_SHUFFLE=SEED  run the tests in a random order (pytest-randomly) with that seed,
 #                          through PYTEST_ADDOPTS, so the pasted command itself stays unchanged;
@@ -35,11 +36,6 @@ cache=${CI_EVALS_CACHE:-$HOME/.cache/ci-evals}
 say() { printf 'fresh-debian: %s\n' "$*"; }
 fail() { printf 'fresh-debian: FAILED: %s\n' "$*" >&2; exit 1; }
 
-[[ $(id -u) -eq 0 ]] || fail "needs root (chroot and mounts); run it with sudo"
-for tool in unshare chroot tar mount; do
-  command -v "$tool" >/dev/null 2>&1 || fail "$tool is missing"
-done
-
 # ---------------------------------------------------------------- the README's commands
 # The quickstart: the .venv line that runs the quickstart; the tests: the .venv line that runs pytest.
 readme_line() {  # readme_line REGEX: the first line of a ```sh block of README.md matching REGEX
@@ -50,6 +46,16 @@ quickstart=$(readme_line 'python3 -m venv \.venv.*pip install \. .*ci-evals run 
 tests=$(readme_line 'python3 -m venv \.venv.*pip install "\.\[test\]".*pytest')
 [[ -n $quickstart ]] || fail "README.md has no sh line with the quickstart command (python3 -m venv .venv ... pip install . ... ci-evals run examples/quickstart/suite.yaml)"
 [[ -n $tests ]] || fail "README.md has no sh line with the test command (python3 -m venv .venv ... pip install \".[test]\" ... pytest)"
+
+if [[ ${1:-} == --print-commands ]]; then  # what would run (tests/test_docs.py checks it)
+  printf '%s\n' "$quickstart" "$tests"
+  exit 0
+fi
+[[ $# -eq 0 ]] || fail "usage: scripts/fresh-debian.sh [--print-commands]"
+[[ $(id -u) -eq 0 ]] || fail "needs root (chroot and mounts); run it with sudo"
+for tool in unshare chroot tar mount; do
+  command -v "$tool" >/dev/null 2>&1 || fail "$tool is missing"
+done
 
 # ---------------------------------------------------------------- the root
 t0=$(date +%s)
@@ -64,6 +70,9 @@ mkdir -p "$root/work/ci-evals" "$cache/apt-archives/partial" "$HOME/.cache/pip"
 (cd "$repo" && git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
    [[ -e $f ]] && printf '%s\0' "$f"; done | tar --null -T - -cf -) | tar -C "$root/work/ci-evals" -xf -
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# What Debian's installer writes and debootstrap does not: without it `localhost` does not resolve
+# (pytest-httpserver binds localhost).
+printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' > "$root/etc/hosts"
 say "root unpacked from $tarball and checkout copied in $(( $(date +%s) - t0 ))s"
 
 host_ca=/etc/ssl/certs/ca-certificates.crt
