@@ -28,11 +28,7 @@ fi
 
 src=/usr/share/wordnet
 if [[ ! -f "$src/data.noun" || ! -f "$src/index.sense" ]]; then
-  sudo=""
-  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends wordnet-base wordnet-sense-index >/dev/null
+  bash "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" wordnet-base wordnet-sense-index
 fi
 
 mkdir -p "$wn"

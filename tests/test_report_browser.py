@@ -16,6 +16,7 @@ import pytest
 
 from ci_evals.reports.html import write_report
 from tests import reportdata as rd
+from tests.browser_driver import driver_executable, driver_problem
 
 pytestmark = pytest.mark.browser
 
@@ -34,6 +35,9 @@ def browser():
         from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.fail("the browser tests need Playwright's Python package: pip install -e '.[test]'", pytrace=False)
+    problem = driver_problem(driver_executable())
+    if problem:
+        pytest.fail(problem, pytrace=False)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield b
@@ -173,10 +177,15 @@ def test_sample_detail_shows_trajectory_tool_calls_memory_and_baseline(tab, repo
 
 
 def test_models_and_repeats_side_by_side_and_a_link_per_sample(tab, report):
+    from playwright.sync_api import expect
+
     tab.open(report)
     tab.page.click("#sample-body a[href='#sample=s1']")
+    # The link changes the hash; the page draws the detail on the hashchange event, a task that
+    # runs after click() returns: wait for it (a count read at once raced it, and lost whenever
+    # the browser was already warm from an earlier test of this file).
     cols = tab.page.locator("#detail .side-by-side > .col")
-    assert cols.count() == 3
+    expect(cols).to_have_count(3)
     assert [cols.nth(i).locator("h4").inner_text() for i in range(3)] == ["gpt-a · run 0", "gpt-a · run 1",
                                                                           "gpt-b · run 0"]
     assert tab.page.evaluate("location.hash") == "#sample=s1"
