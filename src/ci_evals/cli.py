@@ -1,4 +1,4 @@
-"""The ``ci-evals`` command line: run, validate, merge, list, schema, action.
+"""The ``ci-evals`` command line: run, validate, merge, report, init, list, schema, action.
 
 Exit codes: 0 verdict passed; 1 verdict failed, errored or partial; 2 invalid configuration or
 input (one line, no traceback); 3 internal error; 130 interrupted (SIGINT), 143 terminated (SIGTERM).
@@ -92,6 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a baseline results folder (default: the one summary.json names, if present)")
     report.add_argument("--open", action="store_true", help="open the report in the local web browser")
 
+    init = sub.add_parser("init", help="write a starter suite, dataset, grader and GitHub workflow here")
+    init.add_argument("dir", nargs="?", type=Path, default=Path("."), metavar="DIR",
+                      help="the repository to set up (default: the current folder)")
+    init.add_argument("--target", choices=["command", "model", "letta", "http"], default=None,
+                      help="what answers the samples (default: command, a stand-in agent that runs offline; "
+                           "asked on a terminal)")
+    init.add_argument("--force", action="store_true", help="overwrite files that already exist")
+    init.add_argument("--action", default="OWNER/ci-evals@v1", metavar="OWNER/REPO@REF",
+                      help="the Action the workflow uses (default OWNER/ci-evals@v1: replace OWNER)")
+
     sub.add_parser("list", help="list targets, extractors and graders")
     sub.add_parser("schema", help="print the suite JSON Schema")
     sub.add_parser("action", help="GitHub Action mode (reads INPUT_* variables)", add_help=False)
@@ -183,6 +193,10 @@ def _dispatch(args) -> int:
             from ci_evals.commands import cmd_report
 
             return cmd_report(args)
+        if args.command == "init":
+            from ci_evals.scaffold import cmd_init
+
+            return cmd_init(args)
         if args.command == "list":
             from ci_evals.commands import cmd_list
 
