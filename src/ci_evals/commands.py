@@ -105,10 +105,13 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
                 print(f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
                       f"gate here (merge the shards for the verdict). Results: {out}/")
                 return 0, summary, out
+            color = console.use_color(sys.stdout)
             if not args.quiet:
-                print(console.render(summary))
+                from ci_evals.reports.summary import iter_results
+
+                print(console.render(summary, iter_results(out / "results.jsonl"), color=color))
             else:
-                print(console.verdict_line(summary, prefix=f"{summary['suite']}: "))
+                print(console.verdict_line(summary, prefix=f"{summary['suite']}: ", color=color))
             print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)")
             if summary.get("letta"):  # agents left on a Letta server: shown even with --quiet
                 from ci_evals.reports.letta_agents import console_lines
@@ -312,7 +315,7 @@ def cmd_merge(args: Namespace) -> int:
         summary = build_summary(None, config, agg, started=started, duration=duration,
                                 partial=bool(missing), extra=extra, baseline=baseline)
     write_outputs(args.output, summary)
-    print(console.render(summary))
+    print(console.render(summary, iter_results(args.output / "results.jsonl"), color=console.use_color(sys.stdout)))
     if args.dry_run:
         _print_comment(summary, args.output)
     from ci_evals.verdict import exit_code
