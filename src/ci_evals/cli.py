@@ -62,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-concurrent", type=_positive, default=None, help="samples in flight (default: YAML, else 10)")
     run.add_argument("--max-samples", type=_non_negative, default=None, help="run only the first N samples")
     run.add_argument("--sample-tags", default=None, help="comma-separated tags; run samples having any of them")
+    run.add_argument("--sample-id", action="append", default=None, metavar="ID",
+                     help="run only the sample with this id (repeatable): a partial run")
+    run.add_argument("--sample-pattern", default=None, metavar="GLOB_OR_REGEX",
+                     help="run only samples whose id matches this glob (capital-*), or this regex with "
+                          "re: (re:^cap): a partial run")
+    run.add_argument("--only-failed", type=Path, default=None, metavar="FROM_RESULTS",
+                     help="re-run only the failing and errored samples of an earlier results folder "
+                          "(results go to FROM_RESULTS-rerun/ unless --output): a partial run")
     run.add_argument("--num-runs", type=_positive, default=None, help="repeat each sample N times")
     run.add_argument("--dry-run", action="store_true", help="run everything but post nothing; print the PR comment")
     run.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")

@@ -123,6 +123,8 @@ def load_suite(
     cache_dir: Path | None | Literal[False] = None,
     max_errors: int | None = None,
     extra_gates: list[str] | None = None,
+    sample_ids: set[str] | None = None,
+    id_match=None,
 ) -> LoadedSuite:
     """Load and fully validate a suite; raise ConfigError naming file, line and key on any problem.
 
@@ -130,6 +132,7 @@ def load_suite(
     ``cache_dir=False`` turns the LLM cache off; None uses the YAML's ``cache`` setting.
     ``max_errors`` (``--max-errors``) sets the error budget of every gate and of the run.
     ``extra_gates`` (``--gate "reward avg_score gte 0.75"``) adds gates to the suite's own.
+    ``sample_ids`` / ``id_match`` keep only those samples (``--sample-id``, ``--sample-pattern``).
     """
     path = Path(path)
     file = str(path)
@@ -137,7 +140,7 @@ def load_suite(
     try:
         return _load(path, file, raw, lines, offline=offline, max_samples=max_samples, sample_tags=sample_tags,
                      num_runs=num_runs, shard=shard, cache_dir=cache_dir, max_errors=max_errors,
-                     extra_gates=extra_gates)
+                     extra_gates=extra_gates, sample_ids=sample_ids, id_match=id_match)
     except ConfigError as exc:
         _locate(exc, file, lines)
         raise
@@ -162,7 +165,8 @@ def _locate(exc: ConfigError, file: str, lines: dict[str, int]) -> None:
 
 
 def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bool, max_samples, sample_tags,
-          num_runs, shard, cache_dir, max_errors=None, extra_gates=None) -> LoadedSuite:
+          num_runs, shard, cache_dir, max_errors=None, extra_gates=None, sample_ids=None,
+          id_match=None) -> LoadedSuite:
     from ci_evals.customcode import load_object
     if not isinstance(raw, dict):
         raise ConfigError("a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file)
@@ -233,6 +237,8 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
         sample_tags=sample_tags if sample_tags is not None else spec.sample_tags,
         max_samples=max_samples if max_samples is not None else spec.max_samples,
         shard=shard,
+        sample_ids=sample_ids,
+        id_match=id_match,
     )
     checkers = [g for g, _ in graders.values() if type(g).check_samples is not Grader.check_samples]
     if checkers:
