@@ -41,14 +41,15 @@ def test_init_in_an_empty_folder_writes_the_starter_files_and_says_what_next(tmp
         "  wrote   evals/custom_evaluators.py",
         "  wrote   evals/agent.py",
         "  wrote   .github/workflows/evals.yml",
-        "  .gitignore: added .ci-evals-cache/, ci-evals-results/",
+        "  .gitignore: added .ci-evals-cache/, ci-evals-results/, ci-evals-results-rerun/",
         "Next:",
         "  ci-evals run evals/suite.yaml          # runs offline now; then put your agent in evals/agent.py",
         "  in .github/workflows/evals.yml, replace OWNER with the account that hosts ci-evals",
         "  commit evals/, .github/workflows/evals.yml and .gitignore, push, open a pull request",
     ]
-    assert (tmp_path / ".gitignore").read_text() == "# ci-evals: results and LLM response cache\n" \
-                                                    ".ci-evals-cache/\nci-evals-results/\n"
+    assert (tmp_path / ".gitignore").read_text() == ("# ci-evals: results (and --only-failed re-runs), LLM "
+                                                     "response cache\n.ci-evals-cache/\nci-evals-results/\n"
+                                                     "ci-evals-results-rerun/\n")
     assert len((tmp_path / "evals/dataset.jsonl").read_text().splitlines()) == 5
 
 
@@ -113,11 +114,12 @@ def test_running_init_again_clobbers_nothing_and_adds_no_gitignore_line_twice(tm
     (tmp_path / ".gitignore").write_text("node_modules/\n/ci-evals-results")  # no final newline
     assert init(tmp_path) == 0
     assert (tmp_path / "evals/suite.yaml").read_text() == "name: mine\n"
-    assert (tmp_path / ".gitignore").read_text() == ("node_modules/\n/ci-evals-results\n\n"
-                                                     "# ci-evals: results and LLM response cache\n.ci-evals-cache/\n")
+    assert (tmp_path / ".gitignore").read_text() == ("node_modules/\n/ci-evals-results\n\n# ci-evals: results (and "
+                                                     "--only-failed re-runs), LLM response cache\n.ci-evals-cache/\n"
+                                                     "ci-evals-results-rerun/\n")
     out = capsys.readouterr().out
     assert "  skipped evals/suite.yaml (already there; --force overwrites it)\n" in out
-    assert "  .gitignore: added .ci-evals-cache/\n" in out
+    assert "  .gitignore: added .ci-evals-cache/, ci-evals-results-rerun/\n" in out
     before = {p: (tmp_path / p).read_bytes() for p in tree(tmp_path)}
     assert init(tmp_path, "--target", "model") == 0
     assert {p: (tmp_path / p).read_bytes() for p in tree(tmp_path)} == before
@@ -126,7 +128,7 @@ def test_running_init_again_clobbers_nothing_and_adds_no_gitignore_line_twice(tm
         f"  skipped {p} (already there; --force overwrites it)" for p in
         ["evals/suite.yaml", "evals/dataset.jsonl", "evals/custom_evaluators.py", ".github/workflows/evals.yml"]]
     assert "  wrote   " not in "\n".join(out)
-    assert "  .gitignore: already ignores .ci-evals-cache/, ci-evals-results/" in out
+    assert "  .gitignore: already ignores .ci-evals-cache/, ci-evals-results/, ci-evals-results-rerun/" in out
 
 
 def test_force_overwrites_but_never_through_a_symlink(tmp_path, capsys):
@@ -144,7 +146,7 @@ def test_force_overwrites_but_never_through_a_symlink(tmp_path, capsys):
 def test_a_bad_action_reference_is_one_line_and_exit_2(tmp_path, capsys):
     assert init(tmp_path, "--action", "not a ref") == 2
     err = capsys.readouterr().err
-    assert err == "error: --action: expected OWNER/REPO@REF or docker://IMAGE, got 'not a ref'\n"
+    assert err == "error: --action: expected ACCOUNT/REPO@REF or docker://IMAGE, got 'not a ref'\n"
     assert tree(tmp_path) == []
 
 

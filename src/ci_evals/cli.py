@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="what answers the samples (default: command, a stand-in agent that runs offline; "
                            "asked on a terminal)")
     init.add_argument("--force", action="store_true", help="overwrite files that already exist")
-    init.add_argument("--action", default="OWNER/ci-evals@v1", metavar="OWNER/REPO@REF",
+    init.add_argument("--action", default="OWNER/ci-evals@v1", metavar="ACCOUNT/REPO@REF",
                       help="the Action the workflow uses (default OWNER/ci-evals@v1: replace OWNER)")
 
     sub.add_parser("list", help="list targets, extractors and graders")

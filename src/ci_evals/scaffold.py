@@ -24,7 +24,7 @@ from ci_evals.errors import ConfigError
 TARGETS = ("command", "model", "letta", "http")
 DEFAULT_TARGET = "command"
 DEFAULT_ACTION = "OWNER/ci-evals@v1"
-GITIGNORE = (".ci-evals-cache/", "ci-evals-results/")
+GITIGNORE = (".ci-evals-cache/", "ci-evals-results/", "ci-evals-results-rerun/")
 
 TARGET_BLOCKS = {
     "command": """\
@@ -97,7 +97,7 @@ def cmd_init(args: Namespace) -> int:
     if root.exists() and not root.is_dir():
         raise ConfigError("not a folder", file=str(root))
     if not ACTION_REF.fullmatch(args.action):
-        raise ConfigError(f"--action: expected OWNER/REPO@REF or docker://IMAGE, got {args.action!r}")
+        raise ConfigError(f"--action: expected ACCOUNT/REPO@REF or docker://IMAGE, got {args.action!r}")
     target = args.target or (_ask_target() if sys.stdin.isatty() and sys.stdout.isatty() else DEFAULT_TARGET)
     written, skipped = [], []
     for rel, content in planned_files(target, args.action).items():
@@ -121,7 +121,7 @@ def cmd_init(args: Namespace) -> int:
         if added:
             sep = "" if not existing or existing.endswith("\n") else "\n"
             with ignore.open("a", encoding="utf-8") as fh:
-                fh.write(sep + ("\n" if existing else "") + "# ci-evals: results and LLM response cache\n"
+                fh.write(sep + ("\n" if existing else "") + "# ci-evals: results (and --only-failed re-runs), LLM response cache\n"
                          + "".join(f"{entry}\n" for entry in added))
     _report(root, target, args.action, written, skipped, added)
     return 0
