@@ -28,7 +28,15 @@ INTERVALS_NOTE = ("95% intervals: the mean's by bootstrap (normal approximation 
 
 
 def use_color(stream: TextIO) -> bool:
-    """Whether ``stream`` takes colour: rich's rules (a terminal, ``FORCE_COLOR``, ``NO_COLOR``, ``TERM=dumb``)."""
+    """Whether ``stream`` takes colour: rich's rules (a terminal, ``FORCE_COLOR``, ``NO_COLOR``, ``TERM=dumb``).
+
+    Not a terminal and no ``FORCE_COLOR`` (CI logs, pipes, tests): no colour, without importing
+    rich, which would cost an interrupted run's exit a noticeable fraction of a second."""
+    import os
+
+    isatty = getattr(stream, "isatty", None)
+    if not os.environ.get("FORCE_COLOR") and not (callable(isatty) and isatty()):
+        return False
     from rich.console import Console
 
     c = Console(file=stream)
