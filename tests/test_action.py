@@ -62,6 +62,7 @@ def gh_env(tmp_path, github_server, monkeypatch):
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"pull_request": {"number": 7}}))
     env = {
+        "GITHUB_ACTIONS": "true",
         "GITHUB_STEP_SUMMARY": str(tmp_path / "step_summary.md"),
         "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
         "GITHUB_EVENT_NAME": "pull_request",

@@ -222,7 +222,7 @@ def _action(tmp_path: Path, suite: Path, api_url: str, env_extra: dict[str, str]
                       "INPUT_GITHUB-TOKEN": GITHUB_TOKEN, "GITHUB_EVENT_NAME": "pull_request",
                       "GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": "octo/widgets", "GITHUB_API_URL": api_url,
                       "GITHUB_STEP_SUMMARY": str(tmp_path / "step.md"), "GITHUB_OUTPUT": str(tmp_path / "gh_out.txt"),
-                      **(env_extra or {})})
+                      "GITHUB_ACTIONS": "true", **(env_extra or {})})
     proc = run_cli(tmp_path, env, "action")
     # ``::add-mask::VALUE`` is how the action tells GitHub to mask a secret: the runner never shows it.
     stdout = "\n".join(ln for ln in proc.stdout.splitlines() if not ln.startswith("::add-mask::"))

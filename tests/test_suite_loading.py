@@ -103,7 +103,8 @@ def test_missing_dataset_is_an_error_naming_it(sd, capsys):
     sd.suite(replay_suite(ACC, {"op": "gte", "value": 1}))
     rc, err = validate(sd, capsys)
     assert rc == 2
-    assert err == f"error: {sd.root / 'dataset.jsonl'}: dataset file not found"
+    assert err == (f"error: {sd.root / 'suite.yaml'}:2: dataset: dataset file not found: 'dataset.jsonl', "
+                   f"relative to the suite ({sd.root / 'dataset.jsonl'})")
 
 
 def test_yaml_syntax_error_names_line(sd, capsys):

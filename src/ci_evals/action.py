@@ -503,8 +503,9 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
     ``token`` is the GitHub token when it came through the handover pipe (see ci_evals.handover)
     rather than the environment.
     """
-    for secret in secrets_to_mask(env) + ([token] if token else []):
-        command("add-mask", secret)
+    if env.get("GITHUB_ACTIONS") == "true":  # only GitHub's runner hides this line: elsewhere it prints the key
+        for secret in secrets_to_mask(env) + ([token] if token else []):
+            command("add-mask", secret)
     summary_path, output_path = env.get("GITHUB_STEP_SUMMARY"), env.get("GITHUB_OUTPUT")
     try:
         inputs = parse_inputs(env)

@@ -1,4 +1,4 @@
-"""The ``ci-evals`` command line: run, validate, merge, list, schema, action.
+"""The ``ci-evals`` command line: run, validate, merge, report, init, list, schema, action.
 
 Exit codes: 0 verdict passed; 1 verdict failed, errored or partial; 2 invalid configuration or
 input (one line, no traceback); 3 internal error; 128 + n interrupted by signal n: 129 SIGHUP, 130 SIGINT, 143 SIGTERM.
@@ -86,6 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-concurrent", type=_positive, default=None, help="samples in flight (default: YAML, else 10)")
     run.add_argument("--max-samples", type=_non_negative, default=None, help="run only the first N samples")
     run.add_argument("--sample-tags", default=None, help="comma-separated tags; run samples having any of them")
+    run.add_argument("--sample-id", action="append", default=None, metavar="ID",
+                     help="run only the sample with this id (repeatable): a partial run")
+    run.add_argument("--sample-pattern", default=None, metavar="GLOB_OR_REGEX",
+                     help="run only samples whose id matches this glob (capital-*), or this regex with "
+                          "re: (re:^cap): a partial run")
+    run.add_argument("--only-failed", type=Path, default=None, metavar="FROM_RESULTS",
+                     help="re-run only the failing and errored samples of an earlier results folder "
+                          "(results go to FROM_RESULTS-rerun/ unless --output): a partial run")
     run.add_argument("--num-runs", type=_positive, default=None, help="repeat each sample N times")
     run.add_argument("--dry-run", action="store_true", help="run everything but post nothing; print the PR comment")
     run.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")
@@ -121,6 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--baseline", type=Path, default=None,
                         help="a baseline results folder (default: the one summary.json names, if present)")
     report.add_argument("--open", action="store_true", help="open the report in the local web browser")
+
+    init = sub.add_parser("init", help="write a starter suite, dataset, grader and GitHub workflow here")
+    init.add_argument("dir", nargs="?", type=Path, default=Path("."), metavar="DIR",
+                      help="the repository to set up (default: the current folder)")
+    init.add_argument("--target", choices=["command", "model", "letta", "http"], default=None,
+                      help="what answers the samples (default: command, a stand-in agent that runs offline; "
+                           "asked on a terminal)")
+    init.add_argument("--force", action="store_true", help="overwrite files that already exist")
+    init.add_argument("--action", default="OWNER/ci-evals@v1", metavar="ACCOUNT/REPO@REF",
+                      help="the Action the workflow uses (default OWNER/ci-evals@v1: replace OWNER)")
 
     sub.add_parser("list", help="list targets, extractors and graders")
     sub.add_parser("schema", help="print the suite JSON Schema")
@@ -222,6 +240,10 @@ def _dispatch(args) -> int:
             from ci_evals.commands import cmd_report
 
             return cmd_report(args)
+        if args.command == "init":
+            from ci_evals.scaffold import cmd_init
+
+            return cmd_init(args)
         if args.command == "list":
             from ci_evals.commands import cmd_list
 

@@ -58,6 +58,7 @@ def _print_comment(summary: dict[str, Any], out: Path) -> None:
 
 def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict[str, Any] | None, Path]:
     """Load, run and report one suite. Returns (exit code, summary, output folder)."""
+    from ci_evals import selection
     from ci_evals.baseline import Baseline
     from ci_evals.bounds import check_output_folder
     from ci_evals.reports import console
@@ -69,14 +70,22 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
 
     resume = getattr(args, "resume", None)
     tags = [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
+    ids, id_match, chosen_by, from_suite = selection.plan(args)
     suite = load_suite(path, max_samples=args.max_samples, sample_tags=tags, num_runs=args.num_runs,
                        shard=args.shard, cache_dir=False if args.no_cache else None,
-                       max_errors=getattr(args, "max_errors", None), extra_gates=getattr(args, "gate", None))
+                       max_errors=getattr(args, "max_errors", None), extra_gates=getattr(args, "gate", None),
+                       sample_ids=ids, id_match=id_match)
+    if from_suite is not None and from_suite != suite.spec.name:
+        raise ConfigError(f"--only-failed: this folder holds results of suite {from_suite!r}, not "
+                          f"{suite.spec.name!r}", file=str(args.only_failed))
     if getattr(args, "model_handle", None):
         from ci_evals.dialects import select_model
 
         select_model(suite, args.model_handle)
     out = resume or output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
+    only = getattr(args, "only_failed", None)
+    if only is not None and out.resolve() == only.resolve():  # never overwrite the input: a sibling folder
+        out = out.parent / f"{out.name}-rerun"
     check_output_folder(out, "--resume" if resume is not None else "--output")
     refuse_links(out)
     if resume is not None and not (resume / "results.jsonl").exists():
@@ -88,6 +97,8 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
         extra["shard"] = {"index": args.shard[0], "count": args.shard[1], "selected": suite.dataset.unsharded}
     if baseline is not None:
         extra["baseline_obj"] = baseline
+    if chosen_by:
+        extra["selection"] = {"by": chosen_by, "selected": suite.dataset.count, "total": suite.dataset.total}
     rates = {key: (lim.rpm, lim.tpm) for key, lim in suite.spec.rate_limits.items()}
     for flag, index in (("rpm", 0), ("tpm", 1)):
         for key, value in getattr(args, flag, None) or []:  # the command line wins over the suite
@@ -104,8 +115,11 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
         baseline.attach(runner.agg, suite=suite.spec.name)
     from ci_evals.folderlock import fingerprint, hold
 
-    selection = {k: getattr(args, k, None) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
-    lock = hold(out, fingerprint(suite, selection), resume=resume is not None)
+    chosen = {k: getattr(args, k, None) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
+    if chosen_by:
+        chosen["sample_ids"] = sorted(ids) if ids is not None else None
+        chosen["sample_pattern"] = getattr(args, "sample_pattern", None)
+    lock = hold(out, fingerprint(suite, chosen), resume=resume is not None)
     try:
         with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
             summary = asyncio.run(runner.execute())
@@ -115,10 +129,13 @@ def run_one(path: Path, args: Namespace, output: Path | None) -> tuple[int, dict
                 print(f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
                       f"gate here (merge the shards for the verdict). Results: {out}/")
                 return 0, summary, out
+            color = console.use_color(sys.stdout)
             if not args.quiet:
-                print(console.render(summary))
+                from ci_evals.reports.summary import iter_results
+
+                print(console.render(summary, iter_results(out / "results.jsonl"), color=color))
             else:
-                print(console.verdict_line(summary, prefix=f"{summary['suite']}: "))
+                print(console.verdict_line(summary, prefix=f"{summary['suite']}: ", color=color))
             print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)")
             if summary.get("letta"):  # agents left on a Letta server: shown even with --quiet
                 from ci_evals.reports.letta_agents import console_lines
@@ -143,6 +160,8 @@ def cmd_run(args: Namespace) -> int:
         return run_one(paths[0], args, args.output)[0]
     if args.resume:
         raise ConfigError("--resume takes a single suite")
+    if getattr(args, "only_failed", None):
+        raise ConfigError("--only-failed takes a single suite (the one whose results folder it names)")
     base = args.output or DEFAULT_OUTPUT
     import os
 
@@ -280,7 +299,7 @@ def cmd_merge(args: Namespace) -> int:
     from ci_evals.baseline import Baseline
     from ci_evals.bounds import check_output_folder, dumps
     from ci_evals.reports import console
-    from ci_evals.reports.summary import build_summary, write_outputs
+    from ci_evals.reports.summary import build_summary, iter_results, write_outputs
     from ci_evals.results.files import RESULTS, Trust, foreign_shape, records
     from ci_evals.results.writer import open_atomic, refuse_links
 
@@ -333,7 +352,7 @@ def cmd_merge(args: Namespace) -> int:
                                 partial=bool(missing), extra=extra, baseline=baseline)
     with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
         write_outputs(args.output, summary)
-    print(console.render(summary))
+    print(console.render(summary, iter_results(args.output / "results.jsonl"), color=console.use_color(sys.stdout)))
     if args.dry_run:
         _print_comment(summary, args.output)
     from ci_evals.verdict import exit_code

@@ -67,6 +67,8 @@ class Dataset:
         sample_tags: run only samples having any of these tags.
         max_samples: the first N selected samples (0 or None = all).
         shard: (k, n), 1-based k: run only samples whose id hashes to shard k of n.
+        sample_ids: run only samples with these ids (each must be in the file).
+        id_match: run only samples whose id this predicate accepts (``--sample-pattern``).
     """
 
     def __init__(
@@ -76,8 +78,12 @@ class Dataset:
         sample_tags: list[str] | None = None,
         max_samples: int | None = None,
         shard: tuple[int, int] | None = None,
+        sample_ids: set[str] | None = None,
+        id_match=None,
     ) -> None:
         self.path = path
+        self.sample_ids = sample_ids
+        self.id_match = id_match
         self.sample_tags = set(sample_tags) if sample_tags else None
         self.max_samples = max_samples or None
         self.shard = shard
@@ -273,6 +279,10 @@ class Dataset:
         validating (``rows`` given), so every row of the file is still checked."""
         taken = 0
         for line, sample in rows if rows is not None else self.rows():
+            if self.sample_ids is not None and str(sample.id) not in self.sample_ids:
+                continue
+            if self.id_match is not None and not self.id_match(str(sample.id)):
+                continue
             if self.sample_tags is not None and not self.sample_tags.intersection(sample.tags):
                 continue
             if self.max_samples is not None and taken >= self.max_samples:
@@ -312,6 +322,14 @@ class Dataset:
         if state["total"] == 0:
             raise ConfigError("dataset is empty", file=str(self.path))
         self.total = state["total"]
+        if self.sample_ids is not None and self.sample_ids - seen.keys():
+            from ci_evals.selection import shown
+
+            absent = self.sample_ids - seen.keys()
+            raise ConfigError(f"no sample with id {shown(absent)} in this dataset", file=str(self.path))
+        if self.id_match is not None and count == 0 and not any(self.id_match(k) for k in seen):
+            pattern = str(getattr(self.id_match, "pattern", ""))[:80]
+            raise ConfigError(f"no sample id matches --sample-pattern {pattern!r}", file=str(self.path))
         if count == 0 and self.shard is None:  # an empty shard is fine: its part of the work is nothing
             why = f" with any of the tags {sorted(self.sample_tags)}" if self.sample_tags else ""
             raise ConfigError(f"no sample selected{why}", file=str(self.path))

@@ -16,7 +16,7 @@ non-dumpable, so other processes of the same user cannot read its memory or open
 through ``/proc`` (root with ``CAP_SYS_PTRACE`` still can; Docker does not grant it by default).
 
 What this does not do: code that runs *inside* the ci-evals process (custom graders, extractors,
-setup scripts) shares its memory and can find the token there. See the README's security section.
+setup scripts) shares its memory and can find the token there. See the Security section of docs/reference.md.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ def suite_config(suite: LoadedSuite) -> dict[str, Any]:
         "graders": {
             name: {"label": s.grader.label, "kind": s.grader.spec.kind, "rule": list(s.rule),
                    "extractor": s.extractor.name}
+            | ({"model": s.grader.spec.model} if isinstance(getattr(s.grader.spec, "model", None), str) else {})
             for name, s in suite.graders.items()
         } | reward_config(suite.reward),
         "gates": [g.model_dump(exclude_none=True) for g in suite.gates],
@@ -56,8 +57,19 @@ def suite_config(suite: LoadedSuite) -> dict[str, Any]:
         "max_error_rate": suite.max_error_rate,
         "num_runs": suite.spec.num_runs,
         "reducer": suite.spec.reducer,
-        "target": {"kind": suite.spec.target.get("kind")},
+        "target": _target_facts(suite.spec.target),
     }
+
+
+def _target_facts(target: dict[str, Any]) -> dict[str, Any]:
+    """The target's kind, and the model(s) it runs when it names them (report.html's run facts)."""
+    out: dict[str, Any] = {"kind": target.get("kind")}
+    if isinstance(target.get("model"), str):
+        out["model"] = target["model"]
+    handles = target.get("model_handles")
+    if isinstance(handles, list) and all(isinstance(h, str) for h in handles):
+        out["model_handles"] = handles
+    return out
 
 
 def _error_grade(message: str, category: str) -> dict[str, Any]:

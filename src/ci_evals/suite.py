@@ -141,6 +141,8 @@ def load_suite(
     cache_dir: Path | None | Literal[False] = None,
     max_errors: int | None = None,
     extra_gates: list[str] | None = None,
+    sample_ids: set[str] | None = None,
+    id_match=None,
 ) -> LoadedSuite:
     """Load and fully validate a suite; raise ConfigError naming file, line and key on any problem.
 
@@ -148,6 +150,7 @@ def load_suite(
     ``cache_dir=False`` turns the LLM cache off; None uses the YAML's ``cache`` setting.
     ``max_errors`` (``--max-errors``) sets the error budget of every gate and of the run.
     ``extra_gates`` (``--gate "reward avg_score gte 0.75"``) adds gates to the suite's own.
+    ``sample_ids`` / ``id_match`` keep only those samples (``--sample-id``, ``--sample-pattern``).
     """
     path = Path(path)
     file = str(path)
@@ -155,7 +158,7 @@ def load_suite(
     try:
         return _load(path, file, raw, lines, offline=offline, max_samples=max_samples, sample_tags=sample_tags,
                      num_runs=num_runs, shard=shard, cache_dir=cache_dir, max_errors=max_errors,
-                     extra_gates=extra_gates)
+                     extra_gates=extra_gates, sample_ids=sample_ids, id_match=id_match)
     except ConfigError as exc:
         _locate(exc, file, lines)
         raise
@@ -180,7 +183,8 @@ def _locate(exc: ConfigError, file: str, lines: dict[str, int]) -> None:
 
 
 def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bool, max_samples, sample_tags,
-          num_runs, shard, cache_dir, max_errors=None, extra_gates=None) -> LoadedSuite:
+          num_runs, shard, cache_dir, max_errors=None, extra_gates=None, sample_ids=None,
+          id_match=None) -> LoadedSuite:
     from ci_evals.customcode import load_object
     if not isinstance(raw, dict):
         raise ConfigError("a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file)
@@ -246,11 +250,17 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
 
     # Dataset, scanned once: every row parsed, ids unique, per-sample grader checks.
     ds_path = ctx.resolve(spec.dataset)
+    if not ds_path.is_file():  # say where it was looked for: paths in a suite are relative to the suite
+        what = "dataset is a folder, expected a .jsonl or .csv file" if ds_path.is_dir() else "dataset file not found"
+        raise ConfigError(f"{what}: '{clip(spec.dataset, 100)}', relative to the suite "
+                          f"({clip(str(ds_path), 200)})", file=file, key="dataset", line=_line(lines, "dataset"))
     dataset = Dataset(
         ds_path,
         sample_tags=sample_tags if sample_tags is not None else spec.sample_tags,
         max_samples=max_samples if max_samples is not None else spec.max_samples,
         shard=shard,
+        sample_ids=sample_ids,
+        id_match=id_match,
     )
     checkers = [g for g, _ in graders.values() if type(g).check_samples is not Grader.check_samples]
     if checkers:

@@ -57,11 +57,25 @@ def gate_title(g: dict[str, Any]) -> str:
 def decide(summary: dict[str, Any]) -> tuple[str, str]:
     """(verdict, one-line reason) from a summary's gates, errors, counts and completeness.
 
-    An errored verdict caused by a stopped endpoint (its breaker) leads with that cause.
+    An errored verdict caused by a stopped endpoint (its breaker) leads with that cause. A run of
+    chosen samples (``selection``: ``--sample-id``, ``--sample-pattern``, ``--only-failed``) keeps
+    its verdict word and says in the reason that it is partial.
     """
     verdict, reason = _decide(summary)
     stopped = _stopped(summary) if verdict == "errored" else None
-    return verdict, (f"{stopped}; {reason}" if stopped else reason)
+    if stopped:
+        reason = f"{stopped}; {reason}"
+    chosen = summary.get("selection")
+    if isinstance(chosen, dict):
+        reason = f"{reason}; {selection_note(chosen)}"
+    return verdict, reason
+
+
+def selection_note(selection: dict[str, Any]) -> str:
+    """``partial run: 2 of 6 samples (--only-failed ci-evals-results)``."""
+    by = selection.get("by")
+    how = "; ".join(str(b) for b in by) if isinstance(by, list) else ""
+    return f"partial run: {selection.get('selected')} of {selection.get('total')} samples ({how})"
 
 
 def _decide(summary: dict[str, Any]) -> tuple[str, str]:

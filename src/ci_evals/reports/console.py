@@ -1,14 +1,52 @@
-"""The console report: a metric table (tabulate), the errors grouped by message, the gates and the verdict."""
+"""The console report: a metric table (tabulate), the errors grouped by message, the failing and
+errored samples (first ``FAILING_SHOWN``, then "and K more"), the gates and the verdict.
+
+Numbers: means and their intervals are fractions (``0.583 [0.350, 0.800]``), pass rates and their
+intervals percentages (``50.0% [10.0%, 70.0%]``), as in summary.md and the PR comment. Colour marks
+only the words PASS / FAIL / ERRORED / the verdict, and only when rich says the stream takes colour
+(a terminal, or ``FORCE_COLOR`` set; never with ``NO_COLOR`` set). Text from the run (rationales,
+error messages) is flattened to one line with control characters replaced, so a model's answer
+cannot move the cursor or recolour the terminal.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import heapq
+import re
+from collections.abc import Iterable
+from typing import Any, TextIO
 
 from ci_evals.verdict import display_name, gate_title
 
 GROUPS_SHOWN = 5
+FAILING_SHOWN = 10
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_ANSI = {"PASS": "1;32", "PASSED": "1;32", "FAIL": "1;31", "FAILED": "1;31", "ERRORED": "1;35",
+         "INCONCLUSIVE": "1;33", "PARTIAL": "1;33", "INTERRUPTED": "1;33"}
 INTERVALS_NOTE = ("95% intervals: the mean's by bootstrap (normal approximation above 200 samples), "
                   "the pass rate's by Wilson score")
+
+
+def use_color(stream: TextIO) -> bool:
+    """Whether ``stream`` takes colour: rich's rules (a terminal, ``FORCE_COLOR``, ``NO_COLOR``, ``TERM=dumb``).
+
+    Not a terminal and no ``FORCE_COLOR`` (CI logs, pipes, tests): no colour, without importing
+    rich, which would cost an interrupted run's exit a noticeable fraction of a second."""
+    import os
+
+    isatty = getattr(stream, "isatty", None)
+    if not os.environ.get("FORCE_COLOR") and not (callable(isatty) and isatty()):
+        return False
+    from rich.console import Console
+
+    c = Console(file=stream)
+    return c.is_terminal and not c.no_color and c.color_system is not None
+
+
+def paint(word: str, color: bool) -> str:
+    """``word`` in its colour (PASS green, FAIL red, ERRORED magenta, ...) when ``color``; else as is."""
+    code = _ANSI.get(word.split()[0]) if color and word else None
+    return f"\x1b[{code}m{word}\x1b[0m" if code else word
 
 
 def _pct(x: float | None) -> str:
@@ -19,8 +57,11 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def _interval(ci) -> str:
-    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
+def _interval(ci, pct: bool = False) -> str:
+    if not ci:
+        return "-"
+    fmt = _pct if pct else _num
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
 def metric_rows(metrics: dict[str, Any], baseline: dict[str, Any] | None = None) -> list[list[Any]]:
@@ -32,7 +73,7 @@ def metric_rows(metrics: dict[str, Any], baseline: dict[str, Any] | None = None)
             _num(m.get("mean")),
             _interval(m.get("ci_mean")),
             _pct(m.get("pass_rate")),
-            _interval(m.get("ci_pass_rate")),
+            _interval(m.get("ci_pass_rate"), pct=True),
             f"{m.get('graded', 0)}/{m['n']}",
             m["errors"],
             m.get("rule") or m.get("pass_rule", ""),
@@ -97,8 +138,66 @@ def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]
 
 
 def one_line(text: Any, limit: int = 300) -> str:
-    flat = " ".join(str(text).split())
+    """``text`` on one line, control characters (ESC included) replaced by U+FFFD, cut at ``limit``."""
+    flat = _CONTROL.sub("\ufffd", " ".join(str(text).split()))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def failing_entries(results: Iterable[dict[str, Any]], num_runs: int = 1) -> Iterable[tuple]:
+    """``(sort key, status, sample, grader, score, reason)`` for every failing or errored grade.
+
+    A result line whose target or extraction failed is one ERRORED entry (its graders never saw an
+    answer); otherwise each grade that errored (ERRORED) or did not pass (FAIL) is one entry.
+    """
+    for rec in results:
+        sid = str(rec.get("sample_id"))
+        label = sid + (f" run {rec.get('run')}" if num_runs > 1 or rec.get("run") else "") \
+            + (f" [{rec['model']}]" if rec.get("model") else "")
+        key = (sid, rec.get("run") or 0, str(rec.get("model") or ""))
+        grades = rec.get("grades") or {}
+        err = rec.get("error")
+        if err:
+            cat, msg = (err.get("category") or "target", err.get("message")) if isinstance(err, dict) \
+                else ("target", err)
+            yield (*key, ""), "ERRORED", label, cat, None, f"{cat} error: {msg}"
+            continue
+        for i, (name, g) in enumerate(grades.items()):
+            if g.get("error"):
+                yield (*key, f"{i:04d}"), "ERRORED", label, name, None, \
+                    f"{g.get('error_category') or 'grading'} error: {g['error']}"
+            elif not g.get("passed"):
+                yield (*key, f"{i:04d}"), "FAIL", label, name, g.get("score"), g.get("rationale") or ""
+
+
+def failing_lines(summary: dict[str, Any], results: Iterable[dict[str, Any]], *, color: bool = False,
+                  limit: int = FAILING_SHOWN) -> list[str]:
+    """The failing and errored samples, one line per grade, the first ``limit`` by sample id, then
+    "and K more". Streams ``results`` once; memory is bounded by ``limit``."""
+    count = {"n": 0, "samples": set()}
+
+    def counted():
+        for entry in failing_entries(results, int(summary.get("num_runs") or 1)):
+            count["n"] += 1
+            count["samples"].add(entry[0][:3])
+            yield entry
+
+    shown = heapq.nsmallest(limit, counted(), key=lambda e: e[0])
+    if not shown:
+        return []
+    labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
+    rows = [(status, one_line(sample, 60), display_name(labels.get(grader), grader), _num(score))
+            for _, status, sample, grader, score, _ in shown]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    n_samples = len(count["samples"])
+    lines = [f"Failing samples: {n_samples} of {summary.get('records', n_samples)} result lines "
+             f"({count['n']} failure{'s' if count['n'] != 1 else ''}):"]
+    for row, entry in zip(rows, shown, strict=True):
+        cells = [paint(row[0], color) + " " * (widths[0] - len(row[0]))] + \
+            [row[i].ljust(widths[i]) for i in (1, 2, 3)]
+        lines.append(("  " + "  ".join(cells) + "  " + one_line(entry[5], 160)).rstrip())
+    if count["n"] > limit:
+        lines.append(f"  and {count['n'] - limit} more (results.jsonl, report.html)")
+    return lines
 
 
 def all_target_failed(summary: dict[str, Any]) -> bool:
@@ -108,16 +207,16 @@ def all_target_failed(summary: dict[str, Any]) -> bool:
     return bool(records) and (errs.get("by_category") or {}).get("target", 0) >= records
 
 
-def verdict_line(summary: dict[str, Any], prefix: str = "Verdict: ") -> str:
+def verdict_line(summary: dict[str, Any], prefix: str = "Verdict: ", color: bool = False) -> str:
     """``Verdict: ERRORED (quality: 3 of 50 samples errored (max_errors 0))``."""
     from ci_evals.verdict import word
 
     reason = summary.get("verdict_reason")
-    return f"{prefix}{word(summary)}" + (f" ({reason})" if reason else "")
+    return f"{prefix}{paint(word(summary), color)}" + (f" ({reason})" if reason else "")
 
 
-def render(summary: dict[str, Any]) -> str:
-    """Plain-text report of a summary (what ``ci-evals run`` prints at the end)."""
+def render(summary: dict[str, Any], results: Iterable[dict[str, Any]] = (), *, color: bool = False) -> str:
+    """Plain-text report of a summary and its result lines (what ``ci-evals run`` prints at the end)."""
     from tabulate import tabulate
 
     lines = [
@@ -142,6 +241,9 @@ def render(summary: dict[str, Any]) -> str:
     errors = error_lines(summary)
     if errors:
         lines += ["", *errors]
+    failing = failing_lines(summary, results, color=color)
+    if failing:
+        lines += ["", *failing]
     if baseline is not None:
         if baseline.get("missing"):
             lines.append(f"Baseline: none ({baseline['missing']})")
@@ -165,7 +267,7 @@ def render(summary: dict[str, Any]) -> str:
         mark = {"passed": "PASS", "failed": "FAIL", "errored": "FAIL", "inconclusive": "INCONCLUSIVE",
                 "no_baseline": "NO BASELINE" + (" (passes)" if g.get("passed") else " (fails)")}[g["status"]]
         where = f" [{g['model']}]" if g.get("model") else ""
-        lines.append(f"Gate{where}: {gate_title(g)}: {g.get('reason')} -> {mark}")
+        lines.append(f"Gate{where}: {gate_title(g)}: {g.get('reason')} -> {paint(mark, color)}")
         lines += sub_gate_lines(g)
-    lines.append(verdict_line(summary))
+    lines.append(verdict_line(summary, color=color))
     return "\n".join(lines)

@@ -38,10 +38,12 @@ def _verdict(summary: dict[str, Any]) -> str:
 
 
 def _histogram_svg(counts: list[int]) -> list[dict[str, Any]]:
-    """Bars for the template's inline SVG: x, y, height and a title per bucket (100 x 40 box)."""
+    """Bars for the template's inline SVG: x, y, height, count and a title per bucket. The plot area
+    is x 20..120 (scores 0..1) and y 4..40 (0..the largest count), axes labelled by the template."""
     top = max(counts) or 1
-    return [{"x": i * 10 + 1, "h": round(36 * c / top, 2), "y": round(38 - 36 * c / top, 2),
-             "title": f"{i / BUCKETS:.1f}–{(i + 1) / BUCKETS:.1f}: {c}"} for i, c in enumerate(counts)]
+    return [{"x": 20 + i * 10 + 1, "h": round(36 * c / top, 2), "y": round(40 - 36 * c / top, 2), "count": c,
+             "title": f"{i / BUCKETS:.1f}–{(i + 1) / BUCKETS:.1f}: {c} sample{'s' if c != 1 else ''}"}
+            for i, c in enumerate(counts)]
 
 
 def _asset(name: str) -> str:
@@ -81,6 +83,8 @@ def render_report(summary: dict[str, Any], results: Path, baseline: Path | None 
         s=summary, verdict=_verdict(summary), verdict_words=VERDICT_WORDS, ops=OPS, script=Markup(script), style=Markup(style),
         script_hash=_sha256(script), style_hash=_sha256(style), data=Markup(data), details=Markup(details),
         hist={k: _histogram_svg(v) for k, v in scan["hist"].items()},
+        judges=[(name, g) for name, g in ((summary.get("config") or {}).get("graders") or {}).items()
+                if isinstance(g, dict) and isinstance(g.get("model"), str)],
         groups=groups if isinstance(groups, list) else scan["groups"], models=models,
         base_metrics=(summary.get("baseline") or {}).get("metrics") or {},
         scan=scan, max_rows=max_rows, max_mb=f"{max_bytes / 1e6:g}",

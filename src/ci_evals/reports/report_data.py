@@ -81,6 +81,12 @@ def _failing(rec: dict[str, Any]) -> bool:
     return bool(rec.get("error")) or any(not g.get("passed") for g in (rec.get("grades") or {}).values())
 
 
+def _hits(holder: Any) -> int:
+    """LLM calls answered from the cache, as a record (its target) or a grade's metadata counts them."""
+    n = holder.get("cache_hits") if isinstance(holder, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+
 def _row_cost(rec: dict[str, Any]) -> float | None:
     costs = [(rec.get("target") or {}).get("cost_usd")]
     costs += [(g.get("metadata") or {}).get("cost_usd") for g in (rec.get("grades") or {}).values()]
@@ -145,7 +151,8 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
 
     flags, texts = {}, {}
     for name, g in grades_in.items():
-        flags[name] = _compact({"score": g.get("score"), "passed": bool(g.get("passed")), "error": bool(g.get("error"))})
+        flags[name] = _compact({"score": g.get("score"), "passed": bool(g.get("passed")), "error": bool(g.get("error")),
+                                "cached": _hits(g.get("metadata")) or None})
         texts[name] = _compact({"error": cut(g.get("error")), "category": g.get("error_category"),
                                 "rationale": cut(g.get("rationale")), "submission": sub(name),
                                 "metadata": cut(g.get("metadata") or None)})
@@ -163,6 +170,8 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
                      for n, b in old.items()} if old else None,
         "error": ({"category": err.get("category")} if isinstance(err, dict) else True) if err else None,
         "tokens": int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0),
+        "cached": _hits(rec) + sum(_hits(g.get("metadata")) for g in grades_in.values()) or None,
+        "target_cached": _hits(rec) or None,
         "cost": _row_cost(rec), "duration": rec.get("duration_s"),
     })
     detail = _compact({

@@ -61,7 +61,7 @@ def build_summary(
     baseline=None,
     interrupted: str | None = None,
 ) -> dict[str, Any]:
-    """The summary.json document (see the README's output contract).
+    """The summary.json document (see the output contract in docs/reference.md).
 
     ``interrupted`` names the signal that stopped the run (``SIGINT``/``SIGTERM``/``SIGHUP``), if any.
     """

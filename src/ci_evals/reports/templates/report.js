@@ -164,8 +164,10 @@
       return el("td", { cls: "num", text: METRICS.map(function (m) { var x = b[m.key]; return x ? (x.error ? "error" : fmt(x.score)) : "–"; }).join(" / ") });
     }
     if (c.key === "duration") return el("td", { cls: "num", text: r.duration == null ? "–" : Number(r.duration).toFixed(2) });
+    if (r.cached) return el("td", { cls: "num", title: cachedText(r.cached) }, [r.tokens ? String(r.tokens) + " " : null, el("span", { cls: "badge cached", text: "cached" })]);
     return el("td", { cls: "num", text: String(r.tokens) });
   }
+  function cachedText(n) { return n + " LLM call" + (n === 1 ? "" : "s") + " answered from the cache (no tokens spent)"; }
   function render() {
     var body = document.getElementById("sample-body"), rows = state.shown;
     var pages = Math.max(1, Math.ceil(rows.length / PAGE));
@@ -207,7 +209,7 @@
       var why = el("td"); why.appendChild(textBlock(g.rationale));
       if (g.error) why.appendChild(el("div", { cls: "err", text: (g.category || "error") + " error: " + txt(g.error) }));
       var tr = el("tr", { cls: g.error ? "s-err" : g.passed ? "s-pass" : "s-fail" }, [
-        el("td", { text: m.label }), el("td", { cls: "num", text: g.error ? "error" : fmt(g.score) }),
+        el("td", null, [m.label, g.cached ? " " : null, g.cached ? el("span", { cls: "badge cached", title: cachedText(g.cached), text: "cached" }) : null]), el("td", { cls: "num", text: g.error ? "error" : fmt(g.score) }),
         el("td", { text: g.passed ? "pass" : "fail" }), el("td", null, [textBlock(deref(r, g.submission))]), why]);
       if (DATA.has_baseline) {
         var b = (r.baseline || {})[m.key], td = el("td", { cls: "baseline" });
@@ -254,6 +256,7 @@
     if (r.regressed.length) col.appendChild(el("span", { cls: "badge st-regressed", text: "regressed: " + r.regressed.join(", ") }));
     if (r.error) col.appendChild(el("div", { cls: "err", text: (r.error.category || "target") + " error: " + txt(r.error.message || r.error) }));
     col.appendChild(kv([["tokens", r.tokens.toLocaleString("en") + " (" + (r.usage.prompt_tokens || 0) + " prompt + " + (r.usage.completion_tokens || 0) + " completion)"],
+      ["cached", r.cached ? cachedText(r.cached) + (r.target_cached ? ": the target's " + r.target_cached : "") + (r.cached > (r.target_cached || 0) ? (r.target_cached ? ", the graders' " : ": the graders' ") + (r.cached - (r.target_cached || 0)) : "") : null],
       ["cost", r.cost == null ? "n/a" : "$" + r.cost.toFixed(4)], ["duration", r.duration == null ? "–" : Number(r.duration).toFixed(2) + " s"]]));
     col.appendChild(gradeTable(r));
     col.appendChild(el("h5", { text: "Trajectory" }));

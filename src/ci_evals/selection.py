@@ -1,0 +1,104 @@
+"""Choosing samples by id: ``--sample-id``, ``--sample-pattern`` and ``--only-failed FROM_RESULTS``.
+
+A run narrowed this way is a *partial run*: summary.json carries a ``selection`` block
+(``{"by", "selected", "total"}``) and the verdict's reason ends with ``partial run: 2 of 6 samples
+(...)``, so the console, summary.md and the PR comment all say the gate was checked on a subset.
+
+``--sample-pattern`` is a glob over the whole id (``capital-*``; ``fnmatchcase``), or a regular
+expression searched in the id when it starts with ``re:`` (``re:^cap|jp$``; under the time limit of
+ci_evals.rx). An id or a pattern that selects nothing is a one-line error (exit 2).
+
+``--only-failed DIR`` reads an earlier results folder as untrusted input through the checked
+readers (summary.json via ``read_summary``, each results.jsonl record via ``record_problem``): it
+must belong to the same suite; the samples it re-runs are those with a failing or errored grade,
+or a target error, in any run or model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from ci_evals.errors import ConfigError
+
+IDS_SHOWN = 5
+
+
+def id_matcher(pattern: str) -> Callable[[str], bool]:
+    """A predicate on sample ids for ``--sample-pattern`` (a glob, or ``re:REGEX``)."""
+    if not pattern.startswith("re:"):
+        def glob(sid: str) -> bool:
+            return fnmatchcase(sid, pattern)
+
+        glob.pattern = pattern  # type: ignore[attr-defined]  # named in "matches nothing"
+        return glob
+    from ci_evals import rx
+
+    try:
+        compiled = rx.compile_pattern(pattern[3:])
+    except ValueError as exc:
+        raise ConfigError(f"--sample-pattern: invalid regular expression: {exc}") from None
+
+    def match(sid: str) -> bool:
+        try:
+            return rx.search(compiled, sid) is not None
+        except rx.RegexTimeout as exc:
+            raise ConfigError(f"--sample-pattern: {exc}") from None
+
+    match.pattern = pattern  # type: ignore[attr-defined]
+    return match
+
+
+def failed_sample_ids(folder: Path) -> tuple[str, set[str]]:
+    """(suite name, ids of the failing and errored samples) of an earlier results folder."""
+    from ci_evals.bounds import foreign_shape, record_problem
+    from ci_evals.commands import read_summary
+    from ci_evals.reports.summary import iter_results
+
+    summary = read_summary(folder)
+    path = folder / "results.jsonl"
+    if not path.is_file():
+        raise ConfigError("no results.jsonl in this folder", file=str(folder))
+    failed: set[str] = set()
+    for line, rec in enumerate(iter_results(path), 1):
+        problem = record_problem(rec)
+        if problem:
+            raise ConfigError(f"results.jsonl: {problem}", file=str(path), line=line)
+        with foreign_shape(str(path), "results.jsonl"):
+            if rec.get("error") or any(not g.get("passed") or g.get("error") for g in rec["grades"].values()):
+                failed.add(str(rec["sample_id"]))
+    return str(summary.get("suite")), failed
+
+
+def shown(ids, limit: int = IDS_SHOWN) -> str:
+    """``'a', 'b' and 3 more``: ids for a message, bounded."""
+    ids = sorted(ids)
+    text = ", ".join(repr(i if len(i) <= 60 else i[:59] + "…") for i in ids[:limit])
+    return text + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def plan(args: Any) -> tuple[set[str] | None, Callable[[str], bool] | None, list[str], str | None]:
+    """From the run's options: (ids to keep or None, id predicate or None, what chose them, FROM's suite)."""
+    ids = {str(i) for i in args.sample_id} if getattr(args, "sample_id", None) else None
+    by: list[str] = []
+    if ids is not None:
+        by.append("--sample-id " + ", ".join(sorted(ids)) if len(ids) <= IDS_SHOWN
+                  else f"--sample-id ×{len(ids)}")
+    pattern = getattr(args, "sample_pattern", None)
+    matcher = id_matcher(pattern) if pattern is not None else None
+    if pattern is not None:
+        by.append(f"--sample-pattern {pattern}")
+    from_suite = None
+    only = getattr(args, "only_failed", None)
+    if only is not None:
+        from_suite, failed = failed_sample_ids(only)
+        if not failed:
+            raise ConfigError("nothing to re-run: no sample failed or errored in this folder", file=str(only))
+        if ids is not None and not ids & failed:
+            raise ConfigError(f"none of the --sample-id ids failed in this folder ({shown(ids)})", file=str(only))
+        ids = failed if ids is None else ids & failed
+        by.append(f"--only-failed {only}")
+    return ids, matcher, by, from_suite
+
