@@ -37,11 +37,14 @@ def fast_backoff(monkeypatch):
     monkeypatch.setattr(llm_mod, "BACKOFF_BASE", 0.01)
 
 
-@pytest.fixture(params=["aiohttp", "httpx"])
+@pytest.fixture(params=["aiohttp", "httpx", "sdk-post"])
 def transport(request, monkeypatch):
-    """Run a test over both HTTP transports the SDK offers: aiohttp (used when installed) and httpx."""
+    """Run a test over both HTTP transports the SDK offers, aiohttp (used when installed) and httpx,
+    and through the SDK's own ``post`` instead of the direct path over its HTTP client."""
     if request.param == "httpx":
         monkeypatch.setattr(llm_mod, "USE_AIOHTTP", False)
+    if request.param == "sdk-post":
+        monkeypatch.setattr(llm_mod, "DIRECT", False)
     return request.param
 
 

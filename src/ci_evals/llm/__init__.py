@@ -405,7 +405,7 @@ def _make_client(url: str | None, key: str, timeout: float) -> Any:
     pool costs about 1 ms of CPU per call at 50+ connections, which dominated wall time at high
     concurrency; aiohttp's does not.
     """
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
     http_client = None
     # aiohttp refuses a URL with user:password alongside the SDK's Authorization header; httpx sends it.
@@ -418,10 +418,31 @@ def _make_client(url: str | None, key: str, timeout: float) -> Any:
             pass
         else:
             http_client = DefaultAioHttpClient(timeout=timeout)
-    return AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout, http_client=http_client)
+    if http_client is None:
+        http_client = DefaultAsyncHttpxClient(timeout=timeout)
+    client = AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout, http_client=http_client)
+    _DIRECT[client] = _Direct(http_client, str(client.base_url).rstrip("/"),
+                              {k: v for k, v in {**client.default_headers, **client.auth_headers}.items()
+                               if isinstance(v, str)})
+    return client
+
+
+@dataclass(slots=True)
+class _Direct:
+    """The SDK's own HTTP client for one endpoint, with the headers the SDK sends (its public
+    ``default_headers`` and ``auth_headers``): a POST through it skips the SDK's per-call request
+    building, which was most of the CPU per call at high concurrency (issue 21, measured)."""
+
+    http: Any
+    base: str
+    headers: dict[str, str]
+
+
+_DIRECT: weakref.WeakKeyDictionary[Any, _Direct] = weakref.WeakKeyDictionary()
 
 
 USE_AIOHTTP = True  # tests switch it off to exercise httpx's own transport too
+DIRECT = True  # POST through the SDK's own HTTP client (tests switch it off to cover the SDK's post)
 
 
 def _estimate_tokens(body: dict[str, Any]) -> float:
@@ -684,11 +705,18 @@ class LLM:
             "http_400": "the server rejects every request: check the model and its parameters",
             "quota": "the account's quota is used up: check its plan and billing",
         }.get(failure.kind or "", "check the endpoint")
-        return (f"stopped calling {shown_url(self.base_url)} after its first calls all failed: "
-                f"{failure.problem} ({hint})")
+        problem = clip(failure.problem, MESSAGE_LIMIT, [self._key])  # a server may echo the key
+        return f"stopped calling {shown_url(self.base_url)} after its first calls all failed: {problem} ({hint})"
 
     async def _openai_attempt(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-        """One ``POST`` through the OpenAI SDK: (the response JSON, its headers), or :class:`Failure`."""
+        """One ``POST``: (the response JSON, its headers), or :class:`Failure`.
+
+        Through the SDK's own HTTP client with the SDK's headers when we built the client
+        (:class:`_Direct`), else through the SDK's ``post``.
+        """
+        direct = _DIRECT.get(self._client) if DIRECT else None
+        if direct is not None:
+            return await self._direct_attempt(direct, path, body)
         import openai
 
         try:  # the client carries the timeout; no per-call options to merge
@@ -709,6 +737,34 @@ class LLM:
             data = json.loads(raw)
         except ValueError:
             data = None
+        if not isinstance(data, dict):
+            raise Failure("the response body is not valid JSON")
+        return data, response.headers
+
+    async def _direct_attempt(self, direct: _Direct, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        try:
+            response = await direct.http.post(direct.base + path, content=json.dumps(body).encode("utf-8"),
+                                              headers=direct.headers)
+            raw = await response.aread()
+        except Exception as exc:  # the transport's errors (httpx or aiohttp), named by their cause
+            if not (isinstance(exc, OSError | TimeoutError) or type(exc).__module__.split(".")[0] in (
+                    "httpx", "httpx2", "httpcore", "httpcore2", "aiohttp", "openai")):
+                raise
+            cause = cause_of(exc, self.base_url, self.timeout)
+            raise Failure(cause.message, retry=cause.retry, kind=cause.kind) from None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        status = response.status_code
+        if status >= 400:
+            err = data.get("error") if isinstance(data, dict) else None
+            if isinstance(err, dict):
+                text, code = err.get("message"), err.get("code")
+            else:
+                text, code = (err if isinstance(err, str) else None), None
+            text = text or (data.get("message") if isinstance(data, dict) else None) or "no details"
+            raise status_failure(status, str(text), response.headers, str(code) if code else None)
         if not isinstance(data, dict):
             raise Failure("the response body is not valid JSON")
         return data, response.headers
