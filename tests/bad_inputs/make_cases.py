@@ -405,8 +405,7 @@ case("merge_summary_invalid_json", "summary.json", ["shard2/summary.json"], comm
 case("resume_results_of_another_tool", "results.jsonl", ["out/results.jsonl:1"], command="run",
      args=["--resume", "out"], files={"out/results.jsonl": '{"test": "a", "outcome": "passed"}\n'})
 _RECORD = '{"sample_id": 1, "run": 0, "model": null, "error": null, "grades": {"acc": {"score": 1.0, "passed": true}}}\n'
-case("resume_folder_of_another_suite", "cannot resume: the suite file or its dataset and the configuration or "
-     "sample selection changed", ["out"], command="run", args=["--resume", "out"],
+case("resume_folder_of_another_suite", "cannot resume: the suite file or its dataset and the suite's code", ["out"], command="run", args=["--resume", "out"],
      files={"out/results.jsonl": _RECORD,
             "out/.ci-evals-run.json": '{"suite_sha256": "0000", "config_sha256": "1111"}\n'})
 case("resume_folder_without_its_record", "cannot resume: no record of the suite that wrote this folder", ["out"],
