@@ -277,3 +277,20 @@ def test_an_anthropic_judge_under_its_limit_reads_anthropic_headers_and_loses_no
     assert stats["rejected"] <= 4  # paced from the first answer's anthropic-ratelimit-* headers
     assert (ep["provider"], ep["rpm"], ep["rpm_from"], ep["rejected"]) == ("anthropic", 1200.0, "server",
                                                                            stats["rejected"])
+
+
+@pytest.mark.parametrize("announced", [True, False])
+def test_an_llm_body_past_16_mib_is_an_error_read_no_further(sd, key_env, announced):
+    from ci_evals.llm import MAX_RESPONSE_BYTES
+
+    body = b'{"choices": [{"message": {"role": "assistant", "content": "' + b"x" * (MAX_RESPONSE_BYTES + 10) + b'"}}]}'
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+    raw = head + (b"Content-Length: %d\r\n\r\n" % len(body) if announced else b"Connection: close\r\n\r\n") + body
+    with FakeOpenAI(responder=lambda req: raw) as server:
+        llm_suite(sd, 1, base_url=server.url, judge=False)
+        assert sd.run() == 1
+        sent = server.count()
+    (rec,) = sd.results()
+    assert rec["error"]["message"].startswith(
+        f"model call failed on turn 1: {server.url}/chat/completions: the response body is larger than 16 MiB")
+    assert sent == 1  # not retried: the same answer would come again

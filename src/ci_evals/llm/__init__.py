@@ -743,9 +743,13 @@ class LLM:
 
     async def _direct_attempt(self, direct: _Direct, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         try:
-            response = await direct.http.post(direct.base + path, content=json.dumps(body).encode("utf-8"),
-                                              headers=direct.headers)
-            raw = await response.aread()
+            request = direct.http.build_request("POST", direct.base + path, headers=direct.headers,
+                                                content=json.dumps(body).encode("utf-8"))
+            response = await direct.http.send(request, stream=True)
+            try:
+                raw = await _capped_body(response)
+            finally:
+                await response.aclose()
         except Exception as exc:  # the transport's errors (httpx or aiohttp), named by their cause
             if not (isinstance(exc, OSError | TimeoutError) or type(exc).__module__.split(".")[0] in (
                     "httpx", "httpx2", "httpcore", "httpcore2", "aiohttp", "openai")):
@@ -773,6 +777,27 @@ class LLM:
         tail = f" (after {retries} retries)" if retries else ""
         msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
         return LLMError(clip(msg, MESSAGE_LIMIT, [self._key]), status=status, retries=retries, throttled=throttled)
+
+
+MAX_RESPONSE_BYTES = 16 * 2**20
+"""An LLM answer larger than this (16 MiB) is an error for the call, read no further: a server
+sending a 300 MB body must not take the run's memory with it."""
+
+
+async def _capped_body(response: Any) -> bytes:
+    """The body, read up to ``MAX_RESPONSE_BYTES`` (a Failure past it; not retried)."""
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+        raise Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB ({int(declared)} bytes "
+                      "announced)", response.status_code, retry=False)
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB",
+                          response.status_code, retry=False)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @functools.cache
