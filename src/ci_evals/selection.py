@@ -52,21 +52,17 @@ def id_matcher(pattern: str) -> Callable[[str], bool]:
 
 
 def failed_sample_ids(folder: Path) -> tuple[str, set[str]]:
-    """(suite name, ids of the failing and errored samples) of an earlier results folder."""
-    from ci_evals.bounds import foreign_shape, record_problem
-    from ci_evals.commands import read_summary
-    from ci_evals.reports.summary import iter_results
+    """(suite name, ids of the failing and errored samples) of an earlier results folder, read as
+    another run's (:mod:`ci_evals.results.files`: bounded, checked, one line naming file:line)."""
+    from ci_evals.results.files import RESULTS, Trust, foreign_shape, iter_records, read_summary
 
-    summary = read_summary(folder)
-    path = folder / "results.jsonl"
+    summary = read_summary(folder, Trust.OTHER)
+    path = folder / RESULTS
     if not path.is_file():
-        raise ConfigError("no results.jsonl in this folder", file=str(folder))
+        raise ConfigError(f"no {RESULTS} in this folder", file=str(folder))
     failed: set[str] = set()
-    for line, rec in enumerate(iter_results(path), 1):
-        problem = record_problem(rec)
-        if problem:
-            raise ConfigError(f"results.jsonl: {problem}", file=str(path), line=line)
-        with foreign_shape(str(path), "results.jsonl"):
+    for n, rec in iter_records(path, Trust.OTHER):
+        with foreign_shape(f"{path}:{n + 1}", RESULTS):
             if rec.get("error") or any(not g.get("passed") or g.get("error") for g in rec["grades"].values()):
                 failed.add(str(rec["sample_id"]))
     return str(summary.get("suite")), failed

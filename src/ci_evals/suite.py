@@ -250,10 +250,14 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
 
     # Dataset, scanned once: every row parsed, ids unique, per-sample grader checks.
     ds_path = ctx.resolve(spec.dataset)
-    if not ds_path.is_file():  # say where it was looked for: paths in a suite are relative to the suite
-        what = "dataset is a folder, expected a .jsonl or .csv file" if ds_path.is_dir() else "dataset file not found"
+    if not ds_path.exists():  # say where it was looked for: paths in a suite are relative to the suite
+        what = "dataset file not found"
         raise ConfigError(f"{what}: '{clip(spec.dataset, 100)}', relative to the suite "
                           f"({clip(str(ds_path), 200)})", file=file, key="dataset", line=_line(lines, "dataset"))
+    if ds_path.is_dir():
+        raise ConfigError(f"dataset is a folder, expected a .jsonl or .csv file: '{clip(spec.dataset, 100)}', "
+                          f"relative to the suite ({clip(str(ds_path), 200)})", file=file, key="dataset",
+                          line=_line(lines, "dataset"))
     dataset = Dataset(
         ds_path,
         sample_tags=sample_tags if sample_tags is not None else spec.sample_tags,

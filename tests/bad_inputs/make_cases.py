@@ -373,7 +373,7 @@ case("typed_gate_weights_overflow", "weights must be finite and sum to a finite 
                                "has": {"kind": "tool", "function": "contains"}}, gate=None,
                       gates=[{"kind": "weighted_average", "aggregation": "avg_score",
                               "weights": {"acc": 1e308, "has": 1e308}, "op": "gte", "value": 0.5}]))
-case("run_lock_is_a_folder", "cannot open the run lock .ci-evals-run.json: Is a directory", ["out"],
+case("run_lock_is_a_folder", "refusing to write: not a regular file", [".ci-evals-run.json"],
      command="run", args=["--output", "out"], files={"out/.ci-evals-run.json/keep": ""})
 # issue 23 F1: SystemExit from the suite's code is that code's error, never a green exit
 case("setup_script_exits_zero", "setup script raised SystemExit(0)", ["suite.yaml", "setup_script"],
