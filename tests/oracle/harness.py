@@ -145,5 +145,6 @@ def run_ci_evals(suite: Path, out: Path, env: dict[str, str], *args: str) -> Out
         for name, grade in (row.get("grades") or {}).items():
             if grade.get("error"):
                 outcome.graded_errors[(sid, name)] = str(grade["error"])
-            outcome.scores[(sid, name)] = float(grade["score"])
+            if grade.get("score") is not None:  # an errored grade has none
+                outcome.scores[(sid, name)] = float(grade["score"])
     return outcome
