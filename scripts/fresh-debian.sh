@@ -24,7 +24,8 @@
 #   CI_EVALS_ARTIFACTS     where the browser tests' screenshots are copied afterwards.
 #   CI_EVALS_KEEP_ROOT=1   keep the root folder afterwards (its path is printed).
 # pip's cache (~/.cache/pip) and apt's .deb cache ($CI_EVALS_CACHE/apt-archives) are shared with
-# the root so that a second run downloads nothing; the host's CA bundle is given to pip as
+# the root, so a second run downloads no .deb and rebuilds no wheel (pip keeps what the registry
+# lets it cache); /etc/hosts is written as Debian's installer does. The host's CA bundle is given to pip as
 # PIP_CERT (the README's advice behind a TLS-intercepting proxy). Needs root, tar, unshare and
 # chroot (util-linux, coreutils) and, for the first run, debootstrap.
 set -euo pipefail
