@@ -28,6 +28,7 @@ def write_case(sd, outputs: dict[str, str]) -> None:
 def run_lines(sd, capsys, monkeypatch, *env: tuple[str, str]) -> list[str]:
     for name in ("FORCE_COLOR", "NO_COLOR"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")  # TERM=dumb (CI's fresh root) means no colour at all
     for name, value in env:
         monkeypatch.setenv(name, value)
     code = sd.run("--max-concurrent", "3")
@@ -95,6 +96,7 @@ def test_no_color_wins_over_force_color(sd, capsys, monkeypatch):
 def test_a_passing_run_is_green_and_lists_nothing(sd, capsys, monkeypatch):
     write_case(sd, {f"s{i:02d}": "yes" for i in range(14)})
     monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm-256color")  # TERM=dumb (CI's fresh root) means no colour at all
     monkeypatch.delenv("NO_COLOR", raising=False)
     from ci_evals.cli import main
 
@@ -107,6 +109,7 @@ def test_a_passing_run_is_green_and_lists_nothing(sd, capsys, monkeypatch):
 def test_quiet_run_colours_only_its_verdict_word(sd, capsys, monkeypatch):
     write_case(sd, OUTPUTS)
     monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm-256color")  # TERM=dumb (CI's fresh root) means no colour at all
     monkeypatch.delenv("NO_COLOR", raising=False)
     assert sd.run() == 1
     assert capsys.readouterr().out.splitlines()[0] == \

@@ -183,9 +183,9 @@ def test_init_on_a_terminal_asks_for_the_target(tmp_path, monkeypatch, capsys):
                        f"ci-evals init in {tmp_path} (target: model)"]
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_init_in_a_git_repository_leaves_only_files_git_should_track(tmp_path, monkeypatch):
     """After init and a run, `git status` lists the starter files and nothing from the run."""
+    assert shutil.which("git"), "git is missing: bash scripts/install-test-tools.sh installs it"
     monkeypatch.chdir(tmp_path)
     subprocess.run(["git", "init", "-q"], check=True)
     assert main(["init"]) == 0 and main(["run", "evals/suite.yaml", "-q"]) == 0
