@@ -384,7 +384,8 @@ def test_a_server_stopped_mid_run_lists_what_it_left_and_nothing_else(client, tm
     assert run.returncode == 1, stderr
     assert summary["errors"]["total"] > 0 and len(rows) == 20
     reported = {a["id"] for a in summary["letta"]["leftover_agents"]}
-    assert {a["error"] for a in summary["letta"]["leftover_agents"]} == {f"cannot reach the Letta server at {BASE}"}
+    assert {a["error"] for a in summary["letta"]["leftover_agents"]} == {
+        f"cannot reach the Letta server at {BASE}: nothing listens there (connection refused)"}
     left = agent_ids(client) - before
     assert left == reported  # every agent still there is reported, and only those
     [command] = [line.split("delete them: ", 1)[1] for line in stdout.splitlines() if "delete them: " in line]
