@@ -41,12 +41,18 @@ def _shard(text: str) -> tuple[int, int]:
     return int(k), int(n)
 
 
-def _positive_float(text: str) -> float:
+def _finite_positive(text: str) -> float | None:
+    """``text`` as a finite number above 0, else None."""
     try:
         value = float(text)
     except ValueError:
-        value = float("nan")
-    if not (value > 0 and value < float("inf")):
+        return None
+    return value if 0 < value < float("inf") else None
+
+
+def _positive_float(text: str) -> float:
+    value = _finite_positive(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
 
@@ -55,11 +61,8 @@ def _rate(text: str) -> tuple[str, float]:
     """``N`` (every endpoint) or ``PROVIDER=N`` / ``URL=N``."""
     key, sep, number = text.rpartition("=")
     key = key.strip() if sep else "*"
-    try:
-        value = float(number)
-    except ValueError:
-        value = float("nan")
-    if not (value > 0 and value < float("inf")):
+    value = _finite_positive(number)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a positive number, optionally after PROVIDER= or URL=, got {text!r}")
     if key not in ("*", "openai", "anthropic", "google") and not key.startswith(("http://", "https://")):
         raise argparse.ArgumentTypeError(f"{key!r} is not a provider (openai, anthropic, google) or a base URL")

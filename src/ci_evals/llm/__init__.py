@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ci_evals._util.netcause import SYSTEMATIC, cause_of
+from ci_evals._util.netcause import SYSTEMATIC
 from ci_evals._util.retry import Backoff
 from ci_evals._util.retry import retry_after as _asked_wait
 from ci_evals.errors import CiEvalsError, ConfigError
@@ -51,7 +51,7 @@ from ci_evals.llm.scheduler import (
     ThrottledOut,
     Ticket,
 )
-from ci_evals.providers import Failure, status_failure
+from ci_evals.providers import Failure, status_failure, transport_failure
 from ci_evals.redact import MESSAGE_LIMIT, clip, register, scrub_tree
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -727,16 +727,11 @@ class LLM:
                                   _error_code(exc)) from None
         except openai.APIError as exc:
             if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError) or exc.__cause__ is not None:
-                cause = cause_of(exc, self.base_url, self.timeout)
-                raise Failure(cause.message, retry=cause.retry, kind=cause.kind) from None
+                raise transport_failure(exc, self.base_url, self.timeout) from None
             raise Failure(str(exc), retry=False) from None
         except (OSError, TimeoutError) as exc:  # a transport error the SDK did not wrap (a read)
-            cause = cause_of(exc, self.base_url, self.timeout)
-            raise Failure(cause.message, retry=cause.retry, kind=cause.kind) from None
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            data = None
+            raise transport_failure(exc, self.base_url, self.timeout) from None
+        data = _json_or_none(raw)
         if not isinstance(data, dict):
             raise Failure("the response body is not valid JSON")
         return data, response.headers
@@ -754,12 +749,8 @@ class LLM:
             if not (isinstance(exc, OSError | TimeoutError) or type(exc).__module__.split(".")[0] in (
                     "httpx", "httpx2", "httpcore", "httpcore2", "aiohttp", "openai")):
                 raise
-            cause = cause_of(exc, self.base_url, self.timeout)
-            raise Failure(cause.message, retry=cause.retry, kind=cause.kind) from None
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            data = None
+            raise transport_failure(exc, self.base_url, self.timeout) from None
+        data = _json_or_none(raw)
         status = response.status_code
         if status >= 400:
             err = data.get("error") if isinstance(data, dict) else None
@@ -798,6 +789,14 @@ async def _capped_body(response: Any) -> bytes:
                           response.status_code, retry=False)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _json_or_none(raw: bytes) -> Any:
+    """The body's JSON value, or None when it is not JSON (the caller says what it needed)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 @functools.cache
