@@ -75,7 +75,7 @@ RUN set -eux; \
            /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old /var/log/*.log /root/.cache; \
     cd /tmp/quickstart; \
     /opt/ci-evals/bin/ci-evals run suite.yaml --dry-run --output /tmp/warm -q >/dev/null; \
-    /opt/ci-evals/bin/python -c 'import ci_evals.action, ci_evals.reports.github'; \
+    /opt/ci-evals/bin/python -c 'import ci_evals.action.main, ci_evals.reports.github'; \
     cd /; rm -rf /tmp/* /tmp/.[!.]*
 
 FROM scratch

@@ -10,7 +10,7 @@ import resource
 import sys
 import time
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 
 t0 = time.perf_counter()
 with contextlib.redirect_stdout(io.StringIO()):

@@ -43,8 +43,8 @@ def main() -> int:
         return 2
     from letta_client import Letta
 
-    from ci_evals.cli import main as cli
-    from ci_evals.targets import letta_agents
+    from ci_evals.cli.app import main as cli
+    from ci_evals.letta import agents as letta_agents
     from tests.test_letta_real import BASE, EXAMPLES, MODEL, llm_stats, suite_20
 
     if args.no_retry:

@@ -173,11 +173,11 @@ def bench_graders(n: int, metrics: list[str]) -> None:
     """text_similarity throughput per metric, and our grader's overhead vs the library called directly."""
     import asyncio
 
+    from ci_evals.config.specs import Context
+    from ci_evals.core.sample import Sample
+    from ci_evals.core.trajectory import Trajectory
     from ci_evals.graders.base import build_grader
     from ci_evals.graders.text_similarity import default_tokens
-    from ci_evals.models import Sample
-    from ci_evals.specs import Context
-    from ci_evals.trajectory import Trajectory
 
     pairs = _texts(n)
     samples = [Sample(id=i, input="q", ground_truth=ref) for i, (_, ref) in enumerate(pairs)]

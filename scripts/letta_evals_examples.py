@@ -48,10 +48,10 @@ def _is_suite(path: Path) -> bool:
 
 STUB = """
 import sys
-from ci_evals.registry import TARGETS
+from ci_evals._util.registry import TARGETS
 if "letta_code" not in TARGETS:
     from pydantic import ConfigDict
-    from ci_evals.specs import TargetSpec
+    from ci_evals.config.specs import TargetSpec
     from ci_evals.targets.base import Target
 
     class AnyKeys(TargetSpec):
@@ -64,7 +64,7 @@ if "letta_code" not in TARGETS:
             self.spec = spec
 
     TARGETS.register("letta_code", Placeholder)
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 sys.exit(main(sys.argv[1:]))
 """
 

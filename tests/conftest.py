@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 
 
 class SuiteDir:

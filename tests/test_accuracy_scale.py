@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 
 # 5 samples, 3 answered right: accuracy 0.6 (letta-evals: 60.0).
 ROWS = [{"id": i, "input": f"q{i}", "ground_truth": "yes"} for i in range(5)]

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import action
-from ci_evals.action import InputError, command, parse_inputs, secrets_to_mask, set_outputs
+from ci_evals.action import main as action
+from ci_evals.action.main import InputError, command, parse_inputs, secrets_to_mask, set_outputs
+from ci_evals.cli.app import main as cli_main
 from ci_evals.reports.comment import marker
 from tests.fakes.github_server import github_server_fixture  # noqa: F401 (fixture)
 
@@ -361,7 +362,7 @@ def test_token_is_not_printed_or_written(tmp_path, gh_env, capsys):
 
 def test_main_with_a_subcommand_is_the_plain_cli(tmp_path, capsys):
     suite = write_suite(tmp_path / "good", "good", GOOD)
-    rc = action.main(["run", str(suite), "--output", str(tmp_path / "o"), "--dry-run", "-q"])
+    rc = cli_main(["action", "run", str(suite), "--output", str(tmp_path / "o"), "--dry-run", "-q"])
     assert rc == 0
     assert marker("good") in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
@@ -375,7 +376,7 @@ def test_main_with_a_subcommand_is_the_plain_cli(tmp_path, capsys):
 
 
 def test_cli_action_entry_reaches_the_action(tmp_path, monkeypatch, capsys):
-    from ci_evals.cli import main as cli_main
+    from ci_evals.cli.app import main as cli_main
 
     monkeypatch.chdir(tmp_path)
     for key in [k for k in list(__import__("os").environ) if k.startswith(("INPUT_", "GITHUB_"))]:
@@ -408,7 +409,7 @@ def test_results_input_reports_on_finished_folders(tmp_path, gh_env, capsys):
     """A workflow_run job on a fork's PR: no suite run, the PR number given explicitly."""
     env, gh = gh_env
     suite = write_suite(tmp_path / "bad", "bad", BAD)
-    assert action.main(["run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
+    assert cli_main(["action", "run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
     capsys.readouterr()
     env.update(
         {
@@ -438,7 +439,7 @@ def test_results_input_reports_on_finished_folders(tmp_path, gh_env, capsys):
 def test_results_mode_refuses_a_pr_number_whose_head_is_not_the_runs_commit(tmp_path, gh_env, capsys):
     env, gh = gh_env
     suite = write_suite(tmp_path / "bad", "bad", BAD)
-    assert action.main(["run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
+    assert cli_main(["action", "run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
     event = tmp_path / "workflow_run.json"
     event.write_text(json.dumps({"workflow_run": {"head_sha": "a" * 40, "pull_requests": []}}))
     gh.pulls[12] = "b" * 40  # the artifact names someone else's pull request

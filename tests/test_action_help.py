@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ci_evals.action_help import INPUTS, OUTPUTS, action_help
-from ci_evals.cli import main
+from ci_evals.action.help import INPUTS, OUTPUTS, action_help
+from ci_evals.cli.app import main
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))

@@ -12,7 +12,8 @@ import re
 
 import pytest
 
-from ci_evals import action
+from ci_evals.action import main as action
+from ci_evals.cli.app import main as cli_main
 from ci_evals.reports.artifact import neutralise
 from tests.fakes.github_server import github_server_fixture  # noqa: F401 (fixture)
 from tests.test_action import BAD, gh_env, write_suite  # noqa: F401 (fixture)
@@ -48,7 +49,7 @@ def test_neutralise_makes_markup_inert_but_readable():
 def test_every_string_of_a_tampered_artifact_is_rendered_inert(tmp_path, gh_env, capsys):  # noqa: F811
     env, gh = gh_env
     suite = write_suite(tmp_path / "bad", "bad", BAD)
-    assert action.main(["run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
+    assert cli_main(["action", "run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
     for name in ("summary.json",):
         path = tmp_path / "artifact" / name
         path.write_text(json.dumps(tamper(json.loads(path.read_text()))), encoding="utf-8")
@@ -82,7 +83,7 @@ def test_every_string_of_a_tampered_artifact_is_rendered_inert(tmp_path, gh_env,
     ({"verdict": "interrupted", "interrupted_by": "SIGTERM"}, 143),
 ])
 def test_an_artifacts_verdict_decides_its_exit_code_and_a_foreign_shape_never_passes(tmp_path, summary, code):
-    from ci_evals.action import load_results
+    from ci_evals.action.main import load_results
 
     (tmp_path / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     assert load_results(str(tmp_path)).exit_code == code

@@ -43,7 +43,7 @@ def _cli(cwd: Path, argv: list[str]) -> subprocess.CompletedProcess:
 # test_zygote_matches_python_dash_m checks the equivalence on a few cases.
 ZYGOTE = r"""
 import json, os, runpy, signal, sys
-import ci_evals.cli, ci_evals.commands, ci_evals.suite  # the slow imports, once
+import ci_evals.cli.app, ci_evals.cli.commands, ci_evals.suite.loader  # the slow imports, once
 for line in sys.stdin:
     req = json.loads(line)
     pid = os.fork()
@@ -196,7 +196,7 @@ def test_invalid_5mb_jsonl_line_is_one_short_error(tmp_path):
 
 
 def test_jsonl_line_over_the_limit_is_one_error_without_reading_it_whole(tmp_path):
-    from ci_evals.dataset import MAX_LINE_BYTES
+    from ci_evals.config.dataset import MAX_LINE_BYTES
 
     row = json.dumps({"id": 2, "input": "x" * MAX_LINE_BYTES})
     _huge_case(tmp_path, json.dumps({"id": 1, "input": "2+2?", "ground_truth": "4"}) + "\n" + row + "\n")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals.config.specs import Context
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import build_grader
-from ci_evals.graders.rubric import fill_rubric
-from ci_evals.models import Sample
-from ci_evals.specs import Context
-from ci_evals.trajectory import Trajectory
+from ci_evals.graders.judge_prompt import fill_rubric
 from tests.conftest import custom_grade_suite, replay_suite
 
 # ---------------------------------------------------------------- lone surrogates and bad bytes

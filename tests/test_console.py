@@ -33,7 +33,7 @@ def run_lines(sd, capsys, monkeypatch, *env: tuple[str, str]) -> list[str]:
         monkeypatch.setenv(name, value)
     code = sd.run("--max-concurrent", "3")
     capsys.readouterr()
-    from ci_evals.cli import main
+    from ci_evals.cli.app import main
 
     assert main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out2"), "--no-cache"]) == code == 1
     return capsys.readouterr().out.splitlines()
@@ -98,7 +98,7 @@ def test_a_passing_run_is_green_and_lists_nothing(sd, capsys, monkeypatch):
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("TERM", "xterm-256color")  # TERM=dumb (CI's fresh root) means no colour at all
     monkeypatch.delenv("NO_COLOR", raising=False)
-    from ci_evals.cli import main
+    from ci_evals.cli.app import main
 
     assert main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out"), "--no-cache"]) == 0
     out = capsys.readouterr().out

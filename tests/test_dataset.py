@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ci_evals.dataset import Dataset, shard_of
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.config.dataset import Dataset, shard_of
 
 
 def load(tmp_path, name, text, **kw):

@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from ci_evals import action
-from ci_evals.cli import main
-from ci_evals.runner import Runner, RunOptions
-from ci_evals.suite import load_suite
+from ci_evals.action import main as action
+from ci_evals.cli.app import main
+from ci_evals.run.runner import Runner, RunOptions
+from ci_evals.suite.loader import load_suite
 from tests.conftest import replay_suite
 from tests.fakes.letta_server import agent_file, write_agent_file
 
@@ -152,7 +152,7 @@ def test_suite_setup_with_model_handle_runs_once_per_handle(sd):
 
 
 def test_model_handle_flag_keeps_one_handle(sd):
-    from ci_evals.dialects import select_model
+    from ci_evals.suite.dialects import select_model
 
     letta_suite(sd)
     suite = load_suite(sd.root / "suite.yaml", offline=True, cache_dir=False)
@@ -213,6 +213,10 @@ def test_action_gate_input_adds_one_gate_flag_per_line(tmp_path):
     inputs = action.parse_inputs({"INPUT_SUITE": str(suite),
                                   "INPUT_GATE": "reward avg_score gte 0.75\n\n  quality accuracy gte 80  \n"})
     assert inputs.gates == ["reward avg_score gte 0.75", "quality accuracy gte 80"]
-    assert action.cli_args(inputs, str(suite), tmp_path / "out", None) == [
-        "run", str(suite), "--output", str(tmp_path / "out"),
-        "--gate", "reward avg_score gte 0.75", "--gate", "quality accuracy gte 80"]
+    options = action.suite_options(inputs, tmp_path / "out", None)
+    assert (options.output, options.gate, options.baseline) == (
+        tmp_path / "out", ["reward avg_score gte 0.75", "quality accuracy gte 80"], None)
+    inputs.args = ["--gate", "extra mean gte 0.5", "--max-concurrent", "3"]
+    options = action.suite_options(inputs, tmp_path / "out", str(tmp_path / "base"))
+    assert (options.gate, options.max_concurrent, options.baseline) == (
+        ["reward avg_score gte 0.75", "quality accuracy gte 80", "extra mean gte 0.5"], 3, tmp_path / "base")

@@ -14,7 +14,7 @@ import statistics
 import numpy as np
 import pytest
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 
 QUALITY = [0.9, 0.6, 1.0, 0.4, 0.8]
 ASCII = [1.0, 1.0, 0.0, 1.0, 0.5]
@@ -393,7 +393,7 @@ def test_console_and_markdown_show_each_sub_gate(sd, capsys):
 def test_json_schema_accepts_every_dialect_and_rejects_unknown_gate_keys():
     import jsonschema
 
-    from ci_evals.schema import suite_schema
+    from ci_evals.suite.schema import suite_schema
 
     schema = suite_schema()
     base = {"name": "s", "dataset": "d.jsonl", "target": {"kind": "replay", "outputs": "o.jsonl"}, "graders": GRADERS}

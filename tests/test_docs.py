@@ -93,4 +93,4 @@ def test_container_page_explains_every_flag_the_smoke_test_needs():
 
 def test_readme_and_action_docs_link_the_container_page():
     assert "[docs/containers.md](docs/containers.md)" in README
-    assert "docs/containers.md" in (ROOT / "src" / "ci_evals" / "action_help.py").read_text(encoding="utf-8")
+    assert "docs/containers.md" in (ROOT / "src" / "ci_evals" / "action" / "help.py").read_text(encoding="utf-8")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.handover import hidden_names, token_forms
+from ci_evals.action.handover import hidden_names, token_forms
 from tests.test_secrets import GITHUB_TOKEN, _action, env_with, write_case
 
 TOKEN = "ghs_16C7e42F292c6912E7710c838347Ae178B4a"

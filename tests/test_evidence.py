@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 from tests.conftest import replay_suite
 
 DATA = [{"id": f"s{i}", "input": f"q{i}", "ground_truth": "yes"} for i in range(8)]

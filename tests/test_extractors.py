@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.errors import ConfigError
-from ci_evals.extractors import make_extractor
-from ci_evals.trajectory import Message, ToolCall, Trajectory
+from ci_evals._util.errors import ConfigError
+from ci_evals.core.trajectory import Message, ToolCall, Trajectory
+from ci_evals.graders.extractors import make_extractor
 
 TRAJ = Trajectory(
     turns=[

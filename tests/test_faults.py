@@ -222,7 +222,7 @@ def three_category_run(sd, fake_openai) -> tuple[dict, list[dict]]:
 
 def test_all_three_categories_reach_every_report(sd, fake_openai):
     from ci_evals.reports.comment import render_comment
-    from ci_evals.reports.summary import iter_results
+    from ci_evals.reports.write import iter_results
 
     summary, rows = three_category_run(sd, fake_openai)
     assert {k: summary["errors"][k] for k in ("total", "by_category")} == {"total": 3, "by_category": {"target": 1, "extraction": 1, "grading": 1}}
@@ -380,7 +380,7 @@ def test_comment_posting_retries_502_a_bounded_number_of_times(fail_next, posted
 
 def test_action_exit_code_does_not_depend_on_comment_failures(sd, monkeypatch, capsys, tmp_path):
     """A forbidden (fork) token: the comment fails with a warning, the gate's verdict stands."""
-    from ci_evals.action import main as action_main
+    from ci_evals.action.main import main as action_main
 
     sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "a"}])
     sd.write("outputs.jsonl", [{"id": 1, "output": "a"}])

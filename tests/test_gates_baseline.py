@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from ci_evals.aggregate import reduce_runs
-from ci_evals.gate import GateSpec, evaluate
-from ci_evals.stats import bootstrap_mean, percentile, summarize, wilson
+from ci_evals.gating.aggregate import reduce_runs
+from ci_evals.gating.gates import GateSpec, evaluate
+from ci_evals.gating.stats import bootstrap_mean, percentile, summarize, wilson
 from tests.conftest import replay_suite
 
 

@@ -16,7 +16,7 @@ from ci_evals.reports.github import (
     run_url,
     upsert_pr_comment,
 )
-from ci_evals.reports.markdown import ZWJ
+from ci_evals.reports.text import ZWJ
 from tests.fakes import report_data as data
 from tests.fakes.github_server import FakeGitHub, github_server_fixture, start  # noqa: F401 (fixture)
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ci_evals.handover import TOKEN_FD, HandoverError, hidden_names, take_token
+from ci_evals.action.handover import TOKEN_FD, HandoverError, hidden_names, take_token
 
 
 def test_hidden_names_are_the_inputs_copies_of_the_token_and_runner_tokens():

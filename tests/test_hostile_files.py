@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import bounds
+from ci_evals._util import bounds
 from tests.conftest import replay_suite
 from tests.fakes.letta_server import letta_fake_fixture, tool_call  # noqa: F401 - provides `letta_fake`
 from tests.test_letta_judge import grade, make

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import action
-from ci_evals.cli import main
+from ci_evals.action import main as action
+from ci_evals.cli.app import main
 from ci_evals.reports.comment import marker
 from ci_evals.results.writer import open_atomic
 from tests.fakes.github_server import github_server_fixture  # noqa: F401 (fixture)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 from tests.fakes.openai_server import FakeOpenAI
 
 BIN = Path(sys.executable).parent

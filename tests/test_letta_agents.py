@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.errors import SampleError
+from ci_evals._util.errors import SampleError
+from ci_evals.letta import agents as letta_agents
 from ci_evals.reports.comment import render_comment
 from ci_evals.reports.letta_agents import comment_lines, console_lines, delete_command
-from ci_evals.targets import letta_agents
 from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provides `letta_fake`
     SUBMIT_GRADE,
     agent_file,
@@ -27,7 +27,7 @@ def _no_import_backoff(monkeypatch):
 
 
 def _cli(args):
-    from ci_evals.cli import main
+    from ci_evals.cli.app import main
 
     return main(args)
 

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 
 # A stand-in for the `letta` CLI: records what it was given, then fails the way it is told to.
 RECORDER = textwrap.dedent("""\

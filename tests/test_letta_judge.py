@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.config.specs import Context
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import build_grader
 from ci_evals.graders.letta_judge import LettaJudgeGrader, LettaJudgeSpec
-from ci_evals.models import GradeResult, Sample
-from ci_evals.specs import Context
-from ci_evals.trajectory import Trajectory
 from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provides `letta_fake`
     SUBMIT_GRADE,
     FakeLetta,
@@ -33,7 +33,7 @@ SEARCH = "def search_documents(query: str) -> str:\n    return query\n"
 @pytest.fixture(autouse=True)
 def _no_import_backoff(monkeypatch):
     """Retried imports wait 0 s here (the backoff itself is tested in test_letta_agents.py)."""
-    from ci_evals.targets import letta_agents
+    from ci_evals.letta import agents as letta_agents
 
     monkeypatch.setattr(letta_agents, "IMPORT_BACKOFF", 0.0)
 
@@ -299,7 +299,7 @@ def test_the_built_in_judge_grades(letta_fake, tmp_path):
 
 
 def _cli(args):
-    from ci_evals.cli import main
+    from ci_evals.cli.app import main
 
     return main(args)
 

@@ -71,7 +71,7 @@ def llm_stats() -> dict:
 
 
 def cli(*args: str) -> int:
-    from ci_evals.cli import main
+    from ci_evals.cli.app import main
 
     return main(list(args))
 

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.errors import ConfigError, SampleError
-from ci_evals.models import Sample
-from ci_evals.specs import Context
-from ci_evals.targets.letta import LettaTarget, LettaTargetSpec, base_url_of, to_turn
+from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals.config.specs import Context
+from ci_evals.core.sample import Sample
+from ci_evals.letta.client import base_url_of
+from ci_evals.letta.messages import to_turn
+from ci_evals.targets.letta import LettaTarget, LettaTargetSpec
 from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provides `letta_fake`
     FakeLetta,
     agent_file,
@@ -31,7 +33,7 @@ LOOKUP = '''def lookup_capital(country: str) -> str:
 @pytest.fixture(autouse=True)
 def _no_import_backoff(monkeypatch):
     """Retried imports wait 0 s here (the backoff itself is tested in test_letta_agents.py)."""
-    from ci_evals.targets import letta_agents
+    from ci_evals.letta import agents as letta_agents
 
     monkeypatch.setattr(letta_agents, "IMPORT_BACKOFF", 0.0)
 
@@ -359,7 +361,7 @@ def test_invalid_targets_fail_at_construction(tmp_path, raw, message):
 
 
 def _cli(args):
-    from ci_evals.cli import main
+    from ci_evals.cli.app import main
 
     return main(args)
 

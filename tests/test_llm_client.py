@@ -12,7 +12,7 @@ import time
 import pytest
 
 import ci_evals.llm as llm_mod
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
 from ci_evals.llm import (
     LLM,
     NO_KEY,

@@ -7,12 +7,12 @@ import asyncio
 import pytest
 
 import ci_evals.llm as llm_mod
-from ci_evals.errors import ConfigError, SampleError
-from ci_evals.models import Sample
-from ci_evals.registry import TARGETS
-from ci_evals.specs import Context, validate_model
+from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.registry import TARGETS
+from ci_evals.config.specs import Context, validate_model
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Message, ToolCall
 from ci_evals.targets.model import TOOL_NOT_RUN, ModelTarget
-from ci_evals.trajectory import Message, ToolCall
 from tests.fakes.openai_server import FakeOpenAI, last_user, openai_env, openai_server  # noqa: F401
 
 WEATHER_TOOL = {"type": "function", "function": {

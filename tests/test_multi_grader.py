@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Message, ToolCall, Trajectory
 from ci_evals.graders.multi import Formula, evaluate
-from ci_evals.models import Sample
-from ci_evals.trajectory import Message, ToolCall, Trajectory
 from tests.fakes.openai_server import FakeOpenAI, openai_env, openai_server  # noqa: F401
 from tests.test_string_check import grade_all, make, run_grader
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 from tests.conftest import replay_suite
 
 ROWS = [{"id": 1, "input": "q", "ground_truth": "yes"}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ci_evals.records import FIELD_CAP, finish_record, submission_of, submissions_of
+from ci_evals.results.line import FIELD_CAP, finish_record, submission_of, submissions_of
 from tests.conftest import replay_suite
 from tests.test_results_folder import cli
 

@@ -17,7 +17,7 @@ import pytest
 # process would report the parent's peak.
 MEASURE = r'''
 import json, re, sys
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 rc = main(sys.argv[1:])
 hwm = int(re.search(r"VmHWM:\s+(\d+) kB", open("/proc/self/status").read()).group(1))
 print(json.dumps({"rc": rc, "peak_mb": hwm / 1024}))

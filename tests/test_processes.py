@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 from tests.test_time_limits import sigint_when
 
 

@@ -24,10 +24,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci_evals.aggregate import Aggregator
-from ci_evals.cli import main
-from ci_evals.gate import OPS
-from ci_evals.reports.summary import build_summary, iter_results
+from ci_evals.cli.app import main
+from ci_evals.core.rule import OPS
+from ci_evals.gating.aggregate import Aggregator
+from ci_evals.gating.summary import summarize as build_summary
+from ci_evals.reports.write import iter_results
 from tests.fakes.openai_server import CHAT, FakeOpenAI
 
 REDUCERS = ["mean", "median", "max", "pass_at_k", "pass_all_k", "majority"]

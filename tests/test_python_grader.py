@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.errors import ConfigError
-from ci_evals.models import Sample
-from ci_evals.trajectory import Message, ToolCall, Trajectory
+from ci_evals._util.errors import ConfigError
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Message, ToolCall, Trajectory
 from tests.test_string_check import grade_all, make, run_grader
 
 
@@ -365,7 +365,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "openai-graders"
 def test_exercise_suite_runs_end_to_end(tmp_path):
     from rouge_score.rouge_scorer import RougeScorer
 
-    from ci_evals.cli import main
+    from ci_evals.cli.app import main
 
     out = tmp_path / "out"
     assert main(["run", str(EXAMPLE), "--output", str(out), "--quiet", "--no-cache"]) == 0

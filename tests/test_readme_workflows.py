@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ci_evals.scaffold import planned_files
+from ci_evals.cli.scaffold import planned_files
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 
-from ci_evals import rx
+from ci_evals._util import rx
 from tests.conftest import replay_suite
 from tests.test_time_limits import CLI
 

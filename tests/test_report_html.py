@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 from ci_evals.reports import html
 from ci_evals.reports import report_data as data_mod
 from tests import reportdata as rd

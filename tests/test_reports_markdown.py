@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-from ci_evals.reports.markdown import (
-    ZWJ,
-    digest,
-    escape_html,
-    escape_md,
-    fenced,
-    fmt_delta,
-    render_error_md,
-    render_summary_md,
-    truncate,
-    verdict,
-    verdict_line,
-)
+from ci_evals._util.text import fit
+from ci_evals.reports.digest import digest
+from ci_evals.reports.markdown import render_error_md, render_summary_md, verdict, verdict_line
+from ci_evals.reports.text import ZWJ, escape_html, escape_md, fenced, fmt_delta
 from tests.fakes import report_data as data
 
 
@@ -27,10 +18,10 @@ def section(md: str, heading: str) -> list[str]:
 
 
 def test_truncate_keeps_short_text_and_says_how_much_was_cut():
-    assert truncate("hello", 10) == "hello"
-    assert truncate("x" * 100, 40) == "x" * 18 + "… (82 more characters)"
-    assert truncate("x" * 100_000, 40) == "x" * 14 + "… (99,986 more characters)"
-    assert truncate("x" * 100, 10) == "x" * 10
+    assert fit("hello", 10) == "hello"
+    assert fit("x" * 100, 40) == "x" * 18 + "… (82 more characters)"
+    assert fit("x" * 100_000, 40) == "x" * 14 + "… (99,986 more characters)"
+    assert fit("x" * 100, 10) == "x" * 10
 
 
 def test_escape_md_neutralises_html_links_tables_and_mentions():

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 from tests.fakes.openai_server import FakeOpenAI
 
 KEY = "sk-engine-test-key-1234567890"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 from tests.conftest import replay_suite
 
 DATASET = [{"id": i, "input": f"q {i}", "ground_truth": "yes"} for i in

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.commands import suite_slug, unique_slugs
-from ci_evals.folderlock import LOCK_NAME, hold
+from ci_evals.results.layout import suite_slug, unique_slugs
+from ci_evals.run.folderlock import LOCK_NAME, hold
 from tests.conftest import replay_suite
 
 

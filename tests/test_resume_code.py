@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 from tests.conftest import replay_suite
 
 REFUSED = ("cannot resume: the suite's code (graders, extractors, reward composer, setup script, rubric or prompt "

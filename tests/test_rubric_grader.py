@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 import ci_evals.llm as llm_mod
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.config.specs import Context
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Message, ToolCall, Trajectory
 from ci_evals.graders.base import build_grader
-from ci_evals.graders.rubric import JUDGE_SYSTEM_PROMPT, RubricGrader, build_judge_prompt
-from ci_evals.models import GradeResult, Sample
-from ci_evals.specs import Context
-from ci_evals.trajectory import Message, ToolCall, Trajectory
+from ci_evals.graders.judge_prompt import JUDGE_SYSTEM_PROMPT, build_judge_prompt
+from ci_evals.graders.rubric import RubricGrader
 from tests.fakes.openai_server import (  # noqa: F401
     FakeOpenAI,
     Fault,
@@ -404,7 +405,7 @@ ANSWERS = json.loads((EXAMPLE / "fake_answers.json").read_text())
 
 def run_example(tmp_path, monkeypatch, server: FakeOpenAI, out: str = "out") -> tuple[int, dict]:
     """Copy examples/rubric into tmp_path and run it with the CLI against ``server``."""
-    from ci_evals.cli import main
+    from ci_evals.cli.app import main
 
     suite_dir = tmp_path / "suite"
     if not suite_dir.exists():

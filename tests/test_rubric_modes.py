@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from ci_evals.cli import main
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.cli.app import main
+from ci_evals.config.specs import Context
+from ci_evals.config.templating import TemplateError, format_braces
+from ci_evals.core.sample import Sample
 from ci_evals.graders.base import build_grader
-from ci_evals.graders.rubric import JUDGE_SYSTEM_PROMPT
+from ci_evals.graders.judge_prompt import JUDGE_SYSTEM_PROMPT
 from ci_evals.graders.rubric_modes import JUDGE_SCHEMA, SCHEMA_FORMAT, default_mode
-from ci_evals.models import Sample
-from ci_evals.specs import Context
-from ci_evals.suite import load_suite
-from ci_evals.templating import TemplateError, format_braces
+from ci_evals.suite.loader import load_suite
 from tests.fakes.openai_server import openai_env, openai_server  # noqa: F401
 from tests.test_rubric_grader import grade
 

@@ -216,7 +216,7 @@ def test_several_suites_by_glob_give_one_exit_code(sd):
     spec = replay_suite(GRADERS, {"metric_key": "exact", "op": "gte", "value": 0.9})
     spec["name"] = "strict"
     sd.suite(spec, name="suite-strict.yaml")
-    from ci_evals.cli import main
+    from ci_evals.cli.app import main
 
     rc = main(["run", str(sd.root / "suite*.yaml"), "--output", str(sd.root / "all"), "-q", "--no-cache"])
     assert rc == 1

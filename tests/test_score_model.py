@@ -8,11 +8,11 @@ import json
 import pytest
 
 import ci_evals.llm as llm_mod
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.config.specs import Context
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Message, ToolCall, Trajectory
 from ci_evals.graders.base import build_grader
-from ci_evals.models import GradeResult, Sample
-from ci_evals.specs import Context
-from ci_evals.trajectory import Message, ToolCall, Trajectory
 from tests.fakes.openai_server import openai_env, openai_server, prompt_text  # noqa: F401
 
 SCORE_FORMAT = ('Respond with a JSON object of this shape: {"result": <a number from 0 to 1>, '

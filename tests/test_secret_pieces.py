@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals import redact
+from ci_evals._util import redact
 
 KEY = "sk-piece-" + "Q7mZ2xV9kL4pR8tW1yB6nC3dF5gH0jK"  # 41 characters, registered through *_API_KEY
 

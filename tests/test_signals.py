@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from ci_evals.signals import held_signals, on_signals
+from ci_evals.run.signals import held_signals, on_signals
 
 
 @pytest.fixture(autouse=True)

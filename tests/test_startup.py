@@ -16,13 +16,13 @@ def imported_by(code: str) -> list[str]:
 
 
 def test_version_imports_nothing_heavy():
-    code = "import contextlib, io\nfrom ci_evals.cli import main\n" \
+    code = "import contextlib, io\nfrom ci_evals.cli.app import main\n" \
            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n    main(['--version'])"
     assert imported_by(code) == []
 
 
 def test_validate_of_a_tool_suite_imports_no_llm_or_metric_library():
-    code = ("import contextlib, io\nfrom ci_evals.cli import main\n"
+    code = ("import contextlib, io\nfrom ci_evals.cli.app import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             "    assert main(['validate', 'examples/quickstart/suite.yaml']) == 0")
     assert imported_by(code) == ["pydantic"]

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.config.specs import Context
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Message, ToolCall, Trajectory
 from ci_evals.graders.base import Grader, build_grader
-from ci_evals.models import GradeResult, Sample
-from ci_evals.specs import Context
-from ci_evals.trajectory import Message, ToolCall, Trajectory
 
 
 def make(raw: dict[str, Any], ctx: Context | None = None) -> Grader:

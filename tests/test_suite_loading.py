@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 from tests.conftest import replay_suite
 
 DATA = [{"id": 1, "input": "q1", "ground_truth": "a"}, {"id": 2, "input": "q2", "ground_truth": "b"}]
@@ -219,7 +219,7 @@ def test_committed_schema_is_up_to_date():
     import json
     from pathlib import Path
 
-    from ci_evals.schema import suite_schema
+    from ci_evals.suite.schema import suite_schema
 
     committed = json.loads((Path(__file__).parent.parent / "docs" / "suite.schema.json").read_text())
     assert committed == json.loads(json.dumps(suite_schema())), "run: ci-evals schema > docs/suite.schema.json"
@@ -231,7 +231,7 @@ def test_example_suites_validate_against_the_json_schema():
     import jsonschema
     import yaml
 
-    from ci_evals.schema import suite_schema
+    from ci_evals.suite.schema import suite_schema
 
     root = Path(__file__).parent.parent / "examples"
     validator = jsonschema.Draft202012Validator(suite_schema())

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.config.specs import Context
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.text_similarity import library_versions, unicode_tokens, wordnet_missing
-from ci_evals.models import Sample
-from ci_evals.specs import Context
-from ci_evals.trajectory import Trajectory
 from tests.fakes.openai_server import EMBEDDINGS, openai_env, openai_server  # noqa: F401
 from tests.test_string_check import grade_all, make, run_grader
 
@@ -273,7 +273,7 @@ def test_validation_imports_no_similarity_library():
     import sys
 
     code = ("import sys; from pathlib import Path; from ci_evals.graders.base import build_grader; "
-            "from ci_evals.specs import Context; "
+            "from ci_evals.config.specs import Context; "
             "build_grader('g', {'kind': 'text_similarity', 'reference': 'r', 'evaluation_metric': 'rouge_l'}, "
             "Context(Path('.'), offline=True)); "
             "print(sorted(m for m in ('nltk', 'rouge_score', 'rapidfuzz', 'openai') if m in sys.modules))")

@@ -241,7 +241,7 @@ def _custom_suite(sd, grader: dict, inputs: list[str]):
 
 
 def test_a_stuck_custom_grader_is_abandoned_after_its_time_limit(sd, monkeypatch):
-    from ci_evals import usercode
+    from ci_evals.usercode import lane as usercode
 
     monkeypatch.setattr(usercode, "USER_CODE_SECONDS", 0.5)
     _custom_suite(sd, {"kind": "tool", "function": "g.py:slow"}, ["fine", "stuck", "fine"])
@@ -254,7 +254,7 @@ def test_a_stuck_custom_grader_is_abandoned_after_its_time_limit(sd, monkeypatch
 
 
 def test_a_stuck_custom_extractor_is_abandoned_after_its_time_limit(sd, monkeypatch):
-    from ci_evals import usercode
+    from ci_evals.usercode import lane as usercode
 
     monkeypatch.setattr(usercode, "USER_CODE_SECONDS", 0.5)
     _custom_suite(sd, {"kind": "tool", "function": "contains", "extractor": "g.py:slow_ex"}, ["ok", "stuck"])

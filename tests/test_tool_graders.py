@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ci_evals.core.sample import Sample
 from ci_evals.graders.tool import ascii_printable_only, contains, exact_match, regex_match
-from ci_evals.models import Sample
 
 UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 EMAIL = "[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\\.[a-zA-Z]{2,}"

@@ -20,10 +20,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 from ci_evals.reports.comment import marker, render_comment
-from ci_evals.reports.markdown import ZWJ
-from ci_evals.reports.summary import iter_results
+from ci_evals.reports.text import ZWJ
+from ci_evals.reports.write import iter_results
 from tests.conftest import replay_suite
 
 EVIL = ("<script>alert('x')</script> <img src=x onerror=alert(1)> hey @octocat and @org/team, see #123 and GH-45; "

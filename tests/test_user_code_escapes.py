@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ci_evals import action
+from ci_evals.action import main as action
 from tests.conftest import replay_suite
 from tests.test_action import read_outputs
 
@@ -109,7 +109,7 @@ def test_action_never_says_passed_without_a_passing_summary(tmp_path, monkeypatc
     suite = write_suite(tmp_path / "s", "s", GOOD)
     env = {"GITHUB_OUTPUT": str(tmp_path / "output.txt"), "GITHUB_STEP_SUMMARY": str(tmp_path / "step.md"),
            "INPUT_SUITE": str(suite), "INPUT_OUTPUT-DIR": str(tmp_path / "out"), "INPUT_COMMENT": "never"}
-    monkeypatch.setattr(action, "run_cli", lambda argv: (0, ""))  # exit 0, nothing written
+    monkeypatch.setattr(action, "run_here", lambda inputs, suite, out, baseline: (0, None, out, ""))  # exit 0, no summary
     assert action.run_action(env) == 3
     outputs = read_outputs(tmp_path / "output.txt")
     assert (outputs["passed"], outputs["verdict"], outputs["exit-code"], outputs["summary-json"]) == \

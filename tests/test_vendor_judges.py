@@ -11,13 +11,13 @@ import time
 import pytest
 
 import ci_evals.llm as llm_mod
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.config.specs import Context
+from ci_evals.core.sample import Sample
 from ci_evals.graders.base import build_grader
-from ci_evals.graders.rubric import JUDGE_SYSTEM_PROMPT, build_judge_prompt
+from ci_evals.graders.judge_prompt import JUDGE_SYSTEM_PROMPT, build_judge_prompt
 from ci_evals.graders.rubric_modes import JUDGE_SCHEMA
-from ci_evals.models import Sample
 from ci_evals.providers import require
-from ci_evals.specs import Context
 from tests.fakes.vendor_servers import (  # noqa: F401
     MESSAGES,
     FakeAnthropic,
@@ -255,7 +255,7 @@ def test_validate_without_the_anthropic_sdk_exits_2_with_one_line(sd):
     sd.write("outputs.jsonl", [{"id": 0, "output": "a"}])
     sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
               "graders": {"quality": {"kind": "model_judge", "prompt": "ok?", "provider": "anthropic"}}})
-    code = ("import sys; sys.modules['anthropic'] = None; from ci_evals.cli import main; "
+    code = ("import sys; sys.modules['anthropic'] = None; from ci_evals.cli.app import main; "
             f"sys.exit(main(['validate', {str(sd.root / 'suite.yaml')!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     line = (sd.root / "suite.yaml").read_text().splitlines().index("    provider: anthropic") + 1

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ci_evals.aggregate import Aggregator
-from ci_evals.cli import main
+from ci_evals.cli.app import main
+from ci_evals.gating.aggregate import Aggregator
+from ci_evals.gating.summary import evaluate_gates
 from tests.conftest import replay_suite
 
 DATA = [{"id": i, "input": f"q{i}", "ground_truth": "yes"} for i in range(4)]
@@ -39,7 +40,7 @@ def judge_suite(sd, gate: dict, n: int = 2) -> None:
 
 
 def console(sd, capsys, *args: str) -> tuple[int, list[str]]:
-    from ci_evals.cli import main
+    from ci_evals.cli.app import main
 
     rc = main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out"), "--no-cache", *args])
     return rc, capsys.readouterr().out.splitlines()
@@ -263,7 +264,7 @@ def test_a_gate_never_passes_with_more_errors_than_its_budget(mix):
             grade = ({"score": None, "passed": False, "error": "boom", "error_category": "grading"} if score is None
                      else {"score": score, "passed": score >= 0.5, "error": None})
             agg.add({"sample_id": i, "run": run, "model": None, "error": None, "grades": {"m": grade}})
-    gate = agg.finish()["gates"][0]
+    gate = evaluate_gates(agg, agg.finish(), config, None)[0]
     errors = sum(s is None for s in outcomes)
     n = len(outcomes)
     over = errors > budget.get("max_errors", n) or \
@@ -277,7 +278,7 @@ def test_a_gate_never_passes_with_more_errors_than_its_budget(mix):
 
 
 def test_interrupted_run_is_never_printed_as_passed():
-    from ci_evals.verdict import decide, exit_code, word
+    from ci_evals.gating.verdict import decide, exit_code, word
 
     summary = {"interrupted_by": "SIGTERM", "n_samples": 3, "gates": [{"passed": True}], "partial": True}
     assert decide(summary) == ("interrupted", "interrupted by SIGTERM after 3 samples")

@@ -1,3 +1,3 @@
-from ci_evals.cli import main
+from ci_evals.cli.app import main
 
 raise SystemExit(main())

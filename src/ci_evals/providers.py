@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals._util.text import one_line
 
 PROVIDERS = ("openai", "anthropic", "google")
 _EXTRAS = {"anthropic": ("anthropic", "anthropic>=0.80"), "google": ("google.genai", "google-genai>=1.30")}
@@ -84,10 +85,6 @@ def transport_failure(exc: BaseException, url: Any, timeout: float) -> Failure:
 def retryable_status(status: int) -> bool:
     """429, 408, 409 and every 5xx (Anthropic's 529 ``overloaded`` included)."""
     return status in (408, 409, 429) or status >= 500
-
-
-def one_line(text: Any, limit: int = 300) -> str:
-    return " ".join(str(text or "no details").split())[:limit]
 
 
 def _system_and_turns(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -199,7 +196,7 @@ class Anthropic(Provider):
         except anthropic.APIStatusError as exc:
             err = exc.body.get("error") if isinstance(exc.body, dict) else None
             text = err.get("message") if isinstance(err, dict) else None
-            raise status_failure(exc.status_code, one_line(text or exc.message), exc.response.headers) from None
+            raise status_failure(exc.status_code, one_line(text or exc.message or 'no details'), exc.response.headers) from None
         except (anthropic.APIConnectionError, OSError, TimeoutError) as exc:
             raise transport_failure(exc, client.base_url, timeout) from None
         try:
@@ -276,7 +273,7 @@ class Google(Provider):
             response = await client.aio.models.generate_content(model=body["model"], contents=body["contents"],
                                                                 config=config)
         except errors.APIError as exc:
-            failure = status_failure(exc.code, one_line(exc.message or exc.status),
+            failure = status_failure(exc.code, one_line(exc.message or exc.status or 'no details'),
                                      getattr(exc.response, "headers", None))
             failure.wait = _retry_delay(exc.details)
             raise failure from None

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from ci_evals.models import GradeResult, Sample
-from ci_evals.specs import Context, GraderSpec
-from ci_evals.trajectory import Trajectory
+from ci_evals._util.errors import ConfigError
+from ci_evals._util.registry import GRADER_KINDS
+from ci_evals.config.specs import Context, GraderSpec, validate_model
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Trajectory
 
 
 class Grader:
@@ -65,10 +67,6 @@ def build_grader(
     name: str, raw: Any, ctx: Context, *, key: str | None = None, file: str | None = None, lines=None
 ) -> Grader:
     """Validate one ``graders.<name>`` entry with its kind's spec model and construct the grader."""
-    from ci_evals.errors import ConfigError
-    from ci_evals.registry import GRADER_KINDS
-    from ci_evals.specs import validate_model
-
     key = key or f"graders.{name}"
     if not isinstance(raw, dict):
         raise ConfigError("a grader must be a mapping with a 'kind'", file=file, key=key)

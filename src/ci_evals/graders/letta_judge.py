@@ -26,38 +26,29 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals._util.redact import scrub_and_shorten
+from ci_evals.config.specs import Context, GraderSpec
+from ci_evals.config.templating import TemplateError
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Trajectory, Usage
 from ci_evals.graders.base import Grader
-from ci_evals.graders.rubric import (
-    STANDARD_PLACEHOLDERS,
-    RubricGrader,
-    build_judge_prompt,
-    fill_rubric,
-)
-from ci_evals.models import GradeResult, Sample
-from ci_evals.redact import clip
-from ci_evals.specs import Context, GraderSpec
-from ci_evals.targets.letta import (
-    FAILED_STOPS,
+from ci_evals.graders.judge_prompt import STANDARD_PLACEHOLDERS, build_judge_prompt, fill_rubric
+from ci_evals.graders.rubric import RubricGrader
+from ci_evals.letta.agents import AgentLedger, describe
+from ci_evals.letta.client import (
     AgentFile,
     AgentFileImport,
     LettaServer,
-    add_usage,
     backoff,
     base_url_of,
-    calls_of,
-    describe,
-    dump,
     import_agent,
     make_client,
     project_of,
     read_agent_file,
     retryable,
-    to_turn,
 )
-from ci_evals.targets.letta_agents import AgentLedger
-from ci_evals.templating import TemplateError
-from ci_evals.trajectory import Trajectory, Usage
+from ci_evals.letta.messages import FAILED_STOPS, add_usage, calls_of, dump, to_turn
 
 DEFAULT_JUDGE = Path(__file__).resolve().parent.parent / "data" / "letta_judge.af"
 DEFAULT_TOOL = "submit_grade"
@@ -259,7 +250,7 @@ class LettaJudgeGrader(Grader):
         if not isinstance(args, dict):
             return GradeResult(score=0.0, metadata=meta,
                                error=f"the judge called {tool} with arguments that are not a JSON object: "
-                                     f"{clip(call.arguments, 200)}")
+                                     f"{scrub_and_shorten(call.arguments, 200)}")
         raw = args.get("score")
         try:
             score = float(raw)
@@ -271,7 +262,7 @@ class LettaJudgeGrader(Grader):
         if not math.isfinite(score):  # "inf", or 1e999 (which float() reads as inf): never clamped to 1
             return GradeResult(score=0.0, metadata=meta, rationale=_text(args.get("rationale")),
                                error=f"the judge called {tool} with a score that is not finite "
-                                     f"(score={clip(str(raw), 60)})")
+                                     f"(score={scrub_and_shorten(str(raw), 60)})")
         clamped = min(1.0, max(0.0, score))
         if clamped != score:
             meta["raw_score"] = score

@@ -32,12 +32,13 @@ from typing import Any
 
 from pydantic import Field
 
-from ci_evals.errors import ConfigError, did_you_mean
+from ci_evals._util.errors import ConfigError, did_you_mean
+from ci_evals.config.specs import Context, GraderSpec
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import Grader, build_grader, normalize_raw
+from ci_evals.graders.extractors import make_extractor
 from ci_evals.graders.string_check import error_grade
-from ci_evals.models import GradeResult, Sample
-from ci_evals.specs import Context, GraderSpec
-from ci_evals.trajectory import Trajectory
 
 MAX_FORMULA_CHARS = 1000
 MAX_DEPTH = 40
@@ -219,8 +220,6 @@ class MultiGrader(Grader):
             sub = build_grader(f"{name}.{key}", raw, ctx, key=where, file=file)
             self.subs[key] = sub
             if {"extractor", "extractor_config"} & sub.spec.model_fields_set:
-                from ci_evals.extractors import make_extractor
-
                 self.extractors[key] = make_extractor(
                     sub.spec.extractor, sub.spec.extractor_config, ctx.base_dir, key=where, file=file)
         self.formula = Formula(spec.calculate_output, self.subs)

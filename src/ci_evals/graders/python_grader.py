@@ -16,7 +16,7 @@ and its installed packages).
 
 Isolation: the code runs in a separate interpreter (``python -I``) whose working directory is a
 fresh temporary folder, whose environment holds no secrets (only PATH, LANG, HOME/TMPDIR = that
-folder, NLTK_DATA and the process-tree marker of :mod:`ci_evals.procs`), which holds no
+folder, NLTK_DATA and the process-tree marker of :mod:`ci_evals._util.procs`), which holds no
 capability (dropped from every set and the bounding set, with ``no_new_privs``: even as root it
 cannot read the environ of ci-evals, which is non-dumpable during a run), and whose stdin/stdout are not the protocol pipes (what the code prints is
 kept, cut to 2000 characters, in ``metadata.output``). A small pool of such workers (``workers``,
@@ -44,14 +44,14 @@ from typing import Any
 
 from pydantic import Field
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals._util.procs import MARKER, kill_tree, new_marker
+from ci_evals._util.redact import scrub
+from ci_evals.config.specs import MAX_TIMEOUT, Context, GraderSpec
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import Grader
 from ci_evals.graders.string_check import error_grade
-from ci_evals.models import GradeResult, Sample
-from ci_evals.procs import MARKER, kill_tree, new_marker
-from ci_evals.redact import scrub
-from ci_evals.specs import MAX_TIMEOUT, Context, GraderSpec
-from ci_evals.trajectory import Trajectory
 
 MAX_SOURCE_BYTES = 256 * 1024
 MAX_TASKS_PER_WORKER = 100

@@ -6,7 +6,7 @@
   of the rubric (placeholders filled), the original input, the ground truth (when there is one)
   and the submission, in JSON mode.
 * ``verbatim`` (letta-evals 0.17+): the rubric is the whole user prompt after the ``str.format``
-  template rules (see :func:`ci_evals.templating.brace_parts`); the only system prompt is the
+  template rules (see :func:`ci_evals.config.templating.brace_parts`); the only system prompt is the
   grader's ``system_prompt``; the reply is requested with the ``{score, rationale}`` JSON schema.
 
 The default is chosen by :func:`default_mode`. A sample's own ``rubric`` replaces the grader's
@@ -20,16 +20,29 @@ usage metadata); the OpenAI-format ``score_model`` / ``label_model`` graders bui
 from __future__ import annotations
 
 import json
-import math
-import re
 import statistics
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals._util.registry import GRADER_KINDS
+from ci_evals.config.specs import MAX_TIMEOUT, Context, GraderSpec
+from ci_evals.config.templating import TemplateError
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import Grader
+from ci_evals.graders.judge_prompt import (
+    JUDGE_SYSTEM_PROMPT,
+    STANDARD_PLACEHOLDERS,
+    JudgeReplyError,
+    build_judge_prompt,
+    fill_rubric,
+    input_text,
+    number_field,
+    parse_json_object,
+)
 from ci_evals.graders.rubric_modes import (
     JSON_OBJECT,
     SCHEMA_FORMAT,
@@ -38,167 +51,11 @@ from ci_evals.graders.rubric_modes import (
     placeholders,
     verbatim_messages,
 )
-from ci_evals.models import GradeResult, Sample
-from ci_evals.redact import clip
-from ci_evals.specs import MAX_TIMEOUT, Context, GraderSpec
-from ci_evals.templating import TemplateError, grader_context, substitute
-from ci_evals.trajectory import Trajectory
+from ci_evals.llm import LLM, LLMError, Tally, effective_temperature
+from ci_evals.providers import require
 
 if TYPE_CHECKING:
     from ci_evals.llm import LLM, Tally
-
-JUDGE_SYSTEM_PROMPT = """You are an evaluation judge. You will be given:
-1. A rubric describing evaluation criteria
-2. An input/question
-3. A submission to evaluate
-
-Evaluate the submission according to the rubric and return a JSON response with:
-{
-    "score": (REQUIRED: a decimal number between 0.0 and 1.0 inclusive),
-    "rationale": "explanation of your grading decision"
-}
-
-IMPORTANT:
-- The score MUST be a number between 0.0 and 1.0 (inclusive)
-- 0.0 means complete failure, 1.0 means perfect
-- Use decimal values for partial credit (e.g., 0.25, 0.5, 0.75)
-- Be objective and follow the rubric strictly"""
-
-STANDARD_PLACEHOLDERS = ("input", "submission", "ground_truth")
-
-
-class JudgeReplyError(ValueError):
-    """The judge answered, but not with what the grader needs (bad JSON, a missing field)."""
-
-
-# --- prompt building (shared with the agent judge) ----------------------------------------------
-
-
-def input_text(sample: Sample) -> str:
-    """The sample's input as the judge reads it: the string, or the turns one per line."""
-    return sample.input if isinstance(sample.input, str) else "\n".join(str(t) for t in sample.input)
-
-
-def fill_rubric(
-    rubric: str, sample: Sample, submission: str, rubric_vars: Iterable[str] = (), tool_calls: list | None = None
-) -> str:
-    """The rubric with ``{{ item.x }}``, ``{input}``, ``{submission}``, ``{ground_truth}`` and the
-    declared rubric variables substituted in one pass (other braces stay; substituted text is
-    never expanded again).
-
-    Raises TemplateError for a missing ``{{ ... }}`` variable or rubric variable.
-    """
-    context = grader_context(sample.item(), submission, tool_calls or []) if "{{" in rubric else None
-    values: dict[str, Any] = {
-        "input": input_text(sample),
-        "submission": submission,
-        "ground_truth": sample.ground_truth or "",
-    }
-    given = sample.rubric_vars or {}
-    for var in rubric_vars:
-        if var not in given:
-            raise TemplateError(f"sample {sample.id} has no rubric variable '{var}'")
-        values[var] = given[var]
-    return substitute(rubric, values, context)
-
-
-def build_judge_prompt(rubric: str, sample: Sample, submission: str, *, tool_name: str | None = None) -> str:
-    """The judge's user prompt: rubric, original input, ground truth (if any), submission, steps.
-
-    ``rubric`` is already filled. With ``tool_name`` (agent judges) the last step asks for a call
-    to that tool instead of a JSON reply.
-    """
-    parts = [
-        "You are an evaluation judge. An agent was given a task and returned a submission for that task.",
-        "Your job is to evaluate the quality of that submission according to the rubric below.",
-        "",
-        "IMPORTANT: Do NOT answer the original question yourself. You are ONLY evaluating someone else's answer.",
-        "",
-        "---",
-        "",
-        "## Evaluation Rubric",
-        rubric,
-        "",
-        "---",
-        "",
-        "## Original Question Given to the Agent",
-        input_text(sample),
-    ]
-    if sample.ground_truth:
-        parts += ["", "## Expected Answer (Ground Truth)", sample.ground_truth]
-    parts += [
-        "",
-        "---",
-        "",
-        "## The Agent's Submission (What You Are Evaluating)",
-        submission,
-        "",
-        "---",
-        "",
-        "## Your Instructions",
-        "",
-        "1. Review the evaluation rubric carefully",
-        "2. Compare the agent's submission against the original question and rubric criteria",
-        "3. Determine a score between 0.0 (complete failure) and 1.0 (perfect)",
-    ]
-    if tool_name:
-        parts += [
-            f"4. Use the {tool_name} tool to submit your evaluation with:",
-            "   - score: a float between 0.0 and 1.0",
-            "   - rationale: your reasoning for the score",
-            "",
-            f"Do NOT respond with text - you MUST call the {tool_name} tool to complete the evaluation.",
-        ]
-    else:
-        parts += [
-            "4. Return your evaluation as JSON with:",
-            "   - score: a float between 0.0 and 1.0",
-            "   - rationale: your reasoning for the score",
-        ]
-    return "\n".join(parts)
-
-
-# --- reply parsing ------------------------------------------------------------------------------
-
-
-_FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?```\s*$", re.S)
-
-
-def parse_json_object(text: str) -> dict[str, Any]:
-    """The JSON object in a judge reply (a ```json fence or text around the braces is tolerated)."""
-    stripped = text.strip()
-    fenced = _FENCE.match(stripped)
-    if fenced:
-        stripped = fenced.group(1).strip()
-    candidates = [stripped]
-    start, end = stripped.find("{"), stripped.rfind("}")
-    if 0 <= start < end and (start, end) != (0, len(stripped) - 1):
-        candidates.append(stripped[start : end + 1])
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    raise JudgeReplyError(f"judge reply is not a JSON object: {clip(text, 200)!r}")
-
-
-def number_field(obj: dict[str, Any], name: str) -> float:
-    """A required finite number (a numeric string is accepted) from a judge reply."""
-    if name not in obj or obj[name] is None:
-        raise JudgeReplyError(f"judge reply has no '{name}' (keys: {', '.join(obj) or 'none'})")
-    value = obj[name]
-    if isinstance(value, bool):
-        raise JudgeReplyError(f"judge reply '{name}' is not a number: {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise JudgeReplyError(f"judge reply '{name}' is not a number: {value!r}") from None
-    if not math.isfinite(number):
-        raise JudgeReplyError(f"judge reply '{name}' is not finite: {value!r}")
-    return number
-
 
 # --- the shared judge base ----------------------------------------------------------------------
 
@@ -219,9 +76,6 @@ class JudgeGrader(Grader):
 
     def __init__(self, name: str, spec: JudgeSpecMixin, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
-        from ci_evals.llm import LLM
-        from ci_evals.providers import require
-
         provider = getattr(spec, "provider", "openai")
         require(provider, f"graders.{name}.provider")
         # Constructing LLM reads no environment and opens nothing: safe offline.
@@ -250,8 +104,6 @@ class JudgeGrader(Grader):
         Raises LLMError (call failed for good) or JudgeReplyError (unusable reply). A bad reply
         is not retried: it is an error grade, as the judge's answer would be the same from cache.
         """
-        from ci_evals.llm import LLMError
-
         try:
             result = await self.llm.chat(
                 model=model, messages=messages, params=params, response_format=response_format, repeat=repeat
@@ -309,9 +161,7 @@ class RubricGrader(JudgeGrader):
     def resolve(cls, raw: dict[str, Any]) -> type[Grader]:
         """``kind: rubric`` with an ``agent_file`` is an agent judge (a Letta agent grades)."""
         if raw.get("kind") == "rubric" and raw.get("agent_file") is not None:
-            from ci_evals.graders.letta_judge import LettaJudgeGrader
-
-            return LettaJudgeGrader
+            return GRADER_KINDS.get("letta_judge")  # by name: the agent judge builds on this module
         return cls
 
     def __init__(self, name: str, spec: RubricSpec, ctx: Context) -> None:
@@ -328,8 +178,6 @@ class RubricGrader(JudgeGrader):
                 f"rubric variable '{clash[0]}' clashes with a built-in placeholder ({', '.join(STANDARD_PLACEHOLDERS)})",
                 key=f"graders.{name}.rubric_vars",
             )
-        from ci_evals.llm import effective_temperature
-
         self.temperature = (effective_temperature(spec.model, spec.temperature) if spec.provider == "openai"
                             else spec.temperature)
         self.rubric_vars = list(spec.rubric_vars or [])
@@ -362,8 +210,6 @@ class RubricGrader(JudgeGrader):
                 check_verbatim_sample(sample, self.fields, self.name)
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        from ci_evals.llm import LLMError, Tally
-
         tally = Tally()
         model = self.spec.model
         template = sample.rubric if sample.rubric is not None else self.rubric

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ci_evals.errors import ConfigError
-from ci_evals.models import Sample
-from ci_evals.templating import TemplateError, brace_parts, format_braces
+from ci_evals._util.errors import ConfigError
+from ci_evals.config.templating import TemplateError, brace_parts, format_braces
+from ci_evals.core.sample import Sample
 
 RESERVED = ("input", "submission", "ground_truth")
 JUDGE_SCHEMA = {

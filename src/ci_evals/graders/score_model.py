@@ -21,13 +21,15 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ci_evals.errors import ConfigError, unknown_choice
-from ci_evals.graders.rubric import JudgeGrader, JudgeReplyError, JudgeSpecMixin, number_field
+from ci_evals._util.errors import ConfigError, unknown_choice
+from ci_evals.config.specs import Context, Strict
+from ci_evals.config.templating import TemplateError, render
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Trajectory
+from ci_evals.graders.judge_prompt import JudgeReplyError, number_field
+from ci_evals.graders.rubric import JudgeGrader, JudgeSpecMixin
 from ci_evals.graders.string_check import openai_context
-from ci_evals.models import GradeResult, Sample
-from ci_evals.specs import Context, Strict
-from ci_evals.templating import TemplateError, render
-from ci_evals.trajectory import Trajectory
+from ci_evals.llm import LLMError, Tally, effective_temperature
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
 
@@ -66,8 +68,6 @@ class SamplingParams(Strict):
 
     def wire(self, model: str) -> dict[str, Any]:
         """The request parameters (reasoning models get temperature 1.0)."""
-        from ci_evals.llm import effective_temperature
-
         return {
             "temperature": effective_temperature(model, self.temperature),
             "top_p": self.top_p,
@@ -151,8 +151,6 @@ class ModelGrader(JudgeGrader):
         return out
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        from ci_evals.llm import LLMError, Tally
-
         tally = Tally()
         model = self.spec.model
         try:

@@ -21,11 +21,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.config.specs import Context, GraderSpec
+from ci_evals.config.templating import MUSTACHE, TemplateError, grader_context, render
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import Grader
-from ci_evals.models import GradeResult, Sample
-from ci_evals.specs import Context, GraderSpec
-from ci_evals.trajectory import Trajectory
 
 DEFAULT_INPUT = "{{ sample.output_text }}"
 _ANY_MUSTACHE = re.compile(r"\{\{(.*?)\}\}", re.S)
@@ -33,15 +34,11 @@ _ANY_MUSTACHE = re.compile(r"\{\{(.*?)\}\}", re.S)
 
 def openai_context(sample: Sample, submission: str, trajectory: Trajectory) -> dict[str, Any]:
     """The ``item``/``sample`` namespaces of OpenAI templates for one graded sample."""
-    from ci_evals.templating import grader_context
-
     return grader_context(sample.item(), submission, lambda: [tc.to_openai() for tc in trajectory.tool_calls()])
 
 
 def check_template(template: str, field: str) -> None:
     """Reject ``{{ ... }}`` that is not an ``item.`` / ``sample.`` path (it would never render)."""
-    from ci_evals.templating import MUSTACHE
-
     for m in _ANY_MUSTACHE.finditer(template):
         if not MUSTACHE.fullmatch(m.group(0)):
             raise ConfigError(
@@ -86,8 +83,6 @@ class PairGrader(Grader):
 
     def texts(self, sample: Sample, submission: str, trajectory: Trajectory) -> tuple[str, str] | GradeResult:
         """(input, reference) for one sample, or the error grade of a missing template variable."""
-        from ci_evals.templating import TemplateError, render
-
         context = openai_context(sample, submission, trajectory)
         try:
             return render(self.spec.input, context), render(self.spec.reference, context)

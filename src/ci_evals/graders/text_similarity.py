@@ -40,10 +40,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals.config.specs import Context, GraderSpec
+from ci_evals.core.sample import GradeResult
 from ci_evals.graders.string_check import DEFAULT_INPUT, PairGrader, error_grade
-from ci_evals.models import GradeResult
-from ci_evals.specs import Context, GraderSpec
+from ci_evals.llm import LLM, LLMError, Tally
 
 Metric = Literal[
     "fuzzy_match", "bleu", "gleu", "meteor", "cosine",
@@ -210,8 +211,6 @@ class TextSimilarityGrader(PairGrader):
         self.scorer = Scorer(metric, spec.tokenizer) if metric != "cosine" else None
         self.llm = None
         if metric == "cosine":
-            from ci_evals.llm import LLM
-
             self.llm = LLM(base_url=spec.base_url, api_key_env=spec.api_key_env,
                            cache_dir=ctx.cache_dir, owner=f"graders.{name}")
         self._versions: dict[str, str] = {}
@@ -244,8 +243,6 @@ class TextSimilarityGrader(PairGrader):
         elif not text or not reference:
             score = 0.0  # nothing to embed (the endpoint rejects empty input); like the other metrics
         else:
-            from ci_evals.llm import LLMError, Tally
-
             tally = Tally()
             try:
                 model = self.spec.embedding_model

@@ -5,7 +5,7 @@ Exact rules (seed ``002``):
 * ``exact_match``: ``submission.strip() == ground_truth.strip()``, case-sensitive.
 * ``contains``: ``ground_truth.lower() in submission.lower()``, no trimming.
 * ``regex_match``: ``re.search(ground_truth, submission)``; an invalid pattern scores 0 with the
-  regex error as rationale; a search over :data:`ci_evals.rx.MATCH_SECONDS` is an error grade.
+  regex error as rationale; a search over :data:`ci_evals._util.rx.MATCH_SECONDS` is an error grade.
 * ``ascii_printable_only``: every character is in 32..126 after removing ``\\n`` and ``\\r``
   (a tab fails; an empty submission passes). No ground truth needed.
 
@@ -22,14 +22,15 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ci_evals import usercode
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
+from ci_evals._util.registry import GRADER_FUNCTIONS
+from ci_evals._util.rx import PatternTooLong, RegexTimeout, compile_pattern, search
+from ci_evals.config.specs import Context, GraderSpec
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import Grader
-from ci_evals.models import GradeResult, Sample
-from ci_evals.registry import GRADER_FUNCTIONS
-from ci_evals.rx import PatternTooLong, RegexTimeout, compile_pattern, search
-from ci_evals.specs import Context, GraderSpec
-from ci_evals.trajectory import Trajectory
+from ci_evals.usercode import lane as usercode
+from ci_evals.usercode.load import load_module, load_object, split_ref
 
 NO_GT = "No ground_truth answer provided"
 
@@ -107,8 +108,6 @@ class ToolSpec(GraderSpec):
 
 def resolve_function(name: str, base_dir: Path, key: str) -> Callable:
     """A grader function: ``file.py:func``, a built-in, or a ``@grader`` from custom_evaluators.py."""
-    from ci_evals.customcode import load_module, load_object, split_ref
-
     if split_ref(name):
         fn = load_object(name, base_dir, key=key)
         if not callable(fn):
@@ -136,7 +135,7 @@ class ToolGrader(Grader):
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
         try:
-            # sync: off the event loop, time-limited; SystemExit and the like are its error (ci_evals.usercode)
+            # sync: off the event loop, time-limited; SystemExit and the like are its error (ci_evals.usercode.lane)
             out = await usercode.run(self.fn, sample, submission, what=f"grader '{self.spec.function}'")
         except usercode.UserCodeTimeout as exc:
             return GradeResult(score=0.0, rationale=str(exc), error=str(exc))

@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci_evals._util.errors import CiEvalsError, ConfigError
 from ci_evals._util.netcause import SYSTEMATIC
+from ci_evals._util.redact import MESSAGE_LIMIT, register, scrub_and_shorten, scrub_tree
 from ci_evals._util.retry import Backoff
 from ci_evals._util.retry import retry_after as _asked_wait
-from ci_evals.errors import CiEvalsError, ConfigError
 from ci_evals.llm.scheduler import (
     DEFAULT_MAX_WAIT,
     THROTTLE_STATUS,
@@ -52,7 +53,6 @@ from ci_evals.llm.scheduler import (
     Ticket,
 )
 from ci_evals.providers import Failure, status_failure, transport_failure
-from ci_evals.redact import MESSAGE_LIMIT, clip, register, scrub_tree
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "sk-no-key-required"
@@ -482,7 +482,7 @@ class LLM:
         provider: str = "openai",
     ) -> None:
         if base_url is not None:
-            from ci_evals.bounds import check_url
+            from ci_evals._util.bounds import check_url
 
             check_url(base_url, f"{owner}.base_url" if owner else "base_url")
         self.provider = provider
@@ -686,7 +686,7 @@ class LLM:
         was_open = ep.stopped
         ep.failed(ticket, failure.kind if systematic else None, self._stop_line(failure))
         if ep.stopped and not was_open:
-            print(clip(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]), file=sys.stderr)
+            print(scrub_and_shorten(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]), file=sys.stderr)
         raise error
 
     def _stop_line(self, failure: Failure) -> str:
@@ -705,7 +705,7 @@ class LLM:
             "http_400": "the server rejects every request: check the model and its parameters",
             "quota": "the account's quota is used up: check its plan and billing",
         }.get(failure.kind or "", "check the endpoint")
-        problem = clip(failure.problem, MESSAGE_LIMIT, [self._key])  # a server may echo the key
+        problem = scrub_and_shorten(failure.problem, MESSAGE_LIMIT, [self._key])  # a server may echo the key
         return f"stopped calling {shown_url(self.base_url)} after its first calls all failed: {problem} ({hint})"
 
     async def _openai_attempt(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
@@ -767,7 +767,7 @@ class LLM:
     def _error(self, path: str, problem: str, status: int | None, retries: int, throttled: int = 0) -> LLMError:
         tail = f" (after {retries} retries)" if retries else ""
         msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
-        return LLMError(clip(msg, MESSAGE_LIMIT, [self._key]), status=status, retries=retries, throttled=throttled)
+        return LLMError(scrub_and_shorten(msg, MESSAGE_LIMIT, [self._key]), status=status, retries=retries, throttled=throttled)
 
 
 MAX_RESPONSE_BYTES = 16 * 2**20

@@ -11,32 +11,24 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ci_evals.records import submissions_of
+from ci_evals.gating.verdict import display_name
 from ci_evals.reports import letta_agents
+from ci_evals.reports.digest import BUCKETS, Digest, digest, input_text, row_failures, sample_label
 from ci_evals.reports.markdown import (
-    BUCKETS,
-    Digest,
     baseline_section,
-    digest,
     error_table,
     errors_line,
-    escape_html,
-    escape_md,
-    fenced,
     flaky_line,
-    fmt_score,
     gate_table,
-    input_text,
     metric_table,
     report_line,
-    row_failures,
-    sample_label,
     usage_line,
     verdict,
     verdict_line,
     worst_heading,
 )
-from ci_evals.verdict import display_name
+from ci_evals.reports.text import escape_html, escape_md, fenced, fmt_score
+from ci_evals.results.line import submissions_of
 
 BODY_LIMIT = 65_000
 """Where we stop: a margin below GitHub's 65,536-character limit for a comment."""

@@ -12,15 +12,14 @@ cannot move the cursor or recolour the terminal.
 from __future__ import annotations
 
 import heapq
-import re
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from ci_evals.verdict import display_name, gate_title
+from ci_evals._util.text import one_line
+from ci_evals.gating.verdict import display_name, gate_title, word
 
 GROUPS_SHOWN = 5
 FAILING_SHOWN = 10
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _ANSI = {"PASS": "1;32", "PASSED": "1;32", "FAIL": "1;31", "FAILED": "1;31", "ERRORED": "1;35",
          "INCONCLUSIVE": "1;33", "PARTIAL": "1;33", "INTERRUPTED": "1;33"}
 INTERVALS_NOTE = ("95% intervals: the mean's by bootstrap (normal approximation above 200 samples), "
@@ -137,12 +136,6 @@ def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]
     return lines
 
 
-def one_line(text: Any, limit: int = 300) -> str:
-    """``text`` on one line, control characters (ESC included) replaced by U+FFFD, cut at ``limit``."""
-    flat = _CONTROL.sub("\ufffd", " ".join(str(text).split()))
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def failing_entries(results: Iterable[dict[str, Any]], num_runs: int = 1) -> Iterable[tuple]:
     """``(sort key, status, sample, grader, score, reason)`` for every failing or errored grade.
 
@@ -209,8 +202,6 @@ def all_target_failed(summary: dict[str, Any]) -> bool:
 
 def verdict_line(summary: dict[str, Any], prefix: str = "Verdict: ", color: bool = False) -> str:
     """``Verdict: ERRORED (quality: 3 of 50 samples errored (max_errors 0))``."""
-    from ci_evals.verdict import word
-
     reason = summary.get("verdict_reason")
     return f"{prefix}{paint(word(summary), color)}" + (f" ({reason})" if reason else "")
 

@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ci_evals import __version__
 from ci_evals._util.netcause import cause_of
+from ci_evals._util.redact import register, scrub_and_shorten
 from ci_evals._util.retry import Backoff, retry_after
-from ci_evals.redact import clip, register
 
 DEFAULT_API = "https://api.github.com"
 MAX_WAIT = 90.0
@@ -101,8 +102,6 @@ class CommentClient:
     ) -> None:
         import httpx
 
-        from ci_evals import __version__
-
         self.api_url = (api_url or DEFAULT_API).rstrip("/")
         self.repository = repository
         self.retries = retries
@@ -161,7 +160,7 @@ class CommentClient:
                 continue
             if resp.status_code >= 400:
                 raise GitHubError(
-                    f"{method} {_path(url)}: HTTP {resp.status_code} {clip(_message(resp), 200, [self._token])}",
+                    f"{method} {_path(url)}: HTTP {resp.status_code} {scrub_and_shorten(_message(resp), 200, [self._token])}",
                     resp.status_code,
                 )
             return resp

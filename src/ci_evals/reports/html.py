@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ci_evals.reports import markdown as md
 from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, build_data
 from ci_evals.results.files import Trust, baseline_reference
 from ci_evals.results.writer import write_text
@@ -59,8 +60,6 @@ def render_report(summary: dict[str, Any], results: Path, baseline: Path | None 
     """The whole report.html as text."""
     import jinja2
     from markupsafe import Markup
-
-    from ci_evals.reports import markdown as md
 
     data, details, scan = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes,
                                      trust=trust)

@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape, quoteattr
 
-from ci_evals.records import submission_of
-from ci_evals.reports.markdown import gate_description, input_text, sample_label, truncate
+from ci_evals._util.text import fit
+from ci_evals.reports.digest import input_text, sample_label
+from ci_evals.reports.markdown import gate_description
+from ci_evals.results.line import submission_of
 from ci_evals.results.writer import open_atomic
 
 FIELD_LIMIT = 20_000
@@ -23,6 +26,7 @@ BUDGET = 50_000_000
 """Characters of testcase text: per-field limits shrink with the number of testcases to stay near
 it, and past it testcases carry no text at all (40 graders x 10,000 samples: ~200 MB, not 1.6 GB)."""
 MIN_FIELD = 200
+_QUOT = {'"': "&quot;"}  # always double quotes, as before
 
 
 def field_limit(cases: int) -> int:
@@ -84,7 +88,7 @@ def _clean(text: str) -> str:
 def _row_parts(summary: dict[str, Any], row: dict[str, Any], limit: int = FIELD_LIMIT) -> tuple[str, str, str]:
     """What every metric's testcase of one result line shares: (name, time, escaped input line)."""
     num_runs = int(summary.get("num_runs") or 1)
-    input_line = f"input: {truncate(input_text(row.get('input')), limit)}"
+    input_line = f"input: {fit(input_text(row.get('input')), limit)}"
     return sample_label(row, num_runs), f"{float(row.get('duration_s') or 0.0):.6f}", _text(input_line)
 
 
@@ -95,21 +99,21 @@ def _case_xml(summary: dict[str, Any], classname: str, name: str, row: dict[str,
     grade = (row.get("grades") or {}).get(name) or {}
     submission = submission_of(row, name)
     out = input_xml if submission is None else \
-        f"{input_xml}\n{_text('submission: ' + truncate(str(submission), limit))}"
+        f"{input_xml}\n{_text('submission: ' + fit(str(submission), limit))}"
     tag = None
     row_error = row.get("error")
     if row_error or grade.get("error") or not grade:
         category = (row_error or {}).get("category") or grade.get("error_category") or "grading"
         message = (row_error or {}).get("message") or grade.get("error") or "no grade recorded"
         tag = "error"
-        result = (f'<error message={_attr(truncate(f"{category} error: {message}", min(1000, max(limit, 200))))} '
-                  f'type={_attr(category)}>{_text(truncate(str(message), limit))}</error>')
+        result = (f'<error message={_attr(fit(f"{category} error: {message}", min(1000, max(limit, 200))))} '
+                  f'type={_attr(category)}>{_text(fit(str(message), limit))}</error>')
     elif not grade.get("passed"):
         score = float(grade.get("score") or 0.0)
         metric = (summary.get("metrics") or {}).get(name) or {}
         rule = metric.get("rule") or metric.get("pass_rule") or "pass threshold"
         tag = "failure"
-        rationale = truncate(str(grade.get("rationale") or ""), limit)
+        rationale = fit(str(grade.get("rationale") or ""), limit)
         result = (f'<failure message={_attr(f"score {score:.3f} does not meet {rule}")} type="below_threshold"'
                   + (f">{_text(rationale)}</failure>" if rationale else "/>"))
     else:
@@ -140,14 +144,13 @@ def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]
 
 
 def _text(value: str) -> str:
-    """XML character data (what xml.sax.saxutils.escape does, with illegal characters dropped)."""
-    return _clean(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """XML character data: the standard library's escaping, after dropping what XML 1.0 cannot carry."""
+    return escape(_clean(value))
 
 
 def _attr(value: str) -> str:
-    """A double-quoted XML attribute value (as xml.sax.saxutils.quoteattr, newlines kept as &#10;)."""
-    escaped = _text(value).replace('"', "&quot;").replace("\n", "&#10;").replace("\r", "&#13;")
-    return '"' + escaped.replace("\t", "&#9;") + '"'
+    """A double-quoted XML attribute value: the standard library's quoting (newlines kept as &#10;)."""
+    return quoteattr(_clean(value), _QUOT)
 
 
 def _attrs(attrs: dict[str, Any]) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from ci_evals.reports.text import escape_md, fenced
+
 MAX_LISTED = 20
 
 
@@ -49,8 +51,6 @@ def console_lines(summary: dict[str, Any]) -> list[str]:
 
 def comment_lines(summary: dict[str, Any]) -> list[str]:
     """Markdown for the PR comment; empty when the run left nothing on a Letta server."""
-    from ci_evals.reports.markdown import escape_md, fenced
-
     left, kept, base = _parts(summary)
     lines: list[str] = []
     if left:

@@ -1,4 +1,5 @@
-"""summary.md and the GitHub step summary, plus the one set of escaping helpers every report uses.
+"""summary.md and the GitHub step summary, plus the one set of report sections
+shared with the PR comment. Escaping lives in ``reports.text``, the results digest in ``reports.digest``.
 
 Everything that comes from a model, a dataset, a grader or the suite file is untrusted: it goes
 through ``escape_md`` (one line: table cells, headings) or ``fenced`` (multi-line code blocks),
@@ -7,212 +8,28 @@ so it cannot inject HTML, ping people (``@user``, ``#123``) or break the layout.
 
 from __future__ import annotations
 
-import heapq
-import html
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from ci_evals.verdict import display_name
-
-ZWJ = "\u200d"
-BUCKETS = 10
-_MENTION = re.compile(r"([@#])(?=[A-Za-z0-9_])(?!\d+\.\d)")
-_GH_REF = re.compile(r"\b(GH)-(?=\d)", re.IGNORECASE)
-_MD_SPECIAL = re.compile(r"([\\`*\[\]|~])")
-_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-_LINE_START = re.compile(r"^([#>+=-])")
-
-
-# ---------------------------------------------------------------- escaping and truncation
-
-
-def truncate(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, ending with how many were dropped."""
-    if limit <= 0:
-        return ""
-    if len(text) <= limit:
-        return text
-    keep = limit
-    for _ in range(3):  # the note's length depends on the count it states: settle it
-        keep = limit - len(f"… ({len(text) - keep:,} more characters)")
-        if keep <= 0:
-            return text[:limit]
-    result = text[:keep] + f"… ({len(text) - keep:,} more characters)"
-    return result if len(result) <= limit else text[:limit]
-
-
-def neutralize_mentions(text: str) -> str:
-    """Break ``@user``, ``@org/team``, ``#123`` and ``GH-123`` with a zero-width joiner: no pings, no backlinks."""
-    return _GH_REF.sub(rf"\1-{ZWJ}", _MENTION.sub(rf"\1{ZWJ}", text))
-
-
-def escape_md(value: Any, limit: int | None = None) -> str:
-    """Untrusted text made safe for one line of markdown (a table cell, a heading, a list item).
-
-    Newlines become spaces; ``limit`` truncates before escaping, so no escape is cut in half.
-    ``& < >`` become entities (no raw HTML), the punctuation that starts links, images, code spans,
-    emphasis or table cells is backslash-escaped, and mentions are neutralised.
-    """
-    text = " ".join(("" if value is None else str(value)).split())
-    if limit is not None:
-        text = truncate(text, limit)
-    text = html.escape(text, quote=False)
-    text = _MD_SPECIAL.sub(r"\\\1", text)
-    text = _EDGE_UNDERSCORE.sub(r"\\_", text)
-    return neutralize_mentions(_LINE_START.sub(r"\\\1", text))
-
-
-def escape_html(value: Any, limit: int | None = None) -> str:
-    """Untrusted text inside an HTML element such as ``<summary>``: entities only, one line."""
-    text = " ".join(("" if value is None else str(value)).split())
-    if limit is not None:
-        text = truncate(text, limit)
-    return neutralize_mentions(html.escape(text, quote=True))
-
-
-def fenced(text: str, limit: int | None = None, lang: str = "text") -> str:
-    """Multi-line untrusted text as a fenced code block that the text cannot close.
-
-    The fence is one backtick longer than the longest backtick run inside, so nothing in the text
-    can open or close it; inside a code block GitHub renders no HTML and pings no one.
-    """
-    if limit is not None:
-        text = truncate(text, limit)
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    body = text if text.endswith("\n") else text + "\n"
-    return f"{fence}{lang}\n{body}{fence}"
-
-
-def code(text: Any) -> str:
-    """Short text of our own (a pass rule) as an inline code span."""
-    return "`" + str(text).replace("`", "'").replace("|", "\\|") + "`"
-
-
-# ---------------------------------------------------------------- number formatting
-
-
-def fmt_score(value: Any) -> str:
-    """A score or metric value with three decimals; ``–`` when missing."""
-    return "–" if value is None else f"{float(value):.3f}"
-
-
-def fmt_pct(value: Any) -> str:
-    """A fraction as a percentage with one decimal; ``–`` when missing."""
-    return "–" if value is None else f"{100 * float(value):.1f}%"
-
-
-def fmt_interval(interval: Any, pct: bool = False) -> str:
-    """``[lo, hi]`` as ``0.700–0.900`` (or percentages); empty when there is none."""
-    if not interval or len(interval) != 2 or None in interval:
-        return ""
-    f = fmt_pct if pct else fmt_score
-    return f"{f(interval[0])}–{f(interval[1])}"
-
-
-def fmt_delta(value: Any, pct: bool = False) -> str:
-    """A signed change with an arrow: ``▲ +0.050``, ``▼ −0.100``, ``= 0.000`` (``pp`` for rates)."""
-    if value is None:
-        return "–"
-    v = float(value)
-    text = f"{abs(100 * v):.1f} pp" if pct else f"{abs(v):.3f}"
-    if abs(v) < 5e-4:
-        return f"= {text}"
-    return f"▲ +{text}" if v > 0 else f"▼ −{text}"
-
-
-def fmt_int(value: Any) -> str:
-    """An integer with thousands separators."""
-    return f"{int(value or 0):,}"
-
-
-def fmt_cost(value: Any) -> str:
-    """US dollars with four decimals, or ``n/a`` when the suite gave no prices."""
-    return "n/a" if value is None else f"${float(value):.4f}"
-
-
-def with_interval(value: Any, interval: Any, pct: bool = False) -> str:
-    """A value followed by its 95 % interval when one was computed: ``0.812 (0.700–0.900)``."""
-    main = fmt_pct(value) if pct else fmt_score(value)
-    span = fmt_interval(interval, pct)
-    return f"{main} ({span})" if span else main
-
-
-# ---------------------------------------------------------------- one pass over results.jsonl
-
-
-@dataclass
-class Digest:
-    """What the reports need from results.jsonl, gathered in one streaming pass."""
-
-    worst: list[dict[str, Any]] = field(default_factory=list)
-    failing_rows: int = 0
-    histograms: dict[str, list[int]] = field(default_factory=dict)
-    distinct: dict[str, set[float]] = field(default_factory=dict)
-
-
-def row_failures(row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The (metric, grade) pairs of one result line that were graded and did not pass.
-
-    Errored grades are not failures on a score: they are reported once, grouped by message
-    (``errors.groups``), not once per sample and grader."""
-    return [(name, g) for name, g in (row.get("grades") or {}).items()
-            if not g.get("passed") and not g.get("error")]
-
-
-def _worst_key(row: dict[str, Any]) -> tuple:
-    scores = [float(g.get("score") or 0.0) for _, g in row_failures(row)] or [0.0]
-    return (
-        min(scores),
-        str(row.get("sample_id")),
-        row.get("run") or 0,
-        str(row.get("model") or ""),
-    )
-
-
-def digest(results: Iterable[dict[str, Any]], worst: int = 10) -> Digest:
-    """Stream ``results`` once: the ``worst`` failing lines (lowest score first) and score histograms.
-
-    Memory stays bounded by ``worst`` however long results.jsonl is.
-    """
-    d = Digest()
-
-    def failing() -> Iterable[dict[str, Any]]:
-        for row in results:
-            for name, g in (row.get("grades") or {}).items():
-                if g.get("error") is None and g.get("score") is not None:
-                    score = float(g["score"])
-                    bucket = min(max(int(score * BUCKETS), 0), BUCKETS - 1)
-                    d.histograms.setdefault(name, [0] * BUCKETS)[bucket] += 1
-                    seen = d.distinct.setdefault(name, set())
-                    if len(seen) < 3:
-                        seen.add(score)
-            if not row.get("error") and row_failures(row):
-                d.failing_rows += 1
-                yield row
-
-    d.worst = heapq.nsmallest(worst, failing(), key=_worst_key)
-    return d
-
-
-def sample_label(row: dict[str, Any], num_runs: int = 1) -> str:
-    """``sample 3``, plus the run and the model when they tell result lines apart."""
-    label = f"sample {row.get('sample_id')}"
-    if num_runs > 1 or (row.get("run") or 0) > 0:
-        label += f" run {row.get('run')}"
-    if row.get("model"):
-        label += f" · {row['model']}"
-    return label
-
-
-def input_text(value: Any) -> str:
-    """A sample input as text; multi-turn inputs one turn per paragraph."""
-    if isinstance(value, list):
-        return "\n\n".join(f"[turn {i + 1}] {v}" for i, v in enumerate(value))
-    return "" if value is None else str(value)
-
+from ci_evals.gating.verdict import decide, display_name, gate_title
+from ci_evals.reports.digest import (
+    Digest,
+    digest,
+    row_failures,
+    sample_label,
+)
+from ci_evals.reports.text import (
+    code,
+    escape_md,
+    fenced,
+    fmt_cost,
+    fmt_delta,
+    fmt_int,
+    fmt_interval,
+    fmt_pct,
+    fmt_score,
+    with_interval,
+)
 
 # ---------------------------------------------------------------- sections shared with the comment
 
@@ -222,16 +39,12 @@ VERDICT_ICONS = {"passed": "✅", "failed": "❌", "errored": "❌", "interrupte
 
 def verdict(summary: dict[str, Any]) -> tuple[str, str]:
     """(icon, word) of the run's verdict: passed, failed, errored, interrupted or partial."""
-    from ci_evals.verdict import decide
-
     word = summary.get("verdict") or decide(summary)[0]
     return VERDICT_ICONS[word], word
 
 
 def verdict_line(summary: dict[str, Any]) -> str:
     """``**Verdict: errored**: quality: 3 of 50 samples errored (max_errors 0)``."""
-    from ci_evals.verdict import decide
-
     reason = summary.get("verdict_reason") if summary.get("verdict") else decide(summary)[1]
     return f"**Verdict: {verdict(summary)[1]}**" + (f": {escape_md(reason, 500)}" if reason else "")
 
@@ -248,8 +61,6 @@ def gate_status(gate: dict[str, Any]) -> str:
 def gate_description(gate: dict[str, Any]) -> str:
     """The gate as the user wrote it, its metric named as the metric table names it:
     ``Quality (quality_v2) avg_score gte 0.75``."""
-    from ci_evals.verdict import gate_title
-
     return gate_title(gate)
 
 

@@ -15,8 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ci_evals.records import submissions_of
 from ci_evals.results.files import Trust, iter_records, records
+from ci_evals.results.line import submissions_of
 
 MAX_ROWS = 20_000
 MAX_DATA_BYTES = 20_000_000

@@ -7,7 +7,7 @@ Every read names how far the folder is trusted (:class:`Trust`):
 * ``OTHER``: another run wrote it: a baseline, a shard to merge, a folder to resume or to rebuild
   report.html from. Bounded (bytes per file and line, nesting depth) and checked: not UTF-8, a
   lone surrogate escape, NaN/Infinity or a number too large for a float, a record or summary of
-  another shape each stop the read with one :class:`~ci_evals.errors.ConfigError` naming the file
+  another shape each stop the read with one :class:`~ci_evals._util.errors.ConfigError` naming the file
   (and the line, for results.jsonl). Only a torn *last* line (no newline: a killed writer) is
   skipped.
 * ``HOSTILE``: an artifact a fork uploaded (the Action's results mode). Checked as ``OTHER``; the
@@ -31,8 +31,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ci_evals.bounds import clip, depth_exceeds
-from ci_evals.errors import ConfigError
+from ci_evals._util.bounds import depth_exceeds
+from ci_evals._util.errors import ConfigError
+from ci_evals._util.text import shorten
 from ci_evals.results.records import ResultRecord, Summary
 from ci_evals.results.shapes import record_problem, summary_problem
 
@@ -64,7 +65,7 @@ def _no_constant(name: str) -> Any:
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise ValueError(f"the number {clip(text, 40)} is too large (numbers must be finite)")
+        raise ValueError(f"the number {shorten(text, 40)} is too large (numbers must be finite)")
     return value
 
 
@@ -86,7 +87,7 @@ def decode(data: bytes, depth: int = MAX_DEPTH) -> Any:
     except RecursionError:
         raise ValueError(f"nested more than {depth} levels deep") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {clip(str(exc), 120)}") from None
+        raise ValueError(f"not valid JSON: {shorten(str(exc), 120)}") from None
     # Nesting needs an opening bracket per level: a text with few of them cannot be too deep.
     if text.count("[") + text.count("{") > depth and depth_exceeds(value, depth):
         raise ValueError(f"nested more than {depth} levels deep")
@@ -146,7 +147,7 @@ def foreign_shape(file: str, what: str) -> Iterator[None]:
     try:
         yield
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
-        detail = clip(f"{type(exc).__name__}: {exc}", 80)
+        detail = shorten(f"{type(exc).__name__}: {exc}", 80)
         raise ConfigError(f"{what} has an unexpected shape ({detail}); is it a ci-evals results folder?",
                           file=file) from None
 
@@ -245,5 +246,5 @@ def baseline_reference(summary: dict[str, Any], folder: Path,
         if (real / RESULTS).is_file():
             return (cand if root is None else real), None
     if outside:
-        return None, f"the baseline folder it names ({clip(ref, 80)!r}) is outside the current directory: not read"
+        return None, f"the baseline folder it names ({shorten(ref, 80)!r}) is outside the current directory: not read"
     return None, None

@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from ci_evals.bounds import clip
+from ci_evals._util.text import shorten
 
 VERDICTS = ("passed", "failed", "errored", "interrupted", "partial")
 
@@ -40,12 +40,12 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
         return "'metrics' must be an object"
     for name, m in metrics.items():
         if not (isinstance(m, dict) and _number(m.get("mean"), none=True) and _number(m.get("pass_rate"), none=True)):
-            return f"metrics.{clip(str(name), 40)} must be an object with numeric 'mean' and 'pass_rate'"
+            return f"metrics.{shorten(str(name), 40)} must be an object with numeric 'mean' and 'pass_rate'"
     if not isinstance(summary.get("config", {}), dict):
         return "'config' must be an object"
     verdict = summary.get("verdict")
     if verdict is not None and verdict not in VERDICTS:
-        return f"'verdict' must be one of {', '.join(VERDICTS)}, not {clip(json.dumps(verdict), 40)}"
+        return f"'verdict' must be one of {', '.join(VERDICTS)}, not {shorten(json.dumps(verdict), 40)}"
     shard = summary.get("shard")
     if shard is not None and not (isinstance(shard, dict) and _count(shard.get("index")) and _count(shard.get("count"))
                                   and shard.get("index") and shard.get("count") and shard["index"] <= shard["count"]
@@ -86,7 +86,7 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
     for name, m in metrics.items():
         problem = _entry_problem(m, ("min", "max", "median"), ("ci_mean", "ci_pass_rate"))
         if problem:
-            return f"metrics.{clip(str(name), 40)}.{problem}"
+            return f"metrics.{shorten(str(name), 40)}.{problem}"
     return _gates_problem(gates or [], "gates")
 
 
@@ -155,9 +155,9 @@ def record_problem(rec: Any) -> str | None:
         return "'grades' must be an object"
     for name, grade in grades.items():  # an errored grade has no score (null)
         if not isinstance(grade, dict) or not _number(grade.get("score"), none=bool(grade.get("error"))):
-            return f"grades.{clip(str(name), 40)} must be an object with a numeric 'score'"
+            return f"grades.{shorten(str(name), 40)} must be an object with a numeric 'score'"
         if grade.get("error") is not None and not isinstance(grade["error"], str):
-            return f"grades.{clip(str(name), 40)}.error must be a string or null"
+            return f"grades.{shorten(str(name), 40)}.error must be a string or null"
     return _parts_problem(rec)
 
 

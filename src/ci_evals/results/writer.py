@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from ci_evals.errors import ConfigError
+from ci_evals._util.errors import ConfigError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 WRITTEN = ("results.jsonl", "summary.json", "summary.md", "junit.xml", "report.html", ".ci-evals-run.json")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ci_evals.models import Sample
-from ci_evals.specs import Context, TargetSpec
-from ci_evals.trajectory import Trajectory
+from ci_evals.config.specs import Context, TargetSpec
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Trajectory
 
 
 class Target:
@@ -14,7 +14,7 @@ class Target:
 
     Construction validates the spec offline (files exist, commands parse) and raises ConfigError.
     :meth:`run` produces one trajectory; any exception it raises is recorded as a ``target`` error
-    for that sample (use :class:`ci_evals.errors.SampleError` for a clean message).
+    for that sample (use :class:`ci_evals._util.errors.SampleError` for a clean message).
     """
 
     spec_model: ClassVar[type[TargetSpec]] = TargetSpec

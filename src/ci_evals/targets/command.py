@@ -3,7 +3,7 @@
 The sample is written as JSON to the program's stdin; its stdout is the answer (plain text, or
 JSON ``{output}`` / ``{messages}``). A non-zero exit or a timeout is an error for that sample,
 with the tail of stderr. The program runs in its own session; when its sample ends (answer,
-timeout or interruption) everything it started is killed (see :mod:`ci_evals.procs`).
+timeout or interruption) everything it started is killed (see :mod:`ci_evals._util.procs`).
 
 Memory stays flat whatever the program writes: stdout past ``max_output_mb`` (default 8 MiB) is
 an error for that sample (the program is killed at once, not read to its end), and of stderr only
@@ -19,15 +19,15 @@ import shlex
 
 from pydantic import Field
 
-from ci_evals.bounds import clip
-from ci_evals.errors import ConfigError, SampleError
-from ci_evals.models import Sample
-from ci_evals.procs import MARKER, kill_tree, new_marker
-from ci_evals.specs import MAX_TIMEOUT, Context, TargetSpec
+from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.procs import MARKER, kill_tree, new_marker
+from ci_evals._util.text import shorten
+from ci_evals._util.textsafe import decode
+from ci_evals.config.specs import MAX_TIMEOUT, Context, TargetSpec
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.targets.base import Target
 from ci_evals.targets.io import parse_answer, sample_payload, tail
-from ci_evals.textsafe import decode
-from ci_evals.trajectory import Trajectory
 
 POLL_SECONDS = 0.05
 PIPE_GRACE = 1.0
@@ -59,7 +59,7 @@ class CommandTarget(Target):
         self.argv = argv
         self.cwd = str(ctx.resolve(spec.cwd)) if spec.cwd else str(ctx.base_dir)
         if spec.cwd and not os.path.isdir(self.cwd):
-            raise ConfigError(f"folder not found: {clip(self.cwd)}", key="target.cwd")
+            raise ConfigError(f"folder not found: {shorten(self.cwd)}", key="target.cwd")
         self._live: dict[int, str] = {}  # pid -> marker of each running command
 
     async def run(self, sample: Sample, *, run: int = 0, model: str | None = None,

@@ -12,14 +12,14 @@ import os
 
 from pydantic import Field
 
-from ci_evals.bounds import check_url
-from ci_evals.errors import ConfigError, SampleError
-from ci_evals.models import Sample
-from ci_evals.redact import MESSAGE_LIMIT, clip, register
-from ci_evals.specs import MAX_TIMEOUT, Context, Strict, TargetSpec
+from ci_evals._util.bounds import check_url
+from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.redact import MESSAGE_LIMIT, register, scrub_and_shorten
+from ci_evals.config.specs import MAX_TIMEOUT, Context, Strict, TargetSpec
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.targets.base import Target
 from ci_evals.targets.io import parse_answer, sample_payload
-from ci_evals.trajectory import Trajectory
 
 
 class EnvValue(Strict):
@@ -88,11 +88,11 @@ class HttpTarget(Target):
         except (httpx.TimeoutException, TimeoutError):
             raise SampleError(f"HTTP target timed out after {self.spec.timeout:g} s") from None
         except httpx.HTTPError as exc:
-            raise SampleError(clip(f"HTTP target request failed: {type(exc).__name__}: {exc}", MESSAGE_LIMIT,
+            raise SampleError(scrub_and_shorten(f"HTTP target request failed: {type(exc).__name__}: {exc}", MESSAGE_LIMIT,
                                    self._secrets)) from None
         if not 200 <= resp.status_code < 300:
             raise SampleError(f"HTTP target returned {resp.status_code}: "
-                              + clip(text, MESSAGE_LIMIT, self._secrets, tail=True))
+                              + scrub_and_shorten(text, MESSAGE_LIMIT, self._secrets, tail=True))
         return parse_answer(text)
 
     async def aclose(self) -> None:

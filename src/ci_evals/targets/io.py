@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ci_evals.models import Sample
-from ci_evals.trajectory import Trajectory, trajectory_from_record
+from ci_evals._util.redact import scrub
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Trajectory, trajectory_from_record
 
 HIDDEN = frozenset({"ground_truth", "rubric_vars", "rubric", "rubric_path"})
 """What the agent must never see: the expected answer and the per-sample grading instructions."""
@@ -42,8 +43,6 @@ def parse_answer(text: str) -> Trajectory:
 
 def tail(text: str | bytes, limit: int = 500) -> str:
     """The end of a program's output for a message: scrubbed whole first, then cut."""
-    from ci_evals.redact import scrub
-
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     text = scrub(text).strip()

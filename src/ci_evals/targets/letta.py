@@ -6,290 +6,47 @@ run one at a time). Each turn of the input is one ``POST /v1/agents/{id}/message
 Letta messages become one normalized turn. Agents the run created are deleted when the sample is
 done (``cleanup: false`` keeps them; an agent from a failed attempt is always deleted).
 
-The helpers here (client settings, .af reading, import, message mapping) are shared with the
-agent-as-judge grader. ``letta_client`` is imported only inside functions.
+The Letta plumbing (client settings, .af reading, import, message mapping) lives in
+:mod:`ci_evals.letta`, shared with the agent-as-judge grader.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
-import os
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field
 
 from ci_evals._util.breaker import Breaker
-from ci_evals.errors import ConfigError, SampleError
-from ci_evals.models import Sample
-from ci_evals.specs import MAX_TIMEOUT, Context, Strict, TargetSpec
-from ci_evals.targets.base import Target
-from ci_evals.targets.letta_agents import (  # noqa: F401
+from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals.config.specs import Context, TargetSpec
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Trajectory
+from ci_evals.letta.agents import (  # noqa: F401
     AgentLedger,
     describe,
     import_file,
     shown_url,
     systematic_kind,
 )
-from ci_evals.trajectory import Message, ToolCall, Trajectory, Usage, content_text
-
-DEFAULT_BASE_URL = "http://localhost:8283"
-# Stop reasons that mean the server or its model failed, not that the agent chose to stop.
-FAILED_STOPS = {
-    "error", "llm_api_error", "invalid_llm_response", "insufficient_credits", "cancelled",
-    "context_window_overflow_in_system_prompt",
-}
-
-
-# -- connection settings shared by the target and the judge ----------------------------------------
-
-
-class LettaServer(Strict):
-    """Where the Letta server is; unset values come from the environment, never from a YAML default."""
-
-    base_url: str | None = Field(None, description="Default: $LETTA_BASE_URL, else http://localhost:8283.")
-    api_key: SecretStr | None = Field(None, description="Default: $LETTA_API_KEY.")
-    project_id: str | None = Field(None, description="Default: $LETTA_PROJECT_ID.")
-    timeout: float = Field(300.0, gt=0, le=MAX_TIMEOUT,
-                           description="Seconds each Letta call may take in all (not per read: a server "
-                                       "dripping bytes cannot stretch it).")
-
-
-class AgentFileImport(Strict):
-    """How an .af is imported: like letta-evals, without replacing the server's tools by default."""
-
-    override_existing_tools: bool = Field(
-        False, description="Replace the server's tools of the same name with the .af's source (Letta's "
-                           "default; letta-evals never does). Off: the agent runs the tool the server has.")
-
-
-def base_url_of(spec: LettaServer) -> str:
-    """The server URL: the spec, else $LETTA_BASE_URL, else localhost; a trailing /v1 is dropped."""
-    url = (spec.base_url or os.environ.get("LETTA_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
-def project_of(spec: LettaServer) -> str | None:
-    return spec.project_id or os.environ.get("LETTA_PROJECT_ID") or None
-
-
-def make_client(spec: LettaServer) -> Any:
-    """An AsyncLetta for this spec. HTTP-level retries are off: retries are whole-sample attempts."""
-    from letta_client import AsyncLetta
-
-    from ci_evals.redact import register
-
-    key = spec.api_key.get_secret_value() if spec.api_key else os.environ.get("LETTA_API_KEY")
-    register(key)
-    return AsyncLetta(base_url=base_url_of(spec), api_key=key or None, project_id=project_of(spec),
-                      timeout=spec.timeout, max_retries=0)
-
-
-def retryable(exc: BaseException) -> bool:
-    """Worth another attempt: anything but a client error (4xx other than 408, 409, 429 and a
-    deadlocked import)."""
-    import letta_client
-
-    from ci_evals.targets.letta_agents import transient
-
-    if isinstance(exc, letta_client.APIStatusError):
-        return transient(exc)
-    return True
-
-
-def backoff(exc: BaseException | None, seconds: float) -> float:
-    """The wait before a retry: ``seconds``, or longer when the server sent Retry-After."""
-    import letta_client
-
-    from ci_evals._util.retry import retry_after
-
-    if isinstance(exc, letta_client.APIStatusError):
-        asked = retry_after(exc.response.headers)
-        if asked is not None:
-            return max(seconds, min(asked, MAX_RETRY_AFTER))
-    return seconds
-
-
-MAX_RETRY_AFTER = 60.0
-"""A Letta server's ``Retry-After`` is honoured up to this many seconds."""
-
-
-def stop_line(breaker: Any, exc: BaseException, base_url: str, what: str) -> SampleError:
-    """Count a final failure in the breaker; the SampleError to raise (printing the stop line once)."""
-    import sys
-
-    from ci_evals.targets.letta_agents import systematic_kind
-
-    kind = systematic_kind(exc, base_url)
-    hint = {"dns": "check the host in base_url / LETTA_BASE_URL",
-            "refused": "is the Letta server running? check base_url / LETTA_BASE_URL",
-            "tls": "check the scheme (http/https) and the server's certificate",
-            "http_401": "check LETTA_API_KEY (or the target's api_key)",
-            "http_403": "check that the key may use this project and agent",
-            "http_404": "check agent_id / the server's URL"}.get(kind or "", "")
-    line = f"stopped calling the Letta server at {shown_url(base_url)}: {describe(exc, base_url)} ({hint})"
-    if breaker.failure(kind, line):
-        print(f"error: {line}", file=sys.stderr)
-    return SampleError(f"{what}: {describe(exc, base_url)}")
-
-
-# -- agent files ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AgentFile:
-    """An .af file read and checked once: its bytes are uploaded for every import."""
-
-    ref: str  # as written in the suite (used in messages)
-    path: Path
-    data: bytes
-    doc: dict[str, Any]
-
-    @property
-    def agent(self) -> dict[str, Any]:
-        return self.doc["agents"][0]
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return [t for t in self.doc.get("tools") or [] if isinstance(t, dict)]
-
-
-def read_agent_file(ref: str, ctx: Context, key: str) -> AgentFile:
-    """Read an .af offline: the extension, existence, JSON, exactly one agent; else ConfigError."""
-    path = ctx.resolve(ref)
-    if path.suffix != ".af":
-        raise ConfigError(f"agent file must have the .af extension: {ref}", key=key)
-    if not path.is_file():
-        raise ConfigError(f"agent file not found: {path}", key=key)
-    data = path.read_bytes()
-    ctx.files_read.add(path.resolve())  # the agent decides the grades: part of the --resume fingerprint
-    try:
-        doc = json.loads(data)
-    except ValueError as exc:
-        raise ConfigError(f"agent file {ref} is not valid JSON: {exc}", key=key) from None
-    except RecursionError:  # 100,000 nested brackets: not an agent export
-        raise ConfigError(f"agent file {ref} is nested too deeply to be an agent export", key=key) from None
-    agents = doc.get("agents") if isinstance(doc, dict) else None
-    if not isinstance(agents, list) or not all(isinstance(a, dict) for a in agents):
-        raise ConfigError(f"agent file {ref} has no 'agents' list; export it with Letta's agent export", key=key)
-    if len(agents) != 1:
-        raise ConfigError(f"agent file {ref} must hold exactly one agent, found {len(agents)}", key=key)
-    return AgentFile(ref=ref, path=path, data=data, doc=doc)
-
-
-async def import_agent(client: Any, af: AgentFile, project_id: str | None, ledger: AgentLedger,
-                       created: list[str], model: str | None = None,
-                       override_tools: bool = False) -> tuple[str, int]:
-    """Import a fresh copy of the agent (named as in the .af, on ``model`` when given), retrying
-    the server's transient failures. Returns (agent id, retries); the id is in ``created`` and
-    the ledger as soon as it exists.
-
-    A tool the server already has (same name) is kept unless ``override_tools``: Letta's default
-    would replace the organisation's shared tool with the .af's source, which letta-evals never
-    does (``override_existing_tools=False`` in every release that imports .af files)."""
-    name = str(af.agent.get("name") or af.path.stem)
-    extra: dict[str, Any] = {"override_name": name, "override_existing_tools": override_tools}
-    if model is not None:
-        extra["override_model_handle"] = model
-    ids, retries = await import_file(client, af.path.name, af.data, project_id, **extra)
-    created.extend(ids)
-    ledger.add(ids, name)
-    if len(ids) != 1:
-        raise SampleError(f"importing {af.ref} created {len(ids)} agents, expected 1")
-    return ids[0], retries
-
-
-# -- Letta messages -> normalized messages -----------------------------------------------------
-
-
-def calls_of(msg: dict[str, Any]) -> list[ToolCall]:
-    """The tool calls of a tool_call/approval_request message (``tool_calls`` list, else ``tool_call``)."""
-    raw = msg.get("tool_calls")
-    if isinstance(raw, dict):
-        raw = [raw]
-    if not raw:
-        raw = [msg["tool_call"]] if isinstance(msg.get("tool_call"), dict) else []
-    out = []
-    for i, c in enumerate(raw):
-        if not isinstance(c, dict) or not c.get("name"):
-            continue
-        args = c.get("arguments")
-        args = args if isinstance(args, str) else json.dumps(args or {})
-        out.append(ToolCall(id=str(c.get("tool_call_id") or f"{msg.get('id', 'call')}_{i}"),
-                            name=str(c["name"]), arguments=args))
-    return out
-
-
-def to_turn(messages: list[dict[str, Any]], sent: str | None = None) -> list[Message]:
-    """Map one response's Letta messages to a turn.
-
-    ``sent`` (the user text) opens the turn; the server's echo of it is skipped. A tool call joins
-    the assistant message of the same step, else starts an assistant message with empty content;
-    a tool return becomes ``role=tool`` with the call's id and name.
-    """
-    turn: list[Message] = [Message(role="user", content=sent)] if sent is not None else []
-    names: dict[str, str] = {}
-    holder: tuple[Message, Any] | None = None  # the assistant message tool calls may attach to
-    echo_pending = sent is not None
-    for msg in messages:
-        kind = msg.get("message_type")
-        if kind == "user_message":
-            text = content_text(msg.get("content"))
-            if echo_pending and text == sent:
-                echo_pending = False
-                continue
-            turn.append(Message(role="user", content=text))
-            holder = None
-        elif kind == "system_message":
-            turn.append(Message(role="system", content=content_text(msg.get("content"))))
-            holder = None
-        elif kind in ("reasoning_message", "hidden_reasoning_message"):
-            text = msg.get("reasoning") if kind == "reasoning_message" else msg.get("hidden_reasoning")
-            turn.append(Message(role="reasoning", content=text or ""))
-        elif kind == "assistant_message":
-            m = Message(role="assistant", content=content_text(msg.get("content")))
-            turn.append(m)
-            holder = (m, msg.get("step_id"))
-        elif kind in ("tool_call_message", "approval_request_message"):
-            calls = calls_of(msg)
-            for c in calls:
-                names[c.id] = c.name
-            step = msg.get("step_id")
-            if holder is not None and step is not None and holder[1] == step:
-                holder[0].tool_calls.extend(calls)
-            elif calls:
-                m = Message(role="assistant", content="", tool_calls=calls)
-                turn.append(m)
-                holder = (m, step)
-        elif kind == "tool_return_message":
-            returns = msg.get("tool_returns") or []
-            if len(returns) <= 1:
-                returns = [msg]
-            for r in returns:
-                cid = r.get("tool_call_id")
-                turn.append(Message(role="tool", content=content_text(r.get("tool_return")),
-                                    tool_call_id=cid, name=names.get(cid)))
-            holder = None
-        # approval responses, summaries and events carry nothing to grade
-    return turn
-
-
-def dump(messages: list[Any]) -> list[dict[str, Any]]:
-    """letta-client message models as plain dicts."""
-    return [m if isinstance(m, dict) else m.model_dump(mode="json") for m in messages]
-
-
-def add_usage(total: Usage, usage: Any) -> None:
-    """Add a LettaResponse's usage (None-safe) to ``total``."""
-    if usage is not None:
-        total.add(getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
-
-
-# -- the target ----------------------------------------------------------------------------------
+from ci_evals.letta.client import (
+    AgentFileImport,
+    LettaServer,
+    backoff,
+    base_url_of,
+    import_agent,
+    make_client,
+    project_of,
+    read_agent_file,
+    retryable,
+    stop_line,
+)
+from ci_evals.letta.messages import FAILED_STOPS, add_usage, dump, to_turn
+from ci_evals.targets.base import Target
+from ci_evals.usercode.lane import contained
+from ci_evals.usercode.load import load_object
 
 
 class LettaTargetSpec(TargetSpec, LettaServer, AgentFileImport):
@@ -341,8 +98,6 @@ class LettaTarget(Target):
 
     @staticmethod
     def _load_factory(ref: str, ctx: Context) -> Any:
-        from ci_evals.customcode import load_object
-
         fn = load_object(ref, ctx.base_dir, key="target.agent_script")
         if not callable(fn):
             raise ConfigError(f"'{ref}' is not a function", key="target.agent_script")
@@ -480,8 +235,6 @@ class LettaTarget(Target):
             retried[0] += retries
             model = None
         else:
-            from ci_evals.usercode import contained
-
             with contained():  # SystemExit and the like from the factory: that sample's error
                 if inspect.iscoroutinefunction(self.factory):
                     result = await self.factory(client, sample)

@@ -26,13 +26,18 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ci_evals.errors import ConfigError, SampleError
-from ci_evals.models import Sample
-from ci_evals.specs import Context, TargetSpec
+from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.retry import Backoff
+from ci_evals.config.specs import Context, TargetSpec
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Trajectory
+from ci_evals.letta.agents import AgentLedger
+from ci_evals.letta.client import LettaServer, base_url_of
+from ci_evals.letta.messages import dump, to_turn
 from ci_evals.targets.base import Target
-from ci_evals.targets.letta import LettaServer, LettaTarget, base_url_of, dump, to_turn
-from ci_evals.targets.letta_agents import AgentLedger
-from ci_evals.trajectory import Trajectory
+from ci_evals.targets.letta import LettaTarget
+from ci_evals.usercode.lane import contained
+from ci_evals.usercode.load import load_object
 
 STDERR_TAIL = 400
 
@@ -90,8 +95,6 @@ class LettaCodeTarget(LettaTarget):
         self.cwd = ctx.resolve(spec.working_dir) if spec.working_dir else ctx.base_dir
         self.factory = None
         if spec.agent_script:
-            from ci_evals.customcode import load_object
-
             self.factory = load_object(spec.agent_script, ctx.base_dir, key="target.agent_script")
         self._client: Any = None
 
@@ -104,8 +107,6 @@ class LettaCodeTarget(LettaTarget):
     async def run(self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
                   ) -> Trajectory:
         await self.start()
-        from ci_evals._util.retry import Backoff
-
         error: Exception | None = None
         policy = Backoff(base=self.spec.retry_backoff, cap=30.0, max_retries=self.spec.max_retries)
         for attempt in range(self.spec.max_retries + 1):
@@ -158,8 +159,6 @@ class LettaCodeTarget(LettaTarget):
     async def _attempt(self, sample: Sample, model: str, need_memory: bool, created: list[str]) -> Trajectory:
         factory_agent = None
         if self.factory is not None:
-            from ci_evals.usercode import contained
-
             with contained():  # SystemExit and the like from the factory: that sample's error
                 result = self.factory(self.client, sample)
                 result = await result if asyncio.iscoroutine(result) else result

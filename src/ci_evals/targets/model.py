@@ -18,11 +18,12 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ci_evals.errors import SampleError
-from ci_evals.models import Sample
-from ci_evals.specs import MAX_TIMEOUT, Context, TargetSpec
+from ci_evals._util.errors import SampleError
+from ci_evals.config.specs import MAX_TIMEOUT, Context, TargetSpec
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Message, ToolCall, Trajectory
+from ci_evals.llm import LLM, LLMError, Tally, effective_temperature, is_reasoning_model
 from ci_evals.targets.base import Target
-from ci_evals.trajectory import Message, ToolCall, Trajectory
 
 TOOL_NOT_RUN = "Tool execution is not available in this evaluation."
 
@@ -72,8 +73,6 @@ class ModelTarget(Target):
         self.system_prompt = spec.system_prompt
         if spec.system_prompt_path is not None:
             self.system_prompt = ctx.read_text(spec.system_prompt_path, "system prompt", "target.system_prompt_path")
-        from ci_evals.llm import LLM
-
         self.llm = LLM(
             base_url=spec.base_url,
             api_key_env=spec.api_key_env,
@@ -91,16 +90,12 @@ class ModelTarget(Target):
 
     def params(self, model: str) -> dict[str, Any]:
         """Sampling parameters; reasoning models get temperature 1 and max_completion_tokens."""
-        from ci_evals.llm import effective_temperature, is_reasoning_model
-
         cap = "max_completion_tokens" if is_reasoning_model(model) else "max_tokens"
         return {"temperature": effective_temperature(model, self.spec.temperature), cap: self.spec.max_tokens}
 
     async def run(
         self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
     ) -> Trajectory:
-        from ci_evals.llm import LLMError, Tally
-
         model = model or self.spec.model
         params = self.params(model)
         turns = [sample.input] if isinstance(sample.input, str) else list(sample.input)

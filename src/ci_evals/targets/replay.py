@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 
-from ci_evals.bounds import loads
-from ci_evals.errors import ConfigError, SampleError
-from ci_evals.models import Sample
-from ci_evals.specs import Context, TargetSpec
+from ci_evals._util.bounds import loads
+from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals.config.specs import Context, TargetSpec
+from ci_evals.config.yamlio import regular_file
+from ci_evals.core.sample import Sample
+from ci_evals.core.trajectory import Trajectory, trajectory_from_record
 from ci_evals.targets.base import Target
-from ci_evals.trajectory import Trajectory, trajectory_from_record
 
 
 class ReplaySpec(TargetSpec):
@@ -33,8 +34,6 @@ class ReplayTarget(Target):
         if not self.path.exists():
             raise ConfigError("replay outputs file not found", file=str(self.path), key="target.outputs")
         if not self.path.is_dir():
-            from ci_evals.yamlio import regular_file
-
             regular_file(self.path, "replay outputs", key="target.outputs")
         if self.path.is_dir():
             raise ConfigError("replay outputs is a folder, expected a JSONL file", file=str(self.path),

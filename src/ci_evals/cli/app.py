@@ -1,0 +1,106 @@
+"""The ``ci-evals`` command line: run, validate, merge, report, init, list, schema, action.
+
+Exit codes: 0 verdict passed; 1 verdict failed, errored or partial; 2 invalid configuration or
+input (one line, no traceback); 3 internal error; 128 + n interrupted by signal n: 129 SIGHUP, 130 SIGINT, 143 SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ci_evals import __version__
+from ci_evals._util.redact import ScrubbedStream
+from ci_evals.action.help import action_help
+from ci_evals.run.options import EXIT_CONFIG, OneLineParser, add_gate_flag, add_run_flags
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="ci-evals", description="A CI-native evaluation gate for LLM agents.")
+    p.add_argument("--version", action="version", version=f"ci-evals {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run one or more suites and check their gates")
+    run.add_argument("suites", nargs="+", metavar="SUITE", help="suite YAML file(s) or glob(s)")
+    add_run_flags(run)
+    val = sub.add_parser("validate", help="check suites without calling anything")
+    add_gate_flag(val)
+    val.add_argument("suites", nargs="+", metavar="SUITE")
+
+    merge = sub.add_parser("merge", help="combine shard result folders into one")
+    merge.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
+    merge.add_argument("--output", "-o", type=Path, required=True)
+    merge.add_argument("--baseline", type=Path, default=None)
+    merge.add_argument("--dry-run", action="store_true", help="print the PR comment the merged result gives")
+
+    report = sub.add_parser("report", help="write report.html again from a results folder")
+    report.add_argument("dir", type=Path, metavar="DIR", help="a results folder (summary.json, results.jsonl)")
+    report.add_argument("--baseline", type=Path, default=None,
+                        help="a baseline results folder (default: the one summary.json names, if present)")
+    report.add_argument("--open", action="store_true", help="open the report in the local web browser")
+
+    init = sub.add_parser("init", help="write a starter suite, dataset, grader and GitHub workflow here")
+    init.add_argument("dir", nargs="?", type=Path, default=Path("."), metavar="DIR",
+                      help="the repository to set up (default: the current folder)")
+    init.add_argument("--target", choices=["command", "model", "letta", "http"], default=None,
+                      help="what answers the samples (default: command, a stand-in agent that runs offline; "
+                           "asked on a terminal)")
+    init.add_argument("--force", action="store_true", help="overwrite files that already exist")
+    init.add_argument("--action", default="OWNER/ci-evals@v1", metavar="ACCOUNT/REPO@REF",
+                      help="the Action the workflow uses (default OWNER/ci-evals@v1: replace OWNER)")
+
+    sub.add_parser("list", help="list targets, extractors and graders")
+    sub.add_parser("schema", help="print the suite JSON Schema")
+    sub.add_parser("action", help="GitHub Action mode (reads INPUT_* variables)", add_help=False)
+    return p
+
+
+def load_dotenv(path: Path = Path(".env")) -> None:
+    """Load ``./.env`` like letta-evals 0.18+: variables already set win, and nothing is printed.
+
+    Not in CI (``CI`` set): a ``.env`` committed in a pull request must not redirect the
+    workflow's API keys (e.g. to another ``OPENAI_BASE_URL``); set variables in the workflow.
+    """
+    if not path.is_file():
+        return
+
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        print("note: ./.env not loaded: CI is set (set variables in the workflow instead)", file=sys.stderr)
+        return
+    import logging
+
+    from dotenv import load_dotenv as _load
+
+    logging.getLogger("dotenv.main").setLevel(logging.ERROR)  # its parse warnings quote the line
+    _load(path, override=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from_command_line = argv is None
+    if from_command_line:  # what Python prints itself (an uncaught exception's traceback) is scrubbed too
+        if not isinstance(sys.stderr, ScrubbedStream):
+            sys.stderr = ScrubbedStream(sys.stderr)
+    return _main(list(sys.argv[1:] if argv is None else argv), from_command_line)
+
+
+def _main(argv: list[str], from_command_line: bool) -> int:
+    if argv and argv[0] == "action":
+        if argv[1:] in (["-h"], ["--help"]):
+            print(action_help(), end="")
+            return 0
+        if argv[1:]:  # `ci-evals action run ...` (the image's entrypoint with a command): the plain CLI
+            return _main(argv[1:], from_command_line)
+        # start time: the Action's modules load only when it runs
+        from ci_evals.action.main import main as action_main
+
+        return action_main(restart=from_command_line)
+    args = build_parser().parse_args(argv)
+    if args.command is None:
+        build_parser().print_help()
+        return EXIT_CONFIG
+    load_dotenv()
+    from ci_evals.cli import commands  # start time: --version and --help load no command
+
+    return commands.dispatch(args, from_command_line)

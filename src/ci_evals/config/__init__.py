@@ -1,0 +1,1 @@
+"""Strict input: the spec base models, YAML with line numbers, datasets, templating."""

@@ -1,0 +1,1 @@
+"""The shapes every stage shares: a dataset ``Sample``, a ``GradeResult``, the normalized trajectory."""

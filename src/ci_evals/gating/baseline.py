@@ -1,0 +1,126 @@
+"""Comparing a run with a baseline results folder (e.g. the last run on main).
+
+Per metric: baseline value, current value, delta. Per sample, matched by (model, sample id):
+regressions (passed before, fails now), improvements, new and removed samples. Regression gates
+(``max_drop``, ``max_regressions``) read their facts from here.
+
+Missing evidence is never a pass: a folder without summary.json or results.jsonl, an empty
+results.jsonl, another suite's results, or a metric the baseline does not have (added or renamed
+since) gives the regression gate ``{"missing": why}``, so it reports ``no_baseline`` and follows
+its ``on_missing_baseline``. A summary.json that is not JSON is bad input (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ci_evals._util.errors import ConfigError
+from ci_evals.gating.aggregate import Aggregator
+from ci_evals.gating.gates import GateSpec, metric_value
+from ci_evals.results.files import RESULTS, SUMMARY, Trust, foreign_shape, read_summary, records
+
+
+class Baseline:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.missing: str | None = None
+        self.summary: dict[str, Any] = {}
+        self.agg: Aggregator | None = None
+        self.current: Aggregator | None = None
+        self.suite: str | None = None
+        self._diffs: dict = {}  # model -> diff, computed once the current run has finished
+        summary_path = folder / SUMMARY
+        if not folder.is_dir():
+            self.missing = f"baseline folder {folder} does not exist"
+            return
+        if not os.path.lexists(summary_path):
+            self.missing = f"baseline folder {folder} has no summary.json"
+            return
+        self.summary = dict(read_summary(folder, Trust.OTHER, what="baseline summary.json"))
+        config = self.summary.get("config")
+        if not config:
+            raise ConfigError("baseline summary.json has no 'config' block (written by an older version?)",
+                              file=str(summary_path))
+        with foreign_shape(str(summary_path), "baseline summary.json"):
+            self.agg = Aggregator(config, keep_outcomes=True)
+        if not os.path.lexists(folder / RESULTS):
+            self.missing = f"baseline folder {folder} has no results.jsonl"
+            return
+        with foreign_shape(str(folder / RESULTS), "baseline results.jsonl"):
+            for rec in records(folder / RESULTS, Trust.OTHER, what="baseline results.jsonl"):
+                self.agg.add(rec)
+            self.agg.flush_pending()
+        if not self.agg.records:
+            self.missing = f"baseline results.jsonl in {folder} is empty"
+
+    def attach(self, current: Aggregator, suite: str | None = None) -> None:
+        """The run being compared (its aggregator must keep per-sample outcomes) and its suite name."""
+        self.current = current
+        self.suite = suite
+        self._diffs = {}
+        theirs = self.summary.get("suite")
+        if not self.missing and suite is not None and theirs != suite:
+            self.missing = f"the baseline is of suite {theirs!r}, not {suite!r}"
+
+    def _diff(self, model=None) -> dict[str, list]:
+        if model not in self._diffs:
+            self._diffs[model] = self._compute_diff(model)
+        return self._diffs[model]
+
+    def _compute_diff(self, model=None) -> dict[str, list]:
+        before = (self.agg.outcomes if self.agg and not self.missing else None) or {}
+        now = (self.current.outcomes if self.current else None) or {}
+        regressions, improvements = [], []
+        for key, metrics in now.items():
+            if model is not None and key[0] != model:
+                continue
+            old = before.get(key)
+            if old is None:
+                continue
+            for name, ok in metrics.items():
+                if name in old and old[name] != ok:
+                    entry = {"sample_id": key[1], "model": key[0], "metric": name}
+                    (improvements if ok else regressions).append(entry)
+        new = sorted({k[1] for k in now if k not in before and (model is None or k[0] == model)})
+        removed = sorted({k[1] for k in before if k not in now and (model is None or k[0] == model)})
+        return {"regressions": regressions, "improvements": improvements, "new": new, "removed": removed}
+
+    def gate_facts(self, gate: GateSpec, model=None) -> dict[str, Any]:
+        """What a regression gate needs: the baseline's value of its metric and the regression count,
+        or ``{"missing": why}`` when the baseline cannot say."""
+        if self.missing:
+            return {"missing": self.missing}
+        name = gate.metric_key
+        if name not in self.agg.names:
+            return {"missing": f"the baseline has no metric {name!r} (added or renamed since?)"}
+        if model is not None and model not in self.agg.metrics:
+            return {"missing": f"the baseline has no results for model {model!r}"}
+        value = metric_value(gate, self.agg.aggregate(name, model))
+        if value is None:
+            return {"missing": f"the baseline's {name!r} has no graded sample"}
+        diff = self._diff(model)
+        return {"value": value, "regressions": sum(1 for r in diff["regressions"] if r["metric"] == name)}
+
+    def summary_block(self, summary_metrics: dict[str, Any]) -> dict[str, Any]:
+        """The ``baseline`` block of summary.json."""
+        if self.missing:
+            return {"folder": str(self.folder), "missing": self.missing, "suite": self.summary.get("suite"),
+                    "finished_at": self.summary.get("finished_at"), "metrics": {},
+                    "regressions": [], "improvements": [], "new": [], "removed": []}
+        metrics = {}
+        for name, cur in summary_metrics.items():
+            b = self.agg.aggregate(name) if name in self.agg.names else {}
+            metrics[name] = {
+                "baseline_mean": b.get("mean"), "mean": cur["mean"],
+                "delta_mean": _delta(cur["mean"], b.get("mean")),
+                "baseline_pass_rate": b.get("pass_rate"), "pass_rate": cur["pass_rate"],
+                "delta_pass_rate": _delta(cur["pass_rate"], b.get("pass_rate")),
+            }
+        return {"folder": str(self.folder), "missing": None, "suite": self.summary.get("suite"),
+                "finished_at": self.summary.get("finished_at"), "metrics": metrics, **self._diff()}
+
+
+def _delta(now: float | None, before: float | None) -> float | None:
+    return None if now is None or before is None else now - before

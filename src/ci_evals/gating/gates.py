@@ -1,0 +1,208 @@
+"""Gates: the suite's verdict from its aggregates (and, for regression gates, a baseline).
+
+A gate compares one aggregate of one metric with a threshold. Aggregates: ``avg_score`` (mean),
+``min``, ``max``, ``median``, ``p50``, ``p95``, ``p99`` over the samples that were graded, and
+``accuracy`` (the metric's pass rate over every sample, errored samples counting as failed). The
+per-sample rule of a metric is its own (see ``ci_evals.suite.loader``): this module only reads it.
+
+Errors fail in every direction: each gate has an error budget (``max_errors``, default 0, and an
+optional ``max_error_rate``); a metric with more errored samples than that fails the gate with
+status ``errored`` whatever its value, and so does a metric with no graded sample at all.
+
+Regression gates (``max_drop``, ``max_regressions``) need a baseline; without one (or when the
+baseline lacks the metric) they report ``no_baseline`` and pass or fail per
+``on_missing_baseline``. ``confidence`` makes a gate pass only when the whole interval clears the
+threshold, and report ``inconclusive`` when it straddles it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import model_validator
+
+from ci_evals.config.specs import Strict
+from ci_evals.core.rule import OPS, SYMBOL, Op
+from ci_evals.gating.stats import bootstrap_mean, wilson
+from ci_evals.gating.verdict import budget_exceeded
+
+Metric = Literal["avg_score", "accuracy", "min", "max", "median", "p50", "p95", "p99"]
+
+
+class GateSpec(Strict):
+    metric_key: str | None = None
+    metric: Metric = "avg_score"
+    op: Op | None = None
+    value: float | None = None
+    pass_op: Op | None = None
+    pass_value: float | None = None
+    confidence: float | None = None
+    max_drop: float | None = None
+    max_regressions: int | None = None
+    on_missing_baseline: Literal["pass", "fail"] = "pass"
+    max_errors: int | None = None
+    max_error_rate: float | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GateSpec:
+        regression = self.max_drop is not None or self.max_regressions is not None
+        if not regression and (self.op is None or self.value is None):
+            raise ValueError("a gate needs 'op' and 'value' (or 'max_drop'/'max_regressions')")
+        if (self.op is None) != (self.value is None):
+            raise ValueError("'op' and 'value' go together")
+        if self.metric == "accuracy":
+            for name in ("value", "pass_value"):
+                v = getattr(self, name)
+                if name == "value" and v is not None and v > 1:
+                    raise ValueError(
+                        f"accuracy is a fraction in [0, 1]; value {v:g} looks like a percentage "
+                        f"(use {v / 100:g})"
+                    )
+        if self.confidence is not None:
+            if not 0 < self.confidence < 1:
+                raise ValueError("'confidence' must be between 0 and 1, e.g. 0.95")
+            if self.metric not in ("avg_score", "accuracy"):
+                raise ValueError("'confidence' applies to the avg_score and accuracy metrics only")
+            if self.op == "eq":
+                raise ValueError("'confidence' cannot be used with op 'eq'")
+        if self.max_drop is not None and self.max_drop < 0:
+            raise ValueError("'max_drop' must be >= 0")
+        if self.max_regressions is not None and self.max_regressions < 0:
+            raise ValueError("'max_regressions' must be >= 0")
+        check_budget(self.max_errors, self.max_error_rate)
+        return self
+
+    def explicit_rule(self) -> tuple[str, float] | None:
+        """The per-sample rule this gate states (``pass_op``/``pass_value``), if any."""
+        if self.pass_value is None and self.pass_op is None:
+            return None
+        return self.pass_op or "gte", 1.0 if self.pass_value is None else self.pass_value
+
+    def sample_rule(self) -> tuple[str, float]:
+        """The per-sample pass rule (op, threshold) this gate implies: its ``pass_op``/``pass_value``,
+        else score >= 1.0 for ``accuracy``, else its own ``op``/``value`` (letta-evals 0.5)."""
+        explicit = self.explicit_rule()
+        if explicit is not None:
+            return explicit
+        if self.metric == "accuracy" or self.op is None:
+            return "gte", 1.0
+        return self.op, self.value
+
+    def describe(self) -> str:
+        parts = [self.metric_key or "?", self.metric]
+        if self.op is not None:
+            parts += [self.op, f"{self.value:g}"]
+        if self.max_drop is not None:
+            parts.append(f"max_drop {self.max_drop:g}")
+        if self.max_regressions is not None:
+            parts.append(f"max_regressions {self.max_regressions}")
+        if self.confidence is not None:
+            parts.append(f"@{self.confidence:g}")
+        return " ".join(parts)
+
+
+def check_budget(max_errors: int | None, max_error_rate: float | None) -> None:
+    """Raise ValueError for a negative count or a rate outside [0, 1]."""
+    if max_errors is not None and max_errors < 0:
+        raise ValueError("'max_errors' must be >= 0")
+    if max_error_rate is not None and not 0 <= max_error_rate <= 1:
+        raise ValueError(f"'max_error_rate' is a fraction in [0, 1], got {max_error_rate:g}")
+
+
+def _budget_text(max_errors: int | None, max_error_rate: float | None) -> str:
+    parts = [f"max_errors {max_errors}"] if max_errors is not None else []
+    if max_error_rate is not None:
+        parts.append(f"max_error_rate {max_error_rate:g}")
+    return ", ".join(parts) or "max_errors 0"
+
+
+def metric_value(gate: GateSpec, agg: dict[str, Any]) -> float | None:
+    """The aggregate a gate compares, from the metric's one aggregate (None when nothing was graded)."""
+    if gate.metric == "avg_score":
+        return agg["mean"]
+    if gate.metric == "accuracy":
+        return agg["pass_rate"] if agg["graded"] else None
+    return agg[gate.metric]
+
+
+def _interval(gate: GateSpec, agg: dict[str, Any], scores) -> tuple[float, float] | None:
+    """The gate's interval at its confidence: the metric's own when that is 95 %."""
+    same = abs(gate.confidence - 0.95) < 1e-12
+    if gate.metric == "avg_score":
+        ci = agg["ci_mean"] if same else bootstrap_mean(scores, gate.confidence)
+    else:
+        ci = agg["ci_pass_rate"] if same else wilson(agg["passed"], agg["n"], gate.confidence)
+    return tuple(ci) if ci else None
+
+
+def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | None = None,
+             baseline: dict[str, Any] | None = None, label: str | None = None) -> dict[str, Any]:
+    """Check one gate against its metric's aggregate; returns the summary.json ``gates[]`` entry.
+
+    Args:
+        agg: the metric's aggregate (:func:`ci_evals.gating.stats.summarize`), the same the metric table shows.
+        scores: the metric's graded scores, sorted (only read for a confidence other than 95 %).
+        baseline: regression-gate facts, ``{"value", "regressions"}`` or ``{"missing": why}``.
+    """
+    n, graded, errors = agg["n"], agg["graded"], agg["errors"]
+    actual = metric_value(gate, agg)
+    out: dict[str, Any] = {
+        "metric_key": gate.metric_key, "metric": gate.metric, "op": gate.op, "value": gate.value,
+        "actual": actual, "model": model, "description": gate.describe(), "interval": None,
+        "label": label or gate.metric_key, "max_errors": gate.max_errors, "max_error_rate": gate.max_error_rate,
+        "errors": errors, "graded": graded, "n": n, "children": [],
+    }
+    over = budget_exceeded(errors, n, gate.max_errors, gate.max_error_rate)
+    if over or actual is None:
+        out["status"], out["passed"] = "errored", False
+        out["reason"] = over or (f"no sample was graded ({errors} of {n} errored)" if n else "no sample ran")
+        return out
+
+    checks: list[str] = []  # each "passed" / "failed" / "inconclusive" / "no_baseline"
+    reasons: list[str] = []
+    if gate.op is not None:
+        sym = SYMBOL[gate.op]
+        if gate.confidence is not None:
+            lo, hi = _interval(gate, agg, scores) or (actual, actual)
+            out["interval"] = [lo, hi]
+            cmp = OPS[gate.op]
+            bound_ok, other_ok = (cmp(lo, gate.value), cmp(hi, gate.value)) if gate.op in ("gt", "gte") \
+                else (cmp(hi, gate.value), cmp(lo, gate.value))
+            check = "passed" if bound_ok else ("inconclusive" if other_ok else "failed")
+            word = {"passed": "clears", "inconclusive": "straddles", "failed": "misses"}[check]
+            reasons.append(f"{gate.metric} {actual:.4f}, {gate.confidence:g} interval [{lo:.4f}, {hi:.4f}] "
+                           f"{word} {sym} {gate.value:g}")
+        else:
+            ci = {"avg_score": agg["ci_mean"], "accuracy": agg["ci_pass_rate"]}.get(gate.metric)
+            out["interval"] = list(ci) if ci else None  # shown beside the value; not part of the check
+            check = "passed" if OPS[gate.op](actual, gate.value) else "failed"
+            reasons.append(f"{gate.metric} {actual:.4f} {sym} {gate.value:g}" if check == "passed"
+                           else f"{gate.metric} {actual:.4f}, needs {sym} {gate.value:g}")
+        checks.append(check)
+
+    if gate.max_drop is not None or gate.max_regressions is not None:
+        missing = "run without --baseline" if baseline is None else baseline.get("missing")
+        if missing:
+            checks.append("no_baseline")
+            reasons.append(f"no baseline: {missing} (on_missing_baseline: {gate.on_missing_baseline})")
+        else:
+            if gate.max_drop is not None:
+                before = baseline["value"]
+                drop = before - actual
+                out["baseline_value"], out["drop"] = before, drop
+                checks.append("passed" if drop <= gate.max_drop + 1e-12 else "failed")
+                reasons.append(f"drop {drop:.4f} from baseline {before:.4f} (max_drop {gate.max_drop:g})")
+            if gate.max_regressions is not None:
+                n_reg = baseline.get("regressions", 0)
+                out["regressions"] = n_reg
+                out["max_regressions"] = gate.max_regressions
+                checks.append("passed" if n_reg <= gate.max_regressions else "failed")
+                reasons.append(f"{n_reg} regression{'s' if n_reg != 1 else ''}, max {gate.max_regressions}")
+
+    if errors:
+        reasons.append(f"{errors} of {n} samples errored (within {_budget_text(gate.max_errors, gate.max_error_rate)})")
+    status = next((s for s in ("failed", "inconclusive", "no_baseline") if s in checks), "passed")
+    out["status"] = status
+    out["passed"] = status == "passed" or (status == "no_baseline" and gate.on_missing_baseline == "pass")
+    out["reason"] = "; ".join(reasons)
+    return out

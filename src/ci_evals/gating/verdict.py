@@ -1,0 +1,134 @@
+"""The run's one verdict word, its reason and its exit code (the same in every report).
+
+A leaf module: reports and gates both read it.
+
+``passed``: every gate passed (with no gate: no sample errored beyond the run's error budget).
+``failed``: a gate failed on measured scores. ``errored``: a gate or the run failed because
+samples errored, or no sample could be run. ``interrupted``: the run was stopped by a signal.
+``partial``: a merge or resume with samples missing. Exit codes: 0 passed, 1 failed / errored /
+partial, 129 / 130 / 143 interrupted (SIGHUP / SIGINT / SIGTERM); 2 and 3 (configuration and internal errors)
+never get as far as a verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+VERDICTS = ("passed", "failed", "errored", "interrupted", "partial")
+WORDS = {"passed": "PASSED", "failed": "FAILED", "errored": "ERRORED", "interrupted": "INTERRUPTED",
+         "partial": "PARTIAL"}
+SIGNAL_EXIT = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
+"""128 + the number of each signal that interrupts a run (ci_evals.run.signals)."""
+
+
+def display_name(label: str | None, key: str | None) -> str:
+    """A metric as every report names it: its display name, with its key when they differ."""
+    if key is None and label:  # a letta-evals weighted_average / logical gate names no one metric
+        return str(label)
+    if not label or label == key:
+        return str(key)
+    return f"{label} ({key})"
+
+
+def budget_exceeded(errors: int, n: int, max_errors: int | None, max_error_rate: float | None) -> str | None:
+    """Why ``errors`` of ``n`` samples break the budget (``3 of 50 samples errored (max_errors 0)``), or None.
+
+    With neither limit set the budget is 0 errors; with only a rate, only the rate counts.
+    """
+    if max_errors is None and max_error_rate is None:
+        max_errors = 0
+    if max_errors is not None and errors > max_errors:
+        return f"{errors} of {n} samples errored (max_errors {max_errors})"
+    if max_error_rate is not None and n and errors / n > max_error_rate + 1e-12:
+        return f"{errors} of {n} samples errored (max_error_rate {max_error_rate:g})"
+    return None
+
+
+def gate_title(g: dict[str, Any]) -> str:
+    """A gate as written, its metric named as the metric table names it: ``Quality (q) avg_score gte 0.75``."""
+    desc = str(g.get("description") or "")
+    if g.get("children"):  # a letta-evals weighted_average / logical gate: its own description says it all
+        return desc
+    key = str(g.get("metric_key"))
+    rest = desc[len(key):].lstrip() if desc.startswith(key) else desc
+    return f"{display_name(g.get('label'), key)} {rest}".rstrip()
+
+
+def decide(summary: dict[str, Any]) -> tuple[str, str]:
+    """(verdict, one-line reason) from a summary's gates, errors, counts and completeness.
+
+    An errored verdict caused by a stopped endpoint (its breaker) leads with that cause. A run of
+    chosen samples (``selection``: ``--sample-id``, ``--sample-pattern``, ``--only-failed``) keeps
+    its verdict word and says in the reason that it is partial.
+    """
+    verdict, reason = _decide(summary)
+    stopped = _stopped(summary) if verdict == "errored" else None
+    if stopped:
+        reason = f"{stopped}; {reason}"
+    chosen = summary.get("selection")
+    if isinstance(chosen, dict):
+        reason = f"{reason}; {selection_note(chosen)}"
+    return verdict, reason
+
+
+def selection_note(selection: dict[str, Any]) -> str:
+    """``partial run: 2 of 6 samples (--only-failed ci-evals-results)``."""
+    by = selection.get("by")
+    how = "; ".join(str(b) for b in by) if isinstance(by, list) else ""
+    return f"partial run: {selection.get('selected')} of {selection.get('total')} samples ({how})"
+
+
+def _decide(summary: dict[str, Any]) -> tuple[str, str]:
+    gates = summary.get("gates") or []
+    errors = summary.get("errors") or {}
+    n = int(summary.get("n_samples") or 0)
+    if summary.get("interrupted_by"):
+        return "interrupted", f"interrupted by {summary['interrupted_by']} after {n} samples"
+    if summary.get("partial"):
+        return "partial", summary.get("partial_reason") or "samples are missing"
+    if n == 0:
+        shard = summary.get("shard")
+        if isinstance(shard, dict) and not summary.get("records"):  # a shard that was dealt no sample
+            return "passed", (f"shard {shard.get('index')}/{shard.get('count')} holds none of the "
+                              f"{shard.get('selected')} selected samples: nothing to gate here; "
+                              "the merged shards carry the verdict")
+        return "errored", "no sample ran"
+    config = summary.get("config") or {}
+    if not gates:
+        errored = int(errors.get("samples", errors.get("total")) or 0)  # older summaries: total only
+        over = budget_exceeded(errored, n, config.get("max_errors"), config.get("max_error_rate"))
+        if over:
+            return "errored", f"{over}; no gate configured"
+        return "passed", f"no gate configured; {n} samples ran without error" if not errored \
+            else f"no gate configured; {errored} of {n} samples errored (within the error budget)"
+    bad = [g for g in gates if not g.get("passed")]
+    if not bad:
+        return "passed", f"{len(gates)} of {len(gates)} gates passed"
+    errored = [g for g in bad if g.get("status") == "errored"]
+    first = (errored or bad)[0]
+    more = f" (and {len(bad) - 1} more gate{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
+    reason = f"{display_name(first.get('label'), first.get('metric_key'))}: {first.get('reason')}{more}"
+    return ("errored" if errored else "failed"), reason
+
+
+def _stopped(summary: dict[str, Any]) -> str | None:
+    """The first endpoint breaker's line (``stopped calling ...``), if the run stopped calling one."""
+    for ep in summary.get("endpoints") or []:
+        if isinstance(ep, dict) and isinstance(ep.get("stopped"), str):
+            return ep["stopped"]
+    return None
+
+
+def exit_code(summary: dict[str, Any]) -> int:
+    """The process exit code for a summary's verdict."""
+    verdict = summary.get("verdict") or decide(summary)[0]
+    if verdict == "passed":
+        return 0
+    if verdict == "interrupted":
+        return SIGNAL_EXIT.get(summary.get("interrupted_by") or "SIGINT", 130)
+    return 1
+
+
+def word(summary: dict[str, Any]) -> str:
+    """PASSED, FAILED, ERRORED, INTERRUPTED or PARTIAL."""
+    return WORDS[summary.get("verdict") or decide(summary)[0]]

@@ -1,0 +1,191 @@
+"""The agents a run creates on a Letta server: imports that survive the server's transient
+failures, deletes, and the ledger of what is left (shared by the Letta target and the judge).
+
+A real Letta 0.16.8 server on Postgres deadlocks now and then when agents are imported
+concurrently (``deadlock detected`` on ``INSERT INTO tools_agents``), which it returns as
+``HTTP 400 … Import failed``; it may also answer 409, 5xx or drop the connection. Those are retried
+with jittered exponential backoff, and every retry is counted. ``letta_client`` is imported only
+inside functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ci_evals._util.errors import SampleError
+from ci_evals._util.netcause import SYSTEMATIC, cause_of
+from ci_evals._util.redact import MESSAGE_LIMIT, scrub_and_shorten
+
+IMPORT_TRIES = 6
+IMPORT_BACKOFF = 0.25  # seconds before the first retry; doubles, times a jitter of 0.5..1.5
+MAX_BACKOFF = 4.0
+
+
+def shown_url(url: str) -> str:
+    """The URL without any user:password part, for messages."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def describe(exc: BaseException, base_url: str) -> str:
+    """One line for a failed Letta call, scrubbed whole and then cut (a server may echo the key)."""
+    return scrub_and_shorten(_describe(exc, base_url), MESSAGE_LIMIT)
+
+
+def _describe(exc: BaseException, base_url: str) -> str:
+    import letta_client
+
+    if isinstance(exc, letta_client.APITimeoutError) and _cause(exc, base_url).kind == "timeout":
+        return f"Letta request timed out ({shown_url(base_url)})"
+    if isinstance(exc, letta_client.APIConnectionError):
+        cause = _cause(exc, base_url)
+        said = "nothing listens there (connection refused)" if cause.kind == "refused" else cause.message
+        return f"cannot reach the Letta server at {shown_url(base_url)}: {said}"
+    if isinstance(exc, letta_client.APIStatusError):
+        body = exc.body
+        detail = body.get("detail", body) if isinstance(body, dict) else body
+        req = exc.response.request
+        return f"Letta returned HTTP {exc.status_code} for {req.method} {req.url.path}: {detail}"
+    if isinstance(exc, SampleError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _cause(exc: BaseException, base_url: str):
+    return cause_of(exc, base_url)
+
+
+def systematic_kind(exc: BaseException, base_url: str) -> str | None:
+    """The breaker's cause for a failed Letta call (:mod:`ci_evals._util.breaker`), or None."""
+    import letta_client
+
+    if isinstance(exc, letta_client.APIStatusError):
+        return f"http_{exc.status_code}" if exc.status_code in (401, 403, 404) else None
+    if isinstance(exc, letta_client.APIConnectionError):
+        kind = _cause(exc, base_url).kind
+        return kind if kind in SYSTEMATIC else None
+    return None
+
+
+def transient(exc: BaseException) -> bool:
+    """A failure the server recovers from by itself: a deadlocked import (HTTP 400 'Import failed'),
+    408, 409, 429, 5xx, a dropped connection or a timeout."""
+    import letta_client
+
+    if isinstance(exc, letta_client.APIStatusError):
+        if exc.status_code >= 500 or exc.status_code in (408, 409, 429):
+            return True
+        text = str(exc.body if exc.body is not None else exc)
+        return exc.status_code == 400 and ("Import failed" in text or "deadlock" in text)
+    return isinstance(exc, letta_client.APIConnectionError)  # includes APITimeoutError
+
+
+def backoff_s(attempt: int) -> float:
+    """The wait before retry ``attempt`` (1-based)."""
+    return min(MAX_BACKOFF, IMPORT_BACKOFF * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+
+
+async def import_file(client: Any, name: str, data: bytes, project_id: str | None,
+                      **options: Any) -> tuple[list[str], int]:
+    """``POST /v1/agents/import`` of an .af, retried on :func:`transient` failures.
+
+    Returns (the new agents' ids, retries used). A 5xx or a dropped connection may come after the
+    server made the agent: such an agent is unknown to us, so only failures before any agent was
+    made (a deadlocked import rolls back) are retried blindly; the others are retried too, since
+    an import that failed with them left nothing in every case measured on 0.16.8.
+    """
+    from letta_client import omit
+
+    for attempt in range(IMPORT_TRIES):
+        if attempt:
+            await asyncio.sleep(backoff_s(attempt))
+        try:
+            resp = await client.agents.import_file(file=(name, data, "application/json"),
+                                                   project_id=project_id or omit, **options)
+        except Exception as exc:
+            if attempt + 1 < IMPORT_TRIES and transient(exc):
+                continue
+            exc.retries = attempt  # type: ignore[attr-defined]
+            exc.exhausted = attempt > 0  # type: ignore[attr-defined]  # retried enough: no new attempt
+            raise
+        return list(resp.agent_ids), attempt
+    raise AssertionError("unreachable")
+
+
+async def delete_agent(client: Any, agent_id: str, base_url: str) -> str | None:
+    """Delete an agent, once more on failure; a 404 means it is already gone.
+
+    Returns None when the agent is gone, else why it could not be deleted (one line).
+    """
+    import letta_client
+
+    why = None
+    for _ in range(2):
+        try:
+            await client.agents.delete(agent_id)
+            return None
+        except letta_client.NotFoundError:
+            return None
+        except Exception as exc:  # reported by the ledger
+            why = describe(exc, base_url)
+    return why
+
+
+class AgentLedger:
+    """Agents created on the server: live until deleted, kept on purpose, or left over."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.live: dict[str, str | None] = {}  # id -> name
+        self.kept: list[dict[str, Any]] = []
+        self.leftover: list[dict[str, Any]] = []
+        self.errors: dict[str, str] = {}
+
+    def add(self, agent_ids: list[str], name: str | None) -> None:
+        for agent_id in agent_ids:
+            self.live[agent_id] = name
+
+    async def forget(self, client: Any, agent_ids: list[str]) -> None:
+        """Delete these agents; one whose delete fails stays live (tried again at close)."""
+        for agent_id in agent_ids:
+            why = await delete_agent(client, agent_id, self.base_url)
+            if why is None:
+                self.live.pop(agent_id, None)
+                self.errors.pop(agent_id, None)
+            else:
+                self.errors[agent_id] = why
+
+    def keep(self, agent_ids: list[str]) -> None:
+        for agent_id in agent_ids:
+            if agent_id in self.live:
+                self.kept.append({"id": agent_id, "name": self.live.pop(agent_id)})
+
+    async def close(self, client: Any | None) -> None:
+        """Delete what is still live; what cannot be deleted becomes a leftover (id, name, error)."""
+        if client is not None and self.live:
+            await self.forget(client, sorted(self.live))
+        for agent_id, name in sorted(self.live.items()):
+            self.leftover.append({"id": agent_id, "name": name,
+                                  "error": self.errors.get(agent_id) or "not deleted"})
+        self.live.clear()
+
+    def report(self) -> dict[str, list[dict[str, Any]]]:
+        return {"leftover_agents": list(self.leftover), "kept_agents": list(self.kept)}
+
+
+def letta_report(ledgers: list[AgentLedger]) -> dict[str, Any] | None:
+    """summary.json's ``letta`` block from the ledgers of the target and the graders (None if empty).
+
+    ``base_url`` (without credentials) is the server of the first ledger that has agents to show.
+    """
+    shown = [g for g in ledgers if g.leftover or g.kept]
+    if not shown:
+        return None
+    return {"leftover_agents": [a for g in shown for a in g.leftover],
+            "kept_agents": [a for g in shown for a in g.kept],
+            "base_url": shown_url(shown[0].base_url)}

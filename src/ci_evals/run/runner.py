@@ -1,0 +1,398 @@
+"""Async orchestration: every (model, sample, run) job under one concurrency cap, results streamed.
+
+A fixed pool of ``max_concurrent`` workers pulls jobs from a lazy iterator, so memory stays flat
+however large the dataset. Each job runs the target, extracts each grader's submission and runs
+the sample's graders concurrently; the finished record is appended to ``results.jsonl`` at once
+and fed to the :class:`~ci_evals.gating.aggregate.Aggregator`. Failures are data: a target, extraction or
+grading failure becomes an errored grade (score 0, counted), never a dropped sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ci_evals import llm
+from ci_evals._util import redact
+from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.redact import scrub
+from ci_evals._util.textsafe import clean_sample, clean_trajectory, clean_value
+from ci_evals.core.rule import passes
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Trajectory
+from ci_evals.gating.aggregate import Aggregator
+from ci_evals.gating.baseline import Baseline
+from ci_evals.gating.summary import summarize
+from ci_evals.graders.reward import reward_config
+from ci_evals.graders.tool import ToolGrader
+from ci_evals.letta.agents import letta_report
+from ci_evals.llm import endpoint_reports
+from ci_evals.results.files import Trust, foreign_shape, iter_records
+from ci_evals.results.line import record_line
+from ci_evals.results.records import Grade, make_grade
+from ci_evals.results.writer import open_append
+from ci_evals.run.perturn import grade_per_turn
+from ci_evals.run.signals import on_signals
+from ci_evals.suite.loader import GraderSlot, LoadedSuite
+from ci_evals.usercode import lane as usercode
+
+FLUSH_SECONDS = 0.5
+
+
+
+
+def suite_config(suite: LoadedSuite) -> dict[str, Any]:
+    """The machine-readable config block of summary.json (what ``merge`` and recomputation need)."""
+    return {
+        "graders": {
+            name: {"label": s.grader.label, "kind": s.grader.spec.kind, "rule": list(s.rule),
+                   "extractor": s.extractor.name}
+            | ({"model": s.grader.spec.model} if isinstance(getattr(s.grader.spec, "model", None), str) else {})
+            for name, s in suite.graders.items()
+        } | reward_config(suite.reward),
+        "gates": [g.model_dump(exclude_none=True) for g in suite.gates],
+        **({"typed_gates": [g.model_dump(exclude_none=True) for g in suite.typed_gates]} if suite.typed_gates else {}),
+        "max_errors": suite.max_errors,
+        "max_error_rate": suite.max_error_rate,
+        "num_runs": suite.spec.num_runs,
+        "reducer": suite.spec.reducer,
+        "target": _target_facts(suite.spec.target),
+    }
+
+
+def _target_facts(target: dict[str, Any]) -> dict[str, Any]:
+    """The target's kind, and the model(s) it runs when it names them (report.html's run facts)."""
+    out: dict[str, Any] = {"kind": target.get("kind")}
+    if isinstance(target.get("model"), str):
+        out["model"] = target["model"]
+    handles = target.get("model_handles")
+    if isinstance(handles, list) and all(isinstance(h, str) for h in handles):
+        out["model_handles"] = handles
+    return out
+
+
+def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> Grade:
+    if g.error:
+        return make_grade(rationale=g.rationale, metadata=g.metadata, error=g.error)
+    return make_grade(g.score, passes(g.score, *rule), g.rationale, g.metadata)
+
+
+def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
+    """``duration_s`` is the sample's own work; time it waited for a shared resource is ``queued_s``."""
+    rec["duration_s"] = round(max(0.0, elapsed - queued), 6)
+    if queued:
+        rec["queued_s"] = round(queued, 6)
+
+
+@dataclass
+class RunOptions:
+    output: Path
+    max_concurrent: int = 10
+    resume: bool = False
+    progress: bool = True
+    extra_summary: dict[str, Any] = field(default_factory=dict)
+    rates: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    """LLM rate limits the user knows: provider, base URL or ``*`` -> (rpm, tpm)."""
+    max_wait: float | None = None
+    """Seconds one LLM call may stay throttled before it errors (default: the scheduler's)."""
+    baseline: Baseline | None = None
+    """The run to compare with (``--baseline``): regression gates and the summary's baseline block."""
+
+
+class Runner:
+    def __init__(self, suite: LoadedSuite, options: RunOptions) -> None:
+        self.suite = suite
+        self.opts = options
+        self.config = suite_config(suite)
+        self.agg = Aggregator(self.config)
+        self.done_keys: set[tuple] = set()
+        self._last_flush = 0.0
+        self._stopping = False
+        self._secrets: list[str] = []
+        self._secrets_gen = -1
+
+    # -- jobs ------------------------------------------------------------------------------------
+
+    def jobs(self) -> Iterator[tuple[str | None, Sample, int]]:
+        for model in self.suite.target.models():
+            for sample in self.suite.dataset:
+                for run in range(self.suite.spec.num_runs):
+                    if (model, str(sample.id), run) not in self.done_keys:
+                        yield model, sample, run
+
+    def total_jobs(self) -> int:
+        models = len(self.suite.target.models())
+        return self.suite.dataset.count * models * self.suite.spec.num_runs - len(self.done_keys)
+
+    async def _grade_one(self, slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[dict, str]:
+        if isinstance(sample.ground_truth, list):  # letta-evals 0.9+: each turn graded on its own
+            return await grade_per_turn(self._grade_one, slot, sample, traj)
+        try:
+            submission = await slot.extractor.extract(traj)
+        except Exception as exc:  # a custom extractor failing is that sample's extraction error
+            return make_grade(error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}",
+                              category="extraction"), ""
+        grader = slot.grader
+        try:
+            if isinstance(grader, ToolGrader) and grader.builtin:
+                g = grader.grade_sync(sample, submission)
+            else:
+                g = await grader.grade(sample, submission, traj)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # graders should not raise, but a bug must not lose the sample
+            msg = f"grader '{slot.name}' raised {type(exc).__name__}: {exc}"
+            return make_grade(error=msg, category="grading"), submission
+        return _grade_dict(g, slot.rule), submission
+
+    async def run_job(self, model: str | None, sample: Sample, run: int) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        sample, replaced = clean_sample(sample)
+        rec: dict[str, Any] = {
+            "sample_id": sample.id, "run": run, "model": model, "input": sample.input,
+            "ground_truth": sample.ground_truth, "tags": sample.tags, "error": None,
+        }
+        try:
+            traj = await self.suite.target.run(sample, run=run, model=model, need_memory=self.suite.needs_memory)
+            if not any(True for _ in traj.messages()) and not traj.memory_blocks:
+                raise SampleError("target returned an empty trajectory (no messages)")
+            replaced += clean_trajectory(traj) + traj.metadata.pop("replaced_chars", 0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            msg = str(exc) if isinstance(exc, SampleError) else f"{type(exc).__name__}: {exc}"
+            category = exc.category if isinstance(exc, SampleError) else "target"
+            rec["error"] = {"category": category, "message": msg}
+            if getattr(exc, "retries", 0):
+                rec["retries"] = exc.retries
+            rec["grades"] = {n: make_grade(error=f"{category} error: {msg}", category=category)
+                             for n in self.suite.metric_names}
+            rec["submission"] = {n: "" for n in self.suite.graders}
+            rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
+            if replaced:
+                rec["replaced_chars"] = replaced
+            _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))
+            return rec
+        traj.metadata.setdefault("run", run)  # judges key their cache on it: repeats stay independent
+        slots = list(self.suite.graders.values())
+        if len(slots) == 1 or all(isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots):
+            pairs = [await self._grade_one(s, sample, traj) for s in slots]
+        else:
+            pairs = await asyncio.gather(*(self._grade_one(s, sample, traj) for s in slots))
+        rec["grades"] = {s.name: p[0] for s, p in zip(slots, pairs, strict=True)}
+        rec["submission"] = {s.name: p[1] for s, p in zip(slots, pairs, strict=True)}
+        if self.suite.reward is not None:
+            rec["grades"]["reward"] = await self.suite.reward.grade(
+                sample, rec["grades"], rec["submission"], traj, model, {"total": time.perf_counter() - t0})
+        rec["usage"] = traj.usage.to_dict()
+        rec["trajectory"] = {"turns": [[m.to_dict() for m in t] for t in traj.turns],
+                             "memory_blocks": dict(traj.memory_blocks)}
+        for k in ("cache_hits", "retries", "throttled"):
+            if traj.metadata.get(k):
+                rec[k] = traj.metadata[k]
+        extra = {k: v for k, v in traj.metadata.items()
+                 if k not in ("cache_hits", "retries", "throttled", "run", "queued_s")}
+        if extra:
+            rec["target"] = extra
+        if replaced:
+            rec["replaced_chars"] = replaced
+        _timing(rec, time.perf_counter() - t0, traj.metadata.get("queued_s", 0.0))
+        return rec
+
+    # -- the run ---------------------------------------------------------------------------------
+
+    def _load_previous(self, results: Path) -> None:
+        """For ``--resume``: feed the records already written, remember which jobs are done."""
+        # The folder may be anything the user named: read it as another run's (a bad line is one
+        # error naming it; only a torn last line from a hard kill is skipped, and that job runs again).
+        for n, rec in iter_records(results, Trust.OTHER):
+            key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
+            if key in self.done_keys:
+                continue
+            self.done_keys.add(key)
+            with foreign_shape(f"{results}:{n + 1}", "this record"):
+                self.agg.add(rec)
+
+    async def _call_setup(self) -> None:
+        fn = self.suite.setup
+        if fn is None:
+            return
+        params = list(inspect.signature(fn).parameters)
+        args = []
+        if params:
+            args = [self.suite.spec if params[0] == "suite" else getattr(self.suite.target, "client", None)]
+        try:  # off the loop, without a time limit (a signal still ends the run); SystemExit is its error
+            # letta-evals 0.7+: a (client, model_handle) setup runs once per model handle
+            for extra in ([[m] for m in self.suite.target.models()] if len(params) == 2 else [[]]):
+                await usercode.run(fn, *args, *extra, what="setup script", limited=False)
+        except Exception as exc:
+            raise ConfigError(f"setup script raised {usercode.describe(exc)}", key="setup_script",
+                              file=str(self.suite.path)) from None
+
+    async def execute(self) -> dict[str, Any]:
+        """Run every job; write results.jsonl and return the summary (``partial`` if interrupted)."""
+        out = self.opts.output
+        out.mkdir(parents=True, exist_ok=True)
+        results_path = out / "results.jsonl"
+        if self.opts.resume:
+            self._load_previous(results_path)
+        started = datetime.now(UTC)
+        t0 = time.perf_counter()
+        fh = open_append(results_path, truncate=not self.opts.resume)
+        interrupted: int | None = None
+        loop = asyncio.get_running_loop()
+        main_task = asyncio.current_task()
+
+        def on_signal(signum: int) -> None:  # runs between two bytecodes: record, then cancel from the loop
+            nonlocal interrupted
+            if interrupted is None:
+                interrupted = signum
+                self._stopping = True  # workers start no further job
+                loop.call_soon_threadsafe(main_task.cancel)
+
+        progress = Progress(self.total_jobs(), enabled=self.opts.progress)
+        with on_signals(on_signal):
+            try:
+                try:
+                    await self._run_all(fh, progress)
+                except asyncio.CancelledError:
+                    if interrupted is None:
+                        raise
+                    main_task.uncancel()
+            finally:
+                fh.flush()
+                fh.close()
+                progress.close()
+                await self._close()
+        self._report_agents()
+        self._report_endpoints()
+        return self.summarize(started, time.perf_counter() - t0, partial=interrupted is not None,
+                              interrupted=signal.Signals(interrupted).name if interrupted is not None else None)
+
+    async def _run_all(self, fh, progress: Progress) -> None:
+        llm.configure(max_concurrent=self.opts.max_concurrent, rates=self.opts.rates, max_wait=self.opts.max_wait)
+        progress.note = lambda: llm.throttling_note(llm.endpoint_reports())
+        await self._call_setup()
+        try:
+            await self.suite.target.start()
+            for slot in self.suite.graders.values():
+                await slot.grader.start()
+        except ConfigError as exc:  # e.g. no API key: name the suite it belongs to
+            if exc.file is None:
+                exc.file, exc.line = str(self.suite.path), self.suite.lines.get(exc.key or "")
+            raise
+        jobs = self.jobs()
+
+        async def worker() -> None:
+            for model, sample, run in jobs:
+                if self._stopping:
+                    return
+                rec = await self.run_job(model, sample, run)
+                self._write(fh, rec)
+                progress.advance(rec)
+                await asyncio.sleep(0)  # a job that never suspends must not keep signals waiting
+
+        n_workers = max(1, min(self.opts.max_concurrent, self.total_jobs() or 1))
+        workers = [asyncio.create_task(worker()) for _ in range(n_workers)]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+
+    async def _close(self) -> None:
+        for closer in [self.suite.target.aclose] + [s.grader.aclose for s in self.suite.graders.values()]:
+            try:
+                await closer()
+            except Exception as exc:  # cleanup problems must not hide the verdict
+                print(scrub(f"warning: cleanup failed: {type(exc).__name__}: {exc}"), file=sys.stderr)
+
+    def _report_agents(self) -> None:
+        """summary.json ``letta``: agents left on a Letta server (failed deletes) or kept on purpose."""
+        ledgers = [getattr(part, "ledger", None) for part in
+                   [self.suite.target] + [s.grader for s in self.suite.graders.values()]]
+        if any(ledgers):
+            block = letta_report([g for g in ledgers if g is not None])
+            if block:
+                self.opts.extra_summary["letta"] = block
+
+    def _report_endpoints(self) -> None:
+        """summary.json ``endpoints``: each LLM endpoint's calls, throttling, settled concurrency, breaker."""
+        reports = endpoint_reports()
+        if reports:
+            self.opts.extra_summary["endpoints"] = reports
+
+    def _write(self, fh, rec: dict[str, Any]) -> None:
+        if self._secrets_gen != redact.generation:
+            self._secrets, self._secrets_gen = redact.known_secrets(), redact.generation
+        line, rec = record_line(rec, self._secrets)
+        try:  # the text layer encodes the whole line before writing any of it
+            fh.write(line + "\n")
+        except UnicodeEncodeError:  # a grader's rationale or metadata carried a lone surrogate
+            rec, n = clean_value(rec)
+            rec["replaced_chars"] = rec.get("replaced_chars", 0) + n
+            fh.write(record_line(rec, self._secrets)[0] + "\n")
+        now = time.monotonic()
+        if now - self._last_flush > FLUSH_SECONDS:
+            fh.flush()
+            self._last_flush = now
+        self.agg.add(rec)
+
+    def summarize(self, started: datetime, duration: float, *, partial: bool,
+                  interrupted: str | None = None) -> dict[str, Any]:
+        return summarize(self.suite, self.config, self.agg, started=started, duration=duration, partial=partial,
+                         extra=self.opts.extra_summary, baseline=self.opts.baseline, interrupted=interrupted)
+
+
+class Progress:
+    """A progress bar on a TTY (rich), plain lines every ~10 % otherwise, nothing when disabled."""
+
+    def __init__(self, total: int, *, enabled: bool) -> None:
+        self.total = total
+        self.done = 0
+        self.errors = 0
+        self.enabled = enabled and total > 0
+        self.tty = self.enabled and sys.stderr.isatty()
+        self.next_mark = max(1, total // 10)
+        self._bar = None
+        self._last = time.monotonic()
+        self.note: Any = lambda: None  # a line on throttling, when there is one
+        if self.tty:
+            from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress("[progress.description]{task.description}", BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("evaluating", total=total)
+
+    def advance(self, rec: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        self.done += 1
+        if rec.get("error") or any(g.get("error") for g in rec["grades"].values()):
+            self.errors += 1
+        if self._bar is not None:
+            note = self.note()
+            self._bar.update(self._task, advance=1, description=f"evaluating ({self.errors} errors"
+                             + (f"; {note})" if note else ")"))
+        elif self.done == self.total or (self.done >= self.next_mark and time.monotonic() - self._last >= 2.0):
+            note = self.note()
+            print(f"progress: {self.done}/{self.total} samples ({self.errors} with errors"
+                  + (f"; {note})" if note else ")"), file=sys.stderr)
+            self.next_mark = self.done + max(1, self.total // 10)
+            self._last = time.monotonic()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -1,0 +1,113 @@
+"""One suite, start to end: load it, run it, write and print its reports, and map the outcome
+to an exit code. The CLI's ``run`` and the Action both call :func:`run_suite` with typed
+:class:`~ci_evals.run.options.SuiteOptions`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from ci_evals._util.bounds import check_output_folder
+from ci_evals._util.errors import ConfigError
+from ci_evals.gating.aggregate import Aggregator
+from ci_evals.gating.baseline import Baseline
+from ci_evals.gating.verdict import exit_code
+from ci_evals.reports import console
+from ci_evals.reports.comment import render_comment
+from ci_evals.reports.letta_agents import console_lines
+from ci_evals.reports.write import iter_results, write_outputs
+from ci_evals.results.layout import DEFAULT_OUTPUT
+from ci_evals.results.writer import refuse_links
+from ci_evals.run import selection
+from ci_evals.run.folderlock import fingerprint, hold
+from ci_evals.run.options import SuiteOptions
+from ci_evals.run.runner import Runner, RunOptions
+from ci_evals.run.signals import held_signals
+from ci_evals.suite.dialects import select_model
+from ci_evals.suite.loader import load_suite
+
+DEFAULT_CONCURRENCY = 10
+
+
+def print_comment(summary: dict[str, Any], out: Path) -> None:
+    body = render_comment(summary, iter_results(out / "results.jsonl"), run_url=None,
+                          marker_key=summary.get("suite") or "suite")
+    print("\n--- PR comment (dry run: not posted) ---\n" + body + "\n--- end of PR comment ---")
+
+
+def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tuple[int, dict[str, Any] | None, Path]:
+    """Load, run and report one suite. Returns (exit code, summary, output folder).
+
+    ``output`` (a subfolder when the CLI runs several suites) wins over ``args.output``.
+    """
+    resume = getattr(args, "resume", None)
+    tags = [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
+    ids, id_match, chosen_by, from_suite = selection.plan(args)
+    suite = load_suite(path, max_samples=args.max_samples, sample_tags=tags, num_runs=args.num_runs,
+                       shard=args.shard, cache_dir=False if args.no_cache else None,
+                       max_errors=getattr(args, "max_errors", None), extra_gates=getattr(args, "gate", None),
+                       sample_ids=ids, id_match=id_match)
+    if from_suite is not None and from_suite != suite.spec.name:
+        raise ConfigError(f"--only-failed: this folder holds results of suite {from_suite!r}, not "
+                          f"{suite.spec.name!r}", file=str(args.only_failed))
+    if getattr(args, "model_handle", None):
+        select_model(suite, args.model_handle)
+    out = resume or output or args.output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
+    only = getattr(args, "only_failed", None)
+    if only is not None and out.resolve() == only.resolve():  # never overwrite the input: a sibling folder
+        out = out.parent / f"{out.name}-rerun"
+    check_output_folder(out, "--resume" if resume is not None else "--output")
+    refuse_links(out)
+    if resume is not None and not (resume / "results.jsonl").exists():
+        raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
+    baseline = Baseline(args.baseline) if args.baseline else None
+    concurrency = args.max_concurrent or suite.spec.max_concurrent or DEFAULT_CONCURRENCY
+    extra: dict[str, Any] = {}
+    if args.shard:
+        extra["shard"] = {"index": args.shard[0], "count": args.shard[1], "selected": suite.dataset.unsharded}
+    if chosen_by:
+        extra["selection"] = {"by": chosen_by, "selected": suite.dataset.count, "total": suite.dataset.total}
+    rates = {key: (lim.rpm, lim.tpm) for key, lim in suite.spec.rate_limits.items()}
+    for flag, index in (("rpm", 0), ("tpm", 1)):
+        for key, value in getattr(args, flag, None) or []:  # the command line wins over the suite
+            pair = list(rates.get(key, (None, None)))
+            pair[index] = value
+            rates[key] = (pair[0], pair[1])
+    runner = Runner(suite, RunOptions(output=out, max_concurrent=concurrency, resume=resume is not None,
+                                      progress=not args.quiet, extra_summary=extra, rates=rates, baseline=baseline,
+                                      max_wait=getattr(args, "max_wait", None) or suite.spec.max_wait))
+    if baseline is not None:
+        runner.agg = Aggregator(runner.config, keep_outcomes=True)
+        baseline.attach(runner.agg, suite=suite.spec.name)
+    chosen = {k: getattr(args, k, None) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
+    if chosen_by:
+        chosen["sample_ids"] = sorted(ids) if ids is not None else None
+        chosen["sample_pattern"] = getattr(args, "sample_pattern", None)
+    lock = hold(out, fingerprint(suite, chosen), resume=resume is not None)
+    try:
+        with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
+            summary = asyncio.run(runner.execute())
+            held.stopping = bool(summary.get("partial"))
+            write_outputs(out, summary)
+            if args.shard and suite.dataset.count == 0:
+                print(f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
+                      f"gate here (merge the shards for the verdict). Results: {out}/")
+                return 0, summary, out
+            color = console.use_color(sys.stdout)
+            if not args.quiet:
+                print(console.render(summary, iter_results(out / "results.jsonl"), color=color))
+            else:
+                print(console.verdict_line(summary, prefix=f"{summary['suite']}: ", color=color))
+            print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)")
+            if summary.get("letta"):  # agents left on a Letta server: shown even with --quiet
+                print("\n".join(console_lines(summary)))
+            if args.dry_run:
+                print_comment(summary, out)
+    finally:
+        lock.release()
+    if summary.get("interrupted_by"):
+        print(f"interrupted: partial results written to {out}/; finish with --resume {out}", file=sys.stderr)
+    return exit_code(summary), summary, out
