@@ -345,3 +345,47 @@ def test_the_example_fails_its_gate_when_the_judge_is_harsh(letta_fake, tmp_path
     summary = json.loads((out / "summary.json").read_text())
     assert [(g["actual"], g["passed"]) for g in summary["gates"]] == [(0.5, False)]
     assert letta_fake.live() == []
+
+
+def test_an_unreachable_judge_server_trips_the_breaker_and_later_samples_are_not_sent(tmp_path, capsys):
+    fake = FakeLetta()
+    fake.url = "http://127.0.0.1:9"  # discard port: nothing listens
+    judge = make(tmp_path, fake)
+    cause = "cannot reach the Letta server at http://127.0.0.1:9: nothing listens there (connection refused)"
+
+    async def go():
+        await judge.start()
+        try:
+            return [await judge.grade(Sample(id=i, input="q", ground_truth="4"), "4", Trajectory.from_text("4"))
+                    for i in range(5)]
+        finally:
+            await judge.aclose()
+
+    results = asyncio.run(go())
+    stop = (f"stopped calling the Letta server at http://127.0.0.1:9: {cause} "
+            "(is the Letta server running? check base_url / LETTA_BASE_URL)")
+    assert [(r.score, r.error, r.metadata["retries"]) for r in results] == \
+        [(0.0, f"Letta judge failed: {cause}", 5)] * 3 + [(0.0, f"not sent: {stop}", 0)] * 2
+    # 5: the import's own retries of a dropped connection (letta.agents); no fresh judge after them
+    assert capsys.readouterr().err == f"error: {stop}\n"
+
+
+def test_a_judge_server_that_answered_once_is_not_stopped_by_later_failures(letta_fake, tmp_path):
+    judge = make(tmp_path, letta_fake)
+
+    async def go():
+        await judge.start()
+        try:
+            first = await judge.grade(Sample(id=0, input="q", ground_truth="4"), "4", Trajectory.from_text("4"))
+            letta_fake.fail("POST", "/v1/agents/import", status=404, detail="gone", times=100)
+            rest = [await judge.grade(Sample(id=i, input="q", ground_truth="4"), "4", Trajectory.from_text("4"))
+                    for i in range(1, 5)]
+            return first, rest
+        finally:
+            await judge.aclose()
+
+    first, rest = asyncio.run(go())
+    assert (first.score, first.error) == (1.0, None)
+    assert [r.error for r in rest] == \
+        ["Letta judge failed: Letta returned HTTP 404 for POST /v1/agents/import: gone"] * 4
+    assert letta_fake.count("POST", "/v1/agents/import") == 5

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from ci_evals._util.breaker import Breaker
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.redact import scrub_and_shorten
 from ci_evals.config.specs import Context, GraderSpec
@@ -35,7 +36,7 @@ from ci_evals.core.trajectory import Trajectory, Usage
 from ci_evals.graders.base import Grader
 from ci_evals.graders.judge_prompt import STANDARD_PLACEHOLDERS, build_judge_prompt, fill_rubric
 from ci_evals.graders.rubric import RubricGrader
-from ci_evals.letta.agents import AgentLedger, describe
+from ci_evals.letta.agents import AgentLedger, systematic_kind
 from ci_evals.letta.client import (
     AgentFile,
     AgentFileImport,
@@ -47,6 +48,7 @@ from ci_evals.letta.client import (
     project_of,
     read_agent_file,
     retryable,
+    stop_line,
 )
 from ci_evals.letta.messages import FAILED_STOPS, add_usage, calls_of, dump, to_turn
 
@@ -174,6 +176,7 @@ class LettaJudgeGrader(Grader):
         self.base_url = base_url_of(spec)
         self._client: Any = None
         self.ledger = AgentLedger(self.base_url)
+        self.breaker = Breaker()  # stops calling a server that never answered (ci_evals._util.breaker)
 
     def check_samples(self, samples: Iterable[Sample]) -> None:
         """Every sample gives every declared rubric variable (the LLM rubric grader's rule and message)."""
@@ -199,6 +202,8 @@ class LettaJudgeGrader(Grader):
             prompt = self.build_prompt(sample, submission)
         except TemplateError as exc:
             return GradeResult(score=0.0, error=str(exc), metadata=meta)
+        if self.breaker.stopped:  # the server never answered: the rest of the samples are not sent
+            return GradeResult(score=0.0, error=f"not sent: {self.breaker.stopped}", metadata=meta)
         error: BaseException | None = None
         for attempt in range(self.spec.max_retries + 1):
             if attempt:
@@ -207,19 +212,22 @@ class LettaJudgeGrader(Grader):
             created: list[str] = []
             try:
                 async with asyncio.timeout(self.spec.timeout):  # the whole judge call, not each read
-                    return await self._attempt(prompt, usage, meta, created)
+                    result = await self._attempt(prompt, usage, meta, created)
+                self.breaker.success()
+                return result
             except TimeoutError:
                 return GradeResult(score=0.0, error=f"Letta judge timed out after {self.spec.timeout:g} s",
                                    metadata=meta)
             except Exception as exc:
                 error = exc
                 meta["retries"] += getattr(exc, "retries", 0)
-                if not retryable(exc) or getattr(exc, "exhausted", False):
+                if not retryable(exc) or getattr(exc, "exhausted", False) or (
+                        self.breaker.first_contact and systematic_kind(exc, self.base_url)):
                     break
             finally:
                 await self.ledger.forget(self._client, created)
-        return GradeResult(score=0.0, error=f"Letta judge failed: {describe(error, self.base_url)}",
-                           metadata=meta)
+        failed = stop_line(self.breaker, error, self.base_url, "Letta judge failed")
+        return GradeResult(score=0.0, error=str(failed), metadata=meta)
 
     async def _attempt(self, prompt: str, usage: Usage, meta: dict[str, Any], created: list[str]) -> GradeResult:
         client = self._client
