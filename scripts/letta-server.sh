@@ -17,21 +17,25 @@
 # Redis (Debian's redis-server, apt-get installed when missing; no persistence) backs the server's
 # background streaming, which Letta Code needs; the fake LLM streams (SSE) when asked to.
 # Ports: CI_EVALS_LETTA_PORT (8283), CI_EVALS_LETTA_PG_PORT (54329), CI_EVALS_LETTA_LLM_PORT (18999),
-# CI_EVALS_LETTA_REDIS_PORT (56379).
+# CI_EVALS_LETTA_REDIS_PORT (56379). A second server beside the first (.ci/run runs two, so that the
+# real-server tests, which stop and restart theirs, and the oracle tests run at once) takes other
+# ports, another CI_EVALS_LETTA_HOME, its own Postgres folder (CI_EVALS_LETTA_PG) and the first
+# one's venv (CI_EVALS_LETTA_VENV, default HOME/venv; start the first one first: it builds it).
 # Nothing leaves 127.0.0.1 at run time: the servers get an empty environment, proxies aimed at a
 # closed loopback port, NLTK's index on loopback, and no key but the fake LLM's.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 W=${CI_EVALS_LETTA_HOME:-$HOME/.cache/ci-evals-letta}
-VENV=$W/venv
+VENV=${CI_EVALS_LETTA_VENV:-$W/venv}
 RUN=$W/run
 LOGS=$W/logs
 PORT=${CI_EVALS_LETTA_PORT:-8283}
 PGPORT=${CI_EVALS_LETTA_PG_PORT:-54329}
 LLMPORT=${CI_EVALS_LETTA_LLM_PORT:-18999}
 REDISPORT=${CI_EVALS_LETTA_REDIS_PORT:-56379}
-if [[ $EUID -eq 0 ]]; then PG=${TMPDIR:-/tmp}/ci-evals-letta-pg; else PG=$W/pg; fi
+if [[ -n ${CI_EVALS_LETTA_PG:-} ]]; then PG=$CI_EVALS_LETTA_PG
+elif [[ $EUID -eq 0 ]]; then PG=${TMPDIR:-/tmp}/ci-evals-letta-pg; else PG=$W/pg; fi
 PGDATA=$PG/data
 PGSOCK=$PG/sock
 TAG=0.16.8
