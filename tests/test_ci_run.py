@@ -125,10 +125,11 @@ def test_not_root_runs_the_suite_on_the_host_instead_of_the_fresh_root(tmp_path)
     ({"FAKE_RC_letta_oracle": "5"}, 1, "== FAILED: letta-code-and-oracle"),  # collected nothing
     ({"FAKE_FRESH_RC": "3"}, 3, "== FAILED: fresh-debian"),
     ({"FAKE_CONTAINER_RC": "4"}, 4, "== FAILED: container-smoke"),
-    ({"FAKE_START_FAIL": "8293"}, 1, "== FAILED: letta-servers letta-server-tests letta-code-and-oracle"),
+    ({"FAKE_START_FAIL": "8283"}, 1, "== FAILED: letta-server-1 letta-server-tests letta-code-and-oracle"),
+    ({"FAKE_START_FAIL": "8293"}, 1, "== FAILED: letta-server-2 letta-code-and-oracle"),
     ({"FAKE_PIP_FAIL": ".[test]"}, 1, "== FAILED: host-venv host-checks letta-server-tests letta-code-and-oracle"),
     ({"FAKE_PIP_FAIL": "letta-evals==0.18.0"}, 1, "== FAILED: oracle-venvs letta-code-and-oracle"),
-], ids=["letta-server", "letta-code", "oracle-collects-nothing", "fresh-root", "container", "server-start",
+], ids=["letta-server", "letta-code", "oracle-collects-nothing", "fresh-root", "container", "server-1-start", "server-2-start",
         "host-venv", "oracle-venv"])
 def test_a_failing_step_fails_the_run_and_both_servers_stop(tmp_path, fake, rc, line):
     got, out, log = run(tmp_path, **fake)
