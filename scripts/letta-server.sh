@@ -149,8 +149,8 @@ cmd_stop() {
 
 server_env() {  # the only environment the Letta processes get
   mkdir -p "$W/pyhooks"
-  # Lazily: Letta runs each tool in a subprocess that inherits PYTHONPATH, and importing NLTK
-  # there would cost seconds of CPU per tool call.
+  # Lazily: Letta runs each tool in a subprocess that inherits PYTHONPATH, and importing NLTK (or
+  # the letta package's __init__, below) there would cost seconds of CPU per tool call.
   cat >"$W/pyhooks/sitecustomize.py" <<'EOF'
 # written by letta-server.sh: when nltk.downloader is imported, its index URL is on loopback
 import importlib.machinery
@@ -176,6 +176,35 @@ class _NltkOnLoopback:
 
 
 sys.meta_path.insert(0, _NltkOnLoopback())
+
+
+def _letta_package_on_first_use():
+    """In a tool's subprocess only: `letta` without running its __init__ until it is used.
+
+    Letta runs each tool call as a script in a fresh Python that imports
+    letta.functions.ast_parsers to coerce the arguments; letta/__init__.py imports most of the
+    server (5-10 CPU-s a tool call). The package's own attributes (`from letta import *`, which a
+    tool taking agent_state gets) still run it, the first time one is read; submodules import as
+    before, so the tool and its arguments are exactly what they were.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("letta")
+    if spec is None or spec.loader is None or not spec.submodule_search_locations:
+        return
+    module = importlib.util.module_from_spec(spec)
+
+    def __getattr__(name):
+        del module.__dict__["__getattr__"]
+        spec.loader.exec_module(module)
+        return getattr(module, name)
+
+    module.__getattr__ = __getattr__
+    sys.modules["letta"] = module
+
+
+if "/tool_execution_dir/" in (sys.argv[0] if sys.argv else ""):
+    _letta_package_on_first_use()
 EOF
   ENVV=(env -i PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 LC_ALL=C.UTF-8
         TMPDIR="${TMPDIR:-/tmp}" HOME="$W/home" LETTA_DIR="$W/home/.letta"
