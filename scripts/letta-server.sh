@@ -17,21 +17,25 @@
 # Redis (Debian's redis-server, apt-get installed when missing; no persistence) backs the server's
 # background streaming, which Letta Code needs; the fake LLM streams (SSE) when asked to.
 # Ports: CI_EVALS_LETTA_PORT (8283), CI_EVALS_LETTA_PG_PORT (54329), CI_EVALS_LETTA_LLM_PORT (18999),
-# CI_EVALS_LETTA_REDIS_PORT (56379).
+# CI_EVALS_LETTA_REDIS_PORT (56379). A second server beside the first (.ci/run runs two, so that the
+# real-server tests, which stop and restart theirs, and the oracle tests run at once) takes other
+# ports, another CI_EVALS_LETTA_HOME, its own Postgres folder (CI_EVALS_LETTA_PG) and the first
+# one's venv (CI_EVALS_LETTA_VENV, default HOME/venv; start the first one first: it builds it).
 # Nothing leaves 127.0.0.1 at run time: the servers get an empty environment, proxies aimed at a
 # closed loopback port, NLTK's index on loopback, and no key but the fake LLM's.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 W=${CI_EVALS_LETTA_HOME:-$HOME/.cache/ci-evals-letta}
-VENV=$W/venv
+VENV=${CI_EVALS_LETTA_VENV:-$W/venv}
 RUN=$W/run
 LOGS=$W/logs
 PORT=${CI_EVALS_LETTA_PORT:-8283}
 PGPORT=${CI_EVALS_LETTA_PG_PORT:-54329}
 LLMPORT=${CI_EVALS_LETTA_LLM_PORT:-18999}
 REDISPORT=${CI_EVALS_LETTA_REDIS_PORT:-56379}
-if [[ $EUID -eq 0 ]]; then PG=${TMPDIR:-/tmp}/ci-evals-letta-pg; else PG=$W/pg; fi
+if [[ -n ${CI_EVALS_LETTA_PG:-} ]]; then PG=$CI_EVALS_LETTA_PG
+elif [[ $EUID -eq 0 ]]; then PG=${TMPDIR:-/tmp}/ci-evals-letta-pg; else PG=$W/pg; fi
 PGDATA=$PG/data
 PGSOCK=$PG/sock
 TAG=0.16.8
@@ -70,7 +74,8 @@ ensure_venv() {
   py=$(pick_python) || die "needs Python 3.11, 3.12 or 3.13 (set CI_EVALS_LETTA_PYTHON)"
   "$VENV/bin/python" -c '' 2>/dev/null || { rm -rf "$VENV"; "$py" -m venv "$VENV"; }
   say "installing letta $TAG into $VENV (about 3 minutes, 1.2 GB; log: $LOGS/pip.log)"
-  { "$VENV/bin/pip" install --upgrade pip && "$VENV/bin/pip" install "${PKGS[@]}"; } \
+  # --no-compile: pip would compile all 19,500 modules; the server compiles the ones it imports.
+  { "$VENV/bin/pip" install --upgrade pip && "$VENV/bin/pip" install --no-compile "${PKGS[@]}"; } \
     >"$LOGS/pip.log" 2>&1 || die "pip install failed: see $LOGS/pip.log"
   venv_ok || die "the venv is still incomplete after pip install: see $LOGS/pip.log"
   say "venv built in $((SECONDS - t)) s"
@@ -144,8 +149,8 @@ cmd_stop() {
 
 server_env() {  # the only environment the Letta processes get
   mkdir -p "$W/pyhooks"
-  # Lazily: Letta runs each tool in a subprocess that inherits PYTHONPATH, and importing NLTK
-  # there would cost seconds of CPU per tool call.
+  # Lazily: Letta runs each tool in a subprocess that inherits PYTHONPATH, and importing NLTK (or
+  # the letta package's __init__, below) there would cost seconds of CPU per tool call.
   cat >"$W/pyhooks/sitecustomize.py" <<'EOF'
 # written by letta-server.sh: when nltk.downloader is imported, its index URL is on loopback
 import importlib.machinery
@@ -171,6 +176,35 @@ class _NltkOnLoopback:
 
 
 sys.meta_path.insert(0, _NltkOnLoopback())
+
+
+def _letta_package_on_first_use():
+    """In a tool's subprocess only: `letta` without running its __init__ until it is used.
+
+    Letta runs each tool call as a script in a fresh Python that imports
+    letta.functions.ast_parsers to coerce the arguments; letta/__init__.py imports most of the
+    server (5-10 CPU-s a tool call). The package's own attributes (`from letta import *`, which a
+    tool taking agent_state gets) still run it, the first time one is read; submodules import as
+    before, so the tool and its arguments are exactly what they were.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("letta")
+    if spec is None or spec.loader is None or not spec.submodule_search_locations:
+        return
+    module = importlib.util.module_from_spec(spec)
+
+    def __getattr__(name):
+        del module.__dict__["__getattr__"]
+        spec.loader.exec_module(module)
+        return getattr(module, name)
+
+    module.__getattr__ = __getattr__
+    sys.modules["letta"] = module
+
+
+if "/tool_execution_dir/" in (sys.argv[0] if sys.argv else ""):
+    _letta_package_on_first_use()
 EOF
   ENVV=(env -i PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 LC_ALL=C.UTF-8
         TMPDIR="${TMPDIR:-/tmp}" HOME="$W/home" LETTA_DIR="$W/home/.letta"
