@@ -34,7 +34,7 @@ SCRIPTS = {
 FAKE_PYTHON = r"""#!/bin/bash
 if [ "$1 $2" = "-m venv" ]; then
   mkdir -p "$3/bin"; ln -s "$0" "$3/bin/python"; ln -s "$0" "$3/bin/pip"
-  for t in ruff check-jsonschema actionlint ci-evals; do
+  for t in ruff lint-imports check-jsonschema actionlint ci-evals; do
     printf '#!/bin/bash\necho "%s $*" >> "$FAKE_LOG"\n' "$t" > "$3/bin/$t"; chmod +x "$3/bin/$t"; done
   case $3 in */lc/venv) printf '#!/bin/bash\n' > "$3/bin/letta"; chmod +x "$3/bin/letta" ;; esac  # Letta Code's CLI
   echo "PATH=$3/bin:\$PATH" > "$3/bin/activate"; exit 0
@@ -105,7 +105,9 @@ def test_every_step_runs_each_pytest_against_its_server_and_both_servers_stop(tm
         "pytest letta_oracle on http://127.0.0.1:8293, letta: none, letta-evals: set",
         "pytest letta_server on http://127.0.0.1:8283, letta: none, letta-evals: "]
     assert log.index(sorted(tests)[0]) < log.index(sorted(tests)[1])  # Letta Code, then the oracle
-    for step in ("container-smoke", "ruff check src tests bench", "actionlint .github/workflows/*.yml docs/workflow-example.yml",
+    for step in ("container-smoke", "ruff check src tests bench scripts", "lint-imports ",
+                 "python scripts/arch_check.py --check",
+                 "actionlint .github/workflows/*.yml docs/workflow-example.yml",
                  "python scripts/action_docs.py --check", "python bench/run.py --smoke"):
         assert step in log
     assert sum(line.startswith("ci-evals run ") for line in log) == 1  # the quickstart
