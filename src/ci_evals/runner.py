@@ -276,10 +276,10 @@ class Runner:
                               interrupted=signal.Signals(interrupted).name if interrupted is not None else None)
 
     async def _run_all(self, fh, progress: Progress) -> None:
-        from ci_evals import llm
+        from ci_evals.llm import pool
 
-        llm.configure(max_concurrent=self.opts.max_concurrent, rates=self.opts.rates, max_wait=self.opts.max_wait)
-        progress.note = lambda: llm.throttling_note(llm.endpoint_reports())
+        pool.configure(max_concurrent=self.opts.max_concurrent, rates=self.opts.rates, max_wait=self.opts.max_wait)
+        progress.note = lambda: pool.throttling_note(pool.endpoint_reports())
         await self._call_setup()
         try:
             await self.suite.target.start()
@@ -330,7 +330,7 @@ class Runner:
 
     def _report_endpoints(self) -> None:
         """summary.json ``endpoints``: each LLM endpoint's calls, throttling, settled concurrency, breaker."""
-        from ci_evals.llm import endpoint_reports
+        from ci_evals.llm.pool import endpoint_reports
 
         reports = endpoint_reports()
         if reports:

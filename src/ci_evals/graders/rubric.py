@@ -45,7 +45,8 @@ from ci_evals.templating import TemplateError, grader_context, substitute
 from ci_evals.trajectory import Trajectory
 
 if TYPE_CHECKING:
-    from ci_evals.llm import LLM, Tally
+    from ci_evals.llm.client import LLM
+    from ci_evals.llm.cost import Tally
 
 JUDGE_SYSTEM_PROMPT = """You are an evaluation judge. You will be given:
 1. A rubric describing evaluation criteria
@@ -219,8 +220,8 @@ class JudgeGrader(Grader):
 
     def __init__(self, name: str, spec: JudgeSpecMixin, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
-        from ci_evals.llm import LLM
-        from ci_evals.providers import require
+        from ci_evals.llm.client import LLM
+        from ci_evals.llm.providers import require
 
         provider = getattr(spec, "provider", "openai")
         require(provider, f"graders.{name}.provider")
@@ -250,7 +251,7 @@ class JudgeGrader(Grader):
         Raises LLMError (call failed for good) or JudgeReplyError (unusable reply). A bad reply
         is not retried: it is an error grade, as the judge's answer would be the same from cache.
         """
-        from ci_evals.llm import LLMError
+        from ci_evals.llm.client import LLMError
 
         try:
             result = await self.llm.chat(
@@ -328,7 +329,7 @@ class RubricGrader(JudgeGrader):
                 f"rubric variable '{clash[0]}' clashes with a built-in placeholder ({', '.join(STANDARD_PLACEHOLDERS)})",
                 key=f"graders.{name}.rubric_vars",
             )
-        from ci_evals.llm import effective_temperature
+        from ci_evals.llm.client import effective_temperature
 
         self.temperature = (effective_temperature(spec.model, spec.temperature) if spec.provider == "openai"
                             else spec.temperature)
@@ -362,7 +363,8 @@ class RubricGrader(JudgeGrader):
                 check_verbatim_sample(sample, self.fields, self.name)
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        from ci_evals.llm import LLMError, Tally
+        from ci_evals.llm.client import LLMError
+        from ci_evals.llm.cost import Tally
 
         tally = Tally()
         model = self.spec.model

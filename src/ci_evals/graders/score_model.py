@@ -66,7 +66,7 @@ class SamplingParams(Strict):
 
     def wire(self, model: str) -> dict[str, Any]:
         """The request parameters (reasoning models get temperature 1.0)."""
-        from ci_evals.llm import effective_temperature
+        from ci_evals.llm.client import effective_temperature
 
         return {
             "temperature": effective_temperature(model, self.temperature),
@@ -151,7 +151,8 @@ class ModelGrader(JudgeGrader):
         return out
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        from ci_evals.llm import LLMError, Tally
+        from ci_evals.llm.client import LLMError
+        from ci_evals.llm.cost import Tally
 
         tally = Tally()
         model = self.spec.model

@@ -210,7 +210,7 @@ class TextSimilarityGrader(PairGrader):
         self.scorer = Scorer(metric, spec.tokenizer) if metric != "cosine" else None
         self.llm = None
         if metric == "cosine":
-            from ci_evals.llm import LLM
+            from ci_evals.llm.client import LLM
 
             self.llm = LLM(base_url=spec.base_url, api_key_env=spec.api_key_env,
                            cache_dir=ctx.cache_dir, owner=f"graders.{name}")
@@ -244,7 +244,8 @@ class TextSimilarityGrader(PairGrader):
         elif not text or not reference:
             score = 0.0  # nothing to embed (the endpoint rejects empty input); like the other metrics
         else:
-            from ci_evals.llm import LLMError, Tally
+            from ci_evals.llm.client import LLMError
+            from ci_evals.llm.cost import Tally
 
             tally = Tally()
             try:

@@ -72,7 +72,7 @@ class ModelTarget(Target):
         self.system_prompt = spec.system_prompt
         if spec.system_prompt_path is not None:
             self.system_prompt = ctx.read_text(spec.system_prompt_path, "system prompt", "target.system_prompt_path")
-        from ci_evals.llm import LLM
+        from ci_evals.llm.client import LLM
 
         self.llm = LLM(
             base_url=spec.base_url,
@@ -91,7 +91,7 @@ class ModelTarget(Target):
 
     def params(self, model: str) -> dict[str, Any]:
         """Sampling parameters; reasoning models get temperature 1 and max_completion_tokens."""
-        from ci_evals.llm import effective_temperature, is_reasoning_model
+        from ci_evals.llm.client import effective_temperature, is_reasoning_model
 
         cap = "max_completion_tokens" if is_reasoning_model(model) else "max_tokens"
         return {"temperature": effective_temperature(model, self.spec.temperature), cap: self.spec.max_tokens}
@@ -99,7 +99,8 @@ class ModelTarget(Target):
     async def run(
         self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
     ) -> Trajectory:
-        from ci_evals.llm import LLMError, Tally
+        from ci_evals.llm.client import LLMError
+        from ci_evals.llm.cost import Tally
 
         model = model or self.spec.model
         params = self.params(model)
