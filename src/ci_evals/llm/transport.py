@@ -163,41 +163,33 @@ async def post(client: Any, path: str, body: dict[str, Any], base_url: str, time
 
 async def _aiohttp_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
     async with direct.session.post(direct.base + path, data=payload, headers=direct.headers) as response:
-        status = response.status
-        _check_length(response.headers.get("content-length"), status)
-        chunks, size = [], 0
-        async for chunk in response.content.iter_any():
-            size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
-                raise _too_large(status)
-            chunks.append(chunk)
-        return status, b"".join(chunks), response.headers
+        raw = await _capped(response.content.iter_any(), response.headers, response.status)
+        return response.status, raw, response.headers
 
 
 async def _http_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
     request = direct.http.build_request("POST", direct.base + path, headers=direct.headers, content=payload)
     response = await direct.http.send(request, stream=True)
     try:
-        _check_length(response.headers.get("content-length"), response.status_code)
-        chunks, size = [], 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
-                raise _too_large(response.status_code)
-            chunks.append(chunk)
+        raw = await _capped(response.aiter_bytes(), response.headers, response.status_code)
     finally:
         await response.aclose()
-    return response.status_code, b"".join(chunks), response.headers
+    return response.status_code, raw, response.headers
 
 
-def _check_length(declared: str | None, status: int) -> None:
+async def _capped(chunks: Any, headers: Any, status: int) -> bytes:
+    """The body, read up to ``MAX_RESPONSE_BYTES`` (a Failure past it, or when it announces more; not retried)."""
+    declared = headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
         raise Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB ({int(declared)} bytes "
                       "announced)", status, retry=False)
-
-
-def _too_large(status: int) -> Failure:
-    return Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB", status, retry=False)
+    parts, size = [], 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB", status, retry=False)
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 async def _sdk_post(client: Any, path: str, body: dict[str, Any], base_url: str, timeout: float) -> tuple[dict[str, Any], Any]:
