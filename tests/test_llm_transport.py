@@ -84,3 +84,25 @@ def test_a_url_with_userinfo_goes_through_httpx(openai_server, monkeypatch):  # 
     used, content, session = one_call(url)
     assert (used, session) == (False, None)
     assert openai_server.requests[0].path == "/v1/chat/completions"
+
+
+
+def test_the_aiohttp_path_trusts_what_the_sdks_http_library_trusts(monkeypatch, tmp_path):
+    """Certificates verified, host names checked, and ``SSL_CERT_FILE`` honoured, as in the SDK's client."""
+    import ssl
+
+    import certifi
+    from openai import DefaultAioHttpClient
+
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+    ctx = transport._ssl_context(DefaultAioHttpClient())
+    assert (ctx.verify_mode, ctx.check_hostname) == (ssl.CERT_REQUIRED, True)
+    with open(certifi.where(), encoding="ascii") as fh:
+        certs = fh.read().count("BEGIN CERTIFICATE")
+    assert ctx.cert_store_stats()["x509_ca"] == certs
+    one = tmp_path / "one.pem"
+    with open(certifi.where(), encoding="ascii") as fh:
+        one.write_text("-----BEGIN CERTIFICATE-----" + fh.read().split("-----BEGIN CERTIFICATE-----")[1])
+    monkeypatch.setenv("SSL_CERT_FILE", str(one))
+    assert transport._ssl_context(DefaultAioHttpClient()).cert_store_stats()["x509_ca"] == 1

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import ssl
+import sys
 import urllib.parse
 import urllib.request
 import weakref
@@ -82,35 +82,33 @@ def make_client(url: str | None, key: str, timeout: float) -> Any:
     client = AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout, http_client=http_client)
     base = str(client.base_url).rstrip("/")
     headers = {k: v for k, v in {**client.default_headers, **client.auth_headers}.items() if isinstance(v, str)}
-    session = _session(aiohttp, base) if aiohttp is not None else None
+    session = _session(aiohttp, base, http_client) if aiohttp is not None else None
     _DIRECT[client] = _Direct(http_client, base, headers, session)
     return client
 
 
-def _session(aiohttp: Any, base: str) -> Any:
+def _session(aiohttp: Any, base: str, http_client: Any = None) -> Any:
     """An aiohttp session for ``base``, or None when a proxy from the environment applies to it."""
     host = urllib.parse.urlsplit(base).hostname or ""
     proxies = urllib.request.getproxies()
     if proxies and not urllib.request.proxy_bypass(host) and any(
             k in proxies for k in (urllib.parse.urlsplit(base).scheme, "all")):
         return None
-    ctx = _ssl_context() if base.startswith("https:") else None
+    ctx = _ssl_context(http_client) if base.startswith("https:") else None
     # No connection cap here: the endpoint's scheduler bounds calls in flight. No aiohttp timeout:
     # LLM bounds each attempt as a whole.
     connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S, ssl=ctx if ctx is not None else True)
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
 
 
-def _ssl_context() -> ssl.SSLContext:
-    """The certificates httpx (the SDK's default) trusts: ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, else certifi's."""
-    cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
-    if cafile and os.path.isfile(cafile):
-        return ssl.create_default_context(cafile=cafile)
-    if capath and os.path.isdir(capath):
-        return ssl.create_default_context(capath=capath)
-    import certifi
-
-    return ssl.create_default_context(cafile=certifi.where())
+def _ssl_context(http_client: Any) -> ssl.SSLContext:
+    """The certificates the SDK's own HTTP library trusts (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, then its
+    default store), through that library's public ``create_ssl_context`` (httpx or httpx2)."""
+    for cls in type(http_client).__mro__:
+        lib = sys.modules.get(cls.__module__.split(".")[0])
+        if lib is not None and cls.__module__.startswith("httpx") and hasattr(lib, "create_ssl_context"):
+            return lib.create_ssl_context()
+    return ssl.create_default_context()
 
 
 async def close_client(client: Any) -> None:
