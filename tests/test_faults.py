@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-import ci_evals.llm
+import ci_evals.llm.client
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.github_server import start as start_github
 from tests.fakes.letta_server import (
@@ -41,7 +41,7 @@ MAX_RETRIES = 2
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
     """Exponential backoff starts at 10 ms instead of 0.5 s (the retry logic itself is unchanged)."""
-    monkeypatch.setattr(ci_evals.llm, "BACKOFF_BASE", 0.01)
+    monkeypatch.setattr(ci_evals.llm.client, "BACKOFF_BASE", 0.01)
 
 
 @pytest.fixture

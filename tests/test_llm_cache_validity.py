@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-import ci_evals.llm as llm_mod
+import ci_evals.llm.client as llm_client
 from tests.fakes.openai_server import openai_env, openai_server  # noqa: F401
 from tests.test_llm_client import chat, chat_error
 
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
-    monkeypatch.setattr(llm_mod, "BACKOFF_BASE", 0.01)
+    monkeypatch.setattr(llm_client, "BACKOFF_BASE", 0.01)
 
 
 @pytest.mark.parametrize("entry", [{}, {"choices": []}, {"choices": [None]}, {"choices": [{"text": "x"}]}, []])

@@ -11,20 +11,20 @@ import time
 
 import pytest
 
-import ci_evals.llm as llm_mod
+import ci_evals.llm.client as llm_client
 from ci_evals._util.errors import ConfigError
-from ci_evals.llm import (
+from ci_evals.llm import transport as llm_transport
+from ci_evals.llm.cache import ResponseCache, cache_key
+from ci_evals.llm.client import (
     LLM,
     NO_KEY,
     LLMError,
-    ResponseCache,
-    Tally,
-    cache_key,
-    cost_usd,
     effective_temperature,
     is_reasoning_model,
     retry_after_seconds,
 )
+from ci_evals.llm.cost import LLMResult, Tally, cost_usd
+from ci_evals.llm.pool import loop_state
 from tests.fakes.openai_server import EMBEDDINGS, FakeOpenAI, embedding, openai_env, openai_server  # noqa: F401
 
 KEY = "sk-test-secret-key-123456"
@@ -34,7 +34,7 @@ HELLO = [{"role": "user", "content": "hello there"}]
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
     """Backoff without a Retry-After stays short so retry tests run fast."""
-    monkeypatch.setattr(llm_mod, "BACKOFF_BASE", 0.01)
+    monkeypatch.setattr(llm_client, "BACKOFF_BASE", 0.01)
 
 
 @pytest.fixture(params=["aiohttp", "httpx", "sdk-post"])
@@ -42,9 +42,9 @@ def transport(request, monkeypatch):
     """Run a test over both HTTP transports the SDK offers, aiohttp (used when installed) and httpx,
     and through the SDK's own ``post`` instead of the direct path over its HTTP client."""
     if request.param == "httpx":
-        monkeypatch.setattr(llm_mod, "USE_AIOHTTP", False)
+        monkeypatch.setattr(llm_transport, "USE_AIOHTTP", False)
     if request.param == "sdk-post":
-        monkeypatch.setattr(llm_mod, "DIRECT", False)
+        monkeypatch.setattr(llm_transport, "DIRECT", False)
     return request.param
 
 
@@ -350,7 +350,7 @@ def test_llms_on_one_endpoint_share_one_client_and_its_connections(openai_server
         await a.aclose()
         still_open = not b._client.is_closed()
         await b.aclose()
-        return shared, still_open, llm_mod._state().clients
+        return shared, still_open, loop_state().clients
 
     shared, still_open, pool = asyncio.run(go())
     assert (shared, still_open, pool) == (True, True, {})
@@ -404,8 +404,8 @@ def test_cost_usd(model, expected):
 
 def test_tally_metadata_sums_calls_and_errors():
     tally = Tally()
-    tally.add(llm_mod.LLMResult({}, usage={"prompt_tokens": 10, "completion_tokens": 5}, retries=2), "gpt-4o-mini", PRICES)
-    tally.add(llm_mod.LLMResult({}, cache_hit=True), "gpt-4o-mini", PRICES)
+    tally.add(LLMResult({}, usage={"prompt_tokens": 10, "completion_tokens": 5}, retries=2), "gpt-4o-mini", PRICES)
+    tally.add(LLMResult({}, cache_hit=True), "gpt-4o-mini", PRICES)
     tally.add_error(LLMError("x", retries=3))
     assert tally.metadata() == {"usage": {"prompt_tokens": 10, "completion_tokens": 5}, "cache_hits": 1,
                                 "retries": 5, "cost_usd": pytest.approx(4.5e-06)}

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-import ci_evals.llm as llm_mod
+import ci_evals.llm.client as llm_client
 from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals._util.registry import TARGETS
 from ci_evals.config.specs import Context, validate_model
@@ -22,7 +22,7 @@ WEATHER_TOOL = {"type": "function", "function": {
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
-    monkeypatch.setattr(llm_mod, "BACKOFF_BASE", 0.01)
+    monkeypatch.setattr(llm_client, "BACKOFF_BASE", 0.01)
 
 
 def make(raw: dict, tmp_path, *, cache: bool = False) -> ModelTarget:

@@ -281,7 +281,7 @@ def test_an_anthropic_judge_under_its_limit_reads_anthropic_headers_and_loses_no
 
 @pytest.mark.parametrize("announced", [True, False])
 def test_an_llm_body_past_16_mib_is_an_error_read_no_further(sd, key_env, announced):
-    from ci_evals.llm import MAX_RESPONSE_BYTES
+    from ci_evals.llm.transport import MAX_RESPONSE_BYTES
 
     body = b'{"choices": [{"message": {"role": "assistant", "content": "' + b"x" * (MAX_RESPONSE_BYTES + 10) + b'"}}]}'
     head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"

@@ -14,15 +14,8 @@ import pytest
 from ci_evals._util.breaker import Breaker
 from ci_evals._util.netcause import cause_of, host_port
 from ci_evals._util.retry import Backoff, retry_after
-from ci_evals.llm.scheduler import (
-    Bucket,
-    Endpoint,
-    EndpointStopped,
-    Limits,
-    ThrottledOut,
-    _duration,
-    announced,
-)
+from ci_evals.llm.limits import Bucket, Limits, _duration, announced
+from ci_evals.llm.scheduler import Endpoint, EndpointStopped, ThrottledOut
 
 NOW = 1_700_000_000.0
 

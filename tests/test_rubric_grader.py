@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import ci_evals.llm as llm_mod
+import ci_evals.llm.client as llm_client
 from ci_evals._util.errors import ConfigError
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import GradeResult, Sample
@@ -49,7 +49,7 @@ CAPITAL = Sample(id=1, input="What is the capital of France?", ground_truth="Par
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
-    monkeypatch.setattr(llm_mod, "BACKOFF_BASE", 0.01)
+    monkeypatch.setattr(llm_client, "BACKOFF_BASE", 0.01)
 
 
 def make(raw: dict, tmp_path, *, cache: bool = False, offline: bool = False, name: str = "quality") -> RubricGrader:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import ci_evals.llm as llm_mod
+import ci_evals.llm.client as llm_client
 from ci_evals._util.errors import ConfigError
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import GradeResult, Sample
@@ -55,7 +55,7 @@ TICKET = Sample(id=1, input="Where is my order?", extra_vars={
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
-    monkeypatch.setattr(llm_mod, "BACKOFF_BASE", 0.01)
+    monkeypatch.setattr(llm_client, "BACKOFF_BASE", 0.01)
 
 
 def make(raw: dict, tmp_path, *, cache: bool = False):

@@ -190,9 +190,9 @@ def test_http_target_timeout_is_a_total_deadline(sd, drip):
 
 @pytest.mark.parametrize("aiohttp", [True, False])
 def test_model_target_timeout_is_a_total_deadline(sd, drip, monkeypatch, aiohttp):
-    from ci_evals import llm
+    from ci_evals.llm import transport
 
-    monkeypatch.setattr(llm, "USE_AIOHTTP", aiohttp)
+    monkeypatch.setattr(transport, "USE_AIOHTTP", aiohttp)
     sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "yes"}])
     sd.suite({"name": "m", "dataset": "dataset.jsonl",
               "target": {"kind": "model", "model": "m", "base_url": drip.url + "/v1", "timeout": 1, "max_retries": 0},

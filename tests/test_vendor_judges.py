@@ -10,14 +10,14 @@ import time
 
 import pytest
 
-import ci_evals.llm as llm_mod
+import ci_evals.llm.client as llm_client
 from ci_evals._util.errors import ConfigError
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
 from ci_evals.graders.base import build_grader
 from ci_evals.graders.judge_prompt import JUDGE_SYSTEM_PROMPT, build_judge_prompt
 from ci_evals.graders.rubric_modes import JUDGE_SCHEMA
-from ci_evals.providers import require
+from ci_evals.llm.providers import require
 from tests.fakes.vendor_servers import (  # noqa: F401
     MESSAGES,
     FakeAnthropic,
@@ -36,7 +36,7 @@ REPLY = {"score": 0.75, "rationale": "mostly right"}
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
-    monkeypatch.setattr(llm_mod, "BACKOFF_BASE", 0.01)
+    monkeypatch.setattr(llm_client, "BACKOFF_BASE", 0.01)
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY",
                  "GOOGLE_GEMINI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
@@ -278,7 +278,7 @@ def test_anthropic_timeout_is_retried_then_an_error(anthropic_env, tmp_path):
     ("not json", None),
 ])
 def test_gemini_retry_info_delay(details, seconds):
-    from ci_evals.providers import _retry_delay
+    from ci_evals.llm.providers import _retry_delay
 
     assert _retry_delay(details) == seconds
 

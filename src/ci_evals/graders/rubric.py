@@ -51,11 +51,13 @@ from ci_evals.graders.rubric_modes import (
     placeholders,
     verbatim_messages,
 )
-from ci_evals.llm import LLM, LLMError, Tally, effective_temperature
-from ci_evals.providers import require
+from ci_evals.llm.client import LLM, LLMError, effective_temperature
+from ci_evals.llm.cost import Tally
+from ci_evals.llm.providers import require
 
 if TYPE_CHECKING:
-    from ci_evals.llm import LLM, Tally
+    from ci_evals.llm.client import LLM
+    from ci_evals.llm.cost import Tally
 
 # --- the shared judge base ----------------------------------------------------------------------
 

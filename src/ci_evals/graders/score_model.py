@@ -29,7 +29,8 @@ from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.judge_prompt import JudgeReplyError, number_field
 from ci_evals.graders.rubric import JudgeGrader, JudgeSpecMixin
 from ci_evals.graders.string_check import openai_context
-from ci_evals.llm import LLMError, Tally, effective_temperature
+from ci_evals.llm.client import LLMError, effective_temperature
+from ci_evals.llm.cost import Tally
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
 

@@ -44,7 +44,8 @@ from ci_evals._util.errors import ConfigError
 from ci_evals.config.specs import Context, GraderSpec
 from ci_evals.core.sample import GradeResult
 from ci_evals.graders.string_check import DEFAULT_INPUT, PairGrader, error_grade
-from ci_evals.llm import LLM, LLMError, Tally
+from ci_evals.llm.client import LLM, LLMError
+from ci_evals.llm.cost import Tally
 
 Metric = Literal[
     "fuzzy_match", "bleu", "gleu", "meteor", "cosine",

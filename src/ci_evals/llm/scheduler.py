@@ -11,7 +11,7 @@ in the run) passes through its :class:`Endpoint`:
   (``retry-after-ms`` / ``Retry-After``; a short backoff when it named none), instead of every
   worker retrying on its own clock. After a pause one call goes first; the others follow when it
   succeeds, so waiting calls are released in order, not all at once.
-* **Pacing before the limit.** A request bucket (and a token bucket) paces calls at the rate the
+* **Pacing before the limit** (:mod:`ci_evals.llm.limits`). A request bucket (and a token bucket) paces calls at the rate the
   user set (``rpm``/``tpm``) or the server announced (OpenAI's ``x-ratelimit-limit-*``,
   Anthropic's ``anthropic-ratelimit-*``): a call starts when the bucket can pay for it, with one
   second of burst (OpenAI enforces per-minute limits over short windows). A server saying
@@ -35,138 +35,15 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from ci_evals._util.breaker import Breaker
+from ci_evals.llm.limits import Announced, Bucket, Limits, announced
 
 PAUSE_FIRST = 1.0
 """Seconds a 429 with no ``Retry-After`` pauses the endpoint; doubles while 429s continue."""
 PAUSE_CAP = 30.0
-DEFAULT_MAX_WAIT = 600.0
-BURST_SECONDS = 0.5
-"""Our bucket holds half a second of calls: half of what OpenAI's short windows allow, so the
-server's bucket keeps slack for calls that the network delivers closer together than we sent them."""
-HEADROOM = 0.97
-"""Calls are paced at this share of a known limit: at exactly the limit, network jitter alone
-makes some calls arrive a moment before the server's bucket refilled."""
 THROTTLE_STATUS = frozenset({429, 503, 529})
-
-
-@dataclass
-class Limits:
-    """What the run was told about an endpoint: requests and tokens per minute, throttling budget."""
-
-    max_concurrent: int = 1000
-    rpm: float | None = None
-    tpm: float | None = None
-    max_wait: float = DEFAULT_MAX_WAIT
-
-
-class Bucket:
-    """A token bucket that lets calls run into debt: :meth:`reserve` says when a call may start.
-
-    Reservations are served in call order; a call costing more than the bucket holds waits for
-    the debt to be repaid rather than never running.
-    """
-
-    def __init__(self, per_minute: float, burst_s: float = BURST_SECONDS) -> None:
-        self.per_minute = per_minute
-        self.rate = per_minute * HEADROOM / 60.0
-        self.capacity = max(1.0, self.rate * burst_s)
-        self.level = self.capacity
-        self.at = time.monotonic()
-
-    def _refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
-        self.at = now
-
-    def reserve(self, cost: float, now: float) -> float:
-        """Take ``cost`` now; the seconds to wait before the call may start."""
-        self._refill(now)
-        self.level -= cost
-        return 0.0 if self.level >= 0 else -self.level / self.rate
-
-    def adjust(self, delta: float) -> None:
-        """Charge (or refund) ``delta`` after the fact (the real token count is known late)."""
-        self._refill(time.monotonic())
-        self.level -= delta
-
-
-def _num(headers: Any, name: str) -> float | None:
-    try:
-        value = headers.get(name) if headers is not None else None
-        x = float(value) if value not in (None, "") else None
-    except (TypeError, ValueError, AttributeError):
-        return None
-    return x if x is not None and math.isfinite(x) and x >= 0 else None
-
-
-def _duration(text: Any) -> float | None:
-    """OpenAI's reset durations (``"120ms"``, ``"1s"``, ``"6m0s"``, ``"1h2m3.5s"``) in seconds."""
-    if not text:
-        return None
-    s, total, num = str(text).strip(), 0.0, ""
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if c.isdigit() or c == ".":
-            num += c
-            i += 1
-            continue
-        unit = "ms" if s.startswith("ms", i) else c
-        if unit not in units or not num:
-            return None
-        try:
-            total += float(num) * units[unit]
-        except ValueError:
-            return None
-        num, i = "", i + len(unit)
-    return None if num else total
-
-
-def _rfc3339_in(text: Any) -> float | None:
-    try:
-        when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time()) if when.tzinfo else None
-
-
-@dataclass
-class Announced:
-    """The rate-limit state a response's headers announced (any provider)."""
-
-    rpm: float | None = None
-    tpm: float | None = None
-    remaining_requests: float | None = None
-    reset_requests: float | None = None
-
-
-def announced(headers: Any) -> Announced | None:
-    """Read OpenAI's ``x-ratelimit-*`` or Anthropic's ``anthropic-ratelimit-*`` headers."""
-    if headers is None:
-        return None
-    rpm = _num(headers, "x-ratelimit-limit-requests")
-    if rpm is not None or _num(headers, "x-ratelimit-limit-tokens") is not None:
-        return Announced(rpm=rpm, tpm=_num(headers, "x-ratelimit-limit-tokens"),
-                         remaining_requests=_num(headers, "x-ratelimit-remaining-requests"),
-                         reset_requests=_duration(_get(headers, "x-ratelimit-reset-requests")))
-    rpm = _num(headers, "anthropic-ratelimit-requests-limit")
-    tpm = _num(headers, "anthropic-ratelimit-tokens-limit") or _num(headers, "anthropic-ratelimit-input-tokens-limit")
-    if rpm is not None or tpm is not None:
-        return Announced(rpm=rpm, tpm=tpm,
-                         remaining_requests=_num(headers, "anthropic-ratelimit-requests-remaining"),
-                         reset_requests=_rfc3339_in(_get(headers, "anthropic-ratelimit-requests-reset")))
-    return None
-
-
-def _get(headers: Any, name: str) -> Any:
-    try:
-        return headers.get(name)
-    except AttributeError:
-        return None
 
 
 class EndpointStopped(Exception):

@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ci_evals import llm
 from ci_evals._util import redact
 from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals._util.redact import scrub
@@ -34,7 +33,8 @@ from ci_evals.gating.summary import summarize
 from ci_evals.graders.reward import reward_config
 from ci_evals.graders.tool import ToolGrader
 from ci_evals.letta.agents import letta_report
-from ci_evals.llm import endpoint_reports
+from ci_evals.llm import pool
+from ci_evals.llm.pool import endpoint_reports
 from ci_evals.results.files import Trust, foreign_shape, iter_records
 from ci_evals.results.line import record_line
 from ci_evals.results.records import Grade, make_grade
@@ -278,8 +278,8 @@ class Runner:
                               interrupted=signal.Signals(interrupted).name if interrupted is not None else None)
 
     async def _run_all(self, fh, progress: Progress) -> None:
-        llm.configure(max_concurrent=self.opts.max_concurrent, rates=self.opts.rates, max_wait=self.opts.max_wait)
-        progress.note = lambda: llm.throttling_note(llm.endpoint_reports())
+        pool.configure(max_concurrent=self.opts.max_concurrent, rates=self.opts.rates, max_wait=self.opts.max_wait)
+        progress.note = lambda: pool.throttling_note(pool.endpoint_reports())
         await self._call_setup()
         try:
             await self.suite.target.start()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ci_evals._util.errors import ConfigError
+from ci_evals._util.netcause import cause_of
 from ci_evals._util.text import one_line
 
 PROVIDERS = ("openai", "anthropic", "google")
@@ -76,8 +77,6 @@ def status_failure(status: int, text: str, headers: Any, code: str | None = None
 
 def transport_failure(exc: BaseException, url: Any, timeout: float) -> Failure:
     """A call that got no HTTP answer, named by its real cause (:func:`ci_evals._util.netcause.cause_of`)."""
-    from ci_evals._util.netcause import cause_of
-
     cause = cause_of(exc, str(url) if url else None, timeout)
     return Failure(cause.message, retry=cause.retry, kind=cause.kind)
 

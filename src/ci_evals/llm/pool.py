@@ -1,0 +1,89 @@
+"""One set of shared clients and endpoint schedulers per event loop, and the run's settings for them.
+
+Every grader and target of a run shares, per (provider, base URL, key), one SDK client (pooled
+connections) and one :class:`~ci_evals.llm.scheduler.Endpoint` (the adaptive limit, the pace and
+the breaker). They live with the event loop that uses them: an SDK client or a future bound to
+one loop must never be used from another (tests and nested runs start their own loops).
+:func:`configure` sets the run's concurrency cap, known limits and throttling budget before any
+endpoint is used; :func:`endpoint_reports` and :func:`throttling_note` give what the summary and
+the progress line show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from ci_evals.llm.limits import DEFAULT_MAX_WAIT, Limits
+from ci_evals.llm.scheduler import Endpoint
+
+
+@dataclass
+class EngineConfig:
+    """What the run tells every endpoint: its concurrency cap, known limits, throttling budget.
+
+    ``rates`` maps a provider name (``openai``, ``anthropic``, ``google``), a base URL, or ``*``
+    to ``(rpm, tpm)``; the most specific match wins (base URL, then provider, then ``*``).
+    """
+
+    max_concurrent: int = 1000
+    rates: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    max_wait: float = DEFAULT_MAX_WAIT
+
+    def limits(self, provider: str, base_url: str) -> Limits:
+        rpm = tpm = None
+        for key in ("*", provider, base_url.rstrip("/")):
+            r, t = self.rates.get(key, (None, None))
+            rpm, tpm = r if r is not None else rpm, t if t is not None else tpm
+        return Limits(max_concurrent=self.max_concurrent, rpm=rpm, tpm=tpm, max_wait=self.max_wait)
+
+
+class LoopState:
+    """One event loop's shared SDK clients (with their users' count), in-flight cached calls and endpoints."""
+
+    def __init__(self) -> None:
+        self.clients: dict[tuple[str | None, str], list[Any]] = {}  # -> [client, refcount]
+        self.inflight: dict[tuple[str, str], asyncio.Future] = {}
+        self.endpoints: dict[tuple[str, str | None, str], Endpoint] = {}
+        self.config = EngineConfig()
+
+
+_STATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopState] = weakref.WeakKeyDictionary()
+
+
+def loop_state() -> LoopState:
+    loop = asyncio.get_running_loop()
+    state = _STATES.get(loop)
+    if state is None:
+        state = _STATES[loop] = LoopState()
+    return state
+
+
+def configure(max_concurrent: int | None = None, rates: dict[str, tuple[float | None, float | None]] | None = None,
+              max_wait: float | None = None) -> None:
+    """Set this event loop's engine (the runner calls it before any endpoint is used)."""
+    state = loop_state()
+    state.config = EngineConfig(max_concurrent=max_concurrent or EngineConfig.max_concurrent,
+                                rates=dict(rates or {}), max_wait=max_wait or DEFAULT_MAX_WAIT)
+    state.endpoints.clear()
+
+
+def endpoint_reports() -> list[dict[str, Any]]:
+    """Every endpoint this event loop called: calls, throttling, the limit it settled on, breaker."""
+    state = _STATES.get(asyncio.get_running_loop())
+    if state is None:
+        return []
+    return [ep.report() for ep in state.endpoints.values() if ep.calls or ep.stopped]
+
+
+def throttling_note(reports: list[dict[str, Any]]) -> str | None:
+    """One short line on throttling for the progress line (None when nothing was throttled)."""
+    rejected = sum(r["rejected"] for r in reports)
+    if not rejected:
+        return None
+    waited = sum(r["waited_s"] for r in reports)
+    now = min(r["concurrency"] for r in reports if r["rejected"])
+    return f"throttled: {rejected} rejected, {waited:.0f} s waited, {now} in flight"
+

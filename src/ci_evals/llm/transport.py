@@ -1,0 +1,256 @@
+"""One OpenAI-compatible ``POST``: the SDK client per endpoint, and the cheapest way through it.
+
+:func:`make_client` builds one ``AsyncOpenAI`` client per endpoint (the SDK's own retries off:
+:class:`~ci_evals.llm.client.LLM` retries, counting and honouring ``Retry-After``) over the SDK's
+aiohttp transport (``openai[aiohttp]``) when installed, else its httpx client. :func:`post` sends
+one request and returns (the response JSON, its headers) or raises
+:class:`~ci_evals.llm.providers.Failure` naming the cause; every path maps failures the same way.
+
+Why not ``client.chat.completions.create`` for every call: at high concurrency the run was
+CPU-bound in the SDK's per-call request building, then in the httpx-compatible layer the SDK puts
+over aiohttp (issue 21, profiled with cProfile at 200 calls in flight: that layer cost as much
+CPU per call as aiohttp itself). So a call goes, cheapest first:
+
+1. **aiohttp direct**: the same ``aiohttp`` the SDK's transport uses, one session per endpoint,
+   with the headers the SDK sends (its public ``default_headers`` and ``auth_headers``: the
+   ``User-Agent``, ``X-Stainless-*`` and the key) and the SDK's base URL. Used when the
+   aiohttp transport is installed and no proxy applies to the URL (a proxy from the environment
+   and a URL with ``user:password`` go through the SDK's own client, which handles them).
+2. **the SDK's HTTP client** (httpx), with the same headers (``DIRECT``; ``USE_AIOHTTP`` off).
+3. **the SDK's ``post``** (``DIRECT`` off: tests cover it so the SDK's own path keeps working).
+
+A response body is read up to ``MAX_RESPONSE_BYTES``; a 200 that is not usable (no
+``choices[0].message``, no embeddings; :func:`unusable`) is a Failure, so it is retried and never
+cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import ssl
+import sys
+import urllib.parse
+import urllib.request
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from ci_evals.llm.providers import Failure, status_failure, transport_failure
+
+USE_AIOHTTP = True  # tests switch it off to exercise httpx's own transport too
+DIRECT = True  # skip the SDK's request building (tests switch it off to cover the SDK's post)
+KEEPALIVE_S = 5.0
+"""Idle pooled connections are closed after this long (the SDK's default keep-alive expiry)."""
+MAX_RESPONSE_BYTES = 16 * 2**20
+"""An LLM answer larger than this (16 MiB) is an error for the call, read no further: a server
+sending a 300 MB body must not take the run's memory with it."""
+
+
+@dataclass(slots=True)
+class _Direct:
+    """One endpoint's way past the SDK's per-call request building: the SDK's HTTP client, the
+    headers the SDK sends, and an aiohttp session when the aiohttp path applies (else None)."""
+
+    http: Any
+    base: str
+    headers: dict[str, str]
+    session: Any = None
+
+
+_DIRECT: weakref.WeakKeyDictionary[Any, _Direct] = weakref.WeakKeyDictionary()
+
+
+def make_client(url: str | None, key: str, timeout: float) -> Any:
+    """An AsyncOpenAI client for one endpoint, with the SDK's retries off (see the module docstring)."""
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+    http_client = None
+    aiohttp = None
+    # aiohttp refuses a URL with user:password alongside the SDK's Authorization header; httpx sends it.
+    has_userinfo = bool(url) and "@" in urllib.parse.urlsplit(url).netloc
+    if USE_AIOHTTP and not has_userinfo:
+        try:
+            import aiohttp  # (the extra that DefaultAioHttpClient needs)
+            from openai import DefaultAioHttpClient
+        except ImportError:
+            aiohttp = None
+        else:
+            http_client = DefaultAioHttpClient(timeout=timeout)
+    if http_client is None:
+        http_client = DefaultAsyncHttpxClient(timeout=timeout)
+    client = AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout, http_client=http_client)
+    base = str(client.base_url).rstrip("/")
+    headers = {k: v for k, v in {**client.default_headers, **client.auth_headers}.items() if isinstance(v, str)}
+    session = _session(aiohttp, base, http_client) if aiohttp is not None else None
+    _DIRECT[client] = _Direct(http_client, base, headers, session)
+    return client
+
+
+def _session(aiohttp: Any, base: str, http_client: Any = None) -> Any:
+    """An aiohttp session for ``base``, or None when a proxy from the environment applies to it."""
+    host = urllib.parse.urlsplit(base).hostname or ""
+    proxies = urllib.request.getproxies()
+    if proxies and not urllib.request.proxy_bypass(host) and any(
+            k in proxies for k in (urllib.parse.urlsplit(base).scheme, "all")):
+        return None
+    ctx = _ssl_context(http_client) if base.startswith("https:") else None
+    # No connection cap here: the endpoint's scheduler bounds calls in flight. No aiohttp timeout:
+    # LLM bounds each attempt as a whole.
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S, ssl=ctx if ctx is not None else True)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+
+
+def _ssl_context(http_client: Any) -> ssl.SSLContext:
+    """The certificates the SDK's own HTTP library trusts (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, then its
+    default store), through that library's public ``create_ssl_context`` (httpx or httpx2)."""
+    for cls in type(http_client).__mro__:
+        lib = sys.modules.get(cls.__module__.split(".")[0])
+        if lib is not None and cls.__module__.startswith("httpx") and hasattr(lib, "create_ssl_context"):
+            return lib.create_ssl_context()
+    return ssl.create_default_context()
+
+
+async def close_client(client: Any) -> None:
+    """Close the SDK client and the endpoint's aiohttp session."""
+    direct = _DIRECT.pop(client, None)
+    try:
+        await client.close()
+    finally:
+        if direct is not None and direct.session is not None:
+            await direct.session.close()
+
+
+def has_session(client: Any) -> bool:
+    """Whether calls to ``client``'s endpoint take the aiohttp direct path."""
+    direct = _DIRECT.get(client)
+    return direct is not None and direct.session is not None
+
+
+async def post(client: Any, path: str, body: dict[str, Any], base_url: str, timeout: float) -> tuple[dict[str, Any], Any]:
+    """One ``POST`` of ``body`` to ``path``: (the response JSON, its headers), or :class:`Failure`."""
+    direct = _DIRECT.get(client) if DIRECT else None
+    if direct is None:
+        return await _sdk_post(client, path, body, base_url, timeout)
+    payload = json.dumps(body).encode("utf-8")
+    try:
+        if direct.session is not None:
+            status, raw, headers = await _aiohttp_post(direct, path, payload)
+        else:
+            status, raw, headers = await _http_post(direct, path, payload)
+    except Failure:
+        raise
+    except Exception as exc:  # the transport's errors (aiohttp or httpx), named by their cause
+        if not (isinstance(exc, OSError | TimeoutError) or type(exc).__module__.split(".")[0] in (
+                "httpx", "httpx2", "httpcore", "httpcore2", "aiohttp", "openai")):
+            raise
+        raise transport_failure(exc, base_url, timeout) from None
+    data = _json_or_none(raw)
+    if status >= 400:
+        err = data.get("error") if isinstance(data, dict) else None
+        if isinstance(err, dict):
+            text, code = err.get("message"), err.get("code")
+        else:
+            text, code = (err if isinstance(err, str) else None), None
+        text = text or (data.get("message") if isinstance(data, dict) else None) or "no details"
+        raise status_failure(status, str(text), headers, str(code) if code else None)
+    if not isinstance(data, dict):
+        raise Failure("the response body is not valid JSON")
+    return data, headers
+
+
+async def _aiohttp_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
+    async with direct.session.post(direct.base + path, data=payload, headers=direct.headers) as response:
+        raw = await _capped(response.content.iter_any(), response.headers, response.status)
+        return response.status, raw, response.headers
+
+
+async def _http_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
+    request = direct.http.build_request("POST", direct.base + path, headers=direct.headers, content=payload)
+    response = await direct.http.send(request, stream=True)
+    try:
+        raw = await _capped(response.aiter_bytes(), response.headers, response.status_code)
+    finally:
+        await response.aclose()
+    return response.status_code, raw, response.headers
+
+
+async def _capped(chunks: Any, headers: Any, status: int) -> bytes:
+    """The body, read up to ``MAX_RESPONSE_BYTES`` (a Failure past it, or when it announces more; not retried)."""
+    declared = headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+        raise Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB ({int(declared)} bytes "
+                      "announced)", status, retry=False)
+    parts, size = [], 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB", status, retry=False)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def _sdk_post(client: Any, path: str, body: dict[str, Any], base_url: str, timeout: float) -> tuple[dict[str, Any], Any]:
+    """Through the SDK's own ``post`` (its request building, its HTTP client)."""
+    import openai
+
+    try:  # the client carries the timeout; no per-call options to merge
+        response = await client.post(path, cast_to=_raw_response(), body=body)
+        raw = await response.read()
+    except openai.APIStatusError as exc:
+        raise status_failure(exc.status_code, _error_text(exc), exc.response.headers, _error_code(exc)) from None
+    except openai.APIError as exc:
+        if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError) or exc.__cause__ is not None:
+            raise transport_failure(exc, base_url, timeout) from None
+        raise Failure(str(exc), retry=False) from None
+    except (OSError, TimeoutError) as exc:  # a transport error the SDK did not wrap (a read)
+        raise transport_failure(exc, base_url, timeout) from None
+    data = _json_or_none(raw)
+    if not isinstance(data, dict):
+        raise Failure("the response body is not valid JSON")
+    return data, response.headers
+
+
+def _json_or_none(raw: bytes) -> Any:
+    """The body's JSON value, or None when it is not JSON (the caller says what it needed)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+@functools.cache
+def _raw_response() -> Any:
+    """``openai.AsyncAPIResponse[object]``: the SDK's public raw response (body and headers), built once."""
+    import openai
+
+    return openai.AsyncAPIResponse[object]
+
+
+def _error_code(exc: Any) -> str | None:
+    body = getattr(exc, "body", None)
+    code = body.get("code") if isinstance(body, dict) else None
+    return str(code) if code else None
+
+
+def _error_text(exc: Any) -> str:
+    """The server's error message (from the JSON body when there is one), whole: the caller scrubs
+    it, then cuts it."""
+    body = getattr(exc, "body", None)
+    text = body.get("message") if isinstance(body, dict) else None
+    return str(text or getattr(exc, "message", "") or "no details")
+
+
+def unusable(path: str, data: dict[str, Any]) -> str | None:
+    """Why a 200 response (or a cache entry) cannot be used, or None: what is never returned is never cached."""
+    if path.endswith("/chat/completions"):
+        choices = data.get("choices")
+        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)
+                and isinstance(choices[0].get("message"), dict)):
+            return "the response has no choices[0].message"
+    elif path.endswith("/embeddings"):
+        items = data.get("data")
+        if not (isinstance(items, list) and items and all(
+                isinstance(d, dict) and isinstance(d.get("embedding"), list) for d in items)):
+            return "the response has no embeddings"
+    return None

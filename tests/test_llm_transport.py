@@ -1,0 +1,108 @@
+"""Which way a call takes through the openai SDK (ci_evals.llm.transport), over real HTTP.
+
+The aiohttp direct path must send what the SDK itself sends (its headers, the key, JSON), be
+used only where it applies (no proxy from the environment, no user:password in the URL), and
+close with the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ci_evals.llm import transport
+from ci_evals.llm.client import LLM
+from tests.fakes.openai_server import FakeOpenAI, openai_server  # noqa: F401
+
+KEY = "sk-transport-key-123456"
+HELLO = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(autouse=True)
+def no_proxy_env(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "no_proxy",
+                 "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def one_call(url: str, *, sdk_post: bool = False):
+    """(whether the aiohttp direct path was used, the answer's content, the session after close)."""
+
+    async def go():
+        llm = LLM(base_url=url, api_key_env="TRANSPORT_KEY")
+        await llm.start()
+        direct = transport._DIRECT[llm._client]
+        used = transport.has_session(llm._client)
+        result = await llm.chat(model="m", messages=HELLO)
+        await llm.aclose()
+        return used, result.content, direct.session
+
+    return asyncio.run(go())
+
+
+def test_aiohttp_direct_path_sends_what_the_sdk_sends(openai_server, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("TRANSPORT_KEY", KEY)
+    openai_server.script("answer")
+    used, content, session = one_call(openai_server.url)
+    assert (used, content) == (True, "answer")
+    assert session.closed is True
+    [req] = openai_server.requests
+    assert req.path == "/v1/chat/completions"
+    assert req.headers["authorization"] == f"Bearer {KEY}"
+    assert req.headers["content-type"] == "application/json"
+    assert req.headers["user-agent"].startswith("AsyncOpenAI/Python ")
+    assert req.headers["x-stainless-lang"] == "python"
+    assert req.body == {"model": "m", "messages": HELLO}
+
+
+def test_sdk_post_sends_the_same_headers_as_the_direct_path(openai_server, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("TRANSPORT_KEY", KEY)
+    one_call(openai_server.url)
+    monkeypatch.setattr(transport, "DIRECT", False)
+    one_call(openai_server.url)
+    direct, sdk = openai_server.requests
+    names = {"authorization", "content-type", "accept", "user-agent", "x-stainless-lang", "x-stainless-os"}
+    assert {k: direct.headers.get(k) for k in names} == {k: sdk.headers.get(k) for k in names}
+    assert direct.body == sdk.body
+
+
+def test_a_proxy_from_the_environment_goes_through_the_sdks_own_client(openai_server, monkeypatch):  # noqa: F811
+    """aiohttp would ignore the proxy (it does not read the environment); the SDK's client honours it."""
+    monkeypatch.setenv("TRANSPORT_KEY", KEY)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # bypassed here: the call still succeeds
+    used, content, _ = one_call(openai_server.url)
+    assert used is True  # the host is in NO_PROXY: direct
+    monkeypatch.setenv("NO_PROXY", "example.invalid")
+    assert transport._session(__import__("aiohttp"), openai_server.url) is None
+
+
+def test_a_url_with_userinfo_goes_through_httpx(openai_server, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("TRANSPORT_KEY", KEY)
+    url = openai_server.url.replace("http://", "http://user:pw@")
+    used, content, session = one_call(url)
+    assert (used, session) == (False, None)
+    assert openai_server.requests[0].path == "/v1/chat/completions"
+
+
+
+def test_the_aiohttp_path_trusts_what_the_sdks_http_library_trusts(monkeypatch, tmp_path):
+    """Certificates verified, host names checked, and ``SSL_CERT_FILE`` honoured, as in the SDK's client."""
+    import ssl
+
+    import certifi
+    from openai import DefaultAioHttpClient
+
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+    ctx = transport._ssl_context(DefaultAioHttpClient())
+    assert (ctx.verify_mode, ctx.check_hostname) == (ssl.CERT_REQUIRED, True)
+    with open(certifi.where(), encoding="ascii") as fh:
+        certs = fh.read().count("BEGIN CERTIFICATE")
+    assert ctx.cert_store_stats()["x509_ca"] == certs
+    one = tmp_path / "one.pem"
+    with open(certifi.where(), encoding="ascii") as fh:
+        one.write_text("-----BEGIN CERTIFICATE-----" + fh.read().split("-----BEGIN CERTIFICATE-----")[1])
+    monkeypatch.setenv("SSL_CERT_FILE", str(one))
+    assert transport._ssl_context(DefaultAioHttpClient()).cert_store_stats()["x509_ca"] == 1
