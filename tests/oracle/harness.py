@@ -32,12 +32,14 @@ SUITES = Path(__file__).resolve().parent / "suites"
 # letta-evals version -> the environment variable naming its venv (set by .ci/run)
 VENVS = {"0.5.0": "CI_EVALS_LETTA_EVALS_05", "0.18.0": "CI_EVALS_LETTA_EVALS_018",
          "0.26.0": "CI_EVALS_LETTA_EVALS_026"}
-TIMEOUT = 600
+TIMEOUT = 900
 # Concurrent .af imports of the same tools make Letta 0.16.8 stall on a loaded machine: both tools
 # run few samples at a time (a CLI flag of each, the suites stay as written).
 CONCURRENCY = "2"
-# Cases run this many at a time (each runs letta-evals and ci-evals at once).
-CASE_WORKERS = int(os.environ.get("CI_EVALS_ORACLE_WORKERS", "2"))
+# Cases run one after the other, letta-evals and ci-evals of a case at once (both wait on the
+# server most of the time). Two cases at once (8 samples in flight) made a case run 3 times slower
+# than alone on the loaded 2-core machine and past TIMEOUT: the server is the bottleneck.
+CASE_WORKERS = int(os.environ.get("CI_EVALS_ORACLE_WORKERS", "1"))
 
 
 @dataclass
