@@ -82,15 +82,24 @@ def run_case(case: Case, env: dict[str, str], work: Path) -> tuple[harness.Outco
         return le.result(), ci.result(), ci_dir
 
 
+def selected(session: pytest.Session) -> list[Case]:
+    """The cases the collected tests need (``-k 0.26.0`` runs only those), in CASES' order."""
+    wanted = {item.callspec.params["case"].id for item in session.items
+              if hasattr(item, "callspec") and isinstance(item.callspec.params.get("case"), Case)}
+    if any(item.name == "test_accuracy_scale_percent_reproduces_letta_evals_verdict" for item in session.items):
+        wanted |= {c.id for c in CASES if c.deviation == ACCURACY_SCALE}
+    return [c for c in CASES if c.id in wanted]
+
+
 @pytest.fixture(scope="session")
-def outcomes(letta, judge_url, work):
-    """Every case through letta-evals and ci-evals: {case id: (letta-evals, ci-evals, ci's folder)};
-    harness.CASE_WORKERS cases at a time."""
+def outcomes(request, letta, judge_url, work):
+    """The selected cases through letta-evals and ci-evals: {case id: (letta-evals, ci-evals, ci's
+    folder)}; harness.CASE_WORKERS cases at a time."""
     cache = work / "letta-evals-cache"
     harness.pricing_file(cache)
     env = harness.env_for(judge_url, cache)
     with ThreadPoolExecutor(harness.CASE_WORKERS) as pool:
-        futures = {case.id: pool.submit(run_case, case, env, work) for case in CASES}
+        futures = {case.id: pool.submit(run_case, case, env, work) for case in selected(request.session)}
         return {cid: f.result() for cid, f in futures.items()}
 
 
