@@ -30,11 +30,16 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = Path(__file__).resolve().parent / "letta_evals_examples"
 SUITES = Path(__file__).resolve().parent / "suites"
 # letta-evals version -> the environment variable naming its venv (set by .ci/run)
-VENVS = {"0.5.0": "CI_EVALS_LETTA_EVALS_05", "0.18.0": "CI_EVALS_LETTA_EVALS_018"}
-TIMEOUT = 600
+VENVS = {"0.5.0": "CI_EVALS_LETTA_EVALS_05", "0.18.0": "CI_EVALS_LETTA_EVALS_018",
+         "0.26.0": "CI_EVALS_LETTA_EVALS_026"}
+TIMEOUT = 900
 # Concurrent .af imports of the same tools make Letta 0.16.8 stall on a loaded machine: both tools
 # run few samples at a time (a CLI flag of each, the suites stay as written).
 CONCURRENCY = "2"
+# Cases run one after the other, letta-evals and ci-evals of a case at once (both wait on the
+# server most of the time). Two cases at once (8 samples in flight) made a case run 3 times slower
+# than alone on the loaded 2-core machine and past TIMEOUT: the server is the bottleneck.
+CASE_WORKERS = int(os.environ.get("CI_EVALS_ORACLE_WORKERS", "1"))
 
 
 @dataclass
@@ -45,6 +50,7 @@ class Outcome:
     scores: dict[tuple[str, str], float] = field(default_factory=dict)  # (sample id, grader) -> score
     graded_errors: dict[tuple[str, str], str] = field(default_factory=dict)  # grades that are errors
     sample_errors: dict[str, str] = field(default_factory=dict)  # sample id -> why it errored
+    grading_errors: set[str] = field(default_factory=set)  # letta-evals 0.21+: errored by a grader
     output: str = ""
     seconds: float = 0.0
 
@@ -66,8 +72,11 @@ def adapt(src: Path, dest: Path, base_url: str, handle: str) -> Path:
             continue
         target = doc["target"]
         target["base_url"] = base_url
-        if target.get("agent_file"):
+        if target.get("agent_file") or target.get("kind") == "letta_code":
             target["model_handles"] = [handle]
+        # letta-evals 0.24+ runs a sample in a Modal sandbox when asked (a Modal account; ci-evals
+        # refuses the block): both tools run the samples here instead.
+        doc.pop("sandbox", None)
         suite.write_text(yaml.safe_dump(doc, sort_keys=False))
     provider, _, model = handle.partition("/")
     for af in dest.rglob("*.af"):
@@ -124,11 +133,15 @@ def run_letta_evals(version: str, suite: Path, out: Path, env: dict[str, str]) -
         err = row.get("error")
         if err:
             outcome.sample_errors[sid] = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+            if isinstance(err, dict) and err.get("category") == "grading":
+                outcome.grading_errors.add(sid)
         for name, grade in (row.get("grades") or {}).items():
             meta = grade.get("metadata") or {}
             if meta.get("error"):
                 outcome.graded_errors[(sid, name)] = str(meta["error"])
             outcome.scores[(sid, name)] = float(grade["score"])
+        if row.get("reward") is not None:  # 0.21+: the composed reward, ci-evals' metric "reward"
+            outcome.scores[(sid, "reward")] = float(row["reward"]["score"])
     return outcome
 
 
