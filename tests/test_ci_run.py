@@ -102,7 +102,7 @@ def test_every_step_runs_each_pytest_against_its_server_and_both_servers_stop(tm
     tests = [line for line in log if line.startswith("pytest")]
     assert sorted(tests) == [
         "pytest letta_code on http://127.0.0.1:8293, letta: Letta Code's, letta-evals: ",
-        "pytest letta_oracle on http://127.0.0.1:8293, letta: none, letta-evals: set",
+        "pytest letta_oracle on http://127.0.0.1:8293, letta: Letta Code's, letta-evals: set",
         "pytest letta_server on http://127.0.0.1:8283, letta: none, letta-evals: "]
     assert log.index(sorted(tests)[0]) < log.index(sorted(tests)[1])  # Letta Code, then the oracle
     for step in ("container-smoke", "ruff check src tests bench scripts", "lint-imports ",
