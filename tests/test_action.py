@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.action import main as action
+from ci_evals.action.inputs import get_input
 from ci_evals.action.main import InputError, command, parse_inputs, secrets_to_mask, set_outputs
 from ci_evals.cli.app import main as cli_main
 from ci_evals.reports.comment import marker
@@ -132,7 +133,7 @@ def test_inputs_with_hyphens_and_defaults(tmp_path, monkeypatch):
 
 
 def test_underscore_fallback_for_local_shells():
-    assert action.get_input({"INPUT_FAIL_ON_GATE": "false"}, "fail-on-gate") == "false"
+    assert get_input({"INPUT_FAIL_ON_GATE": "false"}, "fail-on-gate") == "false"
 
 
 @pytest.mark.parametrize(
