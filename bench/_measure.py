@@ -10,7 +10,10 @@ import resource
 import sys
 import time
 
-from ci_evals.cli.app import main
+try:
+    from ci_evals.cli.app import main
+except ImportError:  # bench/ab.py's base may be a tree from before the stage packages (ci_evals/cli.py)
+    from ci_evals.cli import main
 
 t0 = time.perf_counter()
 with contextlib.redirect_stdout(io.StringIO()):
