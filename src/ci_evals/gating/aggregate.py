@@ -209,7 +209,7 @@ class Aggregator:
         """Aggregates and counts: every metric's aggregate (and each model's, with several).
 
         Gates are not evaluated here: :func:`ci_evals.gating.summary.evaluate_gates` compares these
-        aggregates with the suite's gates, reading each metric's scores through :meth:`scores_of`.
+        aggregates with the suite's gates, reading each metric's scores through :meth:`scores`.
         """
         self.flush_pending()
         models = sorted(self.metrics, key=lambda m: "" if m is None else str(m))
@@ -234,7 +234,6 @@ class Aggregator:
                 dst.scores.extend(src.scores)
                 dst.passed += src.passed
                 dst.errors += src.errors
-        self._combined = combined
         metrics = block(combined)
         out: dict[str, Any] = {"metrics": metrics}
         if len(models) > 1 or (models and models[0] is not None):
@@ -248,9 +247,6 @@ class Aggregator:
         out["retries"] = self.retries
         return out
 
-    def scores_of(self, name: str, model=None, *, combined: bool = False) -> list[float]:
-        """One metric's graded scores, sorted: one model's, or every model's (after :meth:`finish`)."""
-        return sorted((self._combined if combined else self.metrics[model])[name].scores)
 
 
 def _outcome(grade: dict[str, Any]) -> tuple[float | None, bool, bool]:

@@ -27,9 +27,9 @@ def evaluate_gates(agg: Aggregator, parts: dict[str, Any], config: dict[str, Any
     gates = [GateSpec.model_validate(g) for g in config.get("gates", [])]
     typed = [letta_gates.parse(g, "gate", None, None) for g in config.get("typed_gates", [])]
 
-    def for_model(aggs: dict[str, Any], model, combined: bool) -> list[dict[str, Any]]:
+    def for_model(aggs: dict[str, Any], model) -> list[dict[str, Any]]:
         def scores(name: str) -> list[float]:
-            return agg.scores_of(name, model, combined=combined)
+            return agg.scores(name, model)  # model None: every model's scores
 
         out = [evaluate(g, aggs[g.metric_key], scores(g.metric_key), model=model,
                         baseline=baseline.gate_facts(g, model) if baseline is not None else None,
@@ -37,11 +37,11 @@ def evaluate_gates(agg: Aggregator, parts: dict[str, Any], config: dict[str, Any
         return out + [letta_gates.evaluate(t, lambda n: (aggs[n], scores(n)), model=model) for t in typed]
 
     if "models" not in parts:
-        return for_model(parts["metrics"], None, True)
+        return for_model(parts["metrics"], None)
     results = []
     for model in parts["model_keys"]:
         block = parts["models"][str(model)]
-        block["gates"] = for_model(block["metrics"], model, False)
+        block["gates"] = for_model(block["metrics"], model)
         results.extend(block["gates"])
     return results
 
