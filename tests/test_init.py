@@ -187,6 +187,7 @@ def test_init_in_a_git_repository_leaves_only_files_git_should_track(tmp_path, m
     """After init and a run, `git status` lists the starter files and nothing from the run."""
     assert shutil.which("git"), "git is missing: bash scripts/install-test-tools.sh installs it"
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as a plain `ci-evals run` is: bytecode on
     subprocess.run(["git", "init", "-q"], check=True)
     assert main(["init"]) == 0 and main(["run", "evals/suite.yaml", "-q"]) == 0
     status = subprocess.run(["git", "status", "--porcelain", "-uall"], capture_output=True, text=True, check=True,

@@ -2,6 +2,8 @@
 
 Grader files written for letta-evals import ``letta_evals.decorators`` and ``letta_evals.models``:
 the suite loader installs :mod:`ci_evals.suite.letta_evals_shim` before any of them is loaded.
+User files (and the neighbours they import while loading) are imported without writing bytecode: a
+run must leave nothing in the user's repository but its results folder (no ``__pycache__/``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
     added = parent not in sys.path
     if added:
         sys.path.insert(0, parent)  # lets the file import its neighbours
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__/ in the user's repo
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
@@ -52,6 +55,8 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
         raise ConfigError(
             f"importing it failed: {type(exc).__name__}: {exc}{hint}", file=str(path), key=key
         ) from None
+    finally:
+        sys.dont_write_bytecode = writes_bytecode
     _loaded[path] = module
     return module
 
