@@ -19,12 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ci_evals._util import rx
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.text import some_ids
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, iter_records, read_summary
+
+if TYPE_CHECKING:
+    from ci_evals.run.options import SuiteOptions
 
 IDS_SHOWN = 5
 
@@ -67,19 +70,19 @@ def failed_sample_ids(folder: Path) -> tuple[str, set[str]]:
     return str(summary.get("suite")), failed
 
 
-def plan(args: Any) -> tuple[set[str] | None, Callable[[str], bool] | None, list[str], str | None]:
+def plan(args: SuiteOptions) -> tuple[set[str] | None, Callable[[str], bool] | None, list[str], str | None]:
     """From the run's options: (ids to keep or None, id predicate or None, what chose them, FROM's suite)."""
-    ids = {str(i) for i in args.sample_id} if getattr(args, "sample_id", None) else None
+    ids = {str(i) for i in args.sample_id} if args.sample_id else None
     by: list[str] = []
     if ids is not None:
         by.append("--sample-id " + ", ".join(sorted(ids)) if len(ids) <= IDS_SHOWN
                   else f"--sample-id ×{len(ids)}")
-    pattern = getattr(args, "sample_pattern", None)
+    pattern = args.sample_pattern
     matcher = id_matcher(pattern) if pattern is not None else None
     if pattern is not None:
         by.append(f"--sample-pattern {pattern}")
     from_suite = None
-    only = getattr(args, "only_failed", None)
+    only = args.only_failed
     if only is not None:
         from_suite, failed = failed_sample_ids(only)
         if not failed:

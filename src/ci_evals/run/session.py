@@ -43,20 +43,20 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
 
     ``output`` (a subfolder when the CLI runs several suites) wins over ``args.output``.
     """
-    resume = getattr(args, "resume", None)
+    resume = args.resume
     tags = [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
     ids, id_match, chosen_by, from_suite = selection.plan(args)
     suite = load_suite(path, max_samples=args.max_samples, sample_tags=tags, num_runs=args.num_runs,
                        shard=args.shard, cache_dir=False if args.no_cache else None,
-                       max_errors=getattr(args, "max_errors", None), extra_gates=getattr(args, "gate", None),
+                       max_errors=args.max_errors, extra_gates=args.gate,
                        sample_ids=ids, id_match=id_match)
     if from_suite is not None and from_suite != suite.spec.name:
         raise ConfigError(f"--only-failed: this folder holds results of suite {from_suite!r}, not "
                           f"{suite.spec.name!r}", file=str(args.only_failed))
-    if getattr(args, "model_handle", None):
+    if args.model_handle:
         select_model(suite, args.model_handle)
     out = resume or output or args.output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
-    only = getattr(args, "only_failed", None)
+    only = args.only_failed
     if only is not None and out.resolve() == only.resolve():  # never overwrite the input: a sibling folder
         out = out.parent / f"{out.name}-rerun"
     check_output_folder(out, "--resume" if resume is not None else "--output")
@@ -72,20 +72,20 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
         extra["selection"] = {"by": chosen_by, "selected": suite.dataset.count, "total": suite.dataset.total}
     rates = {key: (lim.rpm, lim.tpm) for key, lim in suite.spec.rate_limits.items()}
     for flag, index in (("rpm", 0), ("tpm", 1)):
-        for key, value in getattr(args, flag, None) or []:  # the command line wins over the suite
+        for key, value in getattr(args, flag) or []:  # the command line wins over the suite
             pair = list(rates.get(key, (None, None)))
             pair[index] = value
             rates[key] = (pair[0], pair[1])
     runner = Runner(suite, RunOptions(output=out, max_concurrent=concurrency, resume=resume is not None,
                                       progress=not args.quiet, extra_summary=extra, rates=rates, baseline=baseline,
-                                      max_wait=getattr(args, "max_wait", None) or suite.spec.max_wait))
+                                      max_wait=args.max_wait or suite.spec.max_wait))
     if baseline is not None:
         runner.agg = Aggregator(runner.config, keep_outcomes=True)
         baseline.attach(runner.agg, suite=suite.spec.name)
-    chosen = {k: getattr(args, k, None) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
+    chosen = {k: getattr(args, k) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
     if chosen_by:
         chosen["sample_ids"] = sorted(ids) if ids is not None else None
-        chosen["sample_pattern"] = getattr(args, "sample_pattern", None)
+        chosen["sample_pattern"] = args.sample_pattern
     lock = hold(out, fingerprint(suite, chosen), resume=resume is not None)
     try:
         with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
