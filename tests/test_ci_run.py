@@ -57,6 +57,7 @@ def checkout(tmp_path: Path) -> Path:
     (repo / ".ci").mkdir(parents=True)
     (repo / "scripts").mkdir()
     (repo / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
+    (repo / "scripts" / "letta-tools.env").write_text((ROOT / "scripts" / "letta-tools.env").read_text())
     for name in ("install-wordnet", "install-chromium", "install-test-tools", "apt-install", "debian-base"):
         (repo / "scripts" / f"{name}.sh").write_text(LOGGED.format(name=name))
     for name, body in SCRIPTS.items():
