@@ -50,7 +50,7 @@ from ci_evals.llm.pool import LoopState, loop_state
 from ci_evals.llm.providers import Failure, require, vendor
 from ci_evals.llm.scheduler import THROTTLE_STATUS, Endpoint, EndpointStopped, ThrottledOut, Ticket
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_BASE_URL = transport.DEFAULT_BASE_URL
 NO_KEY = "sk-no-key-required"
 BACKOFF_BASE = 0.5
 """Seconds: the first retry waits up to this long, doubling each time (full jitter)."""
