@@ -340,9 +340,12 @@ class LLM:
         """Account for a failed attempt: the seconds to wait before the next one, or raise LLMError."""
         if failure.status in THROTTLE_STATUS and failure.kind != "quota":
             asked = failure.wait if failure.wait is not None else _asked_wait(failure.headers)
+            was_open = ep.stopped
             try:
-                ep.throttled(ticket, asked, failure.headers)
+                ep.throttled(ticket, asked, failure.headers, failure.status)
             except ThrottledOut as out:
+                if ep.stopped and not was_open:
+                    print(scrub_and_shorten(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]), file=sys.stderr)
                 raise self._error(path, f"{failure.problem}; {out}", failure.status,
                                   backoff.retries, throttled) from None
             return 0.0  # the scheduler holds the next attempt until the endpoint resumes
