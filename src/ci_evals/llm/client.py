@@ -342,7 +342,8 @@ class LLM:
             asked = failure.wait if failure.wait is not None else _asked_wait(failure.headers)
             was_open = ep.stopped
             try:
-                ep.throttled(ticket, asked, failure.headers, failure.status)
+                ep.throttled(ticket, asked, failure.headers)
+                ep.overloaded_answer(failure.status)
             except ThrottledOut as out:
                 if ep.stopped and not was_open:
                     print(scrub_and_shorten(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]), file=sys.stderr)

@@ -227,17 +227,14 @@ class Endpoint:
         self.probing = False
         self._release()
 
-    def throttled(self, ticket: Ticket, asked: float | None, headers: Any = None, status: int | None = None) -> float:
-        """A 429/503/529 answer (``status``): cut the limit (once per round trip), pause the endpoint.
+    def throttled(self, ticket: Ticket, asked: float | None, headers: Any = None) -> float:
+        """A 429/503/529 answer: cut the limit (once per round trip), pause the endpoint.
 
         Returns the seconds until the endpoint resumes. Raises :class:`ThrottledOut` when this
-        call's ``max_wait`` would pass first, or when the endpoint never answered anything but
-        "overloaded" for ``OVERLOADED_GIVE_UP`` seconds (then it stops: no later call is sent).
+        call's ``max_wait`` would pass first.
         """
         now = time.monotonic()
         self.rejected += 1
-        if status in OVERLOADED and not self.breaker.successes:
-            self._overloaded(now, status)
         self._learn(headers)
         if ticket.seq > self.cut_seq:
             self.limit = max(1.0, math.floor(self.limit / 2))
@@ -262,14 +259,18 @@ class Endpoint:
         self.probing = True
         return pause
 
-    def _overloaded(self, now: float, status: int) -> None:
-        """Count an overloaded answer before any success; stop the endpoint once they lasted too long."""
+    def overloaded_answer(self, status: int) -> None:
+        """A 503/529 answer, after :meth:`throttled` handled it as a wait: while the endpoint has never
+        answered successfully, raise :class:`ThrottledOut` and stop it once such answers have lasted
+        ``OVERLOADED_GIVE_UP`` seconds (no later call is sent)."""
+        if self.breaker.successes or status not in OVERLOADED:
+            return
+        now = time.monotonic()
         if self.overloaded_since is None:
             self.overloaded_since = now
         self.overloaded += 1
         lasted = now - self.overloaded_since
         if lasted >= OVERLOADED_GIVE_UP and self.overloaded >= OVERLOADED_MIN:
-            self._release()
             out = (f"stopped calling {self.name}: the server kept answering overloaded (HTTP {status}) for "
                    f"{lasted:.0f} s, {self.overloaded} answers and not one success (check that the server is "
                    "up and can serve this model)")
