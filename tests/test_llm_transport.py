@@ -32,11 +32,11 @@ def one_call(url: str, *, sdk_post: bool = False):
     async def go():
         llm = LLM(base_url=url, api_key_env="TRANSPORT_KEY")
         await llm.start()
-        direct = transport._DIRECT[llm._client]
+        direct = llm._client.direct
         used = transport.has_session(llm._client)
         result = await llm.chat(model="m", messages=HELLO)
         await llm.aclose()
-        return used, result.content, direct.session
+        return used, result.content, direct.session if direct is not None else None
 
     return asyncio.run(go())
 
@@ -106,3 +106,43 @@ def test_the_aiohttp_path_trusts_what_the_sdks_http_library_trusts(monkeypatch, 
         one.write_text("-----BEGIN CERTIFICATE-----" + fh.read().split("-----BEGIN CERTIFICATE-----")[1])
     monkeypatch.setenv("SSL_CERT_FILE", str(one))
     assert transport._ssl_context(DefaultAioHttpClient()).cert_store_stats()["x509_ca"] == 1
+
+
+@pytest.mark.parametrize("org", [None, "org-123"])
+def test_the_direct_paths_headers_are_the_sdks_own(monkeypatch, org):
+    """sdk_headers() is read without importing the SDK; it must stay what AsyncOpenAI sends (checked
+    against the installed SDK, so an SDK upgrade that changes them fails here)."""
+    from openai import AsyncOpenAI
+
+    for name, value in (("OPENAI_ORG_ID", org), ("OPENAI_PROJECT_ID", org and "proj-9")):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+
+    async def sdk():  # in a running loop, as make_client is called (X-Stainless-Async names it)
+        client = AsyncOpenAI(api_key=KEY, base_url="http://127.0.0.1:9/v1", max_retries=0)
+        try:
+            return {k: v for k, v in {**client.default_headers, **client.auth_headers}.items() if isinstance(v, str)}
+        finally:
+            await client.close()
+
+    assert transport.sdk_headers(KEY) == asyncio.run(sdk())
+
+
+def test_the_direct_path_does_not_import_the_sdk(openai_server):  # noqa: F811
+    """``import openai`` costs about a CPU-second; a run on the aiohttp path never pays it."""
+    import subprocess
+    import sys
+
+    code = ("import asyncio, sys\nfrom ci_evals.llm.client import LLM\n"
+            "async def go():\n"
+            f"    llm = LLM(base_url={openai_server.url!r})\n"
+            "    r = await llm.chat(model='m', messages=[{'role': 'user', 'content': 'hi'}])\n"
+            "    await llm.aclose()\n"
+            "    return r.content\n"
+            "print(asyncio.run(go()), 'openai' in sys.modules)\n")
+    openai_server.script("fine")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={k: v for k, v in __import__("os").environ.items() if "proxy" not in k.lower()})
+    assert (out.returncode, out.stdout) == (0, "fine False\n"), out.stderr[-2000:]

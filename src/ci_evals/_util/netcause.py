@@ -11,14 +11,20 @@ kind            message                                                  worth r
 ``dns``         could not resolve host 'h' (DNS: Name or service ...)    no
 ``dns_again``   could not resolve host 'h' right now (DNS: Temporary...) yes
 ``refused``     nothing listens on h:p (connection refused)              yes (*)
-``tls``         TLS failed with h:p: <reason>                            no
+``tls``         TLS failed with h:p: <reason>                            no (**)
 ``timeout``     timed out after N s                                      yes
 ``dropped``     the connection to h:p dropped (<name>)                   yes
 ``connection``  connection failed (<name>)                               yes
 ==============  =======================================================  ============
 
 (*) a refused connection is worth a retry only once the endpoint has answered before; the
-scheduler's breaker (:mod:`ci_evals.llm.scheduler`) decides. ``SYSTEMATIC`` names the kinds a
+scheduler's breaker (:mod:`ci_evals.llm.scheduler`) decides. (**) the same for a connection the
+server closed during the TLS handshake.
+
+An ``https://`` URL on a server that speaks plain HTTP fails in the TLS handshake: the server
+answers bytes that are not TLS (``WRONG_VERSION_NUMBER``), or closes the connection (aiohttp then
+says ``ConnectionResetError``, httpx an unexpected EOF). Both are ``tls`` with the hint
+:data:`SCHEME_HINT`, never "the connection dropped". ``SYSTEMATIC`` names the kinds a
 retry cannot fix, which the breaker counts. Messages never include credentials: they are built
 from the host and port alone.
 """
@@ -32,6 +38,13 @@ from urllib.parse import urlsplit
 
 SYSTEMATIC = frozenset({"dns", "refused", "tls"})
 """Connection-level kinds a retry cannot fix (the breaker's causes, with 400/401/403/404)."""
+
+SCHEME_HINT = "is the base_url scheme right (https vs http)?"
+_NOT_TLS = ("WRONG_VERSION_NUMBER", "UNEXPECTED_EOF", "EOF occurred", "record layer failure", "packet length too long",
+            "http request")
+"""What OpenSSL says when the other end does not speak TLS (plain HTTP answering, or hanging up)."""
+_CONNECT_PHASE = ("ClientConnectorError", "ConnectError")
+"""The transports' errors for a failure before any request was sent (aiohttp, httpx/httpcore)."""
 
 _DNS_PERMANENT = {getattr(socket, n) for n in ("EAI_NONAME", "EAI_NODATA", "EAI_FAIL", "EAI_SERVICE")
                   if hasattr(socket, n)}
@@ -84,7 +97,14 @@ def cause_of(exc: BaseException, url: str | None, timeout: float | None = None) 
         if isinstance(e, ConnectionRefusedError):
             return Cause("refused", f"nothing listens on {where} (connection refused)", True)
         if isinstance(e, ssl.SSLError | ssl.CertificateError):
-            return Cause("tls", f"TLS failed with {where}: {_reason(e)}", False)
+            reason = _reason(e)
+            if _connecting(chain) and any(sign in reason for sign in _NOT_TLS):  # plain HTTP answered, or hung up
+                return Cause("tls", f"TLS failed with {where}: {reason} ({SCHEME_HINT})",
+                             isinstance(e, ssl.SSLEOFError))
+            return Cause("tls", f"TLS failed with {where}: {reason}", False)
+    if _handshake_dropped(chain, url):
+        return Cause("tls", f"TLS failed with {where}: the server closed the connection during the TLS handshake "
+                            f"({SCHEME_HINT})", True)
     for e in chain:
         name = type(e).__name__
         if isinstance(e, TimeoutError) or "Timeout" in name:
@@ -97,3 +117,14 @@ def cause_of(exc: BaseException, url: str | None, timeout: float | None = None) 
             return Cause("dropped", f"the connection to {where} dropped ({name})", True)
     deepest = chain[-1] if chain else exc
     return Cause("connection", f"connection to {where} failed ({type(deepest).__name__})", True)
+
+
+def _connecting(chain: list[BaseException]) -> bool:
+    """The failure came before any request was sent (a transport's connect error is in the chain)."""
+    return any(cls.__name__ in _CONNECT_PHASE for e in chain for cls in type(e).__mro__)
+
+
+def _handshake_dropped(chain: list[BaseException], url: str | None) -> bool:
+    """An ``https`` connection that the server dropped before any request was sent: in the TLS handshake."""
+    return (urlsplit(url or "").scheme == "https" and _connecting(chain)
+            and any(isinstance(e, ConnectionResetError | ConnectionAbortedError | BrokenPipeError) for e in chain))

@@ -50,7 +50,7 @@ from ci_evals.llm.pool import LoopState, loop_state
 from ci_evals.llm.providers import Failure, require, vendor
 from ci_evals.llm.scheduler import THROTTLE_STATUS, Endpoint, EndpointStopped, ThrottledOut, Ticket
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_BASE_URL = transport.DEFAULT_BASE_URL
 NO_KEY = "sk-no-key-required"
 BACKOFF_BASE = 0.5
 """Seconds: the first retry waits up to this long, doubling each time (full jitter)."""
@@ -340,9 +340,13 @@ class LLM:
         """Account for a failed attempt: the seconds to wait before the next one, or raise LLMError."""
         if failure.status in THROTTLE_STATUS and failure.kind != "quota":
             asked = failure.wait if failure.wait is not None else _asked_wait(failure.headers)
+            was_open = ep.stopped
             try:
                 ep.throttled(ticket, asked, failure.headers)
+                ep.overloaded_answer(failure.status)
             except ThrottledOut as out:
+                if ep.stopped and not was_open:
+                    print(scrub_and_shorten(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]), file=sys.stderr)
                 raise self._error(path, f"{failure.problem}; {out}", failure.status,
                                   backoff.retries, throttled) from None
             return 0.0  # the scheduler holds the next attempt until the endpoint resumes

@@ -22,7 +22,10 @@ in the run) passes through its :class:`Endpoint`:
   the run); its error then says so.
 * **A breaker for systematic failures** (:mod:`ci_evals._util.breaker`): while an endpoint has
   never answered successfully, a run of calls failing for the same cause that no retry fixes
-  opens it, and every later call fails at once with that cause, without being sent.
+  opens it, and every later call fails at once with that cause, without being sent. So does an
+  endpoint that has answered nothing but "overloaded" (503/529) for ``OVERLOADED_GIVE_UP``
+  seconds since its first such answer, without one success; a burst of them followed by a
+  success never does.
 
 :meth:`Endpoint.report` gives what the summary shows (rejected calls, seconds waited, the
 concurrency it settled on, the limits it learned, why it stopped).
@@ -44,6 +47,14 @@ PAUSE_FIRST = 1.0
 """Seconds a 429 with no ``Retry-After`` pauses the endpoint; doubles while 429s continue."""
 PAUSE_CAP = 30.0
 THROTTLE_STATUS = frozenset({429, 503, 529})
+OVERLOADED = frozenset({503, 529})
+OVERLOADED_GIVE_UP = 60.0
+"""Seconds of nothing but "overloaded" answers (503/529, at least ``OVERLOADED_MIN`` of them) from an
+endpoint that has never answered a call successfully, after which the run stops calling it: a
+server that is down behind a proxy answers 503 forever, and ``max_wait`` (600 s) per call would
+hold the whole run for it. Once one call succeeded, overload answers are waits again, bounded
+by ``max_wait`` alone."""
+OVERLOADED_MIN = 3
 
 
 class EndpointStopped(Exception):
@@ -98,6 +109,8 @@ class Endpoint:
         self._held_since = 0.0
         self.min_limit = self.limit
         self.announced: Announced | None = None
+        self.overloaded_since: float | None = None  # the first 503/529, while nothing ever succeeded
+        self.overloaded = 0
 
     # -- admission -------------------------------------------------------------------------------
 
@@ -245,6 +258,24 @@ class Endpoint:
         self.paused_until = max(self.paused_until, now + pause)
         self.probing = True
         return pause
+
+    def overloaded_answer(self, status: int) -> None:
+        """A 503/529 answer, after :meth:`throttled` handled it as a wait: while the endpoint has never
+        answered successfully, raise :class:`ThrottledOut` and stop it once such answers have lasted
+        ``OVERLOADED_GIVE_UP`` seconds (no later call is sent)."""
+        if self.breaker.successes or status not in OVERLOADED:
+            return
+        now = time.monotonic()
+        if self.overloaded_since is None:
+            self.overloaded_since = now
+        self.overloaded += 1
+        lasted = now - self.overloaded_since
+        if lasted >= OVERLOADED_GIVE_UP and self.overloaded >= OVERLOADED_MIN:
+            out = (f"stopped calling {self.name}: the server kept answering overloaded (HTTP {status}) for "
+                   f"{lasted:.0f} s, {self.overloaded} answers and not one success (check that the server is "
+                   "up and can serve this model)")
+            self._stop(out)
+            raise ThrottledOut(out)
 
     def failed(self, ticket: Ticket | None, kind: str | None, message: str) -> None:
         """A final failure of a call (after its retries); ``kind`` names a systematic cause or None."""

@@ -1,8 +1,9 @@
 """One OpenAI-compatible ``POST``: the SDK client per endpoint, and the cheapest way through it.
 
-:func:`make_client` builds one ``AsyncOpenAI`` client per endpoint (the SDK's own retries off:
-:class:`~ci_evals.llm.client.LLM` retries, counting and honouring ``Retry-After``) over the SDK's
-aiohttp transport (``openai[aiohttp]``) when installed, else its httpx client. :func:`post` sends
+:func:`make_client` builds one :class:`Client` per endpoint around an ``AsyncOpenAI`` client (the
+SDK's own retries off: :class:`~ci_evals.llm.client.LLM` retries, counting and honouring
+``Retry-After``) over the SDK's aiohttp transport (``openai[aiohttp]``) when installed, else its
+httpx client. :func:`post` sends
 one request and returns (the response JSON, its headers) or raises
 :class:`~ci_evals.llm.providers.Failure` naming the cause; every path maps failures the same way.
 
@@ -12,10 +13,13 @@ over aiohttp (issue 21, profiled with cProfile at 200 calls in flight: that laye
 CPU per call as aiohttp itself). So a call goes, cheapest first:
 
 1. **aiohttp direct**: the same ``aiohttp`` the SDK's transport uses, one session per endpoint,
-   with the headers the SDK sends (its public ``default_headers`` and ``auth_headers``: the
-   ``User-Agent``, ``X-Stainless-*`` and the key) and the SDK's base URL. Used when the
-   aiohttp transport is installed and no proxy applies to the URL (a proxy from the environment
-   and a URL with ``user:password`` go through the SDK's own client, which handles them).
+   with the headers the SDK sends (what its public ``default_headers`` and ``auth_headers``
+   give: the ``User-Agent``, ``X-Stainless-*``, the organization and project, the key) and the
+   URL it calls. Used when the aiohttp transport is installed and no proxy applies to the URL (a
+   proxy from the environment and a URL with ``user:password`` go through the SDK's own client,
+   which handles them). This path does not import the SDK, whose import alone (its generated
+   types) cost about a CPU-second inside every run: :func:`sdk_headers` reads the same headers
+   from the SDK's version and the platform, and a test holds them equal to the SDK's own.
 2. **the SDK's HTTP client** (httpx), with the same headers (``DIRECT``; ``USE_AIOHTTP`` off).
 3. **the SDK's ``post``** (``DIRECT`` off: tests cover it so the SDK's own path keeps working).
 
@@ -27,17 +31,20 @@ cached.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
+import os
+import platform
 import ssl
 import sys
 import urllib.parse
 import urllib.request
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from ci_evals.llm.providers import Failure, status_failure, transport_failure
 
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 USE_AIOHTTP = True  # tests switch it off to exercise httpx's own transport too
 DIRECT = True  # skip the SDK's request building (tests switch it off to cover the SDK's post)
 KEEPALIVE_S = 5.0
@@ -49,89 +56,195 @@ sending a 300 MB body must not take the run's memory with it."""
 
 @dataclass(slots=True)
 class _Direct:
-    """One endpoint's way past the SDK's per-call request building: the SDK's HTTP client, the
-    headers the SDK sends, and an aiohttp session when the aiohttp path applies (else None)."""
+    """One endpoint's way past the SDK's per-call request building: the base URL, the headers the
+    SDK sends, an aiohttp session when the aiohttp path applies (else None), and the SDK's HTTP
+    client when a call goes through it (built only then: see :func:`make_client`)."""
 
-    http: Any
     base: str
     headers: dict[str, str]
     session: Any = None
+    http: Any = None
 
 
-_DIRECT: weakref.WeakKeyDictionary[Any, _Direct] = weakref.WeakKeyDictionary()
+@dataclass(eq=False, slots=True)
+class Client:
+    """One endpoint's client (shared by every grader and target of the run, see :mod:`ci_evals.llm.pool`).
+
+    ``sdk`` is the ``AsyncOpenAI`` client; on the aiohttp direct path it is built only when
+    something asks for it, since ``import openai`` alone costs about a CPU-second (its generated
+    types), paid inside every run before the first call (issue 21).
+    """
+
+    url: str | None
+    key: str
+    timeout: float
+    direct: _Direct | None = None
+    _sdk: Any = None
+
+    @property
+    def sdk(self) -> Any:
+        if self._sdk is None:
+            self._sdk = _sdk_client(self.url, self.key, self.timeout, None)
+        return self._sdk
+
+    def is_closed(self) -> bool:
+        """Closed by :func:`close_client` (as ``AsyncOpenAI.is_closed``)."""
+        session = self.direct.session if self.direct is not None else None
+        return (session.closed if session is not None else True) and (self._sdk is None or self._sdk.is_closed())
 
 
-def make_client(url: str | None, key: str, timeout: float) -> Any:
-    """An AsyncOpenAI client for one endpoint, with the SDK's retries off (see the module docstring)."""
-    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+def make_client(url: str | None, key: str, timeout: float) -> Client:
+    """One endpoint's client, with the SDK's retries off (see the module docstring).
 
-    http_client = None
-    aiohttp = None
+    With the aiohttp direct path (aiohttp installed, no proxy, no ``user:password`` in the URL),
+    the SDK is not imported: the headers are :func:`sdk_headers` (a test holds them equal to the
+    SDK's own), the URL is the one the SDK would call. Otherwise the SDK's client is built now
+    and its HTTP client carries the calls.
+    """
+    client = Client(url, key, timeout)
+    base = (url or DEFAULT_BASE_URL).rstrip("/")
     # aiohttp refuses a URL with user:password alongside the SDK's Authorization header; httpx sends it.
-    has_userinfo = bool(url) and "@" in urllib.parse.urlsplit(url).netloc
-    if USE_AIOHTTP and not has_userinfo:
+    has_userinfo = "@" in urllib.parse.urlsplit(base).netloc
+    session = None
+    if USE_AIOHTTP and not has_userinfo and DIRECT:
         try:
-            import aiohttp  # (the extra that DefaultAioHttpClient needs)
-            from openai import DefaultAioHttpClient
+            import aiohttp  # (the extra that the SDK's DefaultAioHttpClient needs)
         except ImportError:
             aiohttp = None
-        else:
-            http_client = DefaultAioHttpClient(timeout=timeout)
-    if http_client is None:
-        http_client = DefaultAsyncHttpxClient(timeout=timeout)
-    client = AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout, http_client=http_client)
-    base = str(client.base_url).rstrip("/")
-    headers = {k: v for k, v in {**client.default_headers, **client.auth_headers}.items() if isinstance(v, str)}
-    session = _session(aiohttp, base, http_client) if aiohttp is not None else None
-    _DIRECT[client] = _Direct(http_client, base, headers, session)
+        session = _session(aiohttp, base) if aiohttp is not None else None
+    if session is not None:
+        client.direct = _Direct(base, sdk_headers(key), session)
+        return client
+    http_client = _http_client(timeout, aiohttp=USE_AIOHTTP and not has_userinfo)
+    sdk = client._sdk = _sdk_client(url, key, timeout, http_client)
+    if DIRECT:
+        headers = {k: v for k, v in {**sdk.default_headers, **sdk.auth_headers}.items() if isinstance(v, str)}
+        client.direct = _Direct(str(sdk.base_url).rstrip("/"), headers, None, http_client)
     return client
 
 
-def _session(aiohttp: Any, base: str, http_client: Any = None) -> Any:
+def _http_client(timeout: float, aiohttp: bool = True) -> Any:
+    """The SDK's aiohttp transport when installed (and ``aiohttp``), else its httpx client."""
+    from openai import DefaultAsyncHttpxClient
+
+    if aiohttp:
+        try:
+            from openai import DefaultAioHttpClient
+
+            return DefaultAioHttpClient(timeout=timeout)
+        except (ImportError, RuntimeError):
+            pass
+    return DefaultAsyncHttpxClient(timeout=timeout)
+
+
+def _sdk_client(url: str | None, key: str, timeout: float, http_client: Any) -> Any:
+    from openai import AsyncOpenAI
+
+    return AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout,
+                       http_client=http_client if http_client is not None else _http_client(timeout, USE_AIOHTTP))
+
+
+@functools.cache
+def _static_headers() -> tuple[tuple[str, str], ...]:
+    """What ``AsyncOpenAI`` sends on every call besides the key (``default_headers``), for this
+    SDK version, interpreter and platform; read without importing the SDK."""
+    from importlib.metadata import version
+
+    sdk = version("openai")
+    return (("Accept", "application/json"), ("Content-Type", "application/json"),
+            ("User-Agent", f"AsyncOpenAI/Python {sdk}"), ("X-Stainless-Lang", "python"),
+            ("X-Stainless-Package-Version", sdk), ("X-Stainless-OS", _os_name()),
+            ("X-Stainless-Arch", _arch()), ("X-Stainless-Runtime", platform.python_implementation()),
+            ("X-Stainless-Runtime-Version", platform.python_version()), ("X-Stainless-Async", "async:asyncio"))
+
+
+def sdk_headers(key: str) -> dict[str, str]:
+    """The headers ``AsyncOpenAI(api_key=key)`` sends (with ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID``
+    from the environment, as the SDK reads them)."""
+    headers = dict(_static_headers())
+    for name, var in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+        if os.environ.get(var):
+            headers[name] = os.environ[var]
+    headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def _os_name() -> str:
+    """The SDK's ``X-Stainless-OS`` names (``get_platform``)."""
+    system, name = platform.system().lower(), platform.platform().lower()
+    if "iphone" in name or "ipad" in name:
+        return "iOS"
+    named = {"darwin": "MacOS", "windows": "Windows"}
+    if system in named:
+        return named[system]
+    if "android" in name:
+        return "Android"
+    named = {"freebsd": "FreeBSD", "openbsd": "OpenBSD", "linux": "Linux"}
+    if system in named:
+        return named[system]
+    return f"Other:{name}" if name else "Unknown"
+
+
+def _arch() -> str:
+    """The SDK's ``X-Stainless-Arch`` names (``get_architecture``)."""
+    machine = platform.machine().lower()
+    named = {"arm64": "arm64", "aarch64": "arm64", "arm": "arm", "x86_64": "x64"}
+    if machine in named:
+        return named[machine]
+    if sys.maxsize <= 2**32:
+        return "x32"
+    return f"other:{machine}" if machine else "unknown"
+
+
+def _session(aiohttp: Any, base: str) -> Any:
     """An aiohttp session for ``base``, or None when a proxy from the environment applies to it."""
     host = urllib.parse.urlsplit(base).hostname or ""
     proxies = urllib.request.getproxies()
     if proxies and not urllib.request.proxy_bypass(host) and any(
             k in proxies for k in (urllib.parse.urlsplit(base).scheme, "all")):
         return None
-    ctx = _ssl_context(http_client) if base.startswith("https:") else None
+    ctx = _ssl_context() if base.startswith("https:") else None
     # No connection cap here: the endpoint's scheduler bounds calls in flight. No aiohttp timeout:
     # LLM bounds each attempt as a whole.
     connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S, ssl=ctx if ctx is not None else True)
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
 
 
-def _ssl_context(http_client: Any) -> ssl.SSLContext:
+def _ssl_context(http_client: Any = None) -> ssl.SSLContext:
     """The certificates the SDK's own HTTP library trusts (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, then its
-    default store), through that library's public ``create_ssl_context`` (httpx or httpx2)."""
-    for cls in type(http_client).__mro__:
-        lib = sys.modules.get(cls.__module__.split(".")[0])
-        if lib is not None and cls.__module__.startswith("httpx") and hasattr(lib, "create_ssl_context"):
+    default store), through that library's public ``create_ssl_context``: the library of
+    ``http_client``, else httpx2 (the SDK's since 2.x), else httpx."""
+    names = [cls.__module__.split(".")[0] for cls in type(http_client).__mro__] if http_client is not None else []
+    for name in [n for n in names if n.startswith("httpx")] or ["httpx2", "httpx"]:
+        try:
+            lib = sys.modules.get(name) or importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(lib, "create_ssl_context"):
             return lib.create_ssl_context()
     return ssl.create_default_context()
 
 
-async def close_client(client: Any) -> None:
-    """Close the SDK client and the endpoint's aiohttp session."""
-    direct = _DIRECT.pop(client, None)
+async def close_client(client: Client) -> None:
+    """Close the endpoint's aiohttp session and the SDK client if one was built."""
     try:
-        await client.close()
+        if client._sdk is not None:
+            await client._sdk.close()
     finally:
-        if direct is not None and direct.session is not None:
-            await direct.session.close()
+        if client.direct is not None and client.direct.session is not None:
+            await client.direct.session.close()
 
 
-def has_session(client: Any) -> bool:
+def has_session(client: Client) -> bool:
     """Whether calls to ``client``'s endpoint take the aiohttp direct path."""
-    direct = _DIRECT.get(client)
-    return direct is not None and direct.session is not None
+    return client.direct is not None and client.direct.session is not None
 
 
-async def post(client: Any, path: str, body: dict[str, Any], base_url: str, timeout: float) -> tuple[dict[str, Any], Any]:
+async def post(client: Client, path: str, body: dict[str, Any], base_url: str, timeout: float) -> tuple[dict[str, Any], Any]:
     """One ``POST`` of ``body`` to ``path``: (the response JSON, its headers), or :class:`Failure`."""
-    direct = _DIRECT.get(client) if DIRECT else None
+    direct = client.direct if DIRECT else None
     if direct is None:
-        return await _sdk_post(client, path, body, base_url, timeout)
+        return await _sdk_post(client.sdk, path, body, base_url, timeout)
     payload = json.dumps(body).encode("utf-8")
     try:
         if direct.session is not None:
