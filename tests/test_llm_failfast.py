@@ -17,7 +17,7 @@ from tests.fakes.openai_server import FakeOpenAI, Fault
 from tests.test_request_engine import KEY, endpoint, key_env, llm_suite  # noqa: F401
 
 SCHEME = "is the base_url scheme right (https vs http)?"
-TLS_HINT = "check the scheme (http/https) and the server's certificate (SSL_CERT_FILE)"
+TLS_HINT = "check the scheme of base_url (or OPENAI_BASE_URL)"
 
 
 @pytest.fixture

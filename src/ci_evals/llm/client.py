@@ -38,7 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.bounds import check_url
 from ci_evals._util.errors import CiEvalsError, ConfigError
-from ci_evals._util.netcause import SYSTEMATIC
+from ci_evals._util.netcause import SCHEME_HINT, SYSTEMATIC
 from ci_evals._util.redact import MESSAGE_LIMIT, register, scrub_and_shorten
 from ci_evals._util.retry import Backoff
 from ci_evals._util.retry import retry_after as _asked_wait
@@ -375,7 +375,8 @@ class LLM:
         hint = {
             "dns": f"check the host name in base_url (or {url_var})",
             "refused": f"is the server running? check the host and port in base_url (or {url_var})",
-            "tls": "check the scheme (http/https) and the server's certificate (SSL_CERT_FILE)",
+            "tls": (f"check the scheme of base_url (or {url_var})" if SCHEME_HINT in failure.problem
+                    else "check the scheme (http/https) and the server's certificate (SSL_CERT_FILE)"),
             "http_401": f"check the API key in {key_var}",
             "http_403": f"check that the key in {key_var} may use this model and endpoint",
             "http_404": "check the model name and that base_url ends where the API starts (…/v1)",
@@ -384,7 +385,6 @@ class LLM:
         }.get(failure.kind or "", "check the endpoint")
         problem = scrub_and_shorten(failure.problem, MESSAGE_LIMIT, [self._key])  # a server may echo the key
         return f"stopped calling {shown_url(self.base_url)} after its first calls all failed: {problem} ({hint})"
-
 
     def _error(self, path: str, problem: str, status: int | None, retries: int, throttled: int = 0) -> LLMError:
         tail = f" (after {retries} retries)" if retries else ""
