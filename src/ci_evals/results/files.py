@@ -2,8 +2,8 @@
 
 Every read names how far the folder is trusted (:class:`Trust`):
 
-* ``OWN``: this process's run wrote it a moment ago. Parsed as fast as possible (the 100k-sample
-  run reads results.jsonl three times for its reports); a torn line from a hard kill is skipped.
+* ``OWN``: this process's run wrote it a moment ago. Parsed as fast as possible (orjson, see
+  :func:`own_loads`; the reports read it in one pass); a torn line from a hard kill is skipped.
 * ``OTHER``: another run wrote it: a baseline, a shard to merge, a folder to resume or to rebuild
   report.html from. Bounded (bytes per file and line, nesting depth) and checked: not UTF-8, a
   lone surrogate escape, NaN/Infinity or a number too large for a float, a record or summary of
@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from ci_evals._util.bounds import depth_exceeds
 from ci_evals._util.errors import ConfigError
@@ -193,16 +195,33 @@ def iter_records(path: Path, trust: Trust, wanted: set[int] | None = None,
 
 
 def _own_records(path: Path, wanted: set[int] | None) -> Iterator[tuple[int, ResultRecord]]:
-    loads = json.loads
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh):
-            if (wanted is None or n in wanted) and line.strip():
-                try:
-                    rec = loads(line)
-                except ValueError:
-                    continue
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh):
+            if (wanted is None or n in wanted) and raw.strip():
+                rec = own_loads(raw)
                 if isinstance(rec, dict):
                     yield n, rec
+
+
+_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))  # every digit a 0, the rest a dot
+_LONG_RUN = b"0" * 19  # translate + find: ~10x cheaper than a regex search for 19 digits
+
+
+def own_loads(raw: bytes) -> Any:
+    """One line of our own results.jsonl, parsed as ``json.loads`` parses it (None when it does not
+    parse: a torn line). orjson does the usual line, 3-4x faster; what orjson reads differently
+    goes to ``json``: a line it refuses (NaN, a lone surrogate escape, bytes that are not UTF-8,
+    decoded with replacement as before) and any run of 19+ digits (an integer outside 64 bits,
+    which orjson would turn into a float)."""
+    if _LONG_RUN not in raw.translate(_DIGITS):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    try:
+        return json.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return None
 
 
 def records(path: Path, trust: Trust, what: str = RESULTS) -> Iterator[ResultRecord]:
