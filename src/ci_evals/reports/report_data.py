@@ -27,9 +27,12 @@ BUCKETS = 10
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode  # json.dumps(**kw) builds one per call
+
+
 def script_json(data: Any) -> str:
     """JSON that cannot end its ``<script>`` element or start markup: ``< > &`` and U+2028/9 escaped."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = _ENCODE(data)
     for char, escape in _JSON_ESCAPES.items():  # str.replace runs in C: far faster than translate
         if char in text:
             text = text.replace(char, escape)
@@ -52,6 +55,12 @@ class _Cut:
         self.longest = 0
 
     def __call__(self, value: Any) -> Any:
+        if value.__class__ is str and len(value) <= self.limit:  # the usual text: kept whole
+            if len(value) > self.longest:
+                self.longest = len(value)
+            return value
+        if value is None:
+            return None
         out = _cap(value, self.limit)
         if isinstance(out, dict):
             self.longest = max(self.longest, out["length"])
@@ -112,6 +121,8 @@ class _Baseline:
 
     def of(self, key: tuple) -> dict[str, Any] | None:
         """The same sample's grades: same model and run, else its first run, else a model-less baseline."""
+        if not self.grades:
+            return None
         model, sid, run = key
         for k in (key, (model, sid, 0), (None, sid, run), (None, sid, 0)):
             if k in self.grades:
@@ -119,6 +130,8 @@ class _Baseline:
         return None
 
     def regressed(self, key: tuple, grades: dict[str, Any]) -> list[str]:
+        if not self.grades:
+            return []
         old = self.of(key) or {}
         return [n for n, g in grades.items() if n in old and old[n].get("passed") and not g.get("passed")]
 

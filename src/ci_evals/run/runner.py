@@ -45,6 +45,8 @@ from ci_evals.suite.loader import GraderSlot, LoadedSuite
 from ci_evals.usercode import lane as usercode
 
 FLUSH_SECONDS = 0.5
+YIELD_SECONDS = 0.005
+"""A worker whose jobs never suspend (replay, built-in graders) hands the loop over this often."""
 
 
 
@@ -85,6 +87,25 @@ def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> Grade:
     return make_grade(g.score, passes(g.score, *rule), g.rationale, g.metadata)
 
 
+def _all_builtin(slots: list[GraderSlot]) -> bool:
+    """Every grader a built-in tool function reading a built-in extractor: pure, fast, synchronous."""
+    return all(isinstance(s.grader, ToolGrader) and s.grader.builtin and not s.extractor.custom for s in slots)
+
+
+def _grade_builtin(slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[Grade, str]:
+    """:meth:`Runner._grade_one` for a built-in grader and extractor, without the event loop."""
+    try:
+        submission = slot.extractor(traj)
+    except Exception as exc:
+        return make_grade(error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}",
+                          category="extraction"), ""
+    try:
+        return slot.grader.grade_builtin(sample, submission, slot.rule), submission
+    except Exception as exc:  # graders should not raise, but a bug must not lose the sample
+        return make_grade(error=f"grader '{slot.name}' raised {type(exc).__name__}: {exc}",
+                          category="grading"), submission
+
+
 def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
     """``duration_s`` is the sample's own work; time it waited for a shared resource is ``queued_s``."""
     rec["duration_s"] = round(max(0.0, elapsed - queued), 6)
@@ -118,6 +139,14 @@ class Runner:
         self._stopping = False
         self._secrets: list[str] = []
         self._secrets_gen = -1
+        self._plan: tuple[list[GraderSlot], bool, bool] | None = None
+
+    def _make_plan(self) -> tuple[list[GraderSlot], bool, bool]:
+        """What every job of this run asks of the suite, asked once: (grader slots, all built-in
+        and synchronous, whether the target must return memory blocks)."""
+        slots = list(self.suite.graders.values())
+        self._plan = (slots, _all_builtin(slots), self.suite.needs_memory)
+        return self._plan
 
     # -- jobs ------------------------------------------------------------------------------------
 
@@ -160,9 +189,10 @@ class Runner:
             "sample_id": sample.id, "run": run, "model": model, "input": sample.input,
             "ground_truth": sample.ground_truth, "tags": sample.tags, "error": None,
         }
+        slots, builtin_only, needs_memory = self._plan or self._make_plan()
         try:
-            traj = await self.suite.target.run(sample, run=run, model=model, need_memory=self.suite.needs_memory)
-            if not any(True for _ in traj.messages()) and not traj.memory_blocks:
+            traj = await self.suite.target.run(sample, run=run, model=model, need_memory=needs_memory)
+            if not any(traj.turns) and not traj.memory_blocks:
                 raise SampleError("target returned an empty trajectory (no messages)")
             replaced += clean_trajectory(traj) + traj.metadata.pop("replaced_chars", 0)
         except asyncio.CancelledError:
@@ -182,8 +212,9 @@ class Runner:
             _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))
             return rec
         traj.metadata.setdefault("run", run)  # judges key their cache on it: repeats stay independent
-        slots = list(self.suite.graders.values())
-        if len(slots) == 1 or all(isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots):
+        if builtin_only and not isinstance(sample.ground_truth, list):
+            pairs = [_grade_builtin(s, sample, traj) for s in slots]  # no coroutine per grade
+        elif len(slots) == 1 or all(isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots):
             pairs = [await self._grade_one(s, sample, traj) for s in slots]
         else:
             pairs = await asyncio.gather(*(self._grade_one(s, sample, traj) for s in slots))
@@ -292,13 +323,17 @@ class Runner:
         jobs = self.jobs()
 
         async def worker() -> None:
+            last_yield = time.monotonic()
             for model, sample, run in jobs:
                 if self._stopping:
                     return
                 rec = await self.run_job(model, sample, run)
                 self._write(fh, rec)
                 progress.advance(rec)
-                await asyncio.sleep(0)  # a job that never suspends must not keep signals waiting
+                now = time.monotonic()
+                if now - last_yield >= YIELD_SECONDS:  # jobs that never suspend must not keep signals waiting
+                    await asyncio.sleep(0)
+                    last_yield = time.monotonic()
 
         n_workers = max(1, min(self.opts.max_concurrent, self.total_jobs() or 1))
         workers = [asyncio.create_task(worker()) for _ in range(n_workers)]
