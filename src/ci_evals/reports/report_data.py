@@ -96,13 +96,6 @@ def _hits(holder: Any) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
 
 
-def _row_cost(rec: dict[str, Any]) -> float | None:
-    costs = [(rec.get("target") or {}).get("cost_usd")]
-    costs += [(g.get("metadata") or {}).get("cost_usd") for g in (rec.get("grades") or {}).values()]
-    costs = [c for c in costs if isinstance(c, int | float)]
-    return sum(costs) if costs else None
-
-
 class _Baseline:
     """The baseline folder's grades per (model, sample, run), for the side-by-side columns."""
 
@@ -155,20 +148,37 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
     # {"input": i} for a user message that repeats the sample's input.
     first: dict[str, str] = {}
     for name in grades_in:
-        if isinstance(subs.get(name), str) and subs[name]:
-            first.setdefault(subs[name], name)
-
-    def sub(name: str) -> Any:
         text = subs.get(name)
-        return {"ref": first[text]} if isinstance(text, str) and first.get(text, name) != name else cut(text)
-
+        if isinstance(text, str) and text:
+            first.setdefault(text, name)
+    target = rec.get("target")
+    target_hits = _hits(rec)
+    costs = [(target or {}).get("cost_usd")]  # summed in this order: the target's, then each grader's
+    hits = target_hits
     flags, texts = {}, {}
-    for name, g in grades_in.items():
-        flags[name] = _compact({"score": g.get("score"), "passed": bool(g.get("passed")), "error": bool(g.get("error")),
-                                "cached": _hits(g.get("metadata")) or None})
+    for name, g in grades_in.items():  # _compact's rule written out for the flags: every grade shown
+        meta = g.get("metadata")
+        flag = {}
+        score = g.get("score")
+        if score or (score is not False and score == 0):
+            flag["score"] = score
+        if g.get("passed"):
+            flag["passed"] = True
+        if g.get("error"):
+            flag["error"] = True
+        grade_hits = _hits(meta)
+        if grade_hits:
+            flag["cached"] = grade_hits
+            hits += grade_hits
+        flags[name] = flag
+        if meta:
+            costs.append(meta.get("cost_usd"))
+        text = subs.get(name)
+        sub = {"ref": first[text]} if isinstance(text, str) and first.get(text, name) != name else cut(text)
         texts[name] = _compact({"error": cut(g.get("error")), "category": g.get("error_category"),
-                                "rationale": cut(g.get("rationale")), "submission": sub(name),
-                                "metadata": cut(g.get("metadata") or None)})
+                                "rationale": cut(g.get("rationale")), "submission": sub,
+                                "metadata": cut(meta or None)})
+    costs = [c for c in costs if isinstance(c, int | float)]
     regressed = regs.get(key[:2], set()) | set(base.regressed(key, grades_in))
     old = base.of(key)
     inp = rec.get("input")
@@ -183,16 +193,16 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
                      for n, b in old.items()} if old else None,
         "error": ({"category": err.get("category")} if isinstance(err, dict) else True) if err else None,
         "tokens": int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0),
-        "cached": _hits(rec) + sum(_hits(g.get("metadata")) for g in grades_in.values()) or None,
-        "target_cached": _hits(rec) or None,
-        "cost": _row_cost(rec), "duration": rec.get("duration_s"),
+        "cached": hits or None,
+        "target_cached": target_hits or None,
+        "cost": sum(costs) if costs else None, "duration": rec.get("duration_s"),
     })
     detail = _compact({
         "input": [cut(t) for t in inp] if isinstance(inp, list) else cut(inp),
         "ground_truth": cut(rec.get("ground_truth")),
         "error": {"category": err.get("category"), "message": cut(err.get("message"))}
         if isinstance(err, dict) else cut(err),
-        "grades": _compact(texts), "baseline": old, "usage": _compact(usage), "target": cut(rec.get("target")),
+        "grades": _compact(texts), "baseline": old, "usage": _compact(usage), "target": cut(target),
         "turns": [[_message(m, cut, first, inputs) for m in turn] for turn in traj.get("turns") or []],
         "memory": {str(k): cut(v) for k, v in (traj.get("memory_blocks") or {}).items()},
     })

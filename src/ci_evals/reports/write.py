@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ci_evals._util import gcpolicy
 from ci_evals._util.bounds import dumps
 from ci_evals.reports.digest import Digester
 from ci_evals.reports.html import report_scan, write_report
@@ -31,11 +32,12 @@ def write_outputs(out: Path, summary: dict[str, Any]) -> None:
     there, this run's own), each written whole to a temporary file and renamed, never through a symlink."""
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "summary.json", dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n")
-    digester, junit, page = Digester(), JunitWriter(summary), report_scan(out, summary)
-    for i, rec in iter_records(out / "results.jsonl", Trust.OWN):
-        digester.add(rec)
-        junit.add(rec)
-        page.add(i, rec)
-    write_text(out / "summary.md", render_summary_md(summary, digester.digest))
-    junit.write(out / "junit.xml")
-    write_report(out, summary, scan=page)
+    with gcpolicy.streaming():
+        digester, junit, page = Digester(), JunitWriter(summary), report_scan(out, summary)
+        for i, rec in iter_records(out / "results.jsonl", Trust.OWN):
+            digester.add(rec)
+            junit.add(rec)
+            page.add(i, rec)
+        write_text(out / "summary.md", render_summary_md(summary, digester.digest))
+        junit.write(out / "junit.xml")
+        write_report(out, summary, scan=page)

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ci_evals._util import redact
+from ci_evals._util import gcpolicy, redact
 from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals._util.redact import scrub
 from ci_evals._util.textsafe import clean_sample, clean_trajectory, clean_value
@@ -290,7 +290,7 @@ class Runner:
                 loop.call_soon_threadsafe(main_task.cancel)
 
         progress = Progress(self.total_jobs(), enabled=self.opts.progress)
-        with on_signals(on_signal):
+        with on_signals(on_signal), gcpolicy.streaming():
             try:
                 try:
                     await self._run_all(fh, progress)
