@@ -7,7 +7,8 @@ import gc
 
 import pytest
 
-from ci_evals._util.gcpolicy import YOUNG, run_gc
+from ci_evals._util.gcpolicy import YOUNG_THRESHOLD as YOUNG
+from ci_evals._util.gcpolicy import streaming as run_gc
 from tests.conftest import custom_grade_suite
 
 
@@ -28,9 +29,9 @@ def test_a_run_raises_the_young_threshold_and_puts_it_back(sd):
 
 
 def test_the_policy_never_lowers_a_threshold_nor_turns_collection_back_on():
-    gc.set_threshold(50_000, 20, 30)
+    gc.set_threshold(90_000, 20, 30)
     with run_gc():
-        assert gc.get_threshold() == (50_000, 20, 30)
+        assert gc.get_threshold() == (90_000, 20, 30)
     gc.set_threshold(0, 10, 10)
     with run_gc():
         assert gc.get_threshold() == (0, 10, 10)
@@ -39,3 +40,12 @@ def test_the_policy_never_lowers_a_threshold_nor_turns_collection_back_on():
         assert gc.get_threshold() == (YOUNG, 10, 10)
         raise RuntimeError("the run failed")
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_nested_block_leaves_the_outer_block_frozen():
+    with run_gc():
+        outer = gc.get_freeze_count()
+        with run_gc():  # the reports inside a run
+            pass
+        assert gc.get_freeze_count() >= outer > 0
+    assert gc.get_freeze_count() == 0

@@ -11,6 +11,8 @@ import json
 import math
 from typing import Any
 
+import orjson
+
 from ci_evals._util.errors import ConfigError
 
 MAX_JSON_DEPTH = 100
@@ -46,6 +48,33 @@ def _finite_float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)  # one decoder: json.loads(**kw) builds one per call
+_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))  # every digit a 0, the rest a dot
+_LONG_RUN = b"0" * 19
+NOT_READ = object()
+"""What :func:`orjson_loads` returns for a text it leaves to ``json``."""
+
+
+def orjson_loads(data: bytes) -> Any:
+    """``data`` (UTF-8 JSON) parsed by orjson, 3-4x faster than ``json``, when orjson reads it as
+    ``json`` does; else :data:`NOT_READ`. orjson refuses what ``json`` may take or word otherwise
+    (NaN, a lone surrogate escape, bytes that are not UTF-8, a BOM, 1e999, 1,024 levels of
+    nesting) and reads an integer outside 64 bits as a float: any run of 19+ digits (found by
+    translate + find, ~10x cheaper than a regex) is left to ``json``."""
+    if _LONG_RUN in data.translate(_DIGITS):
+        return NOT_READ
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return NOT_READ
+
+
+def quick_loads(raw: bytes) -> Any:
+    """What ``loads(raw.decode("utf-8"))`` gives, when orjson can read ``raw`` and it has too few
+    brackets to nest too deep (the usual JSONL line); else :data:`NOT_READ`, and :func:`loads`
+    (after the caller's own checks) says what is wrong."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
+        return NOT_READ
+    return orjson_loads(raw)
 
 
 def loads(text: str | bytes) -> Any:
@@ -53,9 +82,14 @@ def loads(text: str | bytes) -> Any:
     if isinstance(text, (bytes, bytearray)):
         text = text.decode(json.detect_encoding(text), "surrogatepass")
     try:
-        value = _DECODER.decode(text)
-    except RecursionError:
-        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+        value = orjson_loads(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate (from "surrogatepass"): json words the error
+        value = NOT_READ
+    if value is NOT_READ:
+        try:
+            value = _DECODER.decode(text)
+        except RecursionError:
+            raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
     # Nesting needs an opening bracket per level: a text with few of them cannot be too deep.
     if text.count("[") + text.count("{") > MAX_JSON_DEPTH and depth_exceeds(value):
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")

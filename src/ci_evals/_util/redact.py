@@ -42,17 +42,19 @@ _BLOCK = PIECE // 2
 SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_PRIVATE_KEY", "_SECRET_KEY", "_PAT")
 TOKEN_INPUTS = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN")
 
-# (pattern, replacement, substrings one of which the lower-cased text must hold for it to match)
+# (pattern, replacement, substrings one of which the lower-cased text must hold for it to match).
+# A (gate, substrings) entry stands for the substrings, each of which holds the gate: one search for
+# the gate spares the others in the usual text, where it is absent (each search scans the whole line).
 _PATTERNS = [
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK, ("sk-",)),
     (re.compile(r"\b(gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"), r"\1" + MASK,
-     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+     (("gh", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),)),
     # A credential after a scheme or a header name; it must hold a digit, so prose stays intact.
     (re.compile(r"(?i)\b(bearer|basic)(\s+)(?=[A-Za-z._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{8,}"), r"\1\2" + MASK,
      ("bearer", "basic")),
     (re.compile(r"(?i)((?:proxy-)?authorization|x-api-key|api[-_]?key|private-token)"
                 r"([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?=[^\s\"',;}\\]*\d)[^\s\"',;}\\]{4,}"),
-     r"\1\2" + MASK, ("authorization", "api-key", "api_key", "apikey", "private-token")),
+     r"\1\2" + MASK, ("authorization", "private-token", ("api", ("api-key", "api_key", "apikey")))),
     (re.compile(r"(://[^/\s:@\"\\]*):[^/\s@\"\\]+@"), r"\1:" + MASK + "@", ("@",)),
 ]
 _registered: set[str] = set()
@@ -179,7 +181,12 @@ def scrub_with(text: str, secrets: list[str]) -> str:
     low = text.lower()
     for pattern, repl, triggers in _PATTERNS:
         for trigger in triggers:  # a plain loop: this runs for every result line
-            if trigger in low:
+            if trigger.__class__ is tuple:
+                gate, held = trigger
+                hit = gate in low and any(t in low for t in held)
+            else:
+                hit = trigger in low
+            if hit:
                 text = pattern.sub(repl, text)
                 break
     return text

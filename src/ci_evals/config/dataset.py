@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ci_evals._util.bounds import loads
+from ci_evals._util.bounds import NOT_READ, loads, quick_loads
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.text import shorten, some_ids
 from ci_evals.config.yamlio import regular_file
@@ -59,6 +59,32 @@ def _duplicate(sid: int | str, no_id: bool, first: int, first_no_id: bool) -> st
         return (f"duplicate sample id {shown}: line {first} has no 'id', so its id is its row index "
                 f"{shown}: give every row an 'id'")
     return f"duplicate sample id {shown} (first on line {first})"
+
+
+_PLAIN_KEYS = frozenset(("id", "input", "ground_truth", "tags", "metadata"))
+
+
+def _plain_row(row: dict[str, Any], index: int) -> dict[str, Any] | None:
+    """A JSONL row's sample fields when the row is the plain kind (id, a string input and ground
+    truth, tags, a metadata object with nothing nested to lift), which :meth:`Dataset._fields`
+    would accept as it is; None for every other row, which ``_fields`` checks key by key."""
+    if not row.keys() <= _PLAIN_KEYS:
+        return None
+    sid, inp, gt = row.get("id"), row.get("input"), row.get("ground_truth")
+    if inp.__class__ is not str or not (gt is None or gt.__class__ is str):
+        return None
+    if sid is None:
+        sid = index
+    elif not (sid.__class__ is int or sid.__class__ is str):
+        return None
+    tags = row.get("tags") or []
+    if tags.__class__ is not list or not all(t.__class__ is str for t in tags):
+        return None
+    meta = row.get("metadata")
+    if meta is not None and (meta.__class__ is not dict or any(k in meta for k in NESTED)):
+        return None
+    return {"id": sid, "input": inp, "ground_truth": gt, "metadata": meta or {}, "tags": tags,
+            "agent_args": None, "rubric_vars": None, "extra_vars": {}, "rubric": None}
 
 
 class Dataset:
@@ -111,7 +137,14 @@ class Dataset:
     def _err(self, line: int, msg: str) -> ConfigError:
         return ConfigError(msg, file=str(self.path), line=line)
 
-    def _sample(self, line: int, index: int, row: dict[str, Any], from_csv: bool) -> Sample:
+    def _fields(self, line: int, index: int, row: dict[str, Any], from_csv: bool) -> dict[str, Any]:
+        """One row checked, as the fields of its :class:`Sample` (built only when a sample is needed:
+        validating the file does not build 100k models)."""
+        fast = None if from_csv else _plain_row(row, index)
+        if fast is not None:
+            self._no_id = "id" not in row or row["id"] is None
+            return fast
+
         def need(cond: bool, msg: str) -> None:
             if not cond:
                 raise self._err(line, msg)
@@ -191,11 +224,9 @@ class Dataset:
         for k in LETTA_KEYS:
             extra.pop(k, None)
         extra.update(obj("extra_vars") or {})  # letta-evals 0.6+: the row's `extra_vars` object
-        return Sample.model_construct(
-            id=sid, input=inp, ground_truth=gt, metadata=obj("metadata") or {}, tags=tags,
-            agent_args=obj("agent_args"), rubric_vars=obj("rubric_vars"), extra_vars=extra,
-            rubric=self._rubric(line, row, from_csv),
-        )
+        return {"id": sid, "input": inp, "ground_truth": gt, "metadata": obj("metadata") or {}, "tags": tags,
+                "agent_args": obj("agent_args"), "rubric_vars": obj("rubric_vars"), "extra_vars": extra,
+                "rubric": self._rubric(line, row, from_csv)}
 
     def _rubric(self, line: int, row: dict[str, Any], from_csv: bool) -> str | None:
         """The row's own rubric: ``rubric`` inline, or ``rubric_path`` relative to this dataset file."""
@@ -222,29 +253,31 @@ class Dataset:
                 raise self._err(line, f"cannot read rubric_path '{path}' ({full}): {reason}") from None
         return cache[full]
 
-    def _jsonl(self) -> Iterator[tuple[int, Sample]]:
+    def _jsonl(self) -> Iterator[tuple[int, dict[str, Any]]]:
         index = 0
         with self.path.open("rb") as fh:
             for line_no, raw in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""), 1):
-                if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+                if len(raw) > MAX_LINE_BYTES and len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
                     raise self._err(line_no, f"line longer than {MAX_LINE_BYTES // 2**20} MiB, the limit for one "
                                              "sample (keep large content in files the target reads)")
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise self._err(line_no, f"not UTF-8 text (byte {exc.start})") from None
-                if not text.strip():
-                    continue
-                try:
-                    row = loads(text.rstrip("\r\n"))  # so an error at the end is in this line
-                except ValueError as exc:  # one position: the file's line, the column in it
-                    raise self._err(line_no, "invalid JSON" + _json_where(exc, "column")) from None
+                row = quick_loads(raw)  # valid UTF-8 JSON, read as below would read it
+                if row is NOT_READ:  # anything else: checked step by step, so the error names what is wrong
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise self._err(line_no, f"not UTF-8 text (byte {exc.start})") from None
+                    if not text.strip():
+                        continue
+                    try:
+                        row = loads(text.rstrip("\r\n"))  # so an error at the end is in this line
+                    except ValueError as exc:  # one position: the file's line, the column in it
+                        raise self._err(line_no, "invalid JSON" + _json_where(exc, "column")) from None
                 if not isinstance(row, dict):
                     raise self._err(line_no, f"each line must be a JSON object, got {type(row).__name__}")
-                yield line_no, self._sample(line_no, index, row, from_csv=False)
+                yield line_no, self._fields(line_no, index, row, from_csv=False)
                 index += 1
 
-    def _csv(self) -> Iterator[tuple[int, Sample]]:
+    def _csv(self) -> Iterator[tuple[int, dict[str, Any]]]:
         # Cells as long as a JSONL line may be; "utf-8-sig" drops the BOM Excel's "CSV UTF-8" writes.
         csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
         try:
@@ -262,28 +295,34 @@ class Dataset:
                 for index, row in enumerate(reader):
                     if None in row:
                         raise self._err(reader.line_num, f"row has {len(header) + len(row[None])} cells, header has {len(header)}")
-                    yield reader.line_num, self._sample(reader.line_num, index, row, from_csv=True)
+                    yield reader.line_num, self._fields(reader.line_num, index, row, from_csv=True)
         except UnicodeDecodeError as exc:
             raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=str(self.path)) from None
         except csv.Error as exc:
             raise ConfigError(f"malformed CSV: {exc}", file=str(self.path)) from None
 
+    def _rows(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every row of the file as (line, its sample's fields), unfiltered."""
+        return self._jsonl() if self.format == "jsonl" else self._csv()
+
     def rows(self) -> Iterator[tuple[int, Sample]]:
         """Every row of the file as (line, Sample), unfiltered."""
-        return self._jsonl() if self.format == "jsonl" else self._csv()
+        for line, fields in self._rows():
+            yield line, Sample(**fields)
 
     # -- selection -----------------------------------------------------------------------------
 
-    def _selected(self, rows=None) -> Iterator[tuple[int, Sample]]:
+    def _selected(self, rows=None) -> Iterator[tuple[int, dict[str, Any]]]:
         """Apply tags, then max_samples, then the shard. Reads on past max_samples only when
         validating (``rows`` given), so every row of the file is still checked."""
         taken = 0
-        for line, sample in rows if rows is not None else self.rows():
-            if self.sample_ids is not None and str(sample.id) not in self.sample_ids:
+        for line, fields in rows if rows is not None else self._rows():
+            sid = fields["id"]
+            if self.sample_ids is not None and str(sid) not in self.sample_ids:
                 continue
-            if self.id_match is not None and not self.id_match(str(sample.id)):
+            if self.id_match is not None and not self.id_match(str(sid)):
                 continue
-            if self.sample_tags is not None and not self.sample_tags.intersection(sample.tags):
+            if self.sample_tags is not None and not self.sample_tags.intersection(fields["tags"]):
                 continue
             if self.max_samples is not None and taken >= self.max_samples:
                 if rows is None:
@@ -292,9 +331,9 @@ class Dataset:
             taken += 1
             if rows is not None:
                 self.unsharded = taken  # samples selected before sharding: merge checks shards add up
-            if self.shard is not None and shard_of(sample.id, self.shard[1]) != self.shard[0] - 1:
+            if self.shard is not None and shard_of(sid, self.shard[1]) != self.shard[0] - 1:
                 continue
-            yield line, sample
+            yield line, fields
 
     def scan(self, on_sample=None) -> int:
         """Validate the whole file in one pass: parse every row, reject duplicate ids, count the selection.
@@ -306,18 +345,18 @@ class Dataset:
         state = {"total": 0}
 
         def checked_rows():
-            for line, sample in self.rows():
+            for line, fields in self._rows():
                 state["total"] += 1
-                key = str(sample.id)
-                first = seen.setdefault(key, -line if self._no_id else line)
+                sid = fields["id"]
+                first = seen.setdefault(str(sid), -line if self._no_id else line)
                 if abs(first) != line:
-                    raise self._err(line, _duplicate(sample.id, self._no_id, abs(first), first < 0))
-                yield line, sample
+                    raise self._err(line, _duplicate(sid, self._no_id, abs(first), first < 0))
+                yield line, fields
 
         count = 0
-        for _, sample in self._selected(checked_rows()):
+        for _, fields in self._selected(checked_rows()):
             if on_sample is not None:
-                on_sample(sample)
+                on_sample(Sample(**fields))
             count += 1
         if state["total"] == 0:
             raise ConfigError("dataset is empty", file=str(self.path))
@@ -335,5 +374,5 @@ class Dataset:
         return count
 
     def __iter__(self) -> Iterator[Sample]:
-        for _, sample in self._selected():
-            yield sample
+        for _, fields in self._selected():
+            yield Sample(**fields)

@@ -102,30 +102,30 @@ class Aggregator:
     def add(self, rec: dict[str, Any]) -> None:
         self.records += 1
         grades = rec["grades"]
-        if rec.get("error"):
-            cat = rec["error"].get("category", "target")
+        row_error = rec.get("error")
+        if row_error:
+            cat = row_error.get("category", "target")
             self.errors_by_category[cat] = self.errors_by_category.get(cat, 0) + 1
-            self._group(cat, None, rec["error"].get("message"))
+            self._group(cat, None, row_error.get("message"))
             self.errored_records += 1
-        else:
-            errored = False
-            for name, g in grades.items():
-                if g.get("error"):
-                    cat = g.get("error_category", "grading")
-                    self.errors_by_category[cat] = self.errors_by_category.get(cat, 0) + 1
-                    self._group(cat, name, g["error"])
-                    errored = True
-            self.errored_records += errored
         self._usage("target", rec.get("usage"))
         self.cache_hits += rec.get("cache_hits", 0) or 0
         self.retries += rec.get("retries", 0) or 0
         self._cost((rec.get("target") or {}).get("cost_usd"))
+        errored = False
         for name, g in grades.items():
-            meta = g.get("metadata") or {}
-            self._usage(name, meta.get("usage"))
-            self.cache_hits += meta.get("cache_hits", 0) or 0
-            self.retries += meta.get("retries", 0) or 0
-            self._cost(meta.get("cost_usd"))
+            if not row_error and g.get("error"):
+                cat = g.get("error_category", "grading")
+                self.errors_by_category[cat] = self.errors_by_category.get(cat, 0) + 1
+                self._group(cat, name, g["error"])
+                errored = True
+            meta = g.get("metadata")
+            if meta:  # an empty one adds nothing
+                self._usage(name, meta.get("usage"))
+                self.cache_hits += meta.get("cache_hits", 0) or 0
+                self.retries += meta.get("retries", 0) or 0
+                self._cost(meta.get("cost_usd"))
+        self.errored_records += errored
         model = rec.get("model")
         outcome = {n: _outcome(grades[n]) for n in self.names if n in grades}
         if self.num_runs == 1:
@@ -163,8 +163,14 @@ class Aggregator:
             u["completion_tokens"] += usage.get("completion_tokens", 0) or 0
 
     def _push(self, model, outcome: dict[str, tuple[float, bool, bool]], sid: str) -> None:
+        per_metric = self.metrics[model]
         for name, (s, ok, err) in outcome.items():
-            self.metrics[model][name].add(s, ok, err)
+            m = per_metric[name]
+            if err:
+                m.errors += 1
+            else:
+                m.scores.append(s)
+                m.passed += ok
         if self.outcomes is not None:
             self.outcomes[(model, sid)] = {name: o[1] for name, o in outcome.items()}
 

@@ -26,74 +26,89 @@ from ci_evals._util.errors import ConfigError
 from ci_evals._util.registry import GRADER_FUNCTIONS
 from ci_evals._util.rx import PatternTooLong, RegexTimeout, compile_pattern, search
 from ci_evals.config.specs import Context, GraderSpec
+from ci_evals.core.rule import passes
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import Grader
+from ci_evals.results.records import Grade, make_grade
 from ci_evals.usercode import lane as usercode
 from ci_evals.usercode.load import load_module, load_object, split_ref
 
 NO_GT = "No ground_truth answer provided"
 
-
-def _needs_gt(fn):
-    def wrapped(sample: Sample, submission: str) -> GradeResult:
-        if not sample.ground_truth:
-            return GradeResult(score=0.0, rationale=NO_GT)
-        return fn(sample, submission)
-
-    wrapped.__name__ = fn.__name__
-    wrapped.__doc__ = fn.__doc__
-    return wrapped
+Verdict = tuple[float, str, str | None]
+"""What a built-in decides: (score, rationale, error or None)."""
 
 
-def _verdict(label: str, ok: bool) -> GradeResult:
+def _exact(truth: str, submission: str) -> Verdict:
+    ok = submission.strip() == truth.strip()
+    return (1.0, "Exact match: true", None) if ok else (0.0, "Exact match: false", None)
+
+
+def _contains(truth: str, submission: str) -> Verdict:
+    ok = truth.lower() in submission.lower()
+    return (1.0, "Contains ground_truth: true", None) if ok else (0.0, "Contains ground_truth: false", None)
+
+
+def _regex(pattern: str, submission: str) -> Verdict:
+    if re.escape(pattern) == pattern:  # no metacharacter: a search is a substring test, without compiling
+        found = pattern in submission
+    else:
+        try:
+            rx = compile_pattern(pattern)
+        except PatternTooLong as exc:  # not a verdict on the answer: an error for the sample
+            return 0.0, str(exc), f"regex_match: {exc}"
+        except ValueError as exc:
+            return 0.0, f"Invalid regex pattern: {exc}", None
+        try:
+            found = search(rx, submission) is not None
+        except RegexTimeout as exc:
+            return 0.0, str(exc), str(exc)
+    return (1.0, "Regex match: true", None) if found else (0.0, "Regex match: false", None)
+
+
+def _ascii(truth: object, submission: str) -> Verdict:
+    if submission.isascii() and submission.isprintable():  # the usual answer, in C
+        return 1.0, "All characters are printable ASCII", None
+    bad = [ch for ch in submission if ch not in "\n\r" and not (32 <= ord(ch) <= 126)]
+    if not bad:
+        return 1.0, "All characters are printable ASCII", None
+    unique = list(dict.fromkeys(bad))
+    shown = ", ".join(repr(c) for c in unique[:5])
+    more = f" (+{len(unique) - 5} more)" if len(unique) > 5 else ""
+    return 0.0, f"Non-printable-ASCII characters: {shown}{more}", None
+
+
+def _result(verdict: Verdict) -> GradeResult:
+    score, rationale, error = verdict
     # model_construct with every field given: the values are ours and valid, and pydantic then
     # neither validates nor calls default factories (which inspect signatures, ~10 µs a grade).
-    return GradeResult.model_construct(score=1.0 if ok else 0.0, rationale=f"{label}: {'true' if ok else 'false'}",
-                                       metadata={}, error=None)
+    return GradeResult.model_construct(score=score, rationale=rationale, metadata={}, error=error)
 
 
-@_needs_gt
 def exact_match(sample: Sample, submission: str) -> GradeResult:
     """Case-sensitive equality after trimming whitespace on both sides."""
-    return _verdict("Exact match", submission.strip() == sample.ground_truth.strip())
+    return _result(_exact(sample.ground_truth, submission) if sample.ground_truth else (0.0, NO_GT, None))
 
 
-@_needs_gt
 def contains(sample: Sample, submission: str) -> GradeResult:
     """Case-insensitive substring: the ground truth appears in the submission."""
-    return _verdict("Contains ground_truth", sample.ground_truth.lower() in submission.lower())
+    return _result(_contains(sample.ground_truth, submission) if sample.ground_truth else (0.0, NO_GT, None))
 
 
-@_needs_gt
 def regex_match(sample: Sample, submission: str) -> GradeResult:
     """``re.search`` of the ground truth (a pattern) in the submission."""
-    pattern = sample.ground_truth
-    if re.escape(pattern) == pattern:  # no metacharacter: a search is a substring test, without compiling
-        return _verdict("Regex match", pattern in submission)
-    try:
-        rx = compile_pattern(pattern)
-    except PatternTooLong as exc:  # not a verdict on the answer: an error for the sample
-        return GradeResult(score=0.0, rationale=str(exc), error=f"regex_match: {exc}")
-    except ValueError as exc:
-        return GradeResult(score=0.0, rationale=f"Invalid regex pattern: {exc}")
-    try:
-        found = search(rx, submission)
-    except RegexTimeout as exc:
-        return GradeResult(score=0.0, rationale=str(exc), error=str(exc))
-    return _verdict("Regex match", found is not None)
+    return _result(_regex(sample.ground_truth, submission) if sample.ground_truth else (0.0, NO_GT, None))
 
 
 def ascii_printable_only(sample: Sample, submission: str) -> GradeResult:
     """Every character is printable ASCII (32..126); newlines and carriage returns are allowed."""
-    bad = [ch for ch in submission if ch not in "\n\r" and not (32 <= ord(ch) <= 126)]
-    if not bad:
-        return GradeResult(score=1.0, rationale="All characters are printable ASCII")
-    unique = list(dict.fromkeys(bad))
-    shown = ", ".join(repr(c) for c in unique[:5])
-    more = f" (+{len(unique) - 5} more)" if len(unique) > 5 else ""
-    return GradeResult(score=0.0, rationale=f"Non-printable-ASCII characters: {shown}{more}")
+    return _result(_ascii(None, submission))
 
+
+_CORES = {exact_match: (_exact, True), contains: (_contains, True), regex_match: (_regex, True),
+          ascii_printable_only: (_ascii, False)}
+"""Each built-in's verdict on (ground truth, submission), and whether it needs a ground truth."""
 
 for _fn in (exact_match, contains, regex_match, ascii_printable_only):
     _fn._is_grader = True
@@ -127,11 +142,24 @@ class ToolGrader(Grader):
         super().__init__(name, spec, ctx)
         self.fn = resolve_function(spec.function, ctx.base_dir, f"graders.{name}.function")
         self.is_async = inspect.iscoroutinefunction(self.fn)
-        self.builtin = self.fn in (exact_match, contains, regex_match, ascii_printable_only)
+        self.builtin = self.fn in _CORES
+        self._core, self._needs_truth = _CORES.get(self.fn, (None, False))
 
     def grade_sync(self, sample: Sample, submission: str) -> GradeResult:
         """Grade without the event loop (the built-ins are pure and fast)."""
         return self._check(self.fn(sample, submission))
+
+    def grade_builtin(self, sample: Sample, submission: str, rule: tuple[str, float]) -> Grade:
+        """A built-in's grade as results.jsonl holds it, with no GradeResult in between (the
+        100k-sample path): the same grade :meth:`grade_sync` leads to, for ``rule``."""
+        truth = sample.ground_truth
+        if self._needs_truth and not truth:
+            score, rationale, error = 0.0, NO_GT, None
+        else:
+            score, rationale, error = self._core(truth, submission)
+        if error:
+            return make_grade(rationale=rationale, error=error)
+        return make_grade(score, passes(score, *rule), rationale)
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
         try:

@@ -4,7 +4,7 @@ and how a sample is named and its input shown.
 
 from __future__ import annotations
 
-import heapq
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,14 +32,56 @@ def row_failures(row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             if not g.get("passed") and not g.get("error")]
 
 
-def _worst_key(row: dict[str, Any]) -> tuple:
-    scores = [float(g.get("score") or 0.0) for _, g in row_failures(row)] or [0.0]
-    return (
-        min(scores),
-        str(row.get("sample_id")),
-        row.get("run") or 0,
-        str(row.get("model") or ""),
-    )
+class Digester:
+    """:func:`digest` fed one result line at a time (:meth:`add`), so one read of results.jsonl can
+    feed every report; :attr:`digest` is the outcome so far."""
+
+    def __init__(self, worst: int = 10) -> None:
+        self.digest = Digest()
+        self.worst = worst
+        self._best: list[tuple[tuple, int, dict[str, Any]]] = []  # (key, arrival, row), sorted
+        self._seq = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        d = self.digest
+        low = None  # the lowest failing score (None: no failing grade)
+        for name, g in (row.get("grades") or {}).items():
+            err = g.get("error")
+            score = g.get("score")
+            if err is None and score is not None:
+                score = float(score)
+                hist = d.histograms.get(name)
+                if hist is None:
+                    hist = d.histograms[name] = [0] * BUCKETS
+                    d.distinct[name] = set()
+                bucket = int(score * BUCKETS)
+                hist[0 if bucket < 0 else BUCKETS - 1 if bucket >= BUCKETS else bucket] += 1
+                seen = d.distinct[name]
+                if len(seen) < 3:
+                    seen.add(score)
+            if not err and not g.get("passed"):
+                failed = float(g.get("score") or 0.0)
+                if low is None or failed < low:
+                    low = failed
+        if low is not None and not row.get("error"):
+            d.failing_rows += 1
+            self._offer(low, row)
+
+    def _offer(self, low: float, row: dict[str, Any]) -> None:
+        """Keep the ``worst`` lowest (lowest failing score, sample id, run, model), the earlier line
+        first on a tie (as heapq.nsmallest does); ``low`` is the lowest failing score."""
+        best = self._best
+        self._seq += 1
+        full = len(best) >= self.worst
+        if full and (not best or low > best[-1][0][0]):  # cannot displace the last one kept
+            return
+        key = (low, str(row.get("sample_id")), row.get("run") or 0, str(row.get("model") or ""))
+        if full and not key < best[-1][0]:
+            return
+        bisect.insort(best, (key, self._seq, row))
+        if len(best) > self.worst:
+            best.pop()
+        self.digest.worst = [r for _, _, r in best]
 
 
 def digest(results: Iterable[dict[str, Any]], worst: int = 10) -> Digest:
@@ -47,24 +89,10 @@ def digest(results: Iterable[dict[str, Any]], worst: int = 10) -> Digest:
 
     Memory stays bounded by ``worst`` however long results.jsonl is.
     """
-    d = Digest()
-
-    def failing() -> Iterable[dict[str, Any]]:
-        for row in results:
-            for name, g in (row.get("grades") or {}).items():
-                if g.get("error") is None and g.get("score") is not None:
-                    score = float(g["score"])
-                    bucket = min(max(int(score * BUCKETS), 0), BUCKETS - 1)
-                    d.histograms.setdefault(name, [0] * BUCKETS)[bucket] += 1
-                    seen = d.distinct.setdefault(name, set())
-                    if len(seen) < 3:
-                        seen.add(score)
-            if not row.get("error") and row_failures(row):
-                d.failing_rows += 1
-                yield row
-
-    d.worst = heapq.nsmallest(worst, failing(), key=_worst_key)
-    return d
+    gather = Digester(worst)
+    for row in results:
+        gather.add(row)
+    return gather.digest
 
 
 def sample_label(row: dict[str, Any], num_runs: int = 1) -> str:

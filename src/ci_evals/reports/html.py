@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.reports import markdown as md
-from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, build_data
+from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, Scan, build_data
 from ci_evals.results.files import Trust, baseline_reference
 from ci_evals.results.writer import write_text
 
@@ -56,13 +56,17 @@ def _sha256(text: str) -> str:
 
 
 def render_report(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
-                  max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES, trust: Trust = Trust.OWN) -> str:
-    """The whole report.html as text."""
+                  max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES, trust: Trust = Trust.OWN,
+                  scan: Scan | None = None) -> str:
+    """The whole report.html as text; ``scan``: the first pass over the results, already fed
+    (:func:`report_scan`), whose results, baseline and limits then apply."""
     import jinja2
     from markupsafe import Markup
 
-    data, details, scan = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes,
-                                     trust=trust)
+    if scan is not None:
+        max_rows, max_bytes = scan.max_rows, scan.max_bytes
+    data, details, facts = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes,
+                                      trust=trust, scan=scan)
     env = jinja2.Environment(loader=jinja2.PackageLoader("ci_evals.reports", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     def given(value: Any) -> bool:
@@ -77,22 +81,23 @@ def render_report(summary: dict[str, Any], results: Path, baseline: Path | None 
         ("delta", md.fmt_delta), ("cost", md.fmt_cost))})
     script, style = _asset("report.js"), _asset("report.css")
     groups = (summary.get("errors") or {}).get("groups")
-    models = list(summary.get("models") or {}) or scan["models"]
+    models = list(summary.get("models") or {}) or facts["models"]
     return env.get_template("report.html.j2").render(
         s=summary, verdict=_verdict(summary), verdict_words=VERDICT_WORDS, ops=OPS, script=Markup(script), style=Markup(style),
         script_hash=_sha256(script), style_hash=_sha256(style), data=Markup(data), details=Markup(details),
-        hist={k: _histogram_svg(v) for k, v in scan["hist"].items()},
+        hist={k: _histogram_svg(v) for k, v in facts["hist"].items()},
         judges=[(name, g) for name, g in ((summary.get("config") or {}).get("graders") or {}).items()
                 if isinstance(g, dict) and isinstance(g.get("model"), str)],
-        groups=groups if isinstance(groups, list) else scan["groups"], models=models,
+        groups=groups if isinstance(groups, list) else facts["groups"], models=models,
         base_metrics=(summary.get("baseline") or {}).get("metrics") or {},
-        scan=scan, max_rows=max_rows, max_mb=f"{max_bytes / 1e6:g}",
+        scan=facts, max_rows=max_rows, max_mb=f"{max_bytes / 1e6:g}",
     )
 
 
-def write_report(out: Path, summary: dict[str, Any], baseline: Path | None = None,
-                 trust: Trust = Trust.OWN) -> Path:
-    """Write ``out/report.html`` (atomically, never through a symlink) and return its path.
+def report_scan(out: Path, summary: dict[str, Any], baseline: Path | None = None,
+                trust: Trust = Trust.OWN) -> Scan:
+    """report.html's first pass over ``out/results.jsonl``, to be fed line by line (or with
+    :meth:`~ci_evals.reports.report_data.Scan.feed`) and handed to :func:`write_report`.
 
     The baseline columns come from ``baseline`` or, when not given, from the folder summary.json
     names (a folder from elsewhere: only inside the current directory, see
@@ -101,5 +106,16 @@ def write_report(out: Path, summary: dict[str, Any], baseline: Path | None = Non
     """
     if baseline is None:
         baseline = baseline_reference(summary, out, None if trust is Trust.OWN else Path.cwd())[0]
-    text = render_report(summary, out / "results.jsonl", baseline, trust=trust)
+    return Scan(summary, out / "results.jsonl", baseline, max_rows=MAX_ROWS, max_bytes=MAX_DATA_BYTES, trust=trust)
+
+
+def write_report(out: Path, summary: dict[str, Any], baseline: Path | None = None,
+                 trust: Trust = Trust.OWN, scan: Scan | None = None) -> Path:
+    """Write ``out/report.html`` (atomically, never through a symlink) and return its path.
+
+    ``baseline`` and ``trust`` as for :func:`report_scan`; ``scan``: that pass, already fed.
+    """
+    if scan is None:
+        scan = report_scan(out, summary, baseline, trust).feed()
+    text = render_report(summary, out / "results.jsonl", scan=scan)
     return write_text(out / "report.html", text)

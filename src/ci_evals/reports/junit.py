@@ -9,6 +9,8 @@ sum would overstate it); each testcase keeps its own sample's time.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,6 @@ from xml.sax.saxutils import escape, quoteattr
 from ci_evals._util.text import fit
 from ci_evals.reports.digest import input_text, sample_label
 from ci_evals.reports.markdown import gate_description
-from ci_evals.results.line import submission_of
 from ci_evals.results.writer import open_atomic
 
 FIELD_LIMIT = 20_000
@@ -72,54 +73,31 @@ def _timestamp(iso: str | None) -> str | None:
     return moment.strftime("%Y-%m-%dT%H:%M:%S")
 
 
-_ILLEGAL_XML = None
+_ILLEGAL = "\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff"
+_ILLEGAL_XML = re.compile(f"[{_ILLEGAL}]")
+_TEXT_SPECIAL = re.compile(f"[&<>{_ILLEGAL}]")
+_ATTR_SPECIAL = re.compile(f"[&<>\"\n\r\t{_ILLEGAL}]")
 
 
 def _clean(text: str) -> str:
     """Drop characters XML 1.0 cannot carry (control characters from model output)."""
-    global _ILLEGAL_XML
-    if _ILLEGAL_XML is None:
-        import re
-
-        _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
     return _ILLEGAL_XML.sub("", text)
 
 
-def _row_parts(summary: dict[str, Any], row: dict[str, Any], limit: int = FIELD_LIMIT) -> tuple[str, str, str]:
-    """What every metric's testcase of one result line shares: (name, time, escaped input line)."""
-    num_runs = int(summary.get("num_runs") or 1)
-    input_line = f"input: {fit(input_text(row.get('input')), limit)}"
-    return sample_label(row, num_runs), f"{float(row.get('duration_s') or 0.0):.6f}", _text(input_line)
+def _error_xml(row_error: Any, grade: dict[str, Any], limit: int) -> tuple[str, str]:
+    """The <error> element of a testcase whose sample or grade errored (or has no grade)."""
+    category = (row_error or {}).get("category") or grade.get("error_category") or "grading"
+    message = (row_error or {}).get("message") or grade.get("error") or "no grade recorded"
+    return (f'<error message={_attr(fit(f"{category} error: {message}", min(1000, max(limit, 200))))} '
+            f'type={_attr(category)}>{_text(fit(str(message), limit))}</error>'), "error"
 
 
-def _case_xml(summary: dict[str, Any], classname: str, name: str, row: dict[str, Any],
-              shared: tuple[str, str, str], limit: int = FIELD_LIMIT) -> tuple[str, str | None]:
-    """One metric's <testcase> for one result line, and its result tag (failure/error/None)."""
-    label, time, input_xml = shared
-    grade = (row.get("grades") or {}).get(name) or {}
-    submission = submission_of(row, name)
-    out = input_xml if submission is None else \
-        f"{input_xml}\n{_text('submission: ' + fit(str(submission), limit))}"
-    tag = None
-    row_error = row.get("error")
-    if row_error or grade.get("error") or not grade:
-        category = (row_error or {}).get("category") or grade.get("error_category") or "grading"
-        message = (row_error or {}).get("message") or grade.get("error") or "no grade recorded"
-        tag = "error"
-        result = (f'<error message={_attr(fit(f"{category} error: {message}", min(1000, max(limit, 200))))} '
-                  f'type={_attr(category)}>{_text(fit(str(message), limit))}</error>')
-    elif not grade.get("passed"):
-        score = float(grade.get("score") or 0.0)
-        metric = (summary.get("metrics") or {}).get(name) or {}
-        rule = metric.get("rule") or metric.get("pass_rule") or "pass threshold"
-        tag = "failure"
-        rationale = fit(str(grade.get("rationale") or ""), limit)
-        result = (f'<failure message={_attr(f"score {score:.3f} does not meet {rule}")} type="below_threshold"'
-                  + (f">{_text(rationale)}</failure>" if rationale else "/>"))
-    else:
-        result = ""
-    return (f'    <testcase name={_attr(label)} classname={_attr(classname)} time="{time}">{result}'
-            f"<system-out>{out}</system-out></testcase>\n"), tag
+def _failure_xml(grade: dict[str, Any], rule: str, limit: int) -> str:
+    """The <failure> element of a graded testcase below its pass rule."""
+    score = float(grade.get("score") or 0.0)
+    rationale = fit(str(grade.get("rationale") or ""), limit)
+    return (f'<failure message={_attr(f"score {score:.3f} does not meet {rule}")} type="below_threshold"'
+            + (f">{_text(rationale)}</failure>" if rationale else "/>"))
 
 
 def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]:
@@ -144,13 +122,14 @@ def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]
 
 
 def _text(value: str) -> str:
-    """XML character data: the standard library's escaping, after dropping what XML 1.0 cannot carry."""
-    return escape(_clean(value))
+    """XML character data: the standard library's escaping, after dropping what XML 1.0 cannot carry
+    (a text with nothing to escape or drop, the usual one, is returned as it is)."""
+    return escape(_clean(value)) if _TEXT_SPECIAL.search(value) else value
 
 
 def _attr(value: str) -> str:
     """A double-quoted XML attribute value: the standard library's quoting (newlines kept as &#10;)."""
-    return quoteattr(_clean(value), _QUOT)
+    return quoteattr(_clean(value), _QUOT) if _ATTR_SPECIAL.search(value) else f'"{value}"'
 
 
 def _attrs(attrs: dict[str, Any]) -> str:
@@ -167,14 +146,19 @@ class _SuiteWriter:
         self.tests = self.failures = self.errors = self.skipped = 0
         self.time = wall
         self.spool = tempfile.TemporaryFile("w+", encoding="utf-8")
+        self._pending: list[str] = []
 
     def add_xml(self, xml: str, tag: str | None) -> None:
         """Append one ready <testcase> element and count it."""
         self.tests += 1
-        self.failures += tag == "failure"
-        self.errors += tag == "error"
-        self.skipped += tag == "skipped"
-        self.spool.write(xml)
+        if tag is not None:
+            self.failures += tag == "failure"
+            self.errors += tag == "error"
+            self.skipped += tag == "skipped"
+        self._pending.append(xml)
+        if len(self._pending) >= 512:  # one write per 512 testcases, not one each
+            self.spool.write("".join(self._pending))
+            self._pending.clear()
 
     def add(self, attrs: dict, result: tuple | None, stdout: str) -> None:
         """Append one <testcase> built from parts (the gate cases)."""
@@ -198,6 +182,8 @@ class _SuiteWriter:
         for k, v in self.properties.items():
             out.write(f"      <property {_attrs({'name': k, 'value': v})}/>\n")
         out.write("    </properties>\n")
+        self.spool.write("".join(self._pending))
+        self._pending.clear()
         self.spool.seek(0)
         import shutil
 
@@ -206,46 +192,115 @@ class _SuiteWriter:
         out.write("  </testsuite>\n")
 
 
-def write_junit(summary: dict[str, Any], results: Iterable[dict[str, Any]], path: Path) -> None:
-    """Write junit.xml: one testsuite per metric with a testcase per result line, plus the gates.
+class JunitWriter:
+    """junit.xml built one result line at a time (:meth:`add`), then written whole (:meth:`write`):
+    one testsuite per metric with a testcase per result line, plus the gates.
 
-    Streams: one pass over the results, each testcase written as it is read, so 100k samples need
-    no more memory than 10. (junit-xml, which
-    builds the whole document in memory, needed ~700 MB for 100k samples.)
+    Streams: each testcase goes to its testsuite's spool file as its line is read, so 100k samples
+    need no more memory than 10. (junit-xml, which builds the whole document in memory, needed
+    ~700 MB for 100k samples.)
     """
-    suite = str(summary.get("suite"))
-    metrics = summary.get("metrics") or {}
-    stamp = _timestamp(summary.get("started_at"))
-    wall = float(summary.get("duration_s") or 0.0)
-    writers: dict[str, _SuiteWriter] = {
-        name: _SuiteWriter(f"{suite}.{name}", _metric_properties(summary, name, m), stamp, wall)
-        for name, m in metrics.items()
-    }
-    limit = field_limit(sum(int(m.get("n") or 0) for m in metrics.values() if isinstance(m, dict)))
-    written = 0
-    for row in results:
-        if written > BUDGET:
-            limit = 0  # the budget is spent: the remaining testcases keep their verdicts only
-        shared = _row_parts(summary, row, limit)
-        for name in row.get("grades") or {}:
-            if name not in writers:
-                writers[name] = _SuiteWriter(f"{suite}.{name}", _common_properties(summary), stamp, wall)
-            xml, tag = _case_xml(summary, f"{suite}.{name}", name, row, shared, limit)
-            written += len(xml)
-            writers[name].add_xml(xml, tag)
-    gates = _SuiteWriter(f"{suite}.gates", {
-        **_common_properties(summary),
-        "gate.passed": str(bool((summary.get("gate") or {}).get("passed"))).lower(),
-    }, stamp, wall)
-    for case in _gate_cases(summary):
-        gates.add(*case)
-    all_suites = [*writers.values(), gates]
 
-    with open_atomic(Path(path)) as out:
-        out.write('<?xml version="1.0" encoding="utf-8"?>\n')
-        totals = {k: sum(getattr(w, k) for w in all_suites) for k in ("tests", "failures", "errors")}
-        totals["time"] = f"{wall:.6f}"
-        out.write(f"<testsuites {_attrs({**totals, 'name': suite})}>\n")
-        for w in all_suites:
-            w.write_to(out)
-        out.write("</testsuites>\n")
+    def __init__(self, summary: dict[str, Any]) -> None:
+        self.summary = summary
+        self.suite = str(summary.get("suite"))
+        self.metrics = summary.get("metrics") or {}
+        self.stamp = _timestamp(summary.get("started_at"))
+        self.wall = float(summary.get("duration_s") or 0.0)
+        self.num_runs = int(summary.get("num_runs") or 1)
+        self.writers: dict[str, _SuiteWriter] = {
+            name: _SuiteWriter(f"{self.suite}.{name}", _metric_properties(summary, name, m), self.stamp, self.wall)
+            for name, m in self.metrics.items()
+        }
+        self.limit = field_limit(sum(int(m.get("n") or 0) for m in self.metrics.values() if isinstance(m, dict)))
+        self.written = 0
+        self._per_metric: dict[str, tuple[_SuiteWriter, str, str]] = {}  # name -> (writer, classname attr, rule)
+        self._failures: dict[tuple, str] = {}  # (rule, score, rationale, limit) -> <failure> element
+
+    def _metric(self, name: str) -> tuple[_SuiteWriter, str, str]:
+        if name not in self.writers:
+            self.writers[name] = _SuiteWriter(f"{self.suite}.{name}", _common_properties(self.summary), self.stamp,
+                                              self.wall)
+        metric = self.metrics.get(name) or {}
+        rule = metric.get("rule") or metric.get("pass_rule") or "pass threshold"
+        parts = self._per_metric[name] = (self.writers[name], _attr(f"{self.suite}.{name}"), rule)
+        return parts
+
+    def add(self, row: dict[str, Any]) -> None:
+        """One result line: a testcase in each of its metrics' testsuites."""
+        if self.written > BUDGET:
+            self.limit = 0  # the budget is spent: the remaining testcases keep their verdicts only
+        limit = self.limit
+        input_xml = _text(f"input: {fit(input_text(row.get('input')), limit)}")
+        head = f'    <testcase name={_attr(sample_label(row, self.num_runs))} classname='
+        time = f"{float(row.get('duration_s') or 0.0):.6f}"
+        grades = row.get("grades") or {}
+        row_error = row.get("error")
+        subs = row.get("submission") or {}
+        same_as = row.get("submission_same_as") or {}
+        outs: dict[str, str] = {}  # a submission several graders saw is escaped once
+        failures = self._failures
+        written = self.written
+        for name in grades:
+            writer, classname, rule = self._per_metric.get(name) or self._metric(name)
+            if name in subs:  # results.line.submission_of, inlined: four times a line
+                submission = subs[name]
+            else:
+                other = same_as.get(name)
+                submission = subs.get(other) if other is not None else None
+            if submission is None:
+                out = input_xml
+            else:
+                text = str(submission)
+                out = outs.get(text)
+                if out is None:
+                    out = outs[text] = f"{input_xml}\n{_text('submission: ' + fit(text, limit))}"
+            grade = grades.get(name) or {}
+            if row_error or not grade or grade.get("error"):
+                result, tag = _error_xml(row_error, grade, limit)
+            elif grade.get("passed"):
+                result, tag = "", None
+            else:  # the same failure (score, rationale) recurs across samples: built once
+                tag = "failure"
+                score, why = grade.get("score"), grade.get("rationale")
+                if score.__class__ is not float or not (why is None or why.__class__ is str) or \
+                        (not score and math.copysign(1.0, score) < 0):  # -0.0 == 0.0, but prints "-0.000"
+                    result = _failure_xml(grade, rule, limit)
+                else:
+                    key = (rule, score, why, limit)
+                    result = failures.get(key)
+                    if result is None:
+                        if len(failures) >= 4096:
+                            failures.clear()
+                        result = failures[key] = _failure_xml(grade, rule, limit)
+            xml = f'{head}{classname} time="{time}">{result}<system-out>{out}</system-out></testcase>\n'
+            written += len(xml)
+            writer.add_xml(xml, tag)
+        self.written = written
+
+    def write(self, path: Path) -> None:
+        """The whole document, with the gates testsuite last, written atomically to ``path``."""
+        summary, wall = self.summary, self.wall
+        gates = _SuiteWriter(f"{self.suite}.gates", {
+            **_common_properties(summary),
+            "gate.passed": str(bool((summary.get("gate") or {}).get("passed"))).lower(),
+        }, self.stamp, wall)
+        for case in _gate_cases(summary):
+            gates.add(*case)
+        all_suites = [*self.writers.values(), gates]
+        with open_atomic(Path(path)) as out:
+            out.write('<?xml version="1.0" encoding="utf-8"?>\n')
+            totals = {k: sum(getattr(w, k) for w in all_suites) for k in ("tests", "failures", "errors")}
+            totals["time"] = f"{wall:.6f}"
+            out.write(f"<testsuites {_attrs({**totals, 'name': self.suite})}>\n")
+            for w in all_suites:
+                w.write_to(out)
+            out.write("</testsuites>\n")
+
+
+def write_junit(summary: dict[str, Any], results: Iterable[dict[str, Any]], path: Path) -> None:
+    """Write junit.xml from ``summary`` and one pass over ``results`` (see :class:`JunitWriter`)."""
+    writer = JunitWriter(summary)
+    for row in results:
+        writer.add(row)
+    writer.write(path)

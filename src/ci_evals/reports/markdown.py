@@ -335,9 +335,11 @@ def _worst_table(rows: list[dict[str, Any]], num_runs: int, labels: dict[str, An
 
 
 def render_summary_md(
-    summary: dict[str, Any], results: Iterable[dict[str, Any]], *, worst: int = 10
+    summary: dict[str, Any], results: Iterable[dict[str, Any]] | Digest, *, worst: int = 10
 ) -> str:
-    """summary.md and the step summary: verdict, gates, metrics, errors, usage, baseline, failures."""
+    """summary.md and the step summary: verdict, gates, metrics, errors, usage, baseline, failures.
+
+    ``results``: the result lines, or their :class:`~ci_evals.reports.digest.Digest` already gathered."""
     icon, words = verdict(summary)
     lines = [f"## {icon} ci-evals · {escape_md(summary.get('suite') or 'suite')}: {words}", "",
              verdict_line(summary), ""]
@@ -368,7 +370,7 @@ def render_summary_md(
     if lines[-1]:
         lines.append("")
     lines += baseline_section(summary, max_items=50, heading="### Compared with the baseline")
-    d = digest(results, worst)
+    d = results if isinstance(results, Digest) else digest(results, worst)
     if d.worst:
         labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
         lines += [f"### Worst failing samples {worst_heading(d.worst, d)}", ""]

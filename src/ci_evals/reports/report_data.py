@@ -27,9 +27,12 @@ BUCKETS = 10
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode  # json.dumps(**kw) builds one per call
+
+
 def script_json(data: Any) -> str:
     """JSON that cannot end its ``<script>`` element or start markup: ``< > &`` and U+2028/9 escaped."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = _ENCODE(data)
     for char, escape in _JSON_ESCAPES.items():  # str.replace runs in C: far faster than translate
         if char in text:
             text = text.replace(char, escape)
@@ -52,6 +55,12 @@ class _Cut:
         self.longest = 0
 
     def __call__(self, value: Any) -> Any:
+        if value.__class__ is str and len(value) <= self.limit:  # the usual text: kept whole
+            if len(value) > self.longest:
+                self.longest = len(value)
+            return value
+        if value is None:
+            return None
         out = _cap(value, self.limit)
         if isinstance(out, dict):
             self.longest = max(self.longest, out["length"])
@@ -87,13 +96,6 @@ def _hits(holder: Any) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
 
 
-def _row_cost(rec: dict[str, Any]) -> float | None:
-    costs = [(rec.get("target") or {}).get("cost_usd")]
-    costs += [(g.get("metadata") or {}).get("cost_usd") for g in (rec.get("grades") or {}).values()]
-    costs = [c for c in costs if isinstance(c, int | float)]
-    return sum(costs) if costs else None
-
-
 class _Baseline:
     """The baseline folder's grades per (model, sample, run), for the side-by-side columns."""
 
@@ -112,6 +114,8 @@ class _Baseline:
 
     def of(self, key: tuple) -> dict[str, Any] | None:
         """The same sample's grades: same model and run, else its first run, else a model-less baseline."""
+        if not self.grades:
+            return None
         model, sid, run = key
         for k in (key, (model, sid, 0), (None, sid, run), (None, sid, 0)):
             if k in self.grades:
@@ -119,6 +123,8 @@ class _Baseline:
         return None
 
     def regressed(self, key: tuple, grades: dict[str, Any]) -> list[str]:
+        if not self.grades:
+            return []
         old = self.of(key) or {}
         return [n for n, g in grades.items() if n in old and old[n].get("passed") and not g.get("passed")]
 
@@ -142,20 +148,37 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
     # {"input": i} for a user message that repeats the sample's input.
     first: dict[str, str] = {}
     for name in grades_in:
-        if isinstance(subs.get(name), str) and subs[name]:
-            first.setdefault(subs[name], name)
-
-    def sub(name: str) -> Any:
         text = subs.get(name)
-        return {"ref": first[text]} if isinstance(text, str) and first.get(text, name) != name else cut(text)
-
+        if isinstance(text, str) and text:
+            first.setdefault(text, name)
+    target = rec.get("target")
+    target_hits = _hits(rec)
+    costs = [(target or {}).get("cost_usd")]  # summed in this order: the target's, then each grader's
+    hits = target_hits
     flags, texts = {}, {}
-    for name, g in grades_in.items():
-        flags[name] = _compact({"score": g.get("score"), "passed": bool(g.get("passed")), "error": bool(g.get("error")),
-                                "cached": _hits(g.get("metadata")) or None})
+    for name, g in grades_in.items():  # _compact's rule written out for the flags: every grade shown
+        meta = g.get("metadata")
+        flag = {}
+        score = g.get("score")
+        if score or (score is not False and score == 0):
+            flag["score"] = score
+        if g.get("passed"):
+            flag["passed"] = True
+        if g.get("error"):
+            flag["error"] = True
+        grade_hits = _hits(meta)
+        if grade_hits:
+            flag["cached"] = grade_hits
+            hits += grade_hits
+        flags[name] = flag
+        if meta:
+            costs.append(meta.get("cost_usd"))
+        text = subs.get(name)
+        sub = {"ref": first[text]} if isinstance(text, str) and first.get(text, name) != name else cut(text)
         texts[name] = _compact({"error": cut(g.get("error")), "category": g.get("error_category"),
-                                "rationale": cut(g.get("rationale")), "submission": sub(name),
-                                "metadata": cut(g.get("metadata") or None)})
+                                "rationale": cut(g.get("rationale")), "submission": sub,
+                                "metadata": cut(meta or None)})
+    costs = [c for c in costs if isinstance(c, int | float)]
     regressed = regs.get(key[:2], set()) | set(base.regressed(key, grades_in))
     old = base.of(key)
     inp = rec.get("input")
@@ -170,16 +193,16 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
                      for n, b in old.items()} if old else None,
         "error": ({"category": err.get("category")} if isinstance(err, dict) else True) if err else None,
         "tokens": int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0),
-        "cached": _hits(rec) + sum(_hits(g.get("metadata")) for g in grades_in.values()) or None,
-        "target_cached": _hits(rec) or None,
-        "cost": _row_cost(rec), "duration": rec.get("duration_s"),
+        "cached": hits or None,
+        "target_cached": target_hits or None,
+        "cost": sum(costs) if costs else None, "duration": rec.get("duration_s"),
     })
     detail = _compact({
         "input": [cut(t) for t in inp] if isinstance(inp, list) else cut(inp),
         "ground_truth": cut(rec.get("ground_truth")),
         "error": {"category": err.get("category"), "message": cut(err.get("message"))}
         if isinstance(err, dict) else cut(err),
-        "grades": _compact(texts), "baseline": old, "usage": _compact(usage), "target": cut(rec.get("target")),
+        "grades": _compact(texts), "baseline": old, "usage": _compact(usage), "target": cut(target),
         "turns": [[_message(m, cut, first, inputs) for m in turn] for turn in traj.get("turns") or []],
         "memory": {str(k): cut(v) for k, v in (traj.get("memory_blocks") or {}).items()},
     })
@@ -204,57 +227,88 @@ def _message(m: dict[str, Any], cut: _Cut, submissions: dict[str, str], inputs: 
     return out
 
 
-def _scan(results: Path, base: _Baseline, regs: dict[tuple, set[str]], max_rows: int,
-          max_bytes: int, trust: Trust) -> dict[str, Any]:
-    """First pass: counts, histograms, error groups, which line numbers the page keeps, and (while
-    every line still fits the limits, the usual case) the rows themselves, so no second pass is needed."""
-    total, keep, others = 0, [], []
-    tables: list[str] | None = []
-    details: list[str] = []
-    size = 0
-    hist: dict[str, list[int]] = {}
-    groups: Counter = Counter()
-    models: set[str] = set()
-    rng = random.Random(0)
-    eager_cut = _Cut(TEXT_CAP)
-    if _line_count(results) > max_rows:  # some lines will be left out: no point building every row now
-        tables = None
-    for i, rec in iter_records(results, trust):
-        total += 1
+class Scan:
+    """The first pass over results.jsonl, fed one line at a time (:meth:`add`) so the reports can
+    share one read: counts, histograms, error groups, which line numbers the page keeps, and (while
+    every line still fits the limits, the usual case) the rows themselves, so no second pass is needed.
+
+    ``results`` is the file being read (its line count says up front whether every row can fit),
+    ``baseline`` the folder whose grades the page shows beside this run's.
+    """
+
+    def __init__(self, summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
+                 max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES, trust: Trust = Trust.OWN) -> None:
+        self.results, self.max_rows, self.max_bytes, self.trust = Path(results), max_rows, max_bytes, trust
+        self.base = _Baseline(baseline)
+        self.regs = _regression_index(summary)
+        self.total = 0
+        self.keep: list[int] = []
+        self.others: list[int] = []
+        # No point building every row now when some lines will be left out.
+        self.tables: list[str] | None = [] if _line_count(self.results) <= max_rows else None
+        self.details: list[str] = []
+        self.size = 0
+        self.hist: dict[str, list[int]] = {}
+        self.groups: Counter = Counter()
+        self.models: set[str] = set()
+        self._rng = random.Random(0)
+        self._cut = _Cut(TEXT_CAP)
+
+    def feed(self) -> Scan:
+        """Read the whole of ``results`` (at the scan's trust) into the scan; returns it."""
+        for i, rec in iter_records(self.results, self.trust):
+            self.add(i, rec)
+        return self
+
+    def add(self, i: int, rec: dict[str, Any]) -> None:
+        """Line ``i`` of results.jsonl."""
+        self.total += 1
+        total = self.total
         if rec.get("model"):
-            models.add(str(rec["model"]))
+            self.models.add(str(rec["model"]))
         grades = rec.get("grades") or {}
-        for name, g in grades.items():
-            if g.get("error") is None and isinstance(g.get("score"), int | float):
-                b = min(max(int(float(g["score"]) * BUCKETS), 0), BUCKETS - 1)
-                hist.setdefault(name, [0] * BUCKETS)[b] += 1
         err = rec.get("error")
-        if isinstance(err, dict):
-            groups[(err.get("category") or "target", None, str(err.get("message"))[:500])] += 1
+        row_errored = isinstance(err, dict)
+        if row_errored:
+            self.groups[(err.get("category") or "target", None, str(err.get("message"))[:500])] += 1
+        failing = bool(err)
+        hist = self.hist
+        for name, g in grades.items():
+            g_err = g.get("error")
+            score = g.get("score")
+            if g_err is None and isinstance(score, int | float):
+                b = min(max(int(float(score) * BUCKETS), 0), BUCKETS - 1)
+                if name not in hist:
+                    hist[name] = [0] * BUCKETS
+                hist[name][b] += 1
+            elif g_err and not row_errored:
+                self.groups[(g.get("error_category") or "grading", name, str(g_err)[:500])] += 1
+            if not g.get("passed"):
+                failing = True
+        if self.tables is not None:
+            table, detail = _row(rec, self._cut, self.base, self.regs)
+            t, d = script_json(table), script_json(detail)
+            self.tables.append(t)
+            self.details.append(d)
+            self.size += (len(t) if t.isascii() else len(t.encode("utf-8"))) + \
+                (len(d) if d.isascii() else len(d.encode("utf-8"))) + 2
+            if self.size > self.max_bytes or total > self.max_rows:
+                self.tables, self.details = None, []
+        if failing or (self.regs and row_key(rec)[:2] in self.regs) or \
+                (self.base.grades and self.base.regressed(row_key(rec), grades)):
+            self.keep.append(i)
+        elif len(self.others) < self.max_rows:  # reservoir sample of the passing lines
+            self.others.append(i)
         else:
-            for name, g in grades.items():
-                if g.get("error"):
-                    groups[(g.get("error_category") or "grading", name, str(g["error"])[:500])] += 1
-        if tables is not None:
-            table, detail = _row(rec, eager_cut, base, regs)
-            tables.append(script_json(table))
-            details.append(script_json(detail))
-            size += len(tables[-1].encode("utf-8")) + len(details[-1].encode("utf-8")) + 2
-            if size > max_bytes or total > max_rows:
-                tables, details = None, []
-        key = row_key(rec)
-        if _failing(rec) or key[:2] in regs or base.regressed(key, grades):
-            keep.append(i)
-        elif len(others) < max_rows:  # reservoir sample of the passing lines
-            others.append(i)
-        else:
-            j = rng.randrange(total)
-            if j < max_rows:
-                others[j] = i
-    return {"total": total, "failing": keep, "others": others, "models": sorted(models), "hist": hist,
-            "rows": (tables, details, size) if tables is not None else None,
-            "groups": [{"category": c, "grader": g, "message": m, "count": n}
-                       for (c, g, m), n in groups.most_common()]}
+            j = self._rng.randrange(total)
+            if j < self.max_rows:
+                self.others[j] = i
+
+    def result(self) -> dict[str, Any]:
+        return {"total": self.total, "failing": self.keep, "others": self.others, "models": sorted(self.models),
+                "hist": self.hist, "rows": (self.tables, self.details, self.size) if self.tables is not None else None,
+                "groups": [{"category": c, "grader": g, "message": m, "count": n}
+                           for (c, g, m), n in self.groups.most_common()]}
 
 
 def _choose(scan: dict[str, Any], limit: int) -> set[int]:
@@ -286,12 +340,15 @@ def _rows_json(results: Path, keep: set[int], cut: _Cut, base: _Baseline, regs: 
 
 def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
                max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES,
-               trust: Trust = Trust.OWN) -> tuple[str, str, dict[str, Any]]:
+               trust: Trust = Trust.OWN, scan: Scan | None = None) -> tuple[str, str, dict[str, Any]]:
     """(the page's data and the rows' details as script-safe JSON, facts for the template), cutting
-    texts to fit ``max_bytes``; ``results`` is read at ``trust`` (see ci_evals.results.files)."""
-    base = _Baseline(baseline)
-    regs = _regression_index(summary)
-    scan = _scan(results, base, regs, max_rows, max_bytes, trust)
+    texts to fit ``max_bytes``; ``results`` is read at ``trust`` (see ci_evals.results.files).
+    ``scan``: the first pass, already fed (its own results, baseline and limits then apply)."""
+    if scan is None:
+        scan = Scan(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes, trust=trust).feed()
+    results, max_rows, max_bytes, trust = scan.results, scan.max_rows, scan.max_bytes, scan.trust
+    base, regs = scan.base, scan.regs
+    scan = scan.result()
     metrics = summary.get("metrics") or {}
     names = list(metrics) or sorted(scan["hist"])
     limit = max_rows

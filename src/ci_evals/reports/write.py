@@ -1,5 +1,9 @@
 """Every report file of a results folder, written from its summary (``ci_evals.gating.summary``):
-summary.json, summary.md, junit.xml and report.html."""
+summary.json, summary.md, junit.xml and report.html.
+
+results.jsonl is read once for all three reports: each line, parsed once, feeds the summary's
+digest, junit.xml's testcases and report.html's first pass (100k lines cost one parse, not three).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ci_evals._util import gcpolicy
 from ci_evals._util.bounds import dumps
-from ci_evals.reports.html import write_report
-from ci_evals.reports.junit import write_junit
+from ci_evals.reports.digest import Digester
+from ci_evals.reports.html import report_scan, write_report
+from ci_evals.reports.junit import JunitWriter
 from ci_evals.reports.markdown import render_summary_md
-from ci_evals.results.files import Trust, records
+from ci_evals.results.files import Trust, iter_records, records
 from ci_evals.results.writer import write_text
 
 
@@ -23,10 +29,15 @@ def iter_results(path: Path) -> Iterator[dict[str, Any]]:
 
 def write_outputs(out: Path, summary: dict[str, Any]) -> None:
     """summary.json, summary.md, junit.xml and report.html in ``out`` (results.jsonl is already
-    there), each written whole to a temporary file and renamed, never through a symlink."""
+    there, this run's own), each written whole to a temporary file and renamed, never through a symlink."""
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "summary.json", dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n")
-    results = out / "results.jsonl"
-    write_text(out / "summary.md", render_summary_md(summary, iter_results(results)))
-    write_junit(summary, iter_results(results), out / "junit.xml")
-    write_report(out, summary)
+    with gcpolicy.streaming():
+        digester, junit, page = Digester(), JunitWriter(summary), report_scan(out, summary)
+        for i, rec in iter_records(out / "results.jsonl", Trust.OWN):
+            digester.add(rec)
+            junit.add(rec)
+            page.add(i, rec)
+        write_text(out / "summary.md", render_summary_md(summary, digester.digest))
+        junit.write(out / "junit.xml")
+        write_report(out, summary, scan=page)

@@ -2,8 +2,8 @@
 
 Every read names how far the folder is trusted (:class:`Trust`):
 
-* ``OWN``: this process's run wrote it a moment ago. Parsed as fast as possible (the 100k-sample
-  run reads results.jsonl three times for its reports); a torn line from a hard kill is skipped.
+* ``OWN``: this process's run wrote it a moment ago. Parsed as fast as possible (orjson, see
+  :func:`own_loads`; the reports read it in one pass); a torn line from a hard kill is skipped.
 * ``OTHER``: another run wrote it: a baseline, a shard to merge, a folder to resume or to rebuild
   report.html from. Bounded (bytes per file and line, nesting depth) and checked: not UTF-8, a
   lone surrogate escape, NaN/Infinity or a number too large for a float, a record or summary of
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ci_evals._util.bounds import depth_exceeds
+from ci_evals._util.bounds import NOT_READ, depth_exceeds, orjson_loads
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.text import shorten
 from ci_evals.results.records import ResultRecord, Summary
@@ -193,16 +193,25 @@ def iter_records(path: Path, trust: Trust, wanted: set[int] | None = None,
 
 
 def _own_records(path: Path, wanted: set[int] | None) -> Iterator[tuple[int, ResultRecord]]:
-    loads = json.loads
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh):
-            if (wanted is None or n in wanted) and line.strip():
-                try:
-                    rec = loads(line)
-                except ValueError:
-                    continue
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh):
+            if (wanted is None or n in wanted) and raw.strip():
+                rec = own_loads(raw)
                 if isinstance(rec, dict):
                     yield n, rec
+
+
+def own_loads(raw: bytes) -> Any:
+    """One line of our own results.jsonl, parsed as ``json.loads`` parses it (None when it does not
+    parse: a torn line): orjson for the usual line (see :func:`~ci_evals._util.bounds.orjson_loads`),
+    ``json`` for the rest, bytes that are not UTF-8 decoded with replacement as before."""
+    value = orjson_loads(raw)
+    if value is not NOT_READ:
+        return value
+    try:
+        return json.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return None
 
 
 def records(path: Path, trust: Trust, what: str = RESULTS) -> Iterator[ResultRecord]:

@@ -16,6 +16,9 @@ from typing import Any
 from ci_evals._util.bounds import dumps
 from ci_evals._util.redact import MASK, scrub_with
 
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
+"""bounds.dumps(rec, ensure_ascii=False, default=str) for the usual record, without building an
+encoder per line."""
 FIELD_CAP = 100_000
 """Characters kept per stored text field (results.jsonl); graders always see the whole text."""
 SHARE_MIN = 256
@@ -30,7 +33,10 @@ def record_line(rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP) -
     """(the JSON line to write, the record as written): :func:`finish_record` at the cost of one
     ``json.dumps`` for the usual record, which has no long field and nothing to mask."""
     _share_submissions(rec)
-    line = dumps(rec, ensure_ascii=False, default=str)
+    try:
+        line = _encode(rec)
+    except ValueError:  # NaN/inf (or a cycle): bounds.dumps says what becomes of it
+        line = dumps(rec, ensure_ascii=False, default=str)
     if len(line) > cap:  # some field may be over the cap: the slow, exact way
         rec = finish_record(json.loads(line), secrets, cap)
         return dumps(rec, ensure_ascii=False), rec

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ci_evals._util import redact
+from ci_evals._util import gcpolicy, redact
 from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals._util.redact import scrub
 from ci_evals._util.textsafe import clean_sample, clean_trajectory, clean_value
@@ -40,11 +40,14 @@ from ci_evals.results.line import record_line
 from ci_evals.results.records import Grade, make_grade
 from ci_evals.results.writer import open_append
 from ci_evals.run.perturn import grade_per_turn
+from ci_evals.run.progress import Progress
 from ci_evals.run.signals import on_signals
 from ci_evals.suite.loader import GraderSlot, LoadedSuite
 from ci_evals.usercode import lane as usercode
 
 FLUSH_SECONDS = 0.5
+YIELD_SECONDS = 0.005
+"""A worker whose jobs never suspend (replay, built-in graders) hands the loop over this often."""
 
 
 
@@ -85,6 +88,25 @@ def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> Grade:
     return make_grade(g.score, passes(g.score, *rule), g.rationale, g.metadata)
 
 
+def _all_builtin(slots: list[GraderSlot]) -> bool:
+    """Every grader a built-in tool function reading a built-in extractor: pure, fast, synchronous."""
+    return all(isinstance(s.grader, ToolGrader) and s.grader.builtin and not s.extractor.custom for s in slots)
+
+
+def _grade_builtin(slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[Grade, str]:
+    """:meth:`Runner._grade_one` for a built-in grader and extractor, without the event loop."""
+    try:
+        submission = slot.extractor(traj)
+    except Exception as exc:
+        return make_grade(error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}",
+                          category="extraction"), ""
+    try:
+        return slot.grader.grade_builtin(sample, submission, slot.rule), submission
+    except Exception as exc:  # graders should not raise, but a bug must not lose the sample
+        return make_grade(error=f"grader '{slot.name}' raised {type(exc).__name__}: {exc}",
+                          category="grading"), submission
+
+
 def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
     """``duration_s`` is the sample's own work; time it waited for a shared resource is ``queued_s``."""
     rec["duration_s"] = round(max(0.0, elapsed - queued), 6)
@@ -118,6 +140,14 @@ class Runner:
         self._stopping = False
         self._secrets: list[str] = []
         self._secrets_gen = -1
+        self._plan: tuple[list[GraderSlot], bool, bool] | None = None
+
+    def _make_plan(self) -> tuple[list[GraderSlot], bool, bool]:
+        """What every job of this run asks of the suite, asked once: (grader slots, all built-in
+        and synchronous, whether the target must return memory blocks)."""
+        slots = list(self.suite.graders.values())
+        self._plan = (slots, _all_builtin(slots), self.suite.needs_memory)
+        return self._plan
 
     # -- jobs ------------------------------------------------------------------------------------
 
@@ -160,9 +190,10 @@ class Runner:
             "sample_id": sample.id, "run": run, "model": model, "input": sample.input,
             "ground_truth": sample.ground_truth, "tags": sample.tags, "error": None,
         }
+        slots, builtin_only, needs_memory = self._plan or self._make_plan()
         try:
-            traj = await self.suite.target.run(sample, run=run, model=model, need_memory=self.suite.needs_memory)
-            if not any(True for _ in traj.messages()) and not traj.memory_blocks:
+            traj = await self.suite.target.run(sample, run=run, model=model, need_memory=needs_memory)
+            if not any(traj.turns) and not traj.memory_blocks:
                 raise SampleError("target returned an empty trajectory (no messages)")
             replaced += clean_trajectory(traj) + traj.metadata.pop("replaced_chars", 0)
         except asyncio.CancelledError:
@@ -182,8 +213,9 @@ class Runner:
             _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))
             return rec
         traj.metadata.setdefault("run", run)  # judges key their cache on it: repeats stay independent
-        slots = list(self.suite.graders.values())
-        if len(slots) == 1 or all(isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots):
+        if builtin_only and not isinstance(sample.ground_truth, list):
+            pairs = [_grade_builtin(s, sample, traj) for s in slots]  # no coroutine per grade
+        elif len(slots) == 1 or all(isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots):
             pairs = [await self._grade_one(s, sample, traj) for s in slots]
         else:
             pairs = await asyncio.gather(*(self._grade_one(s, sample, traj) for s in slots))
@@ -259,7 +291,7 @@ class Runner:
                 loop.call_soon_threadsafe(main_task.cancel)
 
         progress = Progress(self.total_jobs(), enabled=self.opts.progress)
-        with on_signals(on_signal):
+        with on_signals(on_signal), gcpolicy.streaming():
             try:
                 try:
                     await self._run_all(fh, progress)
@@ -292,13 +324,17 @@ class Runner:
         jobs = self.jobs()
 
         async def worker() -> None:
+            last_yield = time.monotonic()
             for model, sample, run in jobs:
                 if self._stopping:
                     return
                 rec = await self.run_job(model, sample, run)
                 self._write(fh, rec)
                 progress.advance(rec)
-                await asyncio.sleep(0)  # a job that never suspends must not keep signals waiting
+                now = time.monotonic()
+                if now - last_yield >= YIELD_SECONDS:  # jobs that never suspend must not keep signals waiting
+                    await asyncio.sleep(0)
+                    last_yield = time.monotonic()
 
         n_workers = max(1, min(self.opts.max_concurrent, self.total_jobs() or 1))
         workers = [asyncio.create_task(worker()) for _ in range(n_workers)]
@@ -352,47 +388,3 @@ class Runner:
                   interrupted: str | None = None) -> dict[str, Any]:
         return summarize(self.suite, self.config, self.agg, started=started, duration=duration, partial=partial,
                          extra=self.opts.extra_summary, baseline=self.opts.baseline, interrupted=interrupted)
-
-
-class Progress:
-    """A progress bar on a TTY (rich), plain lines every ~10 % otherwise, nothing when disabled."""
-
-    def __init__(self, total: int, *, enabled: bool) -> None:
-        self.total = total
-        self.done = 0
-        self.errors = 0
-        self.enabled = enabled and total > 0
-        self.tty = self.enabled and sys.stderr.isatty()
-        self.next_mark = max(1, total // 10)
-        self._bar = None
-        self._last = time.monotonic()
-        self.note: Any = lambda: None  # a line on throttling, when there is one
-        if self.tty:
-            from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
-            from rich.progress import Progress as RichProgress
-
-            self._bar = RichProgress("[progress.description]{task.description}", BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task("evaluating", total=total)
-
-    def advance(self, rec: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        self.done += 1
-        if rec.get("error") or any(g.get("error") for g in rec["grades"].values()):
-            self.errors += 1
-        if self._bar is not None:
-            note = self.note()
-            self._bar.update(self._task, advance=1, description=f"evaluating ({self.errors} errors"
-                             + (f"; {note})" if note else ")"))
-        elif self.done == self.total or (self.done >= self.next_mark and time.monotonic() - self._last >= 2.0):
-            note = self.note()
-            print(f"progress: {self.done}/{self.total} samples ({self.errors} with errors"
-                  + (f"; {note})" if note else ")"), file=sys.stderr)
-            self.next_mark = self.done + max(1, self.total // 10)
-            self._last = time.monotonic()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()

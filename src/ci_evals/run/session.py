@@ -12,7 +12,6 @@ from typing import Any
 
 from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
-from ci_evals._util.gcpolicy import run_gc
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.verdict import exit_code
@@ -90,8 +89,7 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
     lock = hold(out, fingerprint(suite, chosen), resume=resume is not None)
     try:
         with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
-            with run_gc():  # fewer young collections at high concurrency (_util/gcpolicy.py)
-                summary = asyncio.run(runner.execute())
+            summary = asyncio.run(runner.execute())
             held.stopping = bool(summary.get("partial"))
             write_outputs(out, summary)
             if args.shard and suite.dataset.count == 0:
