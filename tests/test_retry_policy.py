@@ -9,6 +9,7 @@ import socket
 import ssl
 import time
 
+import httpx
 import pytest
 
 from ci_evals._util.breaker import Breaker
@@ -87,6 +88,18 @@ def test_cause_of_names_what_the_operating_system_said(chain, kind, message, ret
     cause = cause_of(_raise_chain(*chain), "https://user:pw@api.example.test/v1", 30)
     assert (cause.kind, cause.message, cause.retry) == (kind, message, retry)
     assert "pw" not in cause.message
+
+
+@pytest.mark.parametrize("inner", [  # a plain-HTTP server hanging up on a TLS handshake, as each OpenSSL words it
+    ssl.SSLZeroReturnError(6, "TLS/SSL connection has been closed (EOF) (_ssl.c:992)"),  # Debian 12's Python
+    ssl.SSLEOFError(8, "[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred in violation of protocol (_ssl.c:1006)"),
+])
+def test_a_hang_up_in_the_tls_handshake_asks_about_the_scheme(inner):
+    connect = httpx.ConnectError("handshake")
+    cause = cause_of(_raise_chain(RuntimeError("Connection error."), connect, inner), "https://api.example.test/v1", 30)
+    assert (cause.kind, cause.message, cause.retry) == (
+        "tls", f"TLS failed with api.example.test:443: {inner.args[1]} (is the base_url scheme right (https vs http)?)",
+        True)
 
 
 def test_host_port_defaults_and_hides_credentials():

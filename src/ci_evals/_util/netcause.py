@@ -41,7 +41,7 @@ SYSTEMATIC = frozenset({"dns", "refused", "tls"})
 
 SCHEME_HINT = "is the base_url scheme right (https vs http)?"
 _NOT_TLS = ("WRONG_VERSION_NUMBER", "UNEXPECTED_EOF", "EOF occurred", "record layer failure", "packet length too long",
-            "http request")
+            "http request", "has been closed (EOF)")
 """What OpenSSL says when the other end does not speak TLS (plain HTTP answering, or hanging up)."""
 _CONNECT_PHASE = ("ClientConnectorError", "ConnectError")
 """The transports' errors for a failure before any request was sent (aiohttp, httpx/httpcore)."""
@@ -100,7 +100,7 @@ def cause_of(exc: BaseException, url: str | None, timeout: float | None = None) 
             reason = _reason(e)
             if _connecting(chain) and any(sign in reason for sign in _NOT_TLS):  # plain HTTP answered, or hung up
                 return Cause("tls", f"TLS failed with {where}: {reason} ({SCHEME_HINT})",
-                             isinstance(e, ssl.SSLEOFError))
+                             isinstance(e, ssl.SSLEOFError | ssl.SSLZeroReturnError))  # a hang-up
             return Cause("tls", f"TLS failed with {where}: {reason}", False)
     if _handshake_dropped(chain, url):
         return Cause("tls", f"TLS failed with {where}: the server closed the connection during the TLS handshake "
