@@ -79,6 +79,11 @@ def _ascii(truth: object, submission: str) -> Verdict:
     return 0.0, f"Non-printable-ASCII characters: {shown}{more}", None
 
 
+def _decide(core, needs_truth: bool, truth, submission: str) -> Verdict:
+    """A built-in's verdict; one that compares with the ground truth scores 0 without one."""
+    return (0.0, NO_GT, None) if needs_truth and not truth else core(truth, submission)
+
+
 def _result(verdict: Verdict) -> GradeResult:
     score, rationale, error = verdict
     # model_construct with every field given: the values are ours and valid, and pydantic then
@@ -88,17 +93,17 @@ def _result(verdict: Verdict) -> GradeResult:
 
 def exact_match(sample: Sample, submission: str) -> GradeResult:
     """Case-sensitive equality after trimming whitespace on both sides."""
-    return _result(_exact(sample.ground_truth, submission) if sample.ground_truth else (0.0, NO_GT, None))
+    return _result(_decide(_exact, True, sample.ground_truth, submission))
 
 
 def contains(sample: Sample, submission: str) -> GradeResult:
     """Case-insensitive substring: the ground truth appears in the submission."""
-    return _result(_contains(sample.ground_truth, submission) if sample.ground_truth else (0.0, NO_GT, None))
+    return _result(_decide(_contains, True, sample.ground_truth, submission))
 
 
 def regex_match(sample: Sample, submission: str) -> GradeResult:
     """``re.search`` of the ground truth (a pattern) in the submission."""
-    return _result(_regex(sample.ground_truth, submission) if sample.ground_truth else (0.0, NO_GT, None))
+    return _result(_decide(_regex, True, sample.ground_truth, submission))
 
 
 def ascii_printable_only(sample: Sample, submission: str) -> GradeResult:
@@ -152,11 +157,7 @@ class ToolGrader(Grader):
     def grade_builtin(self, sample: Sample, submission: str, rule: tuple[str, float]) -> Grade:
         """A built-in's grade as results.jsonl holds it, with no GradeResult in between (the
         100k-sample path): the same grade :meth:`grade_sync` leads to, for ``rule``."""
-        truth = sample.ground_truth
-        if self._needs_truth and not truth:
-            score, rationale, error = 0.0, NO_GT, None
-        else:
-            score, rationale, error = self._core(truth, submission)
+        score, rationale, error = _decide(self._core, self._needs_truth, sample.ground_truth, submission)
         if error:
             return make_grade(rationale=rationale, error=error)
         return make_grade(score, passes(score, *rule), rationale)

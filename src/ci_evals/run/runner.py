@@ -98,13 +98,20 @@ def _grade_builtin(slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[
     try:
         submission = slot.extractor(traj)
     except Exception as exc:
-        return make_grade(error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}",
-                          category="extraction"), ""
+        return _extraction_error(slot, exc), ""
     try:
         return slot.grader.grade_builtin(sample, submission, slot.rule), submission
     except Exception as exc:  # graders should not raise, but a bug must not lose the sample
-        return make_grade(error=f"grader '{slot.name}' raised {type(exc).__name__}: {exc}",
-                          category="grading"), submission
+        return _grader_error(slot, exc), submission
+
+
+def _extraction_error(slot: GraderSlot, exc: Exception) -> Grade:
+    """A failing extractor (a custom one's bug) is that sample's extraction error for this grader."""
+    return make_grade(error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}", category="extraction")
+
+
+def _grader_error(slot: GraderSlot, exc: Exception) -> Grade:
+    return make_grade(error=f"grader '{slot.name}' raised {type(exc).__name__}: {exc}", category="grading")
 
 
 def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
@@ -168,8 +175,7 @@ class Runner:
         try:
             submission = await slot.extractor.extract(traj)
         except Exception as exc:  # a custom extractor failing is that sample's extraction error
-            return make_grade(error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}",
-                              category="extraction"), ""
+            return _extraction_error(slot, exc), ""
         grader = slot.grader
         try:
             if isinstance(grader, ToolGrader) and grader.builtin:
@@ -179,8 +185,7 @@ class Runner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # graders should not raise, but a bug must not lose the sample
-            msg = f"grader '{slot.name}' raised {type(exc).__name__}: {exc}"
-            return make_grade(error=msg, category="grading"), submission
+            return _grader_error(slot, exc), submission
         return _grade_dict(g, slot.rule), submission
 
     async def run_job(self, model: str | None, sample: Sample, run: int) -> dict[str, Any]:
