@@ -9,6 +9,7 @@ import pytest
 from ci_evals._util.errors import ConfigError
 from ci_evals.core.trajectory import Message, ToolCall, Trajectory
 from ci_evals.graders.extractors import make_extractor
+from ci_evals.suite import letta_evals_shim
 
 TRAJ = Trajectory(
     turns=[
@@ -102,5 +103,6 @@ def test_custom_extractor_written_for_letta_evals_works(tmp_path):
         "            elif msg.message_type == 'tool_return_message':\n"
         "                names.append('->' + msg.tool_return[:6])\n"
         "    return config.get('sep', ',').join(names)\n")
+    letta_evals_shim.install()  # as the suite loader does before any user file (this test runs no suite)
     e = make_extractor("ex.py:tool_names", {"sep": "|"}, tmp_path, key="graders.g")
     assert e(TRAJ) == "search|->pandas|search|->koalas"
