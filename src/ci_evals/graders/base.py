@@ -43,6 +43,9 @@ class Grader:
     def check_samples(self, samples: Iterable[Sample]) -> None:
         """Validate every sample before anything runs (e.g. required rubric_vars); raise ConfigError."""
 
+    def prepare(self) -> None:
+        """Import the libraries :meth:`start` will use, before the run's clock starts; never raises."""
+
     async def start(self) -> None:
         """Set up clients; called once before the first sample."""
 

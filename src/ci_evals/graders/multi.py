@@ -231,6 +231,10 @@ class MultiGrader(Grader):
         for sub in self.subs.values():
             sub.check_samples(samples)
 
+    def prepare(self) -> None:
+        for sub in self.subs.values():
+            sub.prepare()
+
     async def start(self) -> None:
         await asyncio.gather(*(sub.start() for sub in self.subs.values()))
 

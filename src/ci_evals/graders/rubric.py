@@ -91,6 +91,9 @@ class JudgeGrader(Grader):
             owner=f"graders.{name}",
         )
 
+    def prepare(self) -> None:
+        self.llm.prepare()
+
     async def start(self) -> None:
         await self.llm.start()
 

@@ -222,6 +222,10 @@ class TextSimilarityGrader(PairGrader):
         out = {k: v for k, v in libs.items() if k in LIBRARIES[self.spec.evaluation_metric]}
         return out | self._versions
 
+    def prepare(self) -> None:
+        if self.llm is not None:
+            self.llm.prepare()
+
     async def start(self) -> None:
         if self.spec.evaluation_metric == "meteor":
             # Load WordNet once, off the event loop, before samples arrive.

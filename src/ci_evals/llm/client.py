@@ -47,7 +47,7 @@ from ci_evals.llm.cache import ResponseCache, cache_key
 from ci_evals.llm.cost import LLMResult, usage_of
 from ci_evals.llm.limits import estimate_tokens
 from ci_evals.llm.pool import LoopState, loop_state
-from ci_evals.llm.providers import Failure, require, vendor
+from ci_evals.llm.providers import Failure, preload_sdk, require, vendor
 from ci_evals.llm.scheduler import THROTTLE_STATUS, Endpoint, EndpointStopped, ThrottledOut, Ticket
 
 DEFAULT_BASE_URL = transport.DEFAULT_BASE_URL
@@ -174,6 +174,18 @@ class LLM:
         self._pool_key: tuple[str | None, str] | None = None
         self._state: LoopState | None = None
         self.endpoint: Endpoint | None = None
+
+    def prepare(self) -> None:
+        """Import the HTTP library (aiohttp) or the vendor's SDK that :meth:`start` will use, so that
+        the run's clock does not pay for the import; never raises (a missing SDK is :meth:`start`'s
+        ConfigError)."""
+        try:
+            if self.provider == "openai":
+                transport.preload()
+            else:
+                preload_sdk(self.provider)
+        except ImportError:
+            pass
 
     async def start(self) -> None:
         """Resolve the endpoint and borrow the shared client and scheduler for this event loop."""

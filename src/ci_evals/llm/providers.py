@@ -19,6 +19,7 @@ one into a one-line ConfigError naming the pip command.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -64,6 +65,12 @@ def require(provider: str, owner: str | None = None) -> None:
     if not found:
         raise ConfigError(f"provider '{provider}' needs the {module} SDK: pip install '{requirement}' "
                           f"(the ci-evals[{provider}] extra)", key=owner)
+
+
+def preload_sdk(provider: str) -> None:
+    """Import ``provider``'s SDK ahead of the run (ImportError when it is not installed)."""
+    if provider in _EXTRAS:
+        importlib.import_module(_EXTRAS[provider][0])
 
 
 def status_failure(status: int, text: str, headers: Any, code: str | None = None) -> Failure:

@@ -27,6 +27,9 @@ class Target:
         """The model variants the suite runs once each (Letta ``model_handles``); [None] = one."""
         return [None]
 
+    def prepare(self) -> None:
+        """Import the libraries :meth:`start` will use, before the run's clock starts; never raises."""
+
     async def start(self) -> None:
         """Open clients; called once before the first sample."""
 

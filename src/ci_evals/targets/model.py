@@ -83,6 +83,9 @@ class ModelTarget(Target):
             owner="target",
         )
 
+    def prepare(self) -> None:
+        self.llm.prepare()
+
     async def start(self) -> None:
         await self.llm.start()
 
