@@ -3,13 +3,16 @@
     python bench/ab.py --base /tmp/main-src               # this tree's src/ against another src/
     python bench/ab.py --base A/src --new B/src --reps 5 overhead1000 ratelimit500
     python bench/ab.py --base /tmp/main-src --smoke       # seconds
+    python bench/ab.py --base /tmp/main-src --bare overhead5000   # and bench/bare_client.py's floor
 
 On a shared machine a figure moves with the load; two trees measured in the same sitting, in
 alternating order (swapped each repetition), can still be compared. A tree is chosen through
 ``PYTHONPATH`` for the measured process (bench/_measure.py), so both run with this venv's
 libraries. Scenarios: ``overhead1000`` (N=1,000, C=50), ``overhead5000`` (N=5,000, C=200), both
 against one fake server at 100 ms; ``ratelimit500`` (N=100, C=10, 500 rpm, 300 ms, a fresh server
-each run). One JSON line per run, then one summary line per scenario and tree.
+each run). One JSON line per run, then one summary line per scenario and tree. ``--bare`` adds
+bench/bare_client.py (the same calls from a bare aiohttp loop: what the harness allows any client)
+to each repetition of an overhead scenario, as the tree ``bare``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -56,6 +60,14 @@ def one(tmp: Path, tag: str, scenario: tuple, url: str | None) -> dict:
             "rejected": f["rejected_calls"]}
 
 
+def bare(scenario: tuple, url: str) -> dict:
+    """bench/bare_client.py's figures for an overhead scenario, on the same server."""
+    n, c, latency, _ = scenario
+    out = subprocess.run([sys.executable, str(HERE / "bare_client.py"), url, str(n), str(c), str(latency)],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
 def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3g} [{min(values):.3g}-{max(values):.3g}]"
 
@@ -66,6 +78,7 @@ def main() -> int:
     p.add_argument("--new", default=str(HERE.parent / "src"), help="the src/ folder measured as 'new' (this tree's)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
+    p.add_argument("--bare", action="store_true", help="also measure bench/bare_client.py (overhead scenarios)")
     p.add_argument("scenarios", nargs="*", help=f"any of {', '.join(SCENARIOS)} (default: all)")
     args = p.parse_args()
     args.scenarios = args.scenarios or list(SCENARIOS)
@@ -83,9 +96,13 @@ def main() -> int:
             for rep in range(args.reps):
                 order = ["base", "new"] if rep % 2 == 0 else ["new", "base"]
                 for name in args.scenarios:
-                    for tree in order:
-                        os.environ["PYTHONPATH"] = trees[tree]
-                        fig = one(Path(d), f"{name}-{tree}-{rep}", table[name], url)
+                    bare_too = args.bare and table[name][3] is None
+                    for tree in order + (["bare"] if bare_too else []):
+                        if tree == "bare":
+                            fig = bare(table[name], url)
+                        else:
+                            os.environ["PYTHONPATH"] = trees[tree]
+                            fig = one(Path(d), f"{name}-{tree}-{rep}", table[name], url)
                         runs.setdefault((name, tree), []).append(fig)
                         print(json.dumps({"scenario": name, "tree": tree, "rep": rep, **fig}), flush=True)
     finally:

@@ -8,6 +8,7 @@ close with the client.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -146,3 +147,37 @@ def test_the_direct_path_does_not_import_the_sdk(openai_server):  # noqa: F811
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={k: v for k, v in __import__("os").environ.items() if "proxy" not in k.lower()})
     assert (out.returncode, out.stdout) == (0, "fine False\n"), out.stderr[-2000:]
+
+
+def test_the_request_body_is_json_that_reads_back_as_the_body():
+    body = {"model": "m", "temperature": 0.7, "max_tokens": 1024,
+            "messages": [{"role": "user", "content": "héllo \u2028 \"quoted\" \\ ✓ 🎉"}]}
+    payload = transport._payload(body)
+    assert payload.startswith(b'{"model":"m"')  # orjson's compact form
+    assert json.loads(payload) == body
+
+
+@pytest.mark.parametrize("body", [
+    {"model": "m", "seed": 2**70},  # orjson writes 64-bit integers only
+    {"model": "m", "messages": [{"role": "user", "content": "lone \ud800 surrogate"}]},
+    {"model": "m", "logit_bias": {50256: -100}},  # a key that is not a string
+], ids=["big-int", "lone-surrogate", "int-key"])
+def test_what_orjson_refuses_is_written_by_json_as_before(body):
+    assert transport._payload(body) == json.dumps(body).encode("utf-8")
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (b'{"choices": [{"message": {"content": "ok \\u00e9"}}]}', {"choices": [{"message": {"content": "ok é"}}]}),
+    (b'{"n": 123456789012345678901234567890}', {"n": 123456789012345678901234567890}),  # exact, as json reads it
+    ('{"a": "ü"}'.encode("utf-16"), {"a": "ü"}),  # json detects UTF-16; orjson reads only UTF-8
+    (b'{"a": "\\ud800"}', {"a": "\ud800"}),
+    (b"<html>bad gateway</html>", None),
+    (b"", None),
+], ids=["usual", "big-int", "utf-16", "lone-surrogate", "not-json", "empty"])
+def test_a_response_body_reads_as_json_reads_it(raw, expected):
+    assert transport._json_or_none(raw) == expected
+
+
+def test_a_response_with_nan_reads_as_json_reads_it():
+    data = transport._json_or_none(b'{"score": NaN}')
+    assert data is not None and data["score"] != data["score"]

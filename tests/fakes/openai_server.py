@@ -183,6 +183,8 @@ class FakeOpenAI:
         self.latency = latency
         self.models = models
         self.requests: list[Request] = []
+        self.record = True
+        """Whether :attr:`requests` holds each request (False: only its length counts them)."""
         self.faults: list[Fault] = []
         self._queue: list[Any] = []
         self._rng = random.Random(seed)
@@ -342,7 +344,10 @@ class FakeOpenAI:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        self.requests.append(Request(method, path, headers, body, writer.get_extra_info("peername")))
+        # Process mode (benchmarks) keeps only the count: a sitting of 100,000s of requests would
+        # otherwise grow the server by GBs, and its full collections would stall every call in flight.
+        self.requests.append(Request(method, path, headers, body, writer.get_extra_info("peername"))
+                             if self.record else None)
         return body
 
     async def _dispatch(self, method: str, path: str, headers: dict, raw: bytes, writer) -> bool:
@@ -603,6 +608,7 @@ def main(argv: list[str] | None = None) -> None:
         module, _, func = args.responder.partition(":")
         responder = getattr(importlib.import_module(module), func)
     server = FakeOpenAI(responder, latency=args.latency, answers=answers)
+    server.record = False  # nothing in this process reads them back (/_stats counts)
     server.rate_limit(args.rpm, args.tpm, args.burst_s)
     try:
         asyncio.run(server.serve_forever(args.port))

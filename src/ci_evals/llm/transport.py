@@ -42,6 +42,9 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
+from ci_evals._util.bounds import NOT_READ, orjson_loads
 from ci_evals.llm.providers import Failure, status_failure, transport_failure
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -252,7 +255,7 @@ async def post(client: Client, path: str, body: dict[str, Any], base_url: str, t
     direct = client.direct if DIRECT else None
     if direct is None:
         return await _sdk_post(client.sdk, path, body, base_url, timeout)
-    payload = json.dumps(body).encode("utf-8")
+    payload = _payload(body)
     try:
         if direct.session is not None:
             status, raw, headers = await _aiohttp_post(direct, path, payload)
@@ -331,8 +334,22 @@ async def _sdk_post(client: Any, path: str, body: dict[str, Any], base_url: str,
     return data, response.headers
 
 
+def _payload(body: dict[str, Any]) -> bytes:
+    """The request body as UTF-8 JSON. orjson costs a tenth of ``json`` per call (at 200 calls in
+    flight the encoding was 4 % of the run's CPU); ``json`` writes what orjson refuses (an integer
+    over 64 bits, a lone surrogate, a key that is not a string) as it always did."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError included
+        return json.dumps(body).encode("utf-8")
+
+
 def _json_or_none(raw: bytes) -> Any:
-    """The body's JSON value, or None when it is not JSON (the caller says what it needed)."""
+    """The body's JSON value, or None when it is not JSON (the caller says what it needed).
+    orjson reads it when it reads it as ``json`` does (:func:`bounds.orjson_loads`), else ``json``."""
+    data = orjson_loads(bytes(raw))
+    if data is not NOT_READ:
+        return data
     try:
         return json.loads(raw)
     except ValueError:
