@@ -211,6 +211,10 @@ class Aggregator:
         errors = sum(self.metrics[m][name].errors for m in models)
         return summarize(self.scores(name, model), passed, errors)
 
+    def models(self) -> list[Any]:
+        """The model keys seen (None: the run's one target model), in the order summary.json lists them."""
+        return sorted(self.metrics, key=lambda m: "" if m is None else str(m))
+
     def finish(self) -> dict[str, Any]:
         """Aggregates and counts: every metric's aggregate (and each model's, with several).
 
@@ -218,7 +222,7 @@ class Aggregator:
         aggregates with the suite's gates, reading each metric's scores through :meth:`scores`.
         """
         self.flush_pending()
-        models = sorted(self.metrics, key=lambda m: "" if m is None else str(m))
+        models = self.models()
         confidence = 0.95
 
         def block(metric_map: dict[str, _Metric]) -> dict[str, Any]:
@@ -244,7 +248,6 @@ class Aggregator:
         out: dict[str, Any] = {"metrics": metrics}
         if len(models) > 1 or (models and models[0] is not None):
             out["models"] = {str(model): {"metrics": block(self.metrics[model])} for model in models}
-            out["model_keys"] = models
         out["n_samples"] = self.n_samples()
         out["errors"] = self.error_summary()
         out["flaky"] = self.flaky

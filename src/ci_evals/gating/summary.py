@@ -39,7 +39,7 @@ def evaluate_gates(agg: Aggregator, parts: dict[str, Any], config: dict[str, Any
     if "models" not in parts:
         return for_model(parts["metrics"], None)
     results = []
-    for model in parts["model_keys"]:
+    for model in agg.models():
         block = parts["models"][str(model)]
         block["gates"] = for_model(block["metrics"], model)
         results.extend(block["gates"])
@@ -99,7 +99,6 @@ def summarize(
     extra = extra or {}
     parts = agg.finish()
     parts["gates"] = evaluate_gates(agg, parts, config, baseline)
-    parts.pop("model_keys", None)
     usage = {k: dict(v) for k, v in agg.usage.items()}
     target_usage = usage.pop("target", {"prompt_tokens": 0, "completion_tokens": 0})
     total = {
