@@ -14,7 +14,7 @@ import pytest
 from ci_evals.llm import scheduler
 from ci_evals.llm import transport as llm_transport
 from tests.fakes.openai_server import FakeOpenAI, Fault
-from tests.test_request_engine import KEY, endpoint, key_env, llm_suite  # noqa: F401
+from tests.test_request_engine import KEY, endpoint, key_env, llm_suite, timed_run  # noqa: F401
 
 SCHEME = "is the base_url scheme right (https vs http)?"
 TLS_HINT = "check the scheme of base_url (or OPENAI_BASE_URL)"
@@ -29,11 +29,7 @@ def give_up_fast(monkeypatch):
 def test_an_endpoint_that_never_answers_but_overloaded_is_stopped(sd, key_env, give_up_fast, capsys, status):  # noqa: F811
     with FakeOpenAI() as server:
         server.fault(status, retry_after="0.3", message="upstream unavailable")
-        llm_suite(sd, 20, base_url=server.url, judge=False)
-        t0 = time.monotonic()
-        code = sd.run("--max-concurrent", "4")
-        elapsed = time.monotonic() - t0
-        sent = server.count()
+        code, elapsed, sent = timed_run(sd, server, 20, "--max-concurrent", "4", judge=False)
     summary = sd.summary()
     assert (code, summary["verdict"], summary["errors"]["total"]) == (1, "errored", 20)
     assert 1.0 < elapsed < 8

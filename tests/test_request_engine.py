@@ -46,6 +46,15 @@ def closed_port() -> int:
     return port
 
 
+def timed_run(sd, server: FakeOpenAI, n: int, *args: str, judge: bool = True) -> tuple[int, float, int]:
+    """An ``n``-sample suite against ``server``, run with ``args``: (exit code, seconds taken,
+    requests the server saw)."""
+    llm_suite(sd, n, base_url=server.url, judge=judge)
+    t0 = time.monotonic()
+    code = sd.run(*args)
+    return code, time.monotonic() - t0, server.count()
+
+
 def endpoint(summary: dict) -> dict:
     (ep,) = summary["endpoints"]
     return ep
@@ -112,11 +121,7 @@ def test_429s_never_use_the_retry_budget_and_show_in_the_summary(sd, key_env, ca
 def test_an_absurd_retry_after_stops_the_endpoint_instead_of_freezing_the_run(sd, key_env):
     with FakeOpenAI() as server:
         server.fault("429", retry_after="86400")
-        llm_suite(sd, 20, base_url=server.url, judge=False)
-        t0 = time.monotonic()
-        code = sd.run("--max-concurrent", "2")
-        elapsed = time.monotonic() - t0
-        sent = server.count()
+        code, elapsed, sent = timed_run(sd, server, 20, "--max-concurrent", "2", judge=False)
     summary = sd.summary()
     assert (code, summary["verdict"], summary["errors"]["total"]) == (1, "errored", 20)
     assert sent <= 2 and elapsed < 5
@@ -130,10 +135,7 @@ def test_an_absurd_retry_after_stops_the_endpoint_instead_of_freezing_the_run(sd
 def test_max_wait_bounds_a_call_that_stays_throttled_and_says_so(sd, key_env):
     with FakeOpenAI() as server:
         server.fault("429", retry_after="0.2")
-        llm_suite(sd, 1, base_url=server.url, judge=False)
-        t0 = time.monotonic()
-        code = sd.run("--max-wait", "1")
-        elapsed = time.monotonic() - t0
+        code, elapsed, _ = timed_run(sd, server, 1, "--max-wait", "1", judge=False)
     (rec,) = sd.results()
     assert code == 1 and 0.9 < elapsed < 4
     assert rec["error"]["message"].startswith(f"model call failed on turn 1: {server.url}/chat/completions: HTTP 429:")
