@@ -76,3 +76,54 @@ def test_the_gc_policy_is_undone_after_its_block():
         assert gc.get_threshold()[0] == max(before[0], gcpolicy.YOUNG_THRESHOLD)
         assert gc.get_freeze_count() > 0
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def _json_script(data) -> str:
+    """script_json as json writes it (the reference orjson must match)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    for char, esc in {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}.items():
+        text = text.replace(char, esc)
+    return text
+
+
+def test_report_rows_are_the_text_json_writes():
+    from pathlib import PurePosixPath
+
+    from ci_evals.reports.report_data import script_json
+
+    row = {"id": "s-1", "grades": {"q": {"score": 0.75, "passed": True}}, "tokens": 12, "duration": 0.001234,
+           "cost": None, "tags": ["a", "ü"], "text": "</script><b>x & y</b>\u2028\u2029 \"q\" \\ \n\t\x01 🎉",
+           "path": PurePosixPath("/x/y"), "deep": [[{"k": [1, 2.5, -0.0, False]}]]}
+    assert script_json(row) == _json_script(row)
+    for refused in ({"n": 2**70}, {"s": "lone \ud800"}, {"hist": {3: 1}}):  # what orjson leaves to json
+        assert script_json(refused) == _json_script(refused)
+
+
+def test_a_results_line_is_compact_json_that_reads_back_as_the_record():
+    from ci_evals.results.line import encode_line
+
+    rec = {"sample_id": "s-1", "run": 0, "model": None, "input": "héllo \u2028 \"q\" \\ \n\t\x01 🎉 </b>",
+           "grades": {"q": {"score": 0.75, "passed": True, "metadata": {"n": [1, 2.5, -0.0, False]}}},
+           "usage": {"prompt_tokens": 3}, "duration_s": 0.001234, "tags": ("a", "b")}
+    line = encode_line(rec)
+    assert line == json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
+    assert json.loads(line) == {**rec, "tags": ["a", "b"]}
+    assert encode_line({"score": math.nan, "x": [math.inf]}) == '{"score":null,"x":[null]}'  # as bounds.dumps
+
+
+def test_what_orjson_would_write_otherwise_is_written_by_json():
+    import dataclasses
+    import datetime
+
+    from ci_evals.results.line import encode_line
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    class Score(float):  # numpy's float64 is one
+        pass
+
+    for rec in ({"n": 2**70}, {"s": "lone \ud800"}, {"hist": {3: 1}}, {"p": Point(1)}, {"f": Score(0.5)},
+                {"at": datetime.datetime(2026, 1, 2, 3, 4, 5)}, {"set": {1}}):
+        assert encode_line(rec) == json.dumps(rec, ensure_ascii=False, default=str, separators=(",", ":")), rec

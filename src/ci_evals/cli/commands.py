@@ -9,7 +9,7 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
-from ci_evals._util.bounds import check_output_folder, dumps
+from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.redact import scrub
 from ci_evals._util.registry import GRADER_KINDS, TARGETS
@@ -36,6 +36,7 @@ from ci_evals.results.files import (
 )
 from ci_evals.results.files import read_summary as read
 from ci_evals.results.layout import DEFAULT_OUTPUT, expand_suites, unique_slugs
+from ci_evals.results.line import encode_line
 from ci_evals.results.writer import open_atomic, refuse_links, write_text
 from ci_evals.run.exits import guarded
 from ci_evals.run.options import SuiteOptions
@@ -186,7 +187,7 @@ def cmd_merge(args: Namespace) -> int:
                     if key in seen:
                         raise ConfigError(f"sample {rec['sample_id']!r} appears in more than one shard", file=str(d))
                     seen.add(key)
-                    fh.write(dumps(rec, ensure_ascii=False) + "\n")
+                    fh.write(encode_line(rec) + "\n")
                     agg.add(rec)
                     read += 1
             if read < int(s.get("records") or 0):

@@ -29,6 +29,7 @@ Error messages never contain the API key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import sys
@@ -47,7 +48,7 @@ from ci_evals.llm.cache import ResponseCache, cache_key
 from ci_evals.llm.cost import LLMResult, usage_of
 from ci_evals.llm.limits import estimate_tokens
 from ci_evals.llm.pool import LoopState, loop_state
-from ci_evals.llm.providers import Failure, preload_sdk, require, vendor
+from ci_evals.llm.providers import Failure, require, vendor
 from ci_evals.llm.scheduler import THROTTLE_STATUS, Endpoint, EndpointStopped, ThrottledOut, Ticket
 
 DEFAULT_BASE_URL = transport.DEFAULT_BASE_URL
@@ -128,7 +129,6 @@ def resolve_endpoint(base_url: str | None, api_key_env: str | None, *, owner: st
     return url, key
 
 
-
 class LLM:
     """An OpenAI-compatible endpoint as seen by one grader or target.
 
@@ -176,16 +176,9 @@ class LLM:
         self.endpoint: Endpoint | None = None
 
     def prepare(self) -> None:
-        """Import the HTTP library (aiohttp) or the vendor's SDK that :meth:`start` will use, so that
-        the run's clock does not pay for the import; never raises (a missing SDK is :meth:`start`'s
-        ConfigError)."""
-        try:
-            if self.provider == "openai":
-                transport.preload()
-            else:
-                preload_sdk(self.provider)
-        except ImportError:
-            pass
+        """Import aiohttp or the vendor's SDK ahead of :meth:`start` (a missing one is start's ConfigError)."""
+        with contextlib.suppress(ImportError):
+            transport.preload(self.provider)
 
     async def start(self) -> None:
         """Resolve the endpoint and borrow the shared client and scheduler for this event loop."""

@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 
 from ci_evals._util.bounds import NOT_READ, orjson_loads
-from ci_evals.llm.providers import Failure, status_failure, transport_failure
+from ci_evals.llm.providers import Failure, preload_sdk, status_failure, transport_failure
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 USE_AIOHTTP = True  # tests switch it off to exercise httpx's own transport too
@@ -96,10 +96,12 @@ class Client:
         return (session.closed if session is not None else True) and (self._sdk is None or self._sdk.is_closed())
 
 
-def preload() -> None:
-    """Import the library :func:`make_client`'s direct path uses (aiohttp: 0.15 s here), ahead of the
-    run; ImportError when it is not installed."""
-    if USE_AIOHTTP and DIRECT:
+def preload(provider: str = "openai") -> None:
+    """Import what calls to ``provider`` will use (the direct path's aiohttp: 0.15 s here; a vendor's
+    SDK), ahead of the run; ImportError when it is not installed."""
+    if provider != "openai":
+        preload_sdk(provider)
+    elif USE_AIOHTTP and DIRECT:
         import aiohttp  # noqa: F401
 
 

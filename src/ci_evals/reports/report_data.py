@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ci_evals.results.files import Trust, iter_records, records
 from ci_evals.results.line import submissions_of
 
@@ -31,8 +33,16 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=st
 
 
 def script_json(data: Any) -> str:
-    """JSON that cannot end its ``<script>`` element or start markup: ``< > &`` and U+2028/9 escaped."""
-    text = _ENCODE(data)
+    """JSON that cannot end its ``<script>`` element or start markup: ``< > &`` and U+2028/9 escaped.
+
+    orjson writes the same compact text as ``json`` at a fifth of the cost (two calls per result
+    line: a fifth of the reports' time at 20,000 lines); ``json`` writes what orjson refuses (an
+    integer over 64 bits, a lone surrogate, a key that is not a string). Floats may differ in form
+    only (``1e-7`` for ``1e-07``)."""
+    try:
+        text = orjson.dumps(data, default=str).decode("utf-8")
+    except TypeError:  # orjson.JSONEncodeError included
+        text = _ENCODE(data)
     for char, escape in _JSON_ESCAPES.items():  # str.replace runs in C: far faster than translate
         if char in text:
             text = text.replace(char, escape)

@@ -13,12 +13,12 @@ import functools
 import json
 from typing import Any
 
+import orjson
+
 from ci_evals._util.bounds import dumps
 from ci_evals._util.redact import MASK, scrub_with
 
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
-"""bounds.dumps(rec, ensure_ascii=False, default=str) for the usual record, without building an
-encoder per line."""
+_ORJSON_OPTS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 FIELD_CAP = 100_000
 """Characters kept per stored text field (results.jsonl); graders always see the whole text."""
 SHARE_MIN = 256
@@ -29,17 +29,32 @@ def cut_note(length: int) -> str:
     return f"… [truncated by ci-evals: {length:,} characters in all]"
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError
+
+
+def encode_line(rec: dict[str, Any]) -> str:
+    """One results.jsonl line: compact JSON, UTF-8 text unescaped, a non-finite number as null.
+
+    orjson writes it at a fifth of ``json``'s cost (the encoding was a fifth of a replay run's
+    time). Anything orjson would write otherwise than ``json`` (an integer over 64 bits, a lone
+    surrogate, a key that is not a string, a float subclass such as numpy's, a dataclass, a datetime,
+    deeper than 255 levels, a cycle) is written by ``json`` instead, as it always was (``str()`` for
+    what is not JSON). Strings are escaped alike by both, so a secret's JSON form is the same."""
+    try:
+        return orjson.dumps(rec, default=_refuse, option=_ORJSON_OPTS).decode("utf-8")
+    except TypeError:  # orjson.JSONEncodeError included
+        return dumps(rec, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
 def record_line(rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP) -> tuple[str, dict[str, Any]]:
     """(the JSON line to write, the record as written): :func:`finish_record` at the cost of one
     ``json.dumps`` for the usual record, which has no long field and nothing to mask."""
     _share_submissions(rec)
-    try:
-        line = _encode(rec)
-    except ValueError:  # NaN/inf (or a cycle): bounds.dumps says what becomes of it
-        line = dumps(rec, ensure_ascii=False, default=str)
+    line = encode_line(rec)
     if len(line) > cap:  # some field may be over the cap: the slow, exact way
         rec = finish_record(json.loads(line), secrets, cap)
-        return dumps(rec, ensure_ascii=False), rec
+        return encode_line(rec), rec
     masked = scrub_json_text(line, secrets)
     if masked == line:
         return line, rec
@@ -47,7 +62,7 @@ def record_line(rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP) -
         return masked, json.loads(masked)
     except ValueError:  # a mask that broke the JSON: mask string by string instead
         rec = finish_record(json.loads(line), secrets, cap)
-        return dumps(rec, ensure_ascii=False), rec
+        return encode_line(rec), rec
 
 
 @functools.lru_cache(maxsize=256)

@@ -281,7 +281,8 @@ class Runner:
         results_path = out / "results.jsonl"
         if self.opts.resume:
             self._load_previous(results_path)
-        self._prepare()
+        for part in [self.suite.target] + [slot.grader for slot in self.suite.graders.values()]:
+            part.prepare()  # start-up imports (aiohttp, a vendor's SDK): not the samples' time, duration_s
         started = datetime.now(UTC)
         t0 = time.perf_counter()
         fh = open_append(results_path, truncate=not self.opts.resume)
@@ -314,13 +315,6 @@ class Runner:
         self._report_endpoints()
         return self.summarize(started, time.perf_counter() - t0, partial=interrupted is not None,
                               interrupted=signal.Signals(interrupted).name if interrupted is not None else None)
-
-    def _prepare(self) -> None:
-        """Start-up imports (aiohttp, a vendor's SDK) happen before the run's clock, which times the
-        samples' work: ``duration_s`` in summary.json."""
-        self.suite.target.prepare()
-        for slot in self.suite.graders.values():
-            slot.grader.prepare()
 
     async def _run_all(self, fh, progress: Progress) -> None:
         pool.configure(max_concurrent=self.opts.max_concurrent, rates=self.opts.rates, max_wait=self.opts.max_wait)
