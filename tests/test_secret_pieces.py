@@ -89,3 +89,41 @@ def test_base64_forms_of_a_secret_are_secrets_too():
         assert "***" in scrubbed and not any(p in scrubbed for f in redact.encoded_forms(secret) for p in pieces(f))
     wrapped = "\n".join(textwrap.wrap(base64.b64encode(secret.encode() * 3).decode(), 76))
     assert not any(p in redact.scrub(wrapped) for p in pieces(base64.b64encode(secret.encode()).decode()[4:-4]))
+
+
+def test_a_key_as_a_vendor_shows_it_masked_is_masked_whole_and_prose_is_not():
+    openai_401 = "Incorrect API key provided: sk-proj-" + "*" * 27 + "j1Aa. You can find your API key at https://x."
+    assert redact.scrub(openai_401) == "Incorrect API key provided: ***. You can find your API key at https://x."
+    assert redact.scrub("key sk-ab********** and ********wxyz") == "key *** and ***"
+    prose = "***bold*** ****** a rule, ***** five, x**y"
+    assert redact.scrub(prose) == prose
+
+
+@pytest.mark.parametrize("text", ["a" * 200_000 + " ******", "*" * 200_000, "aaaaa*****" * 40_000,
+                                  ("abc" + "*" * 7 + " ") * 20_000], ids=["word", "stars", "five", "many"])
+def test_the_masked_key_shape_scans_in_linear_time(text):
+    import time
+
+    t0 = time.perf_counter()
+    redact.scrub(text)
+    assert time.perf_counter() - t0 < 1.0  # a backtracking pattern takes minutes on these
+
+
+def test_a_401_that_shows_the_key_masked_leaves_no_end_of_it_in_any_output(sd, monkeypatch):
+    from tests.fakes.openai_server import FakeOpenAI
+
+    key = "sk-proj-" + "Zq9XwTc4Lm7Rb2Hn5Vk8Pd3Fs6Gj1Aa"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with FakeOpenAI() as server:  # OpenAI's words: the first 8 and the last 4 characters shown
+        server.fault("401", path=None, message=f"Incorrect API key provided: {key[:8]}{'*' * (len(key) - 12)}"
+                                               f"{key[-4:]}. You can find your API key at https://platform.openai.com.")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        sd.write("dataset.jsonl", [{"id": i, "input": f"q{i}"} for i in range(3)])
+        sd.suite({"name": "k", "dataset": "dataset.jsonl", "target": {"kind": "model", "model": "gpt-4o-mini"},
+                  "graders": {"q": {"kind": "rubric", "model": "gpt-4o-mini", "prompt": "Score {submission}"}},
+                  "gate": {"metric_key": "q", "op": "gte", "value": 0.5}})
+        assert sd.run() == 1
+    texts = {p.name: p.read_text(encoding="utf-8") for p in (sd.root / "out").iterdir() if p.is_file()}
+    assert "Incorrect API key provided: ***." in texts["summary.json"]
+    leaks = {(name, piece) for name, text in texts.items() for piece in (key[-4:], key[8:12]) if piece in text}
+    assert not leaks, leaks

@@ -6,7 +6,8 @@ Known secrets are the values of environment variables named like secrets (``*_AP
 plus every value a component registers (an http target's header from the environment, a Letta
 ``api_key`` from the suite, the GitHub token read from its pipe). Shapes that are secrets wherever
 they appear are masked too: OpenAI-style and GitHub keys, ``Bearer``/``Basic`` credentials,
-``Authorization``-style header values and the password of a URL.
+``Authorization``-style header values, the password of a URL, and a key as a vendor's error
+shows it masked (``sk-proj-****...j1Aa``: its visible ends are pieces of the key).
 
 Scrubbing comes first because a cut can split a secret: the half that survives the cut no longer
 matches, and would leak.
@@ -56,6 +57,11 @@ _PATTERNS = [
                 r"([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?=[^\s\"',;}\\]*\d)[^\s\"',;}\\]{4,}"),
      r"\1\2" + MASK, ("authorization", "private-token", ("api", ("api-key", "api_key", "apikey")))),
     (re.compile(r"(://[^/\s:@\"\\]*):[^/\s@\"\\]+@"), r"\1:" + MASK + "@", ("@",)),
+    # A key as a vendor shows it masked (OpenAI's 401: "sk-proj-*****...****j1Aa"): its visible ends
+    # are pieces of the key. Six asterisks or more, joined to a word on either side; a match starts
+    # only where a word or a run of asterisks starts, so no text makes it backtrack quadratically.
+    (re.compile(r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]+\*{6,}[A-Za-z0-9_\-]*|(?<![*A-Za-z0-9_\-])\*{6,}[A-Za-z0-9_\-]+"),
+     MASK, ("******",)),
 ]
 _registered: set[str] = set()
 generation = 0
