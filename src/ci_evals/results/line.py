@@ -49,7 +49,7 @@ def encode_line(rec: dict[str, Any]) -> str:
 
 def record_line(rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP) -> tuple[str, dict[str, Any]]:
     """(the JSON line to write, the record as written): :func:`finish_record` at the cost of one
-    ``json.dumps`` for the usual record, which has no long field and nothing to mask."""
+    :func:`encode_line` for the usual record, which has no long field and nothing to mask."""
     _share_submissions(rec)
     line = encode_line(rec)
     if len(line) > cap:  # some field may be over the cap: the slow, exact way
