@@ -173,6 +173,19 @@ def test_aimd_halves_once_per_round_trip_and_grows_by_one_per_window():
     assert (report["concurrency"], report["lowest_concurrency"], report["rejected"], report["calls"]) == (4, 4, 4, 9)
 
 
+def test_seconds_waited_count_the_hold_going_on_now():
+    async def go():
+        ep = Endpoint("e", Limits(max_concurrent=2))
+        held = asyncio.create_task(ep._hold(0.6))  # a paced call, held while the progress line asks
+        await asyncio.sleep(0.3)
+        during = ep.report()["waited_s"]
+        await held
+        return during, ep.report()["waited_s"]
+
+    during, after = run(go())
+    assert 0.25 <= during < 0.6 and 0.55 <= after < 1.0
+
+
 def test_waiting_calls_are_released_in_order_and_one_goes_first_after_a_pause():
     async def go():
         ep = Endpoint("e", Limits(max_concurrent=2))

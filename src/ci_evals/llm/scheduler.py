@@ -180,6 +180,11 @@ class Endpoint:
             if self._holding == 0:
                 self.waited += time.monotonic() - self._held_since
 
+    def waited_so_far(self) -> float:
+        """Seconds any call was held, the hold going on now included (the progress line asks mid-run,
+        when paced calls keep some call held from the first to the last)."""
+        return self.waited + (time.monotonic() - self._held_since if self._holding else 0.0)
+
     def _wake(self) -> None:
         while self.queue and self.in_flight < self._effective():
             fut = self.queue.popleft()
@@ -301,7 +306,7 @@ class Endpoint:
     def report(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "endpoint": self.name, "provider": self.provider, "calls": self.calls,
-            "rejected": self.rejected, "waited_s": round(self.waited, 3),
+            "rejected": self.rejected, "waited_s": round(self.waited_so_far(), 3),
             "max_concurrent": self.cap, "concurrency": int(self.limit), "lowest_concurrency": int(self.min_limit),
         }
         rpm = self.user_rpm or (self.announced.rpm if self.announced else None)
