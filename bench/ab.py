@@ -22,7 +22,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+import bare_client  # noqa: E402
 import run as bench  # noqa: E402
 
 SCENARIOS = {"overhead1000": (1000, 50, 0.1, None), "overhead5000": (5000, 200, 0.1, None),
@@ -58,14 +58,6 @@ def one(tmp: Path, tag: str, scenario: tuple, url: str | None) -> dict:
         proc.wait()
     return {"ratio": f["ratio"], "cpu_s": r["cpu_s"], "wall_s": f["wall_s"], "errored": f["errored_samples"],
             "rejected": f["rejected_calls"]}
-
-
-def bare(scenario: tuple, url: str) -> dict:
-    """bench/bare_client.py's figures for an overhead scenario, on the same server."""
-    n, c, latency, _ = scenario
-    out = subprocess.run([sys.executable, str(HERE / "bare_client.py"), url, str(n), str(c), str(latency)],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out.splitlines()[-1])
 
 
 def spread(values: list[float]) -> str:
@@ -99,7 +91,7 @@ def main() -> int:
                     bare_too = args.bare and table[name][3] is None
                     for tree in order + (["bare"] if bare_too else []):
                         if tree == "bare":
-                            fig = bare(table[name], url)
+                            fig = bare_client.measure(url, *table[name][:3])
                         else:
                             os.environ["PYTHONPATH"] = trees[tree]
                             fig = one(Path(d), f"{name}-{tree}-{rep}", table[name], url)

@@ -51,6 +51,16 @@ async def _run(url: str, n: int, c: int) -> tuple[float, int]:
         return time.perf_counter() - t0, failed
 
 
+def measure(url: str, n: int, c: int, latency: float) -> dict:
+    """This loop's figures, run as its own process (as ci-evals is measured): ratio, wall_s, cpu_s, errored."""
+    import subprocess
+    from pathlib import Path
+
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), url, str(n), str(c), str(latency)],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
 def main(argv: list[str]) -> int:
     url, n, c, latency = argv[0].rstrip("/"), int(argv[1]), int(argv[2]), float(argv[3])
     wall, failed = asyncio.run(_run(url, n, c))

@@ -85,8 +85,12 @@ def bench_overhead(tmp: Path, cases: list[tuple[int, int]], latency: float) -> N
 
     The ideal wall time is 2 * ceil(N / C) * latency: every sample makes two sequential calls and
     C samples are in flight. The server runs in its own process so it does not share our GIL.
+    ``bare_ratio`` is bench/bare_client.py's on the same server: the same calls with no
+    orchestration, what this harness allows any client.
     """
     import math
+
+    import bare_client
 
     from tests.fakes.openai_server import spawn
 
@@ -100,7 +104,7 @@ def bench_overhead(tmp: Path, cases: list[tuple[int, int]], latency: float) -> N
                  {"ideal_s": ideal, "run_s": summary["duration_s"], "process_wall_s": r["wall_s"],
                   "run_ratio": round(summary["duration_s"] / ideal, 3),
                   "process_ratio": round(r["wall_s"] / ideal, 3), "errors": errors,
-                  "peak_rss_mb": r["peak_rss_mb"]})
+                  "peak_rss_mb": r["peak_rss_mb"], "bare_ratio": bare_client.measure(url, n, c, latency)["ratio"]})
     finally:
         proc.kill()
         proc.wait()
