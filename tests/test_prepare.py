@@ -68,6 +68,14 @@ def test_an_openai_llm_prepares_aiohttp_and_a_vendor_llm_its_sdk(monkeypatch):
         transport.preload("openai")
 
 
+def test_a_vendor_sdk_that_breaks_on_import_is_left_for_start_to_report(monkeypatch):
+    def broken(provider):
+        raise AttributeError("module 'httpx' has no attribute 'Timeout'")  # a version clash
+
+    monkeypatch.setattr(transport, "preload_sdk", broken)
+    LLM(provider="anthropic").prepare()  # the run goes on to start(), as before prepare() existed
+
+
 def test_preload_imports_aiohttp_only_on_the_direct_path(monkeypatch):
     monkeypatch.setitem(sys.modules, "aiohttp", None)
     monkeypatch.setattr(transport, "USE_AIOHTTP", False)

@@ -176,8 +176,8 @@ class LLM:
         self.endpoint: Endpoint | None = None
 
     def prepare(self) -> None:
-        """Import aiohttp or the vendor's SDK ahead of :meth:`start` (a missing one is start's ConfigError)."""
-        with contextlib.suppress(ImportError):
+        """Import aiohttp or the vendor's SDK ahead of :meth:`start`; a failing import is start's to report."""
+        with contextlib.suppress(Exception):
             transport.preload(self.provider)
 
     async def start(self) -> None:
