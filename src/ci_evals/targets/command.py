@@ -32,6 +32,8 @@ from ci_evals.targets.io import parse_answer, sample_payload, tail
 POLL_SECONDS = 0.05
 PIPE_GRACE = 1.0
 """Seconds the pipes may stay open after the program exited (a leftover child holding them)."""
+CLOSE_WAIT = 1.0
+"""Seconds to wait for stdin's pipe to report its close (to take its error, if any)."""
 STDERR_KEEP = 64 * 1024
 """Bytes of a program's stderr kept (the end: where the error usually is)."""
 
@@ -131,6 +133,13 @@ async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
         pass  # the program did not read its input: its exit code and output tell the rest
     finally:
         stdin.close()
+        # The pipe's close carries the same error. Python 3.11.2 (Debian 12, the image's) logs it
+        # as "Future exception was never retrieved" with a traceback unless it is awaited.
+        try:
+            async with asyncio.timeout(CLOSE_WAIT):
+                await stdin.wait_closed()
+        except (OSError, TimeoutError):
+            pass
 
 
 async def _finish(proc, readers: list[asyncio.Task]) -> None:
