@@ -281,7 +281,7 @@ class Runner:
         results_path = out / "results.jsonl"
         if self.opts.resume:
             self._load_previous(results_path)
-        for part in [self.suite.target] + [slot.grader for slot in self.suite.graders.values()]:
+        for part in self._parts():
             part.prepare()  # start-up imports (aiohttp, a vendor's SDK): not the samples' time, duration_s
         started = datetime.now(UTC)
         t0 = time.perf_counter()
@@ -321,9 +321,8 @@ class Runner:
         progress.note = lambda: pool.throttling_note(pool.endpoint_reports())
         await self._call_setup()
         try:
-            await self.suite.target.start()
-            for slot in self.suite.graders.values():
-                await slot.grader.start()
+            for part in self._parts():
+                await part.start()
         except ConfigError as exc:  # e.g. no API key: name the suite it belongs to
             if exc.file is None:
                 exc.file, exc.line = str(self.suite.path), self.suite.lines.get(exc.key or "")
@@ -353,17 +352,20 @@ class Runner:
             await asyncio.gather(*workers, return_exceptions=True)
             raise
 
+    def _parts(self) -> list[Any]:
+        """The target, then every grader (Target, Grader): what opens clients and agents, in that order."""
+        return [self.suite.target] + [slot.grader for slot in self.suite.graders.values()]
+
     async def _close(self) -> None:
-        for closer in [self.suite.target.aclose] + [s.grader.aclose for s in self.suite.graders.values()]:
+        for part in self._parts():
             try:
-                await closer()
+                await part.aclose()
             except Exception as exc:  # cleanup problems must not hide the verdict
                 print(scrub(f"warning: cleanup failed: {type(exc).__name__}: {exc}"), file=sys.stderr)
 
     def _report_agents(self) -> None:
         """summary.json ``letta``: agents left on a Letta server (failed deletes) or kept on purpose."""
-        ledgers = [getattr(part, "ledger", None) for part in
-                   [self.suite.target] + [s.grader for s in self.suite.graders.values()]]
+        ledgers = [getattr(part, "ledger", None) for part in self._parts()]
         if any(ledgers):
             block = letta_report([g for g in ledgers if g is not None])
             if block:
