@@ -93,11 +93,10 @@ def test_the_aiohttp_path_trusts_what_the_sdks_http_library_trusts(monkeypatch, 
     import ssl
 
     import certifi
-    from openai import DefaultAioHttpClient
 
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
-    ctx = transport._ssl_context(DefaultAioHttpClient())
+    ctx = transport._ssl_context()
     assert (ctx.verify_mode, ctx.check_hostname) == (ssl.CERT_REQUIRED, True)
     with open(certifi.where(), encoding="ascii") as fh:
         certs = fh.read().count("BEGIN CERTIFICATE")
@@ -106,7 +105,7 @@ def test_the_aiohttp_path_trusts_what_the_sdks_http_library_trusts(monkeypatch, 
     with open(certifi.where(), encoding="ascii") as fh:
         one.write_text("-----BEGIN CERTIFICATE-----" + fh.read().split("-----BEGIN CERTIFICATE-----")[1])
     monkeypatch.setenv("SSL_CERT_FILE", str(one))
-    assert transport._ssl_context(DefaultAioHttpClient()).cert_store_stats()["x509_ca"] == 1
+    assert transport._ssl_context().cert_store_stats()["x509_ca"] == 1
 
 
 @pytest.mark.parametrize("org", [None, "org-123"])

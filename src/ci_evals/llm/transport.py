@@ -222,12 +222,11 @@ def _session(aiohttp: Any, base: str) -> Any:
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
 
 
-def _ssl_context(http_client: Any = None) -> ssl.SSLContext:
+def _ssl_context() -> ssl.SSLContext:
     """The certificates the SDK's own HTTP library trusts (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, then its
-    default store), through that library's public ``create_ssl_context``: the library of
-    ``http_client``, else httpx2 (the SDK's since 2.x), else httpx."""
-    names = [cls.__module__.split(".")[0] for cls in type(http_client).__mro__] if http_client is not None else []
-    for name in [n for n in names if n.startswith("httpx")] or ["httpx2", "httpx"]:
+    default store), through that library's public ``create_ssl_context``: httpx2 (the SDK's since
+    2.x), else httpx."""
+    for name in ("httpx2", "httpx"):
         try:
             lib = sys.modules.get(name) or importlib.import_module(name)
         except ImportError:
