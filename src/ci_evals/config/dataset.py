@@ -129,6 +129,7 @@ class Dataset:
         self.total = 0  # rows in the file, set by scan()
         self.count = 0  # selected samples, set by scan()
         self.unsharded = 0  # selected samples before the shard is taken, set by scan()
+        self.lane: tuple[int, int] | None = None  # (k, n): iterate every n-th selected sample from the k-th
         self._no_id = False  # whether the row parsed last had no 'id'
         self._rubric_files: dict[Path, str] = {}  # rubric_path files, read once each
 
@@ -253,10 +254,14 @@ class Dataset:
                 raise self._err(line, f"cannot read rubric_path '{path}' ({full}): {reason}") from None
         return cache[full]
 
-    def _jsonl(self) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _jsonl(self, lane: tuple[int, int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every row; with ``lane`` (k, n) only every n-th from the k-th, the others not parsed."""
         index = 0
         with self.path.open("rb") as fh:
             for line_no, raw in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""), 1):
+                if lane is not None and index % lane[1] != lane[0] and (raw[:1] == b"{" or raw.lstrip()[:1] == b"{"):
+                    index += 1  # another lane's row, checked by scan(): blank lines and the rest read as below
+                    continue
                 if len(raw) > MAX_LINE_BYTES and len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
                     raise self._err(line_no, f"line longer than {MAX_LINE_BYTES // 2**20} MiB, the limit for one "
                                              "sample (keep large content in files the target reads)")
@@ -316,7 +321,12 @@ class Dataset:
         """Apply tags, then max_samples, then the shard. Reads on past max_samples only when
         validating (``rows`` given), so every row of the file is still checked."""
         taken = 0
-        for line, fields in rows if rows is not None else self._rows():
+        lane, ordinal = (self.lane if rows is None else None), -1  # worker processes (ci_evals.run.lanes)
+        source = rows if rows is not None else self._rows()
+        if lane is not None and self.format == "jsonl" and self.shard is None and self.max_samples is None and \
+                self.sample_ids is None and self.id_match is None and self.sample_tags is None:
+            source, lane = self._jsonl(lane), None  # every row is selected: the other lanes' rows are not parsed
+        for line, fields in source:
             sid = fields["id"]
             if self.sample_ids is not None and str(sid) not in self.sample_ids:
                 continue
@@ -333,6 +343,10 @@ class Dataset:
                 self.unsharded = taken  # samples selected before sharding: merge checks shards add up
             if self.shard is not None and shard_of(sid, self.shard[1]) != self.shard[0] - 1:
                 continue
+            if lane is not None:
+                ordinal += 1
+                if ordinal % lane[1] != lane[0]:
+                    continue
             yield line, fields
 
     def scan(self, on_sample=None) -> int:
@@ -372,6 +386,11 @@ class Dataset:
             raise ConfigError(f"no sample selected{why}", file=str(self.path))
         self.count = count
         return count
+
+    @property
+    def selected(self) -> int:
+        """The samples an iteration yields: :attr:`count`, or this lane's share of it."""
+        return self.count if self.lane is None else len(range(self.lane[0], self.count, self.lane[1]))
 
     def __iter__(self) -> Iterator[Sample]:
         for _, fields in self._selected():

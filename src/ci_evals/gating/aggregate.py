@@ -131,18 +131,21 @@ class Aggregator:
         if self.num_runs == 1:
             self._push(model, outcome, str(rec["sample_id"]))
             return
-        key = (model, str(rec["sample_id"]))
+        self._run((model, str(rec["sample_id"])), outcome)
+
+    def _run(self, key: tuple, outcome: dict[str, tuple[float | None, bool, bool]]) -> None:
+        """One of a sample's ``num_runs`` runs; the last one reduces them."""
         runs = self.pending.setdefault(key, [])
         runs.append(outcome)
         if len(runs) == self.num_runs:
             del self.pending[key]
             self._reduce(key, runs)
 
-    def _group(self, category: str, grader: str | None, message: str | None) -> None:
+    def _group(self, category: str, grader: str | None, message: str | None, n: int = 1) -> None:
         key = (category, grader, str(message))
         if key not in self.error_groups and len(self.error_groups) >= MAX_ERROR_GROUPS:
             key = (category, grader, OTHER_MESSAGES)
-        self.error_groups[key] = self.error_groups.get(key, 0) + 1
+        self.error_groups[key] = self.error_groups.get(key, 0) + n
 
     def error_summary(self) -> dict[str, Any]:
         """summary.json ``errors``: totals, per category, and the distinct messages most frequent first."""
@@ -214,6 +217,49 @@ class Aggregator:
     def models(self) -> list[Any]:
         """The model keys seen (None: the run's one target model), in the order summary.json lists them."""
         return sorted(self.metrics, key=lambda m: "" if m is None else str(m))
+
+    def state(self) -> dict[str, Any]:
+        """Everything fed so far, as plain JSON data: what a worker process hands to the first
+        (ci_evals.run.lanes), which adds it with :meth:`merge`."""
+        return {
+            "records": self.records, "errored_records": self.errored_records,
+            "errors_by_category": self.errors_by_category,
+            "error_groups": [[*key, n] for key, n in self.error_groups.items()],
+            "usage": self.usage, "cache_hits": self.cache_hits, "retries": self.retries, "cost_usd": self.cost_usd,
+            "metrics": [[model, {n: [m.scores.tolist(), m.passed, m.errors] for n, m in per.items()}]
+                        for model, per in self.metrics.items()],
+            "pending": [[model, sid, [{n: list(o) for n, o in run.items()} for run in runs]]
+                        for (model, sid), runs in self.pending.items()],
+            "flaky": self.flaky,
+            "outcomes": None if self.outcomes is None else [[*key, v] for key, v in self.outcomes.items()],
+        }
+
+    def merge(self, state: dict[str, Any]) -> None:
+        """Add another aggregator's :meth:`state` (records of other samples), as if fed here."""
+        self.records += state["records"]
+        self.errored_records += state["errored_records"]
+        for cat, n in state["errors_by_category"].items():
+            self.errors_by_category[cat] = self.errors_by_category.get(cat, 0) + n
+        for cat, grader, message, n in state["error_groups"]:
+            self._group(cat, grader, message, n)
+        for bucket, usage in state["usage"].items():
+            self._usage(bucket, usage)
+        self.cache_hits += state["cache_hits"]
+        self.retries += state["retries"]
+        self._cost(state["cost_usd"])
+        for model, per in state["metrics"]:
+            mine = self.metrics[model]
+            for name, (scores, passed, errors) in per.items():
+                mine[name].scores.extend(scores)
+                mine[name].passed += passed
+                mine[name].errors += errors
+        for model, sid, runs in state["pending"]:  # an interrupted worker's unfinished samples
+            for run in runs:
+                self._run((model, sid), {n: tuple(o) for n, o in run.items()})
+        self.flaky.extend(state["flaky"])
+        if self.outcomes is not None and state["outcomes"] is not None:
+            for model, sid, value in state["outcomes"]:
+                self.outcomes[(model, sid)] = value
 
     def finish(self) -> dict[str, Any]:
         """Aggregates and counts: every metric's aggregate (and each model's, with several).

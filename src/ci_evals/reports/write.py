@@ -2,7 +2,8 @@
 summary.json, summary.md, junit.xml and report.html.
 
 results.jsonl is read once for all three reports: each line, parsed once, feeds the summary's
-digest, junit.xml's testcases and report.html's first pass (100k lines cost one parse, not three).
+digest, junit.xml's testcases and report.html's first pass (100k lines cost one parse, not three);
+a large one once by each of two processes (see :func:`write_outputs`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ci_evals._util import gcpolicy
+from ci_evals._util import forks, gcpolicy
 from ci_evals._util.bounds import dumps
 from ci_evals.reports.digest import Digester
 from ci_evals.reports.html import report_scan, write_report
@@ -19,6 +20,9 @@ from ci_evals.reports.junit import JunitWriter
 from ci_evals.reports.markdown import render_summary_md
 from ci_evals.results.files import Trust, iter_records, records
 from ci_evals.results.writer import write_text
+
+BESIDE_BYTES = 16 << 20
+"""results.jsonl at least this large (about 20,000 lines) has its reports written by two processes."""
 
 
 def iter_results(path: Path) -> Iterator[dict[str, Any]]:
@@ -29,15 +33,41 @@ def iter_results(path: Path) -> Iterator[dict[str, Any]]:
 
 def write_outputs(out: Path, summary: dict[str, Any]) -> None:
     """summary.json, summary.md, junit.xml and report.html in ``out`` (results.jsonl is already
-    there, this run's own), each written whole to a temporary file and renamed, never through a symlink."""
+    there, this run's own), each written whole to a temporary file and renamed, never through a symlink.
+
+    A large results.jsonl (:data:`BESIDE_BYTES`) is read by two processes when the machine has a
+    second core (ci_evals._util.forks): summary.md and junit.xml are written by a forked process
+    while this one writes report.html (each was about half of the reports' time at 100k lines)."""
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "summary.json", dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n")
+    results = out / "results.jsonl"
     with gcpolicy.streaming():
-        digester, junit, page = Digester(), JunitWriter(summary), report_scan(out, summary)
-        for i, rec in iter_records(out / "results.jsonl", Trust.OWN):
-            digester.add(rec)
-            junit.add(rec)
-            page.add(i, rec)
-        write_text(out / "summary.md", render_summary_md(summary, digester.digest))
-        junit.write(out / "junit.xml")
+        if _size(results) < BESIDE_BYTES:
+            page = report_scan(out, summary)
+            _write_md_junit(out, summary, page.add)
+            write_report(out, summary, scan=page)
+            return
+        side = forks.Beside(lambda: _write_md_junit(out, summary))
+        page = report_scan(out, summary)
+        page.feed()
         write_report(out, summary, scan=page)
+        side.join()
+
+
+def _write_md_junit(out: Path, summary: dict[str, Any], also=None) -> None:
+    """summary.md and junit.xml from one pass over results.jsonl (``also(i, rec)``: another reader of each line)."""
+    digester, junit = Digester(), JunitWriter(summary)
+    for i, rec in iter_records(out / "results.jsonl", Trust.OWN):
+        digester.add(rec)
+        junit.add(rec)
+        if also is not None:
+            also(i, rec)
+    write_text(out / "summary.md", render_summary_md(summary, digester.digest))
+    junit.write(out / "junit.xml")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -108,3 +108,4 @@ class Summary(TypedDict, total=False):
     letta: dict[str, Any] | None
     merged_from: list[str]
     partial_reason: str
+    workers: dict[str, Any]  # a run split across worker processes: {processes, failed}

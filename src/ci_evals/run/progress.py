@@ -8,18 +8,26 @@ import time
 from typing import Any
 
 
+def errored(rec: dict[str, Any]) -> bool:
+    """Whether a result record has an error (the sample's or a grade's): the progress line's count."""
+    return bool(rec.get("error")) or any(g.get("error") for g in rec["grades"].values())
+
+
 class Progress:
     """A progress bar on a TTY (rich), plain lines every ~10 % otherwise, nothing when disabled."""
 
-    def __init__(self, total: int, *, enabled: bool) -> None:
+    def __init__(self, total: int, *, enabled: bool, peers: Any = None) -> None:
         self.total = total
         self.done = 0
         self.errors = 0
+        self.peers = peers or (lambda: (0, 0))
+        """(samples done, with errors) in the run's worker processes: counted in, not in :attr:`done`."""
         self.enabled = enabled and total > 0
         self.tty = self.enabled and sys.stderr.isatty()
         self.next_mark = max(1, total // 10)
         self._bar = None
         self._last = time.monotonic()
+        self._shown = 0  # the count the last plain line showed
         self.note: Any = lambda: None  # a line on throttling, when there is one
         if self.tty:
             from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
@@ -34,17 +42,26 @@ class Progress:
         if not self.enabled:
             return
         self.done += 1
-        if rec.get("error") or any(g.get("error") for g in rec["grades"].values()):
-            self.errors += 1
+        self.errors += errored(rec)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Show the count so far (the worker processes' too)."""
+        if not self.enabled:
+            return
+        more, more_errors = self.peers()
+        done, errors = self.done + more, self.errors + more_errors
         if self._bar is not None:
             note = self.note()
-            self._bar.update(self._task, advance=1, description=f"evaluating ({self.errors} errors"
+            self._bar.update(self._task, completed=done, description=f"evaluating ({errors} errors"
                              + (f"; {note})" if note else ")"))
-        elif self.done == self.total or (self.done >= self.next_mark and time.monotonic() - self._last >= 2.0):
+        elif (done == self.total and self._shown < done) or \
+                (done >= self.next_mark and time.monotonic() - self._last >= 2.0):
+            self._shown = done
             note = self.note()
-            print(f"progress: {self.done}/{self.total} samples ({self.errors} with errors"
+            print(f"progress: {done}/{self.total} samples ({errors} with errors"
                   + (f"; {note})" if note else ")"), file=sys.stderr)
-            self.next_mark = self.done + max(1, self.total // 10)
+            self.next_mark = done + max(1, self.total // 10)
             self._last = time.monotonic()
 
     def close(self) -> None:

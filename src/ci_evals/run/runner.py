@@ -30,18 +30,18 @@ from ci_evals.core.trajectory import Trajectory
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.summary import summarize
-from ci_evals.graders.reward import reward_config
 from ci_evals.graders.tool import ToolGrader
 from ci_evals.letta.agents import letta_report
 from ci_evals.llm import pool
 from ci_evals.llm.pool import endpoint_reports
-from ci_evals.results.files import Trust, foreign_shape, iter_records
+from ci_evals.results.files import RESULTS, Trust, foreign_shape, iter_records
 from ci_evals.results.line import record_line
 from ci_evals.results.records import Grade, make_grade
 from ci_evals.results.writer import open_append
 from ci_evals.run.perturn import grade_per_turn
 from ci_evals.run.progress import Progress
 from ci_evals.run.signals import on_signals
+from ci_evals.suite.config_block import suite_config
 from ci_evals.suite.loader import GraderSlot, LoadedSuite
 from ci_evals.usercode import lane as usercode
 
@@ -50,36 +50,6 @@ YIELD_SECONDS = 0.005
 """A worker whose jobs never suspend (replay, built-in graders) hands the loop over this often."""
 
 
-
-
-def suite_config(suite: LoadedSuite) -> dict[str, Any]:
-    """The machine-readable config block of summary.json (what ``merge`` and recomputation need)."""
-    return {
-        "graders": {
-            name: {"label": s.grader.label, "kind": s.grader.spec.kind, "rule": list(s.rule),
-                   "extractor": s.extractor.name}
-            | ({"model": s.grader.spec.model} if isinstance(getattr(s.grader.spec, "model", None), str) else {})
-            for name, s in suite.graders.items()
-        } | reward_config(suite.reward),
-        "gates": [g.model_dump(exclude_none=True) for g in suite.gates],
-        **({"typed_gates": [g.model_dump(exclude_none=True) for g in suite.typed_gates]} if suite.typed_gates else {}),
-        "max_errors": suite.max_errors,
-        "max_error_rate": suite.max_error_rate,
-        "num_runs": suite.spec.num_runs,
-        "reducer": suite.spec.reducer,
-        "target": _target_facts(suite.spec.target),
-    }
-
-
-def _target_facts(target: dict[str, Any]) -> dict[str, Any]:
-    """The target's kind, and the model(s) it runs when it names them (report.html's run facts)."""
-    out: dict[str, Any] = {"kind": target.get("kind")}
-    if isinstance(target.get("model"), str):
-        out["model"] = target["model"]
-    handles = target.get("model_handles")
-    if isinstance(handles, list) and all(isinstance(h, str) for h in handles):
-        out["model_handles"] = handles
-    return out
 
 
 def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> Grade:
@@ -134,6 +104,8 @@ class RunOptions:
     """Seconds one LLM call may stay throttled before it errors (default: the scheduler's)."""
     baseline: Baseline | None = None
     """The run to compare with (``--baseline``): regression gates and the summary's baseline block."""
+    results_name: str = RESULTS
+    """The file in ``output`` this process writes its records to (a worker process: its part file)."""
 
 
 class Runner:
@@ -148,6 +120,7 @@ class Runner:
         self._secrets: list[str] = []
         self._secrets_gen = -1
         self._plan: tuple[list[GraderSlot], bool, bool] | None = None
+        self._resumed = False
 
     def _make_plan(self) -> tuple[list[GraderSlot], bool, bool]:
         """What every job of this run asks of the suite, asked once: (grader slots, all built-in
@@ -167,7 +140,14 @@ class Runner:
 
     def total_jobs(self) -> int:
         models = len(self.suite.target.models())
-        return self.suite.dataset.count * models * self.suite.spec.num_runs - len(self.done_keys)
+        return self.suite.dataset.selected * models * self.suite.spec.num_runs - len(self.done_keys)
+
+    def cpu_only(self) -> bool:
+        """Whether every job is computation in this process alone (recorded outputs, built-in
+        tool graders, no setup script or reward): what worker processes may split (ci_evals.run.lanes)."""
+        builtin_only = (self._plan or self._make_plan())[1]
+        return (self.suite.target.cpu_only and builtin_only and self.suite.setup is None
+                and self.suite.reward is None)
 
     async def _grade_one(self, slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[dict, str]:
         if isinstance(sample.ground_truth, list):  # letta-evals 0.9+: each turn graded on its own
@@ -246,8 +226,13 @@ class Runner:
 
     # -- the run ---------------------------------------------------------------------------------
 
+    def load_previous(self) -> None:
+        """For ``--resume``: feed the records already written, remember which jobs are done (once)."""
+        if self.opts.resume and not self._resumed:
+            self._resumed = True
+            self._load_previous(self.opts.output / RESULTS)
+
     def _load_previous(self, results: Path) -> None:
-        """For ``--resume``: feed the records already written, remember which jobs are done."""
         # The folder may be anything the user named: read it as another run's (a bad line is one
         # error naming it; only a torn last line from a hard kill is skipped, and that job runs again).
         for n, rec in iter_records(results, Trust.OTHER):
@@ -276,11 +261,15 @@ class Runner:
 
     async def execute(self) -> dict[str, Any]:
         """Run every job; write results.jsonl and return the summary (``partial`` if interrupted)."""
+        return self.finish(*await self.run_records())
+
+    async def run_records(self, progress: Progress | None = None) -> tuple[datetime, float, int | None]:
+        """Run every job of this process into its results file: (when it started, its
+        ``perf_counter`` then, the signal that interrupted it or None)."""
         out = self.opts.output
         out.mkdir(parents=True, exist_ok=True)
-        results_path = out / "results.jsonl"
-        if self.opts.resume:
-            self._load_previous(results_path)
+        results_path = out / self.opts.results_name
+        self.load_previous()
         for part in self._parts():
             part.prepare()  # start-up imports (aiohttp, a vendor's SDK): not the samples' time, duration_s
         started = datetime.now(UTC)
@@ -297,7 +286,8 @@ class Runner:
                 self._stopping = True  # workers start no further job
                 loop.call_soon_threadsafe(main_task.cancel)
 
-        progress = Progress(self.total_jobs(), enabled=self.opts.progress)
+        own_progress = progress is None  # a caller's progress line is the caller's to close
+        progress = progress or Progress(self.total_jobs(), enabled=self.opts.progress)
         with on_signals(on_signal), gcpolicy.streaming():
             try:
                 try:
@@ -309,11 +299,16 @@ class Runner:
             finally:
                 fh.flush()
                 fh.close()
-                progress.close()
+                if own_progress:
+                    progress.close()
                 await self._close()
         self._report_agents()
         self._report_endpoints()
-        return self.summarize(started, time.perf_counter() - t0, partial=interrupted is not None,
+        return started, t0, interrupted
+
+    def finish(self, started: datetime, t0: float, interrupted: int | None, *, partial: bool = False) -> dict[str, Any]:
+        """The summary of the records fed so far (``partial`` when interrupted, or when told)."""
+        return self.summarize(started, time.perf_counter() - t0, partial=partial or interrupted is not None,
                               interrupted=signal.Signals(interrupted).name if interrupted is not None else None)
 
     async def _run_all(self, fh, progress: Progress) -> None:

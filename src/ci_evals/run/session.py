@@ -5,7 +5,6 @@ to an exit code. The CLI's ``run`` and the Action both call :func:`run_suite` wi
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from ci_evals.reports.letta_agents import console_lines
 from ci_evals.reports.write import iter_results, write_outputs
 from ci_evals.results.layout import DEFAULT_OUTPUT
 from ci_evals.results.writer import refuse_links
-from ci_evals.run import selection
+from ci_evals.run import lanes, selection
 from ci_evals.run.folderlock import fingerprint, hold
 from ci_evals.run.options import SuiteOptions
 from ci_evals.run.runner import Runner, RunOptions
@@ -89,7 +88,7 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
     lock = hold(out, fingerprint(suite, chosen), resume=resume is not None)
     try:
         with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
-            summary = asyncio.run(runner.execute())
+            summary = lanes.execute(runner)  # in this process, or in one per core when CPU-bound
             held.stopping = bool(summary.get("partial"))
             write_outputs(out, summary)
             if args.shard and suite.dataset.count == 0:

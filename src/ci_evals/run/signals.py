@@ -69,3 +69,11 @@ def held_signals() -> Iterator[Held]:
             yield held
         finally:
             _holding.remove(held)
+
+
+def held_now() -> int | None:
+    """The first signal a :func:`held_signals` block has recorded so far, or None."""
+    for held in _holding:
+        if held.received:
+            return held.received[0]
+    return None

@@ -18,6 +18,9 @@ class Target:
     """
 
     spec_model: ClassVar[type[TargetSpec]] = TargetSpec
+    cpu_only: ClassVar[bool] = False
+    """Runs compute in this process alone (no I/O, no service, no shared state): a CPU-bound run
+    of such a target may be split across worker processes (``ci_evals.run.lanes``)."""
 
     def __init__(self, spec: TargetSpec, ctx: Context) -> None:
         self.spec = spec

@@ -25,6 +25,7 @@ class ReplaySpec(TargetSpec):
 
 class ReplayTarget(Target):
     spec_model = ReplaySpec
+    cpu_only = True  # a lookup in the outputs read at load time
 
     def __init__(self, spec: ReplaySpec, ctx: Context) -> None:
         super().__init__(spec, ctx)

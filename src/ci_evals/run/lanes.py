@@ -1,0 +1,273 @@
+"""Worker processes for a CPU-bound run: recorded outputs graded by built-in tool graders.
+
+Such a run does nothing but compute in this process (no call, no service, no shared limit), so one
+process uses one core: 100,000 replayed samples spent two thirds of their time on one core of two.
+When a run is CPU-bound (:meth:`~ci_evals.run.runner.Runner.cpu_only`), has at least
+:data:`MIN_JOBS` jobs, and the machine (Linux) lets this process use two cores or more, the run is
+split once the suite is loaded and checked: one worker process per usable core (at most
+:data:`MAX_WORKERS`), forked with the loaded suite. Worker k of n takes every n-th selected
+sample from the k-th (each sample's runs and models with it) and writes its records to a part
+file in the output folder; this process runs worker 0 into results.jsonl itself, then appends
+each part's complete lines and feeds them to the one aggregator, as ``--resume`` feeds an
+earlier run's lines. The summary is therefore the same function of the same records; only the
+order of results.jsonl's lines differs (worker by worker), and summary.json's ``workers`` says
+how many processes ran.
+
+Fail closed: a worker that dies (a signal, an internal error) keeps the lines it wrote, the run is
+``partial``, summary.json's ``workers.failed`` and stderr name the worker and how it ended, and
+``--resume`` runs what is missing. A signal to this process reaches the workers too; each stops
+as a single run does, and its lines are kept.
+
+``CI_EVALS_WORKERS=1`` keeps every run in one process; ``CI_EVALS_WORKERS=N`` asks for N worker
+processes for any CPU-bound run, however small (tests use it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import mmap
+import os
+import signal
+import struct
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO, NoReturn
+
+import orjson
+
+from ci_evals._util import forks, gcpolicy
+from ci_evals._util.bounds import orjson_loads
+from ci_evals._util.redact import scrub
+from ci_evals.gating.aggregate import Aggregator
+from ci_evals.results.files import own_loads
+from ci_evals.results.writer import open_append, write_text
+from ci_evals.run.progress import Progress, errored
+from ci_evals.run.runner import Runner
+from ci_evals.run.signals import SIGNALS, held_now
+
+MIN_JOBS = 20_000
+"""Fewer jobs than this run in one process: a fork and a merge cost more than they save."""
+MAX_WORKERS = 8
+_COUNTS = struct.Struct("<qq")  # one slot per worker in a shared page: (samples done, with errors)
+_POLL_S = 0.02
+
+
+def worker_count(runner: Runner) -> int:
+    """How many processes run ``runner``'s jobs: 1 unless the run is CPU-bound (see the module)."""
+    asked = forks.requested()
+    if asked == 1 or not forks.can_fork() or not runner.cpu_only():
+        return 1
+    jobs = runner.total_jobs()
+    if asked is not None:
+        return max(1, min(asked, jobs))
+    if jobs < MIN_JOBS:
+        return 1
+    return max(1, min(forks.usable_cores(), MAX_WORKERS))
+
+
+def execute(runner: Runner) -> dict[str, Any]:
+    """Run every job of ``runner``, in worker processes when that pays; the run's summary."""
+    n = worker_count(runner)
+    if n == 1:
+        return asyncio.run(runner.execute())
+    return _execute_split(runner, n)
+
+
+class _Tally:
+    """A worker's progress line: its counts in the shared page that the first process shows."""
+
+    def __init__(self, shared: mmap.mmap, k: int) -> None:
+        self.shared, self.offset = shared, _COUNTS.size * k
+        self.done = self.errors = 0
+        self.note: Any = lambda: None
+
+    def advance(self, rec: dict[str, Any]) -> None:
+        self.done += 1
+        self.errors += errored(rec)
+        _COUNTS.pack_into(self.shared, self.offset, self.done, self.errors)
+
+    def close(self) -> None:
+        pass
+
+
+def _peer_counts(shared: mmap.mmap, n: int) -> tuple[int, int]:
+    done = errors = 0
+    for k in range(1, n):
+        d, e = _COUNTS.unpack_from(shared, _COUNTS.size * k)
+        done, errors = done + d, errors + e
+    return done, errors
+
+
+def _worker(runner: Runner, k: int, n: int, part: Path, shared: mmap.mmap) -> NoReturn:
+    """Worker k's life in the forked process: its share of the jobs into ``part``; never returns."""
+    code = 3
+    try:
+        runner.suite.dataset.lane = (k, n)
+        runner.opts.results_name = part.name
+        # Its own records only (not those a --resume read before the fork): the state it hands over.
+        runner.agg = Aggregator(runner.config, keep_outcomes=runner.agg.outcomes is not None)
+        _, _, interrupted = asyncio.run(runner.run_records(_Tally(shared, k)))  # type: ignore[arg-type]
+        write_text(_state_file(part), orjson.dumps(runner.agg.state()).decode("utf-8"))  # after every line
+        code = 128 + interrupted if interrupted is not None else 0
+    except BaseException:  # an internal error: the first process reports the worker as failed
+        print(scrub(f"ci-evals worker {k} of {n}: internal error\n{traceback.format_exc()}"), file=sys.stderr)
+    finally:
+        sys.stderr.flush()
+        os._exit(code)  # no cleanup of the first process's state (its lock, its buffers) runs here
+
+
+def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
+    out = runner.opts.output
+    out.mkdir(parents=True, exist_ok=True)
+    runner.load_previous()  # before the fork: every process skips the jobs already done
+    total = runner.total_jobs()
+    shared = mmap.mmap(-1, _COUNTS.size * n)  # anonymous and shared: the workers' counts
+    workers: dict[int, tuple[int, Path]] = {}  # pid -> (k, its part file)
+    sys.stdout.flush()  # what is buffered now must not be written once by each process
+    sys.stderr.flush()
+    try:
+        for k in range(1, n):
+            part = out / f".results.worker-{k}.jsonl"
+            pid = os.fork()
+            if pid == 0:
+                _worker(runner, k, n, part, shared)
+            workers[pid] = (k, part)
+    except OSError as exc:  # no process to be had (EAGAIN, ENOMEM): the whole run here, as if never split
+        _signal(workers, signal.SIGKILL)
+        for pid, (_, part) in workers.items():
+            os.waitpid(pid, 0)
+            part.unlink(missing_ok=True)
+            _state_file(part).unlink(missing_ok=True)
+        print(f"warning: could not start worker processes ({exc.strerror or exc}): the run uses one", file=sys.stderr)
+        return asyncio.run(runner.execute())
+    runner.suite.dataset.lane = (0, n)
+    progress = Progress(total, enabled=runner.opts.progress, peers=lambda: _peer_counts(shared, n))
+    try:
+        try:
+            started, t0, interrupted = asyncio.run(runner.run_records(progress))
+        except BaseException:  # this process failed: stop the workers, keep their lines, report it
+            _signal(workers, signal.SIGTERM)
+            _wait(workers, n, progress)
+            _append_parts(runner, workers)
+            raise
+        if interrupted is not None:
+            _signal(workers, interrupted)
+        failed, stopped_by = _wait(workers, n, progress)
+        _append_parts(runner, workers)
+    finally:
+        progress.close()
+        shared.close()
+    runner.opts.extra_summary["workers"] = {"processes": n, **({"failed": failed} if failed else {})}
+    if failed:  # the verdict's reason: partial, never a pass
+        runner.opts.extra_summary["partial_reason"] = "; ".join(failed) + ": its samples left were not run"
+    for line in failed:
+        print(f"ci-evals: {line}: its samples left were not run (finish with --resume {out})", file=sys.stderr)
+    return runner.finish(started, t0, interrupted if interrupted is not None else stopped_by, partial=bool(failed))
+
+
+def _signal(workers: dict[int, tuple[int, Path]], signum: int) -> None:
+    for pid in workers:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:  # already gone (and waited for below)
+            pass
+
+
+def _wait(workers: dict[int, tuple[int, Path]], n: int, progress: Progress) -> tuple[list[str], int | None]:
+    """Wait for every worker, showing their progress and passing on a signal this process gets:
+    (how each failed worker ended, the signal that stopped a worker or this process meanwhile)."""
+    pending = dict(workers)
+    failed: list[str] = []
+    stopped_by: int | None = None
+    forwarded = False
+    while pending:
+        for pid in list(pending):
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got == 0:
+                continue
+            k, _ = pending.pop(pid)
+            code = os.waitstatus_to_exitcode(status)
+            if code > 128 and code - 128 in SIGNALS:  # stopped by a signal, as a run stops: lines kept
+                stopped_by = stopped_by or code - 128
+            elif code:
+                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+                failed.append(f"worker process {k} of {n} {how}")
+        held = held_now()
+        if held is not None and not forwarded:
+            forwarded = True
+            stopped_by = stopped_by or held
+            _signal(pending, held)
+        progress.refresh()
+        if pending:
+            time.sleep(_POLL_S)
+    return failed, stopped_by
+
+
+def _state_file(part: Path) -> Path:
+    return part.with_suffix(".state.json")
+
+
+def _append_parts(runner: Runner, workers: dict[int, tuple[int, Path]]) -> None:
+    """Each worker's complete lines, worker by worker, appended to results.jsonl, and its records
+    added to the aggregator: from the state it left when it finished, else line by line."""
+    with gcpolicy.streaming(), open_append(runner.opts.output / runner.opts.results_name, truncate=False) as fh:
+        fh.flush()
+        for _, part in sorted(workers.values()):
+            state = _read_state(_state_file(part))
+            lines = _copy_lines(part, fh.buffer)
+            if state is not None and state.get("records") == lines:
+                runner.agg.merge(state)
+            else:  # the worker did not finish (killed): its lines are all there is
+                for rec in _records(part):
+                    runner.agg.add(rec)
+            for path in (part, _state_file(part)):
+                path.unlink(missing_ok=True)
+
+
+def _open(path: Path) -> BinaryIO | None:
+    try:
+        return os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb")
+    except FileNotFoundError:  # the worker ended before it wrote it
+        return None
+
+
+def _read_state(path: Path) -> dict[str, Any] | None:
+    src = _open(path)
+    if src is None:
+        return None
+    with src:
+        state = orjson_loads(src.read())
+    return state if isinstance(state, dict) else None
+
+
+def _copy_lines(part: Path, out: BinaryIO) -> int:
+    """Copy ``part`` up to its last newline (a killed worker's torn last line is left out, and
+    that job runs again with ``--resume``); the number of lines copied."""
+    src = _open(part)
+    if src is None:
+        return 0
+    lines, tail = 0, b""
+    with src:
+        while chunk := src.read(1 << 20):
+            chunk = tail + chunk
+            end = chunk.rfind(b"\n") + 1
+            out.write(chunk[:end])
+            lines += chunk.count(b"\n", 0, end)
+            tail = chunk[end:]
+    return lines
+
+
+def _records(part: Path) -> Iterator[dict[str, Any]]:
+    src = _open(part)
+    if src is None:
+        return
+    with src:
+        for raw in src:
+            if not raw.endswith(b"\n"):
+                return
+            rec = own_loads(raw)
+            if isinstance(rec, dict):
+                yield rec

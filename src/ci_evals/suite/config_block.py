@@ -1,0 +1,38 @@
+"""summary.json's ``config`` block: what a suite asks of its records, for ``merge`` and recomputation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ci_evals.graders.reward import reward_config
+from ci_evals.suite.loader import LoadedSuite
+
+
+def suite_config(suite: LoadedSuite) -> dict[str, Any]:
+    """The machine-readable config block of summary.json (what ``merge`` and recomputation need)."""
+    return {
+        "graders": {
+            name: {"label": s.grader.label, "kind": s.grader.spec.kind, "rule": list(s.rule),
+                   "extractor": s.extractor.name}
+            | ({"model": s.grader.spec.model} if isinstance(getattr(s.grader.spec, "model", None), str) else {})
+            for name, s in suite.graders.items()
+        } | reward_config(suite.reward),
+        "gates": [g.model_dump(exclude_none=True) for g in suite.gates],
+        **({"typed_gates": [g.model_dump(exclude_none=True) for g in suite.typed_gates]} if suite.typed_gates else {}),
+        "max_errors": suite.max_errors,
+        "max_error_rate": suite.max_error_rate,
+        "num_runs": suite.spec.num_runs,
+        "reducer": suite.spec.reducer,
+        "target": _target_facts(suite.spec.target),
+    }
+
+
+def _target_facts(target: dict[str, Any]) -> dict[str, Any]:
+    """The target's kind, and the model(s) it runs when it names them (report.html's run facts)."""
+    out: dict[str, Any] = {"kind": target.get("kind")}
+    if isinstance(target.get("model"), str):
+        out["model"] = target["model"]
+    handles = target.get("model_handles")
+    if isinstance(handles, list) and all(isinstance(h, str) for h in handles):
+        out["model_handles"] = handles
+    return out

@@ -1,0 +1,368 @@
+"""A CPU-bound run split across worker processes (ci_evals.run.lanes), the reports written by two
+processes (ci_evals.reports.write), and what they rest on: dataset lanes, aggregator states, Beside.
+
+The runs go through the CLI in a fresh process: fork is only taken with one thread, which a
+pytest process that ran other tests may not have."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ci_evals.config.dataset import Dataset
+from ci_evals.gating.aggregate import Aggregator
+from tests.conftest import replay_suite
+
+VOLATILE = ("started_at", "finished_at", "duration_s", "workers")
+GRADERS = {"exact": {"kind": "tool", "function": "exact_match"},
+           "has": {"kind": "tool", "function": "contains"},
+           "re": {"kind": "tool", "function": "regex_match", "extractor": "last_turn"}}
+
+
+def _suite(sd, n: int, **extra) -> None:
+    """n samples; every 7th has no recorded output (a target error), every 3rd answers wrong."""
+    sd.write("dataset.jsonl", [{"id": i, "input": f"q{i}", "ground_truth": str(i), "tags": ["odd" if i % 2 else "even"]}
+                               for i in range(n)])
+    sd.write("outputs.jsonl", [{"id": i, "output": f"a {i if i % 3 else i + 1}"} for i in range(n) if i % 7])
+    sd.suite(replay_suite(GRADERS, {"metric_key": "has", "op": "gte", "value": 0.5}, **extra))
+
+
+def _cli(sd, *args: str, workers: int | None, out: str = "out", wait: bool = True):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("CI_EVALS_WORKERS", None)
+    if workers is not None:
+        env["CI_EVALS_WORKERS"] = str(workers)
+    cmd = [sys.executable, "-m", "ci_evals", "run", str(sd.root / "suite.yaml"), "-q", *args]
+    if "--resume" not in args:
+        cmd += ["--output", str(sd.root / out)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not wait:
+        return proc
+    stdout, stderr = proc.communicate(timeout=120)
+    return proc.returncode, stdout, stderr
+
+
+def _records(folder: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    for r in rows:
+        r.pop("duration_s")
+    return sorted(rows, key=lambda r: (r["sample_id"], r["run"]))
+
+
+def _stable(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if k not in VOLATILE}
+
+
+@pytest.mark.parametrize("runs", [1, 3])
+def test_a_split_run_writes_what_one_process_writes(sd, runs):
+    _suite(sd, 300, num_runs=runs)
+    assert _cli(sd, out="one", workers=1)[0] == 1  # 1 in 7 samples errored: over the error budget
+    rc, stdout, stderr = _cli(sd, out="three", workers=3)
+    assert rc == 1, stderr
+    one, three = sd.summary("one"), sd.summary("three")
+    assert three["workers"] == {"processes": 3} and "workers" not in one
+    assert _stable(three) == _stable(one)
+    assert one["records"] == 300 * runs and one["errors"]["samples"] == 43 * runs
+    assert _records(sd.root / "three") == _records(sd.root / "one")
+    assert sorted(p.name for p in (sd.root / "three").iterdir()) == sorted(p.name for p in (sd.root / "one").iterdir())
+    assert stdout.splitlines()[0].startswith("t: ERRORED")
+
+
+def test_a_selection_is_split_the_same_way(sd):
+    _suite(sd, 200)
+    args = ("--sample-tags", "odd", "--max-samples", "60")
+    _cli(sd, *args, out="one", workers=1)
+    _cli(sd, *args, out="two", workers=2)
+    assert sd.summary("two")["workers"] == {"processes": 2}
+    assert _records(sd.root / "two") == _records(sd.root / "one")
+    assert {r["sample_id"] % 2 for r in _records(sd.root / "two")} == {1}
+    assert len(_records(sd.root / "two")) == 60
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def _big_passing_suite(sd, n: int) -> None:
+    sd.write("dataset.jsonl", [{"id": i, "input": f"q{i}", "ground_truth": str(i)} for i in range(n)])
+    sd.write("outputs.jsonl", [{"id": i, "output": f"a {i}"} for i in range(n)])
+    sd.suite(replay_suite(GRADERS, {"metric_key": "has", "op": "gte", "value": 1.0}))
+
+
+def _split_run_under_way(sd, n: int) -> tuple[subprocess.Popen, int]:
+    """A run of ``n`` passing samples in two processes, once both have written records: (the
+    command, its worker's pid)."""
+    _big_passing_suite(sd, n)
+    proc = _cli(sd, workers=2, wait=False)
+    _when_writing(sd, proc)
+    (worker,) = _children(proc.pid)
+    return proc, worker
+
+
+def _when_writing(sd, proc) -> None:
+    """Wait until both processes have written records, then return (the run is not over)."""
+    part, results = sd.root / "out" / ".results.worker-1.jsonl", sd.root / "out" / "results.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if part.exists() and part.stat().st_size > 100_000 and results.exists() and results.stat().st_size > 100_000:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    raise AssertionError("the workers wrote nothing")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the worker through /proc (Linux)")
+def test_a_killed_worker_makes_the_run_partial_and_resume_finishes_it(sd):
+    n = 24_000
+    proc, worker = _split_run_under_way(sd, n)
+    os.kill(worker, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    s = sd.summary()
+    why = "worker process 1 of 2 was killed by SIGKILL"
+    assert (s["verdict"], s["partial"], s["workers"]) == ("partial", True, {"processes": 2, "failed": [why]})
+    assert s["verdict_reason"] == f"{why}: its samples left were not run"
+    assert f"ci-evals: {why}: its samples left were not run (finish with --resume {sd.root / 'out'})" in stderr
+    rows = _records(sd.root / "out")  # every line whole: a torn last line of the worker is not copied
+    assert 0 < len(rows) < n and len({r["sample_id"] for r in rows}) == len(rows) == s["records"]
+    assert [p.name for p in (sd.root / "out").iterdir() if p.name.startswith(".results")] == []
+    rc, _, stderr = _cli(sd, "--resume", str(sd.root / "out"), workers=2)
+    assert rc == 0, stderr
+    rows = _records(sd.root / "out")
+    assert sorted(r["sample_id"] for r in rows) == list(range(n))
+    s = sd.summary()
+    assert (s["verdict"], s["partial"], s["records"], s["workers"]) == ("passed", False, n, {"processes": 2})
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the worker through /proc (Linux)")
+def test_sigterm_to_the_first_process_stops_the_workers_and_keeps_their_lines(sd):
+    n = 24_000
+    proc, worker = _split_run_under_way(sd, n)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    with pytest.raises(ProcessLookupError):  # stopped and waited for
+        os.kill(worker, 0)
+    s = sd.summary()
+    assert (s["verdict"], s["interrupted_by"], s["workers"]) == ("interrupted", "SIGTERM", {"processes": 2})
+    rows = _records(sd.root / "out")
+    ids = [r["sample_id"] for r in rows]
+    assert 0 < len(rows) < n and len(set(ids)) == len(rows) == s["records"]
+    assert {i % 2 for i in ids} == {0, 1}  # both processes' lines
+    assert _cli(sd, "--resume", str(sd.root / "out"), workers=2)[0] == 0
+    assert sorted(r["sample_id"] for r in _records(sd.root / "out")) == list(range(n))
+
+
+def test_a_bad_worker_count_is_an_input_error(sd):
+    _suite(sd, 5)
+    env = {**os.environ, "CI_EVALS_WORKERS": "two"}
+    proc = subprocess.run([sys.executable, "-m", "ci_evals", "run", str(sd.root / "suite.yaml"), "-q",
+                           "--output", str(sd.root / "out")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        "CI_EVALS_WORKERS must be a whole number of processes, at least 1; got 'two'")
+
+
+# ---------------------------------------------------------------- what the split rests on
+
+
+def test_dataset_lanes_split_the_selection_exactly(tmp_path):
+    rows = ['{"input": "a"}', "", '   {"input": "b"}', "\u00a0", '{"input": "c", "tags": ["x"]}',
+            "  ", '{"id": "k", "input": "d", "tags": ["x"]}', '{"input": "e"}', '{"input": "f", "tags": ["x"]}']
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+    def ids(**kw) -> list:
+        ds = Dataset(path, **kw)
+        ds.scan()
+        whole = [s.id for s in ds]
+        parts = []
+        for n in (2, 3):
+            lanes = []
+            for k in range(n):
+                ds.lane = (k, n)
+                lanes.append([s.id for s in ds])
+                assert len(lanes[-1]) == ds.selected
+            ds.lane = None
+            parts.append(lanes)
+            assert sorted(map(str, sum(lanes, []))) == sorted(map(str, whole))
+            assert [lanes[i % n][i // n] for i in range(len(whole))] == whole  # every n-th from the k-th
+        return whole
+
+    assert ids() == [0, 1, 2, "k", 4, 5]  # the unnamed rows keep their ids in every lane
+    assert ids(sample_tags=["x"]) == [2, "k", 5]
+    assert ids(max_samples=4) == [0, 1, 2, "k"]
+
+
+def _rec(i: int, model=None, run=0) -> dict:
+    grades = {"a": {"score": (i % 5) / 4, "passed": i % 5 >= 2, "error": None,
+                    "metadata": {"usage": {"prompt_tokens": i, "completion_tokens": 1}, "cost_usd": 0.25}},
+              "b": {"score": 1.0 if (i + run) % 3 else 0.0, "passed": bool((i + run) % 3), "error": None}}
+    rec = {"sample_id": i, "run": run, "model": model, "grades": grades, "error": None,
+           "usage": {"prompt_tokens": 2, "completion_tokens": 3}, "retries": i % 2}
+    if i % 11 == 0:
+        rec["error"] = {"category": "target", "message": f"boom {i % 4}"}
+        rec["grades"] = {n: {"score": 0.0, "passed": False, "error": "target error"} for n in ("a", "b")}
+    elif i % 13 == 0:
+        rec["grades"]["b"] = {"score": 0.0, "passed": False, "error": f"judge failed {i}", "error_category": "grading"}
+    return rec
+
+
+def _merged(recs: list[dict], config: dict, parts: int) -> tuple[Aggregator, Aggregator]:
+    """(one aggregator fed every record, one merged from the states of ``parts`` fed a share each)."""
+    whole = Aggregator(config, keep_outcomes=True)
+    for r in recs:
+        whole.add(r)
+    merged = Aggregator(config, keep_outcomes=True)
+    for k in range(parts):
+        part = Aggregator(config, keep_outcomes=True)
+        for r in recs:
+            if r["sample_id"] % parts == k:
+                part.add(r)
+        merged.merge(json.loads(json.dumps(part.state())))
+    return whole, merged
+
+
+@pytest.mark.parametrize("runs", [1, 2])
+def test_an_aggregator_merged_from_states_equals_one_fed_everything(runs):
+    config = {"graders": {"a": {"rule": ["gte", 0.5]}, "b": {"rule": ["gte", 1.0]}}, "gates": [],
+              "num_runs": runs, "reducer": "mean", "max_errors": 0, "max_error_rate": None}
+    recs = [_rec(i, model, run) for model in ("m1", "m2") for i in range(120) for run in range(runs)]
+    whole, merged = _merged(recs, config, 3)
+    a, b = whole.finish(), merged.finish()
+    key = lambda f: (f["model"], f["sample_id"], f["metric"])  # noqa: E731
+    a["flaky"], b["flaky"] = sorted(a["flaky"], key=key), sorted(b["flaky"], key=key)
+    assert len(a["errors"]["groups"]) == 13 and (a["metrics"]["a"]["n"], a["metrics"]["a"]["errors"]) == (240, 22)
+    assert b == a
+    assert merged.outcomes == whole.outcomes and merged.usage == whole.usage
+    assert merged.cost_usd == pytest.approx(whole.cost_usd) and merged.retries == whole.retries
+    if runs == 2:
+        assert a["flaky"]
+
+
+def test_the_cap_on_distinct_error_messages_holds_across_a_merge(monkeypatch):
+    monkeypatch.setattr("ci_evals.gating.aggregate.MAX_ERROR_GROUPS", 6)
+    config = {"graders": {"a": {"rule": ["gte", 0.5]}, "b": {"rule": ["gte", 1.0]}}, "gates": [], "num_runs": 1}
+    whole, merged = _merged([_rec(i) for i in range(300)], config, 3)
+    groups = merged.finish()["errors"]["groups"]
+    named = [g for g in groups if g["message"] != "(other distinct messages)"]
+    assert len(named) == 6 and len(groups) == 8  # the rest counted under one line per category and grader
+    assert sum(g["count"] for g in groups) == sum(g["count"] for g in whole.finish()["errors"]["groups"])
+
+
+def test_an_interrupted_workers_unfinished_runs_are_reduced_after_the_merge():
+    config = {"graders": {"a": {"rule": ["gte", 0.5]}, "b": {"rule": ["gte", 1.0]}}, "gates": [],
+              "num_runs": 2, "reducer": "mean"}
+    part, first = Aggregator(config), Aggregator(config)
+    part.add(_rec(1, run=0))  # its second run never came
+    first.merge(json.loads(json.dumps(part.state())))
+    assert list(first.pending) == [(None, "1")]
+    assert first.finish()["n_samples"] == 1
+
+
+def _in_fresh_process(code: str, env: dict | None = None) -> str:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+BESIDE = """
+    import os
+    from ci_evals._util import forks
+    me = os.getpid()
+    def work():
+        if os.environ.get("FAIL") and os.getpid() != me:
+            raise RuntimeError("only in the child")
+        open(os.environ["OUT"], "a").write("parent\\n" if os.getpid() == me else "child\\n")
+    side = forks.Beside(work)
+    forked = side.pid is not None
+    side.join()
+    print(forked, open(os.environ["OUT"]).read().split())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.cpu_count() < 2, reason="forks on Linux with 2 cores")
+def test_beside_does_the_work_in_a_child_and_again_here_when_the_child_failed(tmp_path):
+    out = {"OUT": str(tmp_path / "o"), "CI_EVALS_WORKERS": ""}
+    assert _in_fresh_process(BESIDE, out) == "True ['child']"
+    (tmp_path / "o").unlink()
+    assert _in_fresh_process(BESIDE, {**out, "FAIL": "1"}) == "True ['parent']"
+    (tmp_path / "o").unlink()
+    assert _in_fresh_process(BESIDE, {**out, "CI_EVALS_WORKERS": "1"}) == "False ['parent']"
+
+
+def test_reports_written_by_two_processes_equal_those_written_by_one(sd, tmp_path):
+    _suite(sd, 150)
+    _cli(sd, workers=1)
+    folder = sd.root / "out"
+    before = {n: (folder / n).read_bytes() for n in ("summary.md", "junit.xml", "report.html")}
+    for n in before:
+        (folder / n).unlink()
+    forked = _in_fresh_process(f"""
+        import json
+        from pathlib import Path
+        from ci_evals._util import forks
+        import ci_evals.reports.write as w
+        w.BESIDE_BYTES = 0
+        seen = []
+        real = forks.Beside.__init__
+        def spy(self, work):
+            real(self, work)
+            seen.append(self.pid is not None)
+        forks.Beside.__init__ = spy
+        out = Path({str(folder)!r})
+        w.write_outputs(out, json.loads((out / "summary.json").read_text()))
+        print(seen)
+    """, {"CI_EVALS_WORKERS": ""})
+    assert forked == ("[True]" if sys.platform.startswith("linux") and os.cpu_count() >= 2 else "[False]")
+    assert {n: (folder / n).read_bytes() for n in before} == before
+
+
+def test_when_no_worker_process_can_be_started_the_run_is_done_in_one(sd):
+    _suite(sd, 120)
+    code = f"""
+        import errno, os, sys
+        real, calls = os.fork, []
+        def fork():
+            calls.append(1)
+            if len(calls) == 2:
+                raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+            return real()
+        os.fork = fork
+        from ci_evals.cli.app import main
+        rc = main(["run", {str(sd.root / "suite.yaml")!r}, "-q", "--output", {str(sd.root / "out")!r}])
+        print(rc, len(calls))
+    """
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "CI_EVALS_WORKERS": "3"})
+    assert proc.stdout.strip().splitlines()[-1] == "1 2", proc.stderr
+    assert "warning: could not start worker processes (Resource temporarily unavailable): the run uses one" in proc.stderr
+    s = sd.summary()
+    assert "workers" not in s and s["records"] == 120 and s["errors"]["samples"] == 18
+    assert sorted(r["sample_id"] for r in _records(sd.root / "out")) == list(range(120))
+    assert sorted(p.name for p in (sd.root / "out").iterdir()) == [
+        ".ci-evals-run.json", "junit.xml", "report.html", "results.jsonl", "summary.json", "summary.md"]
+
+
+def test_the_progress_line_counts_the_workers_samples_and_ends_once(capsys):
+    from ci_evals.run.progress import Progress
+
+    peers = [0, 0]
+    progress = Progress(4, enabled=True, peers=lambda: tuple(peers))
+    progress.advance({"grades": {"a": {"error": None}}, "error": None})
+    progress.advance({"grades": {"a": {"error": "judge failed"}}, "error": None})
+    assert capsys.readouterr().err == ""
+    peers[:] = [2, 1]  # the workers' counts, read from their shared page
+    progress.refresh()
+    progress.refresh()
+    assert capsys.readouterr().err == "progress: 4/4 samples (2 with errors)\n"
