@@ -1,6 +1,8 @@
 """Run one ci-evals command in this process; print its wall time, CPU time, peak RSS and exit code as JSON.
 
-CPU time is the whole process's user + system seconds (interpreter start and imports included).
+CPU time is the whole process's user + system seconds (interpreter start and imports included),
+its worker processes' too (a CPU-bound run is split across cores: ci_evals.run.lanes); peak RSS
+is this process's, and ``workers_peak_rss_mb`` the largest worker's (they share pages with it).
 """
 
 import contextlib
@@ -20,5 +22,8 @@ with contextlib.redirect_stdout(io.StringIO()):
     rc = main(sys.argv[1:])
 wall = time.perf_counter() - t0
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"exit": rc, "wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-                  "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}))
+workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = usage.ru_utime + usage.ru_stime + workers.ru_utime + workers.ru_stime
+print(json.dumps({"exit": rc, "wall_s": round(wall, 3), "cpu_s": round(cpu, 2),
+                  "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+                  "workers_peak_rss_mb": round(workers.ru_maxrss / 1024, 1)}))

@@ -47,7 +47,8 @@ def bench_scale(tmp: Path, sizes: list[int]) -> None:
         r = measure(["run", str(suite), "--output", str(tmp / f"out-{n}"), "-q", "--max-concurrent", "50"])
         lines = sum(1 for _ in (tmp / f"out-{n}" / "results.jsonl").open())
         emit("scale", {"samples": n, "graders": 4, "target": "replay"},
-             {"wall_s": r["wall_s"], "peak_rss_mb": r["peak_rss_mb"], "samples_per_s": round(n / r["wall_s"]),
+             {"wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"],
+              "workers_peak_rss_mb": r["workers_peak_rss_mb"], "samples_per_s": round(n / r["wall_s"]),
               "results_lines": lines, "exit": r["exit"]})
 
 

@@ -131,6 +131,7 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
     try:
         for k in range(1, n):
             part = out / f".results.worker-{k}.jsonl"
+            _state_file(part).unlink(missing_ok=True)  # a state left by a run killed outright is not this run's
             pid = os.fork()
             if pid == 0:
                 _worker(runner, k, n, part, shared)
