@@ -366,3 +366,59 @@ def test_the_progress_line_counts_the_workers_samples_and_ends_once(capsys):
     progress.refresh()
     progress.refresh()
     assert capsys.readouterr().err == "progress: 4/4 samples (2 with errors)\n"
+
+
+def _runner(sd, graders=GRADERS, **spec_extra):
+    from ci_evals.run.runner import Runner, RunOptions
+    from ci_evals.suite.loader import load_suite
+
+    return Runner(load_suite(sd.suite(replay_suite(graders, **spec_extra))), RunOptions(output=sd.root / "o"))
+
+
+def test_only_a_run_that_computes_alone_may_be_split(sd):
+    from ci_evals.run.runner import Runner, RunOptions
+    from ci_evals.suite.loader import load_suite
+
+    _suite(sd, 3)
+    assert _runner(sd).cpu_only() is True
+    sd.write("g.py", "def g(sample, submission):\n    return 1.0\n")
+    sd.write("setup.py", "def prepare(suite):\n    pass\n")
+    assert _runner(sd, graders={"py": {"kind": "tool", "function": "g.py:g"}}).cpu_only() is False
+    assert _runner(sd, setup_script="setup.py:prepare").cpu_only() is False
+    command = {"name": "c", "dataset": "dataset.jsonl", "graders": GRADERS,
+               "target": {"kind": "command", "command": [sys.executable, "-c", "print(1)"]}}
+    assert Runner(load_suite(sd.suite(command)), RunOptions(output=sd.root / "o")).cpu_only() is False
+
+
+class _Jobs:
+    def __init__(self, jobs: int, cpu_only: bool = True) -> None:
+        self.jobs, self.cpu = jobs, cpu_only
+
+    def total_jobs(self) -> int:
+        return self.jobs
+
+    def cpu_only(self) -> bool:
+        return self.cpu
+
+
+@pytest.mark.parametrize(("env", "jobs", "cpu_only", "cores", "expected"), [
+    ("", 20_000, True, 2, 2),      # large enough, two cores: one worker per core
+    ("", 19_999, True, 2, 1),      # too small to pay for the fork and the merge
+    ("", 100_000, True, 1, 1),     # one usable core
+    ("", 100_000, True, 64, 8),    # at most MAX_WORKERS
+    ("", 100_000, False, 4, 1),    # calls a model, an agent or a program: one process
+    ("1", 100_000, True, 4, 1),    # asked for one process
+    ("3", 10, True, 2, 3),         # asked for three, however small
+    ("3", 2, True, 2, 2),          # never more workers than jobs
+    ("3", 100, False, 2, 1),       # asking does not split a run that is not CPU-bound
+])
+def test_how_many_worker_processes_a_run_gets(monkeypatch, env, jobs, cpu_only, cores, expected):
+    from ci_evals._util import forks
+    from ci_evals.run import lanes
+
+    monkeypatch.setenv("CI_EVALS_WORKERS", env)
+    monkeypatch.setattr(forks, "can_fork", lambda: True)
+    monkeypatch.setattr(forks, "usable_cores", lambda: cores)
+    assert lanes.worker_count(_Jobs(jobs, cpu_only)) == expected
+    monkeypatch.setattr(forks, "can_fork", lambda: False)  # not Linux, or another thread is running
+    assert lanes.worker_count(_Jobs(jobs, cpu_only)) == 1
