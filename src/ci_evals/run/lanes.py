@@ -163,7 +163,8 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
         shared.close()
     runner.opts.extra_summary["workers"] = {"processes": n, **({"failed": failed} if failed else {})}
     if failed:  # the verdict's reason: partial, never a pass
-        runner.opts.extra_summary["partial_reason"] = "; ".join(failed) + ": its samples left were not run"
+        runner.opts.extra_summary["partial_reason"] = "; ".join(failed) + (
+            ": its samples left were not run" if len(failed) == 1 else ": their samples left were not run")
     for line in failed:
         print(f"ci-evals: {line}: its samples left were not run (finish with --resume {out})", file=sys.stderr)
     return runner.finish(started, t0, interrupted if interrupted is not None else stopped_by, partial=bool(failed))
