@@ -27,11 +27,16 @@ GRADERS = {"exact": {"kind": "tool", "function": "exact_match"},
            "re": {"kind": "tool", "function": "regex_match", "extractor": "last_turn"}}
 
 
+HOSTILE = {5: "key sk-proj-" + "Ab3x" * 12 + " leaked", 8: "lone \ud800 surrogate", 11: "long " * 30_000}
+
+
 def _suite(sd, n: int, **extra) -> None:
-    """n samples; every 7th has no recorded output (a target error), every 3rd answers wrong."""
+    """n samples; every 7th has no recorded output (a target error), every 3rd answers wrong; a
+    secret-shaped answer, a lone surrogate and a field over the cap (HOSTILE) among them."""
     sd.write("dataset.jsonl", [{"id": i, "input": f"q{i}", "ground_truth": str(i), "tags": ["odd" if i % 2 else "even"]}
                                for i in range(n)])
-    sd.write("outputs.jsonl", [{"id": i, "output": f"a {i if i % 3 else i + 1}"} for i in range(n) if i % 7])
+    sd.write("outputs.jsonl", "".join(json.dumps({"id": i, "output": f"a {i if i % 3 else i + 1} {HOSTILE.get(i, '')}"})
+                                      + "\n" for i in range(n) if i % 7))
     sd.suite(replay_suite(GRADERS, {"metric_key": "has", "op": "gte", "value": 0.5}, **extra))
 
 
@@ -72,6 +77,8 @@ def test_a_split_run_writes_what_one_process_writes(sd, runs):
     assert _stable(three) == _stable(one)
     assert one["records"] == 300 * runs and one["errors"]["samples"] == 43 * runs
     assert _records(sd.root / "three") == _records(sd.root / "one")
+    text = (sd.root / "three" / "results.jsonl").read_text()  # each worker masks, cuts and replaces as one process does
+    assert "Ab3xAb3x" not in text and "\\ud800" not in text and "[truncated by ci-evals: " in text
     assert sorted(p.name for p in (sd.root / "three").iterdir()) == sorted(p.name for p in (sd.root / "one").iterdir())
     assert stdout.splitlines()[0].startswith("t: ERRORED")
 
