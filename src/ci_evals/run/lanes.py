@@ -140,8 +140,7 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
         _signal(workers, signal.SIGKILL)
         for pid, (_, part) in workers.items():
             os.waitpid(pid, 0)
-            part.unlink(missing_ok=True)
-            _state_file(part).unlink(missing_ok=True)
+            _discard(part)
         print(f"warning: could not start worker processes ({exc.strerror or exc}): the run uses one", file=sys.stderr)
         return asyncio.run(runner.execute())
     runner.suite.dataset.lane = (0, n)
@@ -212,6 +211,12 @@ def _state_file(part: Path) -> Path:
     return part.with_suffix(".state.json")
 
 
+def _discard(part: Path) -> None:
+    """A worker's part file and its state file, removed once read (or never to be read)."""
+    part.unlink(missing_ok=True)
+    _state_file(part).unlink(missing_ok=True)
+
+
 def _append_parts(runner: Runner, workers: dict[int, tuple[int, Path]]) -> None:
     """Each worker's complete lines, worker by worker, appended to results.jsonl, and its records
     added to the aggregator: from the state it left when it finished, else line by line."""
@@ -225,8 +230,7 @@ def _append_parts(runner: Runner, workers: dict[int, tuple[int, Path]]) -> None:
             else:  # the worker did not finish (killed): its lines are all there is
                 for rec in _records(part):
                     runner.agg.add(rec)
-            for path in (part, _state_file(part)):
-                path.unlink(missing_ok=True)
+            _discard(part)
 
 
 def _open(path: Path) -> BinaryIO | None:
