@@ -176,7 +176,21 @@ def test_a_bad_worker_count_is_an_input_error(sd):
                            "--output", str(sd.root / "out")], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].endswith(
-        "CI_EVALS_WORKERS must be a whole number of processes, at least 1; got 'two'")
+        "CI_EVALS_WORKERS must be a whole number of processes from 1 to 9999; got 'two'")
+
+
+@pytest.mark.parametrize(("value", "shown"), [("0", "'0'"), ("\u00b2", "'\u00b2'"), ("-3", "'-3'"),
+                                              ("12345", "'12345'"), ("7" * 5000, repr("7" * 40))])
+def test_every_bad_worker_count_is_the_same_one_line_error(monkeypatch, value, shown):
+    from ci_evals._util import forks
+    from ci_evals._util.errors import ConfigError
+
+    monkeypatch.setenv("CI_EVALS_WORKERS", value)
+    with pytest.raises(ConfigError) as err:
+        forks.requested()
+    assert str(err.value) == f"CI_EVALS_WORKERS must be a whole number of processes from 1 to 9999; got {shown}"
+    monkeypatch.setenv("CI_EVALS_WORKERS", " \u0663 ")  # an Arabic-Indic three is a decimal digit
+    assert forks.requested() == 3
 
 
 # ---------------------------------------------------------------- what the split rests on

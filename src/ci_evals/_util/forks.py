@@ -24,8 +24,9 @@ def requested() -> int | None:
     text = os.environ.get(ENV, "").strip()
     if not text:
         return None
-    if not text.isdigit() or int(text) < 1:
-        raise ConfigError(f"{ENV} must be a whole number of processes, at least 1; got {text[:40]!r}")
+    # isdecimal, not isdigit: int() refuses "²"; four digits at most: int() refuses 4,300 or more
+    if not text.isdecimal() or len(text) > 4 or int(text) < 1:
+        raise ConfigError(f"{ENV} must be a whole number of processes from 1 to 9999; got {text[:40]!r}")
     return int(text)
 
 
