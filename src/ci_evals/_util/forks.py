@@ -9,10 +9,14 @@ worker processes for a CPU-bound run, however small (ci_evals.run.lanes).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pickle  # noqa: S403 - only this process's own forked child writes the pipe
+import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from ci_evals._util.errors import ConfigError
 
@@ -46,32 +50,61 @@ def allowed() -> bool:
 
 class Beside:
     """``work()`` done in a forked process while this one goes on (when :func:`allowed`); :meth:`join`
-    waits for it. When the fork is not allowed, or the child did not finish its work (an error, a
-    signal), :meth:`join` does the work here instead, where an error is reported as usual."""
+    waits for it and returns what ``work()`` returned (pickled back through a pipe). When the fork
+    is not allowed, or the child did not finish its work (an error, a signal, a value that does not
+    pickle), :meth:`join` does the work here instead, where an error is reported as usual.
+    :meth:`cancel` stops the child when its result is no longer wanted."""
 
-    def __init__(self, work: Callable[[], None]) -> None:
+    def __init__(self, work: Callable[[], Any]) -> None:
         self.work = work
         self.pid: int | None = None
+        self._read = -1
         if not allowed():
             return
         sys.stdout.flush()  # what is buffered now must not be written twice
         sys.stderr.flush()
-        pid = os.fork()
+        read, write = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:  # EAGAIN, ENOMEM: the work is done here, in join()
+            os.close(read)
+            os.close(write)
+            return
         if pid == 0:
             code = 1
             try:
-                work()
+                os.close(read)
+                data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
+                with os.fdopen(write, "wb") as fh:
+                    fh.write(data)
                 code = 0
             except BaseException:  # noqa: S110 - join() does the work again here and reports the error
                 pass
             finally:
                 os._exit(code)  # none of this process's cleanup (its locks, its buffers) runs twice
-        self.pid = pid
+        os.close(write)
+        self.pid, self._read = pid, read
 
-    def join(self) -> None:
+    def join(self) -> Any:
         if self.pid is not None:
+            with os.fdopen(self._read, "rb") as fh:
+                data = fh.read()
             _, status = os.waitpid(self.pid, 0)
-            self.pid, done = None, os.waitstatus_to_exitcode(status) == 0
-            if done:
-                return
-        self.work()
+            self.pid = None
+            if os.waitstatus_to_exitcode(status) == 0:
+                try:
+                    return pickle.loads(data)
+                except Exception:  # noqa: S110 - a torn or odd payload: the work is done here
+                    pass
+        return self.work()
+
+    def cancel(self) -> None:
+        """Stop the child, if one is working (its result is not wanted: this process is failing)."""
+        if self.pid is not None:
+            pid, self.pid = self.pid, None
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.close(self._read)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)

@@ -10,6 +10,7 @@ hash) and no fetch of any kind.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from importlib import resources
 from pathlib import Path
@@ -55,20 +56,15 @@ def _sha256(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
 
 
-def render_report(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
-                  max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES, trust: Trust = Trust.OWN,
-                  scan: Scan | None = None) -> str:
-    """The whole report.html as text; ``scan``: the first pass over the results, already fed
-    (:func:`report_scan`), whose results, baseline and limits then apply."""
+@functools.cache
+def template():
+    """The page's Jinja2 template, compiled once per process (a quarter of a second):
+    :func:`warm` compiles it ahead, while this process would wait anyway."""
     import jinja2
-    from markupsafe import Markup
 
-    if scan is not None:
-        max_rows, max_bytes = scan.max_rows, scan.max_bytes
-    data, details, facts = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes,
-                                      trust=trust, scan=scan)
     env = jinja2.Environment(loader=jinja2.PackageLoader("ci_evals.reports", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
+
     def given(value: Any) -> bool:
         return value is not None and not isinstance(value, jinja2.Undefined)
 
@@ -79,10 +75,29 @@ def render_report(summary: dict[str, Any], results: Path, baseline: Path | None 
     env.filters.update({name: lenient(fn) for name, fn in (
         ("score", md.fmt_score), ("pct", md.fmt_pct), ("interval", md.fmt_interval),
         ("delta", md.fmt_delta), ("cost", md.fmt_cost))})
+    return env.get_template("report.html.j2")
+
+
+def warm() -> None:
+    """Compile the page's template now (see :func:`template`)."""
+    template()
+
+
+def render_report(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
+                  max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES, trust: Trust = Trust.OWN,
+                  scan: Scan | None = None) -> str:
+    """The whole report.html as text; ``scan``: the first pass over the results, already fed
+    (:func:`report_scan`), whose results, baseline and limits then apply."""
+    from markupsafe import Markup
+
+    if scan is not None:
+        max_rows, max_bytes = scan.max_rows, scan.max_bytes
+    data, details, facts = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes,
+                                      trust=trust, scan=scan)
     script, style = _asset("report.js"), _asset("report.css")
     groups = (summary.get("errors") or {}).get("groups")
     models = list(summary.get("models") or {}) or facts["models"]
-    return env.get_template("report.html.j2").render(
+    return template().render(
         s=summary, verdict=_verdict(summary), verdict_words=VERDICT_WORDS, ops=OPS, script=Markup(script), style=Markup(style),
         script_hash=_sha256(script), style_hash=_sha256(style), data=Markup(data), details=Markup(details),
         hist={k: _histogram_svg(v) for k, v in facts["hist"].items()},

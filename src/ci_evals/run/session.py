@@ -14,7 +14,7 @@ from ci_evals._util.errors import ConfigError
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.verdict import exit_code
-from ci_evals.reports import console
+from ci_evals.reports import console, html
 from ci_evals.reports.comment import render_comment
 from ci_evals.reports.letta_agents import console_lines
 from ci_evals.reports.write import iter_results, write_outputs
@@ -48,7 +48,7 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
     suite = load_suite(path, max_samples=args.max_samples, sample_tags=tags, num_runs=args.num_runs,
                        shard=args.shard, cache_dir=False if args.no_cache else None,
                        max_errors=args.max_errors, extra_gates=args.gate,
-                       sample_ids=ids, id_match=id_match)
+                       sample_ids=ids, id_match=id_match, meanwhile=html.warm)
     if from_suite is not None and from_suite != suite.spec.name:
         raise ConfigError(f"--only-failed: this folder holds results of suite {from_suite!r}, not "
                           f"{suite.spec.name!r}", file=str(args.only_failed))

@@ -8,6 +8,7 @@ referring to real graders. ``validate`` and ``run`` share it, so a suite that va
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from ci_evals._util import forks
 from ci_evals._util.errors import ConfigError, did_you_mean
 from ci_evals._util.registry import TARGETS
 from ci_evals._util.text import shorten
@@ -146,6 +148,7 @@ def load_suite(
     extra_gates: list[str] | None = None,
     sample_ids: set[str] | None = None,
     id_match=None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> LoadedSuite:
     """Load and fully validate a suite; raise ConfigError naming file, line and key on any problem.
 
@@ -154,6 +157,8 @@ def load_suite(
     ``max_errors`` (``--max-errors``) sets the error budget of every gate and of the run.
     ``extra_gates`` (``--gate "reward avg_score gte 0.75"``) adds gates to the suite's own.
     ``sample_ids`` / ``id_match`` keep only those samples (``--sample-id``, ``--sample-pattern``).
+    ``meanwhile()``: work to do while another process scans a large dataset, if one does
+    (:data:`SCAN_BESIDE_BYTES`); a failure there is the caller's, raised as usual.
     """
     path = Path(path)
     file = str(path)
@@ -162,7 +167,7 @@ def load_suite(
     try:
         return _load(path, file, raw, lines, offline=offline, max_samples=max_samples, sample_tags=sample_tags,
                      num_runs=num_runs, shard=shard, cache_dir=cache_dir, max_errors=max_errors,
-                     extra_gates=extra_gates, sample_ids=sample_ids, id_match=id_match)
+                     extra_gates=extra_gates, sample_ids=sample_ids, id_match=id_match, meanwhile=meanwhile)
     except ConfigError as exc:
         _locate(exc, file, lines)
         raise
@@ -188,7 +193,7 @@ def _locate(exc: ConfigError, file: str, lines: dict[str, int]) -> None:
 
 def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bool, max_samples, sample_tags,
           num_runs, shard, cache_dir, max_errors=None, extra_gates=None, sample_ids=None,
-          id_match=None) -> LoadedSuite:
+          id_match=None, meanwhile=None) -> LoadedSuite:
     if not isinstance(raw, dict):
         raise ConfigError("a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file)
     translated, dialect = translate(raw, file, lines, offline=offline)  # `raw` stays as the user wrote it
@@ -203,7 +208,24 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
     ctx.suite_raw = raw
     if num_runs is not None:
         spec.num_runs = num_runs
+    selection = {"sample_tags": sample_tags if sample_tags is not None else spec.sample_tags,
+                 "max_samples": max_samples if max_samples is not None else spec.max_samples,
+                 "shard": shard, "sample_ids": sample_ids, "id_match": id_match}
+    early = _scan_beside(ctx.resolve(spec.dataset), selection)
+    try:
+        return _load_parts(path, file, lines, spec, ctx, dialect, selection, early, max_errors=max_errors,
+                           extra_gates=extra_gates, meanwhile=meanwhile)
+    finally:
+        if early is not None:
+            early.cancel()  # joined already, unless something failed first
 
+
+def _load_parts(path: Path, file: str, lines: dict[str, int], spec: SuiteSpec, ctx: Context, dialect,
+                selection: dict[str, Any], early: forks.Beside | None, *, max_errors, extra_gates,
+                meanwhile) -> LoadedSuite:
+    """The rest of :func:`_load`, in the order its errors are reported: setup script, target,
+    graders, gates, then the dataset (scanned here, or adopted from ``early``)."""
+    base = ctx.base_dir
     setup = None
     if spec.setup_script:
         setup = load_object(spec.setup_script, base, key="setup_script")
@@ -261,26 +283,48 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
         raise ConfigError(f"dataset is a folder, expected a .jsonl or .csv file: '{shorten(spec.dataset, 100)}', "
                           f"relative to the suite ({shorten(str(ds_path), 200)})", file=file, key="dataset",
                           line=_line(lines, "dataset"))
-    dataset = Dataset(
-        ds_path,
-        sample_tags=sample_tags if sample_tags is not None else spec.sample_tags,
-        max_samples=max_samples if max_samples is not None else spec.max_samples,
-        shard=shard,
-        sample_ids=sample_ids,
-        id_match=id_match,
-    )
+    dataset = Dataset(ds_path, **selection)
     checkers = [g for g, _ in graders.values() if type(g).check_samples is not Grader.check_samples]
-    if checkers:
+    if checkers:  # they see every selected sample: scanned here
         selected: list = []
         dataset.scan(selected.append)
         for g in checkers:
             g.check_samples(selected)
+    elif early is not None:
+        if meanwhile is not None:
+            meanwhile()
+        dataset.total, dataset.count, dataset.unsharded = early.join()
     else:
         dataset.scan()
 
     suite = LoadedSuite(path, spec, ctx, dataset, target, slots, gates, lines, setup, *budget)
     suite.typed_gates, suite.reward, suite.dialect = typed, reward, dialect.dialect
     return suite
+
+
+SCAN_BESIDE_BYTES = 2 << 20
+"""A dataset file at least this large is scanned by a forked process while this one reads the
+rest of the suite (100k rows: a 0.9 s scan, beside the replay target's 0.45 s for its outputs)."""
+
+
+def _scan_beside(path: Path, selection: dict[str, Any]) -> forks.Beside | None:
+    """The dataset at ``path`` being scanned in another process, to give (rows, selected, selected
+    before the shard), when it is large and a second core is free; else None (scanned in order).
+    Any failure there (a bad row) is found again here, by the scan in order, and reported as usual."""
+    try:
+        if path.suffix.lower() not in (".jsonl", ".csv") or not path.is_file() or \
+                path.stat().st_size < SCAN_BESIDE_BYTES:
+            return None
+    except (OSError, ValueError):  # reported in order, where the dataset is checked
+        return None
+
+    def counts() -> tuple[int, int, int]:
+        dataset = Dataset(path, **selection)
+        dataset.scan()
+        return dataset.total, dataset.count, dataset.unsharded
+
+    side = forks.Beside(counts)
+    return side if side.pid is not None else None
 
 
 def metric_rule(name: str, gspec, gates: list[GateSpec], file: str, lines: dict[str, int]) -> tuple[str, float]:
