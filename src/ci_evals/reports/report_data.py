@@ -183,13 +183,28 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
         flags[name] = flag
         if meta:
             costs.append(meta.get("cost_usd"))
+        # _compact's rule written out (a cut text is kept when it is not empty): four times a line
+        entry = {}
+        value = g.get("error")
+        if value is not None and (value := cut(value)):
+            entry["error"] = value
+        value = g.get("error_category")
+        if value or (value is not False and value == 0):
+            entry["category"] = value
+        value = g.get("rationale")
+        if value is not None and (value := cut(value)):
+            entry["rationale"] = value
         text = subs.get(name)
-        sub = {"ref": first[text]} if isinstance(text, str) and first.get(text, name) != name else cut(text)
-        texts[name] = _compact({"error": cut(g.get("error")), "category": g.get("error_category"),
-                                "rationale": cut(g.get("rationale")), "submission": sub,
-                                "metadata": cut(meta or None)})
+        if isinstance(text, str) and first.get(text, name) != name:
+            entry["submission"] = {"ref": first[text]}
+        elif text is not None and (text := cut(text)):
+            entry["submission"] = text
+        if meta and (meta := cut(meta)):
+            entry["metadata"] = meta
+        if entry:
+            texts[name] = entry
     costs = [c for c in costs if isinstance(c, int | float)]
-    regressed = regs.get(key[:2], set()) | set(base.regressed(key, grades_in))
+    regressed = (regs.get(key[:2], set()) | set(base.regressed(key, grades_in))) if regs or base.grades else ()
     old = base.of(key)
     inp = rec.get("input")
     inputs = {t: i for i, t in enumerate(inp if isinstance(inp, list) else [inp]) if isinstance(t, str) and t}
@@ -212,7 +227,7 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
         "ground_truth": cut(rec.get("ground_truth")),
         "error": {"category": err.get("category"), "message": cut(err.get("message"))}
         if isinstance(err, dict) else cut(err),
-        "grades": _compact(texts), "baseline": old, "usage": _compact(usage), "target": cut(target),
+        "grades": texts, "baseline": old, "usage": _compact(usage), "target": cut(target),
         "turns": [[_message(m, cut, first, inputs) for m in turn] for turn in traj.get("turns") or []],
         "memory": {str(k): cut(v) for k, v in (traj.get("memory_blocks") or {}).items()},
     })
@@ -227,7 +242,12 @@ def _message(m: dict[str, Any], cut: _Cut, submissions: dict[str, str], inputs: 
         text = {"input": inputs[content]}
     else:
         text = cut(content)
-    out: dict[str, Any] = _compact({"role": m.get("role"), "content": text})
+    out: dict[str, Any] = {}  # _compact's rule written out: once a message
+    role = m.get("role")
+    if role or (role is not False and role == 0):
+        out["role"] = role
+    if text or (text is not False and text == 0):
+        out["content"] = text
     if m.get("tool_calls"):
         out["tool_calls"] = [{"id": t.get("id"), "name": _cap(t.get("name"), 200),
                               "arguments": cut(t.get("arguments"))} for t in m["tool_calls"]]
