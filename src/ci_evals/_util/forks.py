@@ -87,7 +87,8 @@ class Beside:
 
     def join(self) -> Any:
         if self.pid is not None:
-            with os.fdopen(self._read, "rb") as fh:
+            fd, self._read = self._read, -1  # the file object owns it now
+            with os.fdopen(fd, "rb") as fh:
                 data = fh.read()
             _, status = os.waitpid(self.pid, 0)
             self.pid = None
@@ -104,7 +105,8 @@ class Beside:
             pid, self.pid = self.pid, None
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
+            if self._read >= 0:
                 os.close(self._read)
+                self._read = -1
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
