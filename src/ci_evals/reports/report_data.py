@@ -96,10 +96,6 @@ def row_key(rec: dict[str, Any]) -> tuple:
     return rec.get("model"), str(rec.get("sample_id")), rec.get("run") or 0
 
 
-def _failing(rec: dict[str, Any]) -> bool:
-    return bool(rec.get("error")) or any(not g.get("passed") for g in (rec.get("grades") or {}).values())
-
-
 def _hits(holder: Any) -> int:
     """LLM calls answered from the cache, as a record (its target) or a grade's metadata counts them."""
     n = holder.get("cache_hits") if isinstance(holder, dict) else None
@@ -183,16 +179,13 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
         flags[name] = flag
         if meta:
             costs.append(meta.get("cost_usd"))
-        # _compact's rule written out (a cut text is kept when it is not empty): four times a line
-        entry = {}
-        value = g.get("error")
-        if value is not None and (value := cut(value)):
+        entry = {}  # _compact's rule written out (a cut text is kept when not empty): four times a line
+        if value := cut(g.get("error")):
             entry["error"] = value
         value = g.get("error_category")
         if value or (value is not False and value == 0):
             entry["category"] = value
-        value = g.get("rationale")
-        if value is not None and (value := cut(value)):
+        if value := cut(g.get("rationale")):
             entry["rationale"] = value
         text = subs.get(name)
         if isinstance(text, str) and first.get(text, name) != name:
