@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -64,3 +68,12 @@ def custom_grade_suite(sd: SuiteDir, result: str) -> None:
     sd.write("dataset.jsonl", [{"id": 1, "input": "q"}])
     sd.write("outputs.jsonl", [{"id": 1, "output": "x"}])
     sd.suite(replay_suite({"g": {"kind": "tool", "function": "g.py:odd"}}, {"op": "gte", "value": 0.5}))
+
+
+def in_fresh_process(code: str, env: dict | None = None) -> str:
+    """What ``code`` (dedented) prints in a new interpreter with ``env`` added: for what needs one
+    thread (fork) or a clean module state. It must exit 0."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
-from tests.conftest import replay_suite
+from tests.conftest import in_fresh_process, replay_suite
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
                                 reason="forks on Linux with 2 cores")
@@ -51,12 +49,8 @@ LOAD = """
 
 
 def _load(sd, limit: int, **kw) -> dict:
-    env = {**os.environ, "LIMIT": str(limit), "KW": json.dumps(kw), "SUITE": str(sd.root / "suite.yaml")}
-    env.pop("CI_EVALS_WORKERS", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(LOAD)], capture_output=True, text=True,
-                          timeout=60, env=env)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return json.loads(in_fresh_process(LOAD, {"LIMIT": str(limit), "KW": json.dumps(kw), "CI_EVALS_WORKERS": "",
+                                              "SUITE": str(sd.root / "suite.yaml")}))
 
 
 def _suite(sd, rows: list, graders: dict | None = None) -> None:
@@ -135,22 +129,24 @@ BESIDE = """
     slow = forks.Beside(lambda: __import__("time").sleep(60))
     child = slow.pid
     slow.cancel()
-    try:
-        os.kill(child, 0)
-        print("alive")
-    except ProcessLookupError:
-        print("gone")
+    if child is None:
+        print("unforked")
+    else:
+        try:
+            os.kill(child, 0)
+            print("alive")
+        except ProcessLookupError:
+            print("gone")
 """
 
 
 def test_beside_returns_the_childs_value_or_computes_it_here_and_cancel_stops_the_child():
     def run(**env):
-        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(BESIDE)], capture_output=True, text=True,
-                              timeout=60, env={**os.environ, "CI_EVALS_WORKERS": "", **env})
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout.split()
+        return in_fresh_process(BESIDE, {"CI_EVALS_WORKERS": "", **env}).split()
 
     total = str(sum(range(50_000)))
     # 50,000 numbers: more than a pipe holds unread; a fork refused (EAGAIN): the work done here
     assert run() == ["None", "child", total, "None", "parent", "gone"]
     assert run(FAIL="1") == ["None", "parent", total, "None", "parent", "gone"]
+    # one process asked for: nothing forked, the work done here when joined
+    assert run(CI_EVALS_WORKERS="1") == ["None", "parent", total, "None", "parent", "unforked"]

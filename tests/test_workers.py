@@ -1,5 +1,6 @@
 """A CPU-bound run split across worker processes (ci_evals.run.lanes), the reports written by two
-processes (ci_evals.reports.write), and what they rest on: dataset lanes, aggregator states, Beside.
+processes (ci_evals.reports.write), and what they rest on: dataset lanes, aggregator states
+(Beside itself: tests/test_scan_beside.py).
 
 The runs go through the CLI in a fresh process: fork is only taken with one thread, which a
 pytest process that ran other tests may not have."""
@@ -19,7 +20,7 @@ import pytest
 
 from ci_evals.config.dataset import Dataset
 from ci_evals.gating.aggregate import Aggregator
-from tests.conftest import replay_suite
+from tests.conftest import in_fresh_process, replay_suite
 
 VOLATILE = ("started_at", "finished_at", "duration_s", "workers")
 GRADERS = {"exact": {"kind": "tool", "function": "exact_match"},
@@ -290,38 +291,6 @@ def test_an_interrupted_workers_unfinished_runs_are_reduced_after_the_merge():
     assert first.finish()["n_samples"] == 1
 
 
-def _in_fresh_process(code: str, env: dict | None = None) -> str:
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **(env or {})})
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
-
-
-BESIDE = """
-    import os
-    from ci_evals._util import forks
-    me = os.getpid()
-    def work():
-        if os.environ.get("FAIL") and os.getpid() != me:
-            raise RuntimeError("only in the child")
-        open(os.environ["OUT"], "a").write("parent\\n" if os.getpid() == me else "child\\n")
-    side = forks.Beside(work)
-    forked = side.pid is not None
-    side.join()
-    print(forked, open(os.environ["OUT"]).read().split())
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux") or os.cpu_count() < 2, reason="forks on Linux with 2 cores")
-def test_beside_does_the_work_in_a_child_and_again_here_when_the_child_failed(tmp_path):
-    out = {"OUT": str(tmp_path / "o"), "CI_EVALS_WORKERS": ""}
-    assert _in_fresh_process(BESIDE, out) == "True ['child']"
-    (tmp_path / "o").unlink()
-    assert _in_fresh_process(BESIDE, {**out, "FAIL": "1"}) == "True ['parent']"
-    (tmp_path / "o").unlink()
-    assert _in_fresh_process(BESIDE, {**out, "CI_EVALS_WORKERS": "1"}) == "False ['parent']"
-
-
 def test_reports_written_by_two_processes_equal_those_written_by_one(sd, tmp_path):
     _suite(sd, 150)
     _cli(sd, workers=1)
@@ -329,7 +298,7 @@ def test_reports_written_by_two_processes_equal_those_written_by_one(sd, tmp_pat
     before = {n: (folder / n).read_bytes() for n in ("summary.md", "junit.xml", "report.html")}
     for n in before:
         (folder / n).unlink()
-    forked = _in_fresh_process(f"""
+    forked = in_fresh_process(f"""
         import json
         from pathlib import Path
         from ci_evals._util import forks
