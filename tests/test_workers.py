@@ -7,6 +7,7 @@ pytest process that ran other tests may not have."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ import pytest
 
 from ci_evals.config.dataset import Dataset
 from ci_evals.gating.aggregate import Aggregator
+from ci_evals.run import lanes
 from tests.conftest import in_fresh_process, replay_suite
 
 VOLATILE = ("started_at", "finished_at", "duration_s", "workers")
@@ -197,32 +199,66 @@ def test_every_bad_worker_count_is_the_same_one_line_error(monkeypatch, value, s
 # ---------------------------------------------------------------- what the split rests on
 
 
-def test_dataset_lanes_split_the_selection_exactly(tmp_path):
+def _passes(ds: Dataset, passes: int):
+    """(pass, sample id) of ``passes`` iterations, as Runner.jobs iterates once per model."""
+    for n in range(passes):
+        for sample in ds:
+            yield n, sample.id
+
+
+def test_dataset_shares_split_the_selection_in_blocks_taken_on_demand(tmp_path, monkeypatch):
     rows = ['{"input": "a"}', "", '   {"input": "b"}', "\u00a0", '{"input": "c", "tags": ["x"]}',
-            "  ", '{"id": "k", "input": "d", "tags": ["x"]}', '{"input": "e"}', '{"input": "f", "tags": ["x"]}']
+            "  ", '{"id": "k", "input": "d", "tags": ["x"]}', '{"input": "e"}', '{"input": "f", "tags": ["x"]}',
+            '{"input": "g"}', '{"input": "h", "tags": ["x"]}']
     path = tmp_path / "d.jsonl"
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    monkeypatch.setattr(lanes, "BLOCKS", 4)
 
-    def ids(**kw) -> list:
+    def split(passes: int, order: list[int], **kw) -> tuple[list, list[list[int]]]:
+        """(the selection, the positions in ``passes`` iterations of it that each of two processes
+        ran), the next sample asked of process ``order[step % len(order)]``. Two Dataset copies
+        share the Share's pipe as two forked processes do."""
         ds = Dataset(path, **kw)
         ds.scan()
         whole = [s.id for s in ds]
-        parts = []
-        for n in (2, 3):
-            lanes = []
-            for k in range(n):
-                ds.lane = (k, n)
-                lanes.append([s.id for s in ds])
-                assert len(lanes[-1]) == ds.selected
-            ds.lane = None
-            parts.append(lanes)
-            assert sorted(map(str, sum(lanes, []))) == sorted(map(str, whole))
-            assert [lanes[i % n][i // n] for i in range(len(whole))] == whole  # every n-th from the k-th
-        return whole
+        share = lanes.Share(ds.count, passes)
+        copies = [Dataset(path, **kw), Dataset(path, **kw)]
+        got: list[list[int]] = [[], []]
+        try:
+            for c in copies:
+                c.count, c.lane = ds.count, copy.copy(share)
+            gens = [_passes(c, passes) for c in copies]
+            done: set[int] = set()
+            step = 0
+            while len(done) < 2:
+                p = order[step % len(order)]
+                p = 1 - p if p in done else p
+                step += 1
+                try:
+                    n, sid = next(gens[p])
+                except StopIteration:
+                    done.add(p)
+                    continue
+                got[p].append(n * len(whole) + whole.index(sid))
+        finally:
+            share.close()
+        return whole, got
 
-    assert ids() == [0, 1, 2, "k", 4, 5]  # the unnamed rows keep their ids in every lane
-    assert ids(sample_tags=["x"]) == [2, "k", 5]
-    assert ids(max_samples=4) == [0, 1, 2, "k"]
+    for kw, expected in (({}, [0, 1, 2, "k", 4, 5, 6, 7]), ({"sample_tags": ["x"]}, [2, "k", 5, 7]),
+                         ({"max_samples": 5}, [0, 1, 2, "k", 4])):
+        for passes in (1, 2, 3):
+            size = -(-len(expected) * passes // 4)  # the passes laid end to end, in 4 blocks
+            for order in ([0], [1], [0, 1], [0, 0, 1], [1, 1, 1, 0]):
+                whole, got = split(passes, order, **kw)
+                assert whole == expected  # the unnamed rows keep their ids in every share
+                assert sorted(got[0] + got[1]) == list(range(len(whole) * passes)), (kw, passes, order)
+                assert got[0] == sorted(got[0]) and got[1] == sorted(got[1])  # in the file's order
+                blocks = [{p // size for p in mine} for mine in got]
+                assert not blocks[0] & blocks[1]  # each block run whole by one process
+                if len(order) == 1:  # a process that asks alone takes everything
+                    assert got[order[0]] == list(range(len(whole) * passes)) and got[1 - order[0]] == []
+                else:  # both took blocks
+                    assert got[0] and got[1]
 
 
 def _rec(i: int, model=None, run=0) -> dict:
@@ -269,6 +305,14 @@ def test_an_aggregator_merged_from_states_equals_one_fed_everything(runs):
     assert merged.cost_usd == pytest.approx(whole.cost_usd) and merged.retries == whole.retries
     if runs == 2:
         assert a["flaky"]
+
+
+def test_a_workers_state_file_is_read_whatever_its_numbers_look_like(tmp_path):
+    state = {"records": 2, "sample": "0" * 40, "big": 12345678901234567890123}  # orjson's reader refuses both
+    path = tmp_path / ".results.worker-1.state.json"
+    path.write_text(json.dumps(state))
+    assert lanes._read_state(path) == state
+    assert lanes._read_state(tmp_path / "absent.json") is None
 
 
 def test_the_cap_on_distinct_error_messages_holds_across_a_merge(monkeypatch):

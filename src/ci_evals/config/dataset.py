@@ -15,11 +15,12 @@ import json
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ci_evals._util.bounds import NOT_READ, loads, quick_loads
 from ci_evals._util.errors import ConfigError
-from ci_evals._util.text import shorten, some_ids
+from ci_evals._util.text import some_ids
+from ci_evals.config.rowerrors import duplicate_id, json_where
 from ci_evals.config.yamlio import regular_file
 from ci_evals.core.sample import Sample
 
@@ -37,28 +38,13 @@ def shard_of(sample_id: int | str, count: int) -> int:
     return zlib.crc32(str(sample_id).encode("utf-8")) % count
 
 
-def _json_where(exc: ValueError, unit: str) -> str:
-    """`` at column 5: Expecting value``: where in the line (or CSV cell) the JSON broke, and why.
+class Lane(Protocol):
+    """The selected samples one of several processes runs (ci_evals.run.lanes.Share): asked about
+    each in increasing order (from 0 again for the next iteration), until ``done``."""
 
-    The JSON parser's own position counts lines inside the text it was given; a JSONL line or a
-    cell is one line of the dataset, so only the column (or character of the cell) is meaningful.
-    """
-    if isinstance(exc, json.JSONDecodeError):
-        pos = exc.colno if unit == "column" else exc.pos + 1
-        return f" at {unit} {pos}{' of the cell' if unit == 'character' else ''}: {exc.msg}"
-    return f": {exc}"
+    done: bool
 
-
-def _duplicate(sid: int | str, no_id: bool, first: int, first_no_id: bool) -> str:
-    """Why a row's id clashes, saying which row had no ``id`` and was given its row index."""
-    shown = shorten(repr(sid))
-    if no_id:
-        return (f"row has no 'id', so its id is its row index {shown}, which line {first} already uses: "
-                "give every row an 'id'")
-    if first_no_id:
-        return (f"duplicate sample id {shown}: line {first} has no 'id', so its id is its row index "
-                f"{shown}: give every row an 'id'")
-    return f"duplicate sample id {shown} (first on line {first})"
+    def owns(self, ordinal: int) -> bool: ...
 
 
 _PLAIN_KEYS = frozenset(("id", "input", "ground_truth", "tags", "metadata"))
@@ -129,7 +115,7 @@ class Dataset:
         self.total = 0  # rows in the file, set by scan()
         self.count = 0  # selected samples, set by scan()
         self.unsharded = 0  # selected samples before the shard is taken, set by scan()
-        self.lane: tuple[int, int] | None = None  # (k, n): iterate every n-th selected sample from the k-th
+        self.lane: Lane | None = None  # which selected samples an iteration yields (worker processes)
         self._no_id = False  # whether the row parsed last had no 'id'
         self._rubric_files: dict[Path, str] = {}  # rubric_path files, read once each
 
@@ -164,7 +150,7 @@ class Dataset:
                     inp = loads(text)
                 except ValueError as exc:
                     raise self._err(line, "'input' looks like a JSON list but is invalid"
-                                    + _json_where(exc, "character")) from None
+                                    + json_where(exc, "character")) from None
         if isinstance(inp, list):
             need(bool(inp) and all(isinstance(x, str) for x in inp),
                  "'input' must be a string or a non-empty list of strings")
@@ -198,7 +184,7 @@ class Dataset:
                 try:
                     value = loads(value)
                 except ValueError as exc:
-                    raise self._err(line, f"'{name}' cell is not valid JSON" + _json_where(exc, "character")) from None
+                    raise self._err(line, f"'{name}' cell is not valid JSON" + json_where(exc, "character")) from None
             need(value is None or isinstance(value, dict), f"'{name}' must be a JSON object")
             return value
 
@@ -254,13 +240,15 @@ class Dataset:
                 raise self._err(line, f"cannot read rubric_path '{path}' ({full}): {reason}") from None
         return cache[full]
 
-    def _jsonl(self, lane: tuple[int, int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Every row; with ``lane`` (k, n) only every n-th from the k-th, the others not parsed."""
+    def _jsonl(self, lane: Lane | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every row; with ``lane`` only the rows it owns (every row selected), the others not parsed."""
         index = 0
         with self.path.open("rb") as fh:
             for line_no, raw in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""), 1):
-                if lane is not None and index % lane[1] != lane[0] and (raw[:1] == b"{" or raw.lstrip()[:1] == b"{"):
-                    index += 1  # another lane's row, checked by scan(): blank lines and the rest read as below
+                if lane is not None and (raw[:1] == b"{" or raw.lstrip()[:1] == b"{") and not lane.owns(index):
+                    if lane.done:
+                        return
+                    index += 1  # another process's row, checked by scan(): blank lines and the rest read as below
                     continue
                 if len(raw) > MAX_LINE_BYTES and len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
                     raise self._err(line_no, f"line longer than {MAX_LINE_BYTES // 2**20} MiB, the limit for one "
@@ -276,7 +264,7 @@ class Dataset:
                     try:
                         row = loads(text.rstrip("\r\n"))  # so an error at the end is in this line
                     except ValueError as exc:  # one position: the file's line, the column in it
-                        raise self._err(line_no, "invalid JSON" + _json_where(exc, "column")) from None
+                        raise self._err(line_no, "invalid JSON" + json_where(exc, "column")) from None
                 if not isinstance(row, dict):
                     raise self._err(line_no, f"each line must be a JSON object, got {type(row).__name__}")
                 yield line_no, self._fields(line_no, index, row, from_csv=False)
@@ -345,7 +333,9 @@ class Dataset:
                 continue
             if lane is not None:
                 ordinal += 1
-                if ordinal % lane[1] != lane[0]:
+                if not lane.owns(ordinal):
+                    if lane.done:
+                        return
                     continue
             yield line, fields
 
@@ -364,7 +354,7 @@ class Dataset:
                 sid = fields["id"]
                 first = seen.setdefault(str(sid), -line if self._no_id else line)
                 if abs(first) != line:
-                    raise self._err(line, _duplicate(sid, self._no_id, abs(first), first < 0))
+                    raise self._err(line, duplicate_id(sid, self._no_id, abs(first), first < 0))
                 yield line, fields
 
         count = 0
@@ -386,11 +376,6 @@ class Dataset:
             raise ConfigError(f"no sample selected{why}", file=str(self.path))
         self.count = count
         return count
-
-    @property
-    def selected(self) -> int:
-        """The samples an iteration yields: :attr:`count`, or this lane's share of it."""
-        return self.count if self.lane is None else len(range(self.lane[0], self.count, self.lane[1]))
 
     def __iter__(self) -> Iterator[Sample]:
         for _, fields in self._selected():

@@ -5,13 +5,15 @@ process uses one core: 100,000 replayed samples spent two thirds of their time o
 When a run is CPU-bound (:meth:`~ci_evals.run.runner.Runner.cpu_only`), has at least
 :data:`MIN_JOBS` jobs, and the machine (Linux) lets this process use two cores or more, the run is
 split once the suite is loaded and checked: one worker process per usable core (at most
-:data:`MAX_WORKERS`), forked with the loaded suite. Worker k of n takes every n-th selected
-sample from the k-th (each sample's runs and models with it) and writes its records to a part
-file in the output folder; this process runs worker 0 into results.jsonl itself, then appends
-each part's complete lines and feeds them to the one aggregator, as ``--resume`` feeds an
-earlier run's lines. The summary is therefore the same function of the same records; only the
-order of results.jsonl's lines differs (worker by worker), and summary.json's ``workers`` says
-how many processes ran.
+:data:`MAX_WORKERS`), forked with the loaded suite. The selected samples are shared out as the
+run goes (:class:`Share`): in blocks of consecutive samples, each taken by the first process
+to ask, so a process on a slower core takes fewer and all of them finish together (cores of a
+shared machine differ in speed from minute to minute: a fixed half each left one core idle for a
+fifth of the run). Each worker writes its records to a part file in the output folder; this
+process runs its own share into results.jsonl, then appends each part's complete lines and
+feeds them to the one aggregator, as ``--resume`` feeds an earlier run's lines. The summary is
+therefore the same function of the same records; only the order of results.jsonl's lines
+differs (worker by worker), and summary.json's ``workers`` says how many processes ran.
 
 Fail closed: a worker that dies (a signal, an internal error) keeps the lines it wrote, the run is
 ``partial``, summary.json's ``workers.failed`` and stderr name the worker and how it ended, and
@@ -39,7 +41,6 @@ from typing import Any, BinaryIO, NoReturn
 import orjson
 
 from ci_evals._util import forks, gcpolicy
-from ci_evals._util.bounds import orjson_loads
 from ci_evals._util.redact import scrub
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.results.files import own_loads
@@ -53,6 +54,54 @@ MIN_JOBS = 20_000
 MAX_WORKERS = 8
 _COUNTS = struct.Struct("<qq")  # one slot per worker in a shared page: (samples done, with errors)
 _POLL_S = 0.02
+BLOCKS = 1024
+"""At most this many blocks of samples are shared out (a block of 100k samples: about 100)."""
+_BLOCK = struct.Struct("<i")
+
+
+class Share:
+    """Which selected samples this process runs, decided as it goes (see the module).
+
+    Every iteration over the dataset (one per model) numbers its selected samples 0, 1, 2...;
+    the iterations laid end to end are cut into blocks of ``block`` samples. The block numbers
+    wait in a pipe, written whole before the fork, in order: reading 4 bytes takes the next block
+    (the kernel gives each read to one reader); an empty pipe with no writer left means none is
+    left. A process holds a block until it moves past it, then takes the next one, skipping the
+    blocks others took meanwhile. A process that dies loses only the block it held.
+    """
+
+    def __init__(self, count: int, passes: int) -> None:
+        self.count = count
+        total = max(1, count * passes)
+        self.block = -(-total // BLOCKS)
+        ids = range(-(-total // self.block))  # at most BLOCKS: 4 KiB, what a pipe's first page holds
+        self.fd, write = os.pipe()
+        try:
+            os.write(write, b"".join(_BLOCK.pack(i) for i in ids))
+        finally:
+            os.close(write)
+        self.passes = 0
+        self.last = -1  # the ordinal asked last: a smaller one starts the next iteration
+        self.held = -1
+        self.done = False
+
+    def owns(self, ordinal: int) -> bool:
+        """Whether this process runs sample ``ordinal`` of the current iteration (asked once each,
+        in increasing order); False and :attr:`done` once every block is taken."""
+        if ordinal <= self.last:
+            self.passes += 1
+        self.last = ordinal
+        wanted = (self.passes * self.count + ordinal) // self.block
+        while self.held < wanted and not self.done:
+            got = os.read(self.fd, _BLOCK.size)
+            if len(got) < _BLOCK.size:
+                self.done = True
+            else:
+                self.held = _BLOCK.unpack(got)[0]
+        return self.held == wanted
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 def worker_count(runner: Runner) -> int:
@@ -105,7 +154,6 @@ def _worker(runner: Runner, k: int, n: int, part: Path, shared: mmap.mmap) -> No
     """Worker k's life in the forked process: its share of the jobs into ``part``; never returns."""
     code = 3
     try:
-        runner.suite.dataset.lane = (k, n)
         runner.opts.results_name = part.name
         # Its own records only (not those a --resume read before the fork): the state it hands over.
         runner.agg = Aggregator(runner.config, keep_outcomes=runner.agg.outcomes is not None)
@@ -126,6 +174,8 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
     total = runner.total_jobs()
     shared = mmap.mmap(-1, _COUNTS.size * n)  # anonymous and shared: the workers' counts
     workers: dict[int, tuple[int, Path]] = {}  # pid -> (k, its part file)
+    dataset = runner.suite.dataset
+    dataset.lane = Share(dataset.count, len(runner.suite.target.models()))
     sys.stdout.flush()  # what is buffered now must not be written once by each process
     sys.stderr.flush()
     try:
@@ -142,8 +192,9 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
             os.waitpid(pid, 0)
             _discard(part)
         print(f"warning: could not start worker processes ({exc.strerror or exc}): the run uses one", file=sys.stderr)
+        dataset.lane.close()
+        dataset.lane = None
         return asyncio.run(runner.execute())
-    runner.suite.dataset.lane = (0, n)
     progress = Progress(total, enabled=runner.opts.progress, peers=lambda: _peer_counts(shared, n))
     try:
         try:
@@ -160,6 +211,8 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
     finally:
         progress.close()
         shared.close()
+        dataset.lane.close()
+        dataset.lane = None
     runner.opts.extra_summary["workers"] = {"processes": n, **({"failed": failed} if failed else {})}
     if failed:  # the verdict's reason: partial, never a pass
         runner.opts.extra_summary["partial_reason"] = "; ".join(failed) + (
@@ -245,7 +298,7 @@ def _read_state(path: Path) -> dict[str, Any] | None:
     if src is None:
         return None
     with src:
-        state = orjson_loads(src.read())
+        state = own_loads(src.read())
     return state if isinstance(state, dict) else None
 
 

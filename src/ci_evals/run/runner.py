@@ -140,7 +140,7 @@ class Runner:
 
     def total_jobs(self) -> int:
         models = len(self.suite.target.models())
-        return self.suite.dataset.selected * models * self.suite.spec.num_runs - len(self.done_keys)
+        return self.suite.dataset.count * models * self.suite.spec.num_runs - len(self.done_keys)
 
     def cpu_only(self) -> bool:
         """Whether every job is computation in this process alone (recorded outputs, built-in
