@@ -402,6 +402,25 @@ def test_the_progress_line_counts_the_workers_samples_and_ends_once(capsys):
     assert capsys.readouterr().err == "progress: 4/4 samples (2 with errors)\n"
 
 
+def test_the_progress_line_shown_while_waiting_for_the_workers_is_not_an_internal_error(sd, capsys):
+    import asyncio
+
+    from ci_evals.run.progress import Progress
+    from ci_evals.run.runner import Runner, RunOptions
+    from ci_evals.suite.loader import load_suite
+
+    _suite(sd, 4)  # sample 0 has no recorded output: an error
+    runner = Runner(load_suite(sd.root / "suite.yaml"), RunOptions(output=sd.root / "o"))
+    peers = [0, 0]
+    progress = Progress(6, enabled=True, peers=lambda: tuple(peers))
+    asyncio.run(runner.run_records(progress))  # this process's share, whose event loop names the line's note
+    capsys.readouterr()
+    peers[:] = [2, 1]  # then, the loop closed, the workers' counts (lanes._wait)
+    progress.refresh()
+    progress.refresh()
+    assert capsys.readouterr().err == "progress: 6/6 samples (2 with errors)\n"
+
+
 def _runner(sd, graders=GRADERS, **spec_extra):
     from ci_evals.run.runner import Runner, RunOptions
     from ci_evals.suite.loader import load_suite

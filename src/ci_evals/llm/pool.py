@@ -71,8 +71,12 @@ def configure(max_concurrent: int | None = None, rates: dict[str, tuple[float | 
 
 
 def endpoint_reports() -> list[dict[str, Any]]:
-    """Every endpoint this event loop called: calls, throttling, the limit it settled on, breaker."""
-    state = _STATES.get(asyncio.get_running_loop())
+    """Every endpoint this event loop called: calls, throttling, the limit it settled on, breaker
+    (none outside a running loop: a split run's progress line while it waits for its workers)."""
+    try:
+        state = _STATES.get(asyncio.get_running_loop())
+    except RuntimeError:
+        return []
     if state is None:
         return []
     return [ep.report() for ep in state.endpoints.values() if ep.calls or ep.stopped]
