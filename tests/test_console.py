@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import heapq
 import io
 import os
+import random
 
 import pytest
 
-from ci_evals.reports.console import failing_lines, use_color
+from ci_evals.reports.console import FailingPass, failing_entries, failing_lines, use_color
 from tests.conftest import replay_suite
 
 DATASET = [{"id": f"s{i:02d}", "input": f"q{i}", "ground_truth": "yes"} for i in range(14)]
@@ -151,6 +153,25 @@ def test_the_list_stops_after_ten_and_says_how_many_more():
     assert lines[0] == "Failing samples: 24 of 30 result lines (24 failures):"
     assert lines[1:] == [f"  FAIL  x{i:02d}  g  0.500  half" for i in range(10)] + \
         ["  and 14 more (results.jsonl, report.html)"]
+
+
+def test_the_failing_pass_fed_line_by_line_keeps_what_heapq_nsmallest_keeps():
+    rng = random.Random(7)
+    rows = [{"sample_id": rng.choice(["a", "b", 3, 10, 11]), "run": rng.randrange(2), "model": rng.choice([None, "m"]),
+             "error": None if rng.random() > 0.1 else {"category": "target", "message": "down"},
+             "grades": {n: {"score": rng.choice([0.0, 0.5, None]), "passed": rng.random() > 0.6, "rationale": str(i),
+                            "error": None if rng.random() > 0.1 else "x"} for n in ("g", "h")}}
+            for i in range(300)]  # the same key many times: the earlier line first, as nsmallest keeps it
+    for limit in (1, 10, 1000):
+        want = heapq.nsmallest(limit, failing_entries(rows, 2), key=lambda e: e[0])
+        gather = FailingPass(2, limit)
+        for row in rows:
+            gather.add(row)
+        tally = gather.tally()
+        assert tally.shown == want and tally.failures == sum(1 for _ in failing_entries(rows, 2))
+        assert tally.samples == len({e[0][:3] for e in failing_entries(rows, 2)})
+        summary = {"records": 300, "num_runs": 2, "metrics": {}}
+        assert failing_lines(summary, (), tally=tally, limit=limit) == failing_lines(summary, rows, limit=limit)
 
 
 def test_repeats_and_models_tell_result_lines_apart():

@@ -354,11 +354,16 @@ def test_reports_written_by_two_processes_equal_those_written_by_one(sd, tmp_pat
             real(self, work)
             seen.append(self.pid is not None)
         forks.Beside.__init__ = spy
+        from ci_evals.reports import console
         out = Path({str(folder)!r})
-        w.write_outputs(out, json.loads((out / "summary.json").read_text()))
-        print(seen)
+        summary = json.loads((out / "summary.json").read_text())
+        tally = w.write_outputs(out, summary, console.FailingPass(1))  # gathered by the forked process
+        same = console.render(summary, color=False, failing=tally) == console.render(summary, w.iter_results(
+            out / "results.jsonl"), color=False)
+        print(seen, same, tally.failures)
     """, {"CI_EVALS_WORKERS": ""})
-    assert forked == ("[True]" if sys.platform.startswith("linux") and os.cpu_count() >= 2 else "[False]")
+    forked_too = sys.platform.startswith("linux") and os.cpu_count() >= 2
+    assert forked == f"[{forked_too}] True 234"  # the console's failing samples came back whole
     assert {n: (folder / n).read_bytes() for n in before} == before
 
 

@@ -11,8 +11,9 @@ cannot move the cursor or recolour the terminal.
 
 from __future__ import annotations
 
-import heapq
+import bisect
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ci_evals._util.text import one_line
@@ -162,34 +163,64 @@ def failing_entries(results: Iterable[dict[str, Any]], num_runs: int = 1) -> Ite
                 yield (*key, f"{i:04d}"), "FAIL", label, name, g.get("score"), g.get("rationale") or ""
 
 
+@dataclass
+class FailingTally:
+    """What :func:`failing_lines` shows: the first failing entries by sample id, and how many
+    failures and failing samples there were in all."""
+
+    shown: list[tuple]
+    failures: int
+    samples: int
+
+
+class FailingPass:
+    """:func:`failing_lines`' pass over the result lines, fed one line at a time (:meth:`add`), so
+    the reports' read of results.jsonl can feed it too (ci_evals.reports.write)."""
+
+    def __init__(self, num_runs: int = 1, limit: int = FAILING_SHOWN) -> None:
+        self.num_runs, self.limit = num_runs, limit
+        self._kept: list[tuple] = []  # (sort key, arrival, entry), sorted: heapq.nsmallest's order
+        self._seen = 0
+        self._samples: set[tuple] = set()
+
+    def add(self, rec: dict[str, Any]) -> None:
+        kept, limit = self._kept, self.limit
+        for entry in failing_entries((rec,), self.num_runs):
+            self._seen += 1
+            self._samples.add(entry[0][:3])
+            if len(kept) < limit or entry[0] < kept[-1][0]:  # an equal key came earlier: it stays ahead
+                bisect.insort(kept, (entry[0], self._seen, entry))
+                del kept[limit:]
+
+    def tally(self) -> FailingTally:
+        return FailingTally([e for _, _, e in self._kept], self._seen, len(self._samples))
+
+
 def failing_lines(summary: dict[str, Any], results: Iterable[dict[str, Any]], *, color: bool = False,
-                  limit: int = FAILING_SHOWN) -> list[str]:
+                  limit: int = FAILING_SHOWN, tally: FailingTally | None = None) -> list[str]:
     """The failing and errored samples, one line per grade, the first ``limit`` by sample id, then
-    "and K more". Streams ``results`` once; memory is bounded by ``limit``."""
-    count = {"n": 0, "samples": set()}
-
-    def counted():
-        for entry in failing_entries(results, int(summary.get("num_runs") or 1)):
-            count["n"] += 1
-            count["samples"].add(entry[0][:3])
-            yield entry
-
-    shown = heapq.nsmallest(limit, counted(), key=lambda e: e[0])
+    "and K more". Streams ``results`` once (unless ``tally`` already holds that pass)."""
+    if tally is None:
+        gather = FailingPass(int(summary.get("num_runs") or 1), limit)
+        for rec in results:
+            gather.add(rec)
+        tally = gather.tally()
+    shown = tally.shown
     if not shown:
         return []
     labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
     rows = [(status, one_line(sample, 60), display_name(labels.get(grader), grader), _num(score))
             for _, status, sample, grader, score, _ in shown]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    n_samples = len(count["samples"])
+    n_samples, failures = tally.samples, tally.failures
     lines = [f"Failing samples: {n_samples} of {summary.get('records', n_samples)} result lines "
-             f"({count['n']} failure{'s' if count['n'] != 1 else ''}):"]
+             f"({failures} failure{'s' if failures != 1 else ''}):"]
     for row, entry in zip(rows, shown, strict=True):
         cells = [paint(row[0], color) + " " * (widths[0] - len(row[0]))] + \
             [row[i].ljust(widths[i]) for i in (1, 2, 3)]
         lines.append(("  " + "  ".join(cells) + "  " + one_line(entry[5], 160)).rstrip())
-    if count["n"] > limit:
-        lines.append(f"  and {count['n'] - limit} more (results.jsonl, report.html)")
+    if failures > len(shown):
+        lines.append(f"  and {failures - len(shown)} more (results.jsonl, report.html)")
     return lines
 
 
@@ -206,8 +237,10 @@ def verdict_line(summary: dict[str, Any], prefix: str = "Verdict: ", color: bool
     return f"{prefix}{paint(word(summary), color)}" + (f" ({reason})" if reason else "")
 
 
-def render(summary: dict[str, Any], results: Iterable[dict[str, Any]] = (), *, color: bool = False) -> str:
-    """Plain-text report of a summary and its result lines (what ``ci-evals run`` prints at the end)."""
+def render(summary: dict[str, Any], results: Iterable[dict[str, Any]] = (), *, color: bool = False,
+           failing: FailingTally | None = None) -> str:
+    """Plain-text report of a summary and its result lines (what ``ci-evals run`` prints at the
+    end); ``failing``: their failing samples, already gathered (the lines are then not read)."""
     from tabulate import tabulate
 
     lines = [
@@ -232,9 +265,9 @@ def render(summary: dict[str, Any], results: Iterable[dict[str, Any]] = (), *, c
     errors = error_lines(summary)
     if errors:
         lines += ["", *errors]
-    failing = failing_lines(summary, results, color=color)
-    if failing:
-        lines += ["", *failing]
+    shown = failing_lines(summary, results, color=color, tally=failing)
+    if shown:
+        lines += ["", *shown]
     if baseline is not None:
         if baseline.get("missing"):
             lines.append(f"Baseline: none ({baseline['missing']})")

@@ -14,6 +14,7 @@ from typing import Any
 
 from ci_evals._util import forks, gcpolicy
 from ci_evals._util.bounds import dumps
+from ci_evals.reports.console import FailingPass, FailingTally
 from ci_evals.reports.digest import Digester
 from ci_evals.reports.html import report_scan, write_report
 from ci_evals.reports.junit import JunitWriter
@@ -32,39 +33,47 @@ def iter_results(path: Path) -> Iterator[dict[str, Any]]:
     return records(path, Trust.OWN)
 
 
-def write_outputs(out: Path, summary: dict[str, Any]) -> None:
+def write_outputs(out: Path, summary: dict[str, Any], failing: FailingPass | None = None) -> FailingTally | None:
     """summary.json, summary.md, junit.xml and report.html in ``out`` (results.jsonl is already
     there, this run's own), each written whole to a temporary file and renamed, never through a symlink.
 
     A large results.jsonl (:data:`BESIDE_BYTES`) is read by two processes when the machine has a
     second core (ci_evals._util.forks): summary.md and junit.xml are written by a forked process
-    while this one writes report.html (each was about half of the reports' time at 100k lines)."""
+    while this one writes report.html (each was about half of the reports' time at 100k lines).
+
+    ``failing``: the console's failing samples, gathered in the same read (a large results.jsonl
+    read once more for them took 1-2 s at 100k lines); returns what it gathered."""
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "summary.json", dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n")
     results = out / "results.jsonl"
     with gcpolicy.streaming():
         if _size(results) < BESIDE_BYTES:
             page = report_scan(out, summary)
-            _write_md_junit(out, summary, page.add)
+            tally = _write_md_junit(out, summary, page.add, failing)
             write_report(out, summary, scan=page)
-            return
-        side = forks.Beside(lambda: _write_md_junit(out, summary))
+            return tally
+        side = forks.Beside(lambda: _write_md_junit(out, summary, failing=failing))
         page = report_scan(out, summary)
         page.feed()
         write_report(out, summary, scan=page)
-        side.join()
+        return side.join()
 
 
-def _write_md_junit(out: Path, summary: dict[str, Any], also=None) -> None:
-    """summary.md and junit.xml from one pass over results.jsonl (``also(i, rec)``: another reader of each line)."""
+def _write_md_junit(out: Path, summary: dict[str, Any], also=None,
+                    failing: FailingPass | None = None) -> FailingTally | None:
+    """summary.md and junit.xml from one pass over results.jsonl (``also(i, rec)``: another reader
+    of each line; ``failing``: the console's, whose tally is returned)."""
     digester, junit = Digester(), JunitWriter(summary)
     for i, rec in iter_records(out / "results.jsonl", Trust.OWN):
         digester.add(rec)
         junit.add(rec)
         if also is not None:
             also(i, rec)
+        if failing is not None:
+            failing.add(rec)
     write_text(out / "summary.md", render_summary_md(summary, digester.digest))
     junit.write(out / "junit.xml")
+    return failing.tally() if failing is not None else None
 
 
 def _size(path: Path) -> int:

@@ -90,14 +90,15 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
         with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
             summary = lanes.execute(runner)  # in this process, or in one per core when CPU-bound
             held.stopping = bool(summary.get("partial"))
-            write_outputs(out, summary)
+            failing = None if args.quiet else console.FailingPass(int(summary.get("num_runs") or 1))
+            failing = write_outputs(out, summary, failing)  # the console's failing samples, in the same read
             if args.shard and suite.dataset.count == 0:
                 print(f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
                       f"gate here (merge the shards for the verdict). Results: {out}/")
                 return 0, summary, out
             color = console.use_color(sys.stdout)
             if not args.quiet:
-                print(console.render(summary, iter_results(out / "results.jsonl"), color=color))
+                print(console.render(summary, color=color, failing=failing))
             else:
                 print(console.verdict_line(summary, prefix=f"{summary['suite']}: ", color=color))
             print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)")
