@@ -25,7 +25,7 @@ from ci_evals.graders.extractors import BUILTINS
 from ci_evals.graders.tool import BUILTIN_FUNCTIONS
 from ci_evals.reports import console
 from ci_evals.reports.html import write_report
-from ci_evals.reports.write import iter_results, write_outputs
+from ci_evals.reports.write import write_outputs
 from ci_evals.results.files import (
     RESULTS,
     Trust,
@@ -208,8 +208,8 @@ def cmd_merge(args: Namespace) -> int:
         summary = summarize(None, config, agg, started=started, duration=duration,
                                 partial=bool(missing), extra=extra, baseline=baseline)
     with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
-        write_outputs(args.output, summary)
-    print(console.render(summary, iter_results(args.output / "results.jsonl"), color=console.use_color(sys.stdout)))
+        failing = write_outputs(args.output, summary, console.FailingPass(int(summary.get("num_runs") or 1)))
+    print(console.render(summary, color=console.use_color(sys.stdout), failing=failing))
     if args.dry_run:
         print_comment(summary, args.output)
     return exit_code(summary)
