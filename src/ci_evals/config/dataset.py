@@ -64,7 +64,7 @@ def _plain_row(row: dict[str, Any], index: int) -> dict[str, Any] | None:
     elif not (sid.__class__ is int or sid.__class__ is str):
         return None
     tags = row.get("tags") or []
-    if tags.__class__ is not list or not all(t.__class__ is str for t in tags):
+    if tags.__class__ is not list or (tags and not all(t.__class__ is str for t in tags)):  # no generator for []
         return None
     meta = row.get("metadata")
     if meta is not None and (meta.__class__ is not dict or any(k in meta for k in NESTED)):
