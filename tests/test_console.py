@@ -162,7 +162,7 @@ def test_the_failing_pass_fed_line_by_line_keeps_what_heapq_nsmallest_keeps():
              "grades": {n: {"score": rng.choice([0.0, 0.5, None]), "passed": rng.random() > 0.6, "rationale": str(i),
                             "error": None if rng.random() > 0.1 else "x"} for n in ("g", "h")}}
             for i in range(300)]  # the same key many times: the earlier line first, as nsmallest keeps it
-    for limit in (1, 10, 1000):
+    for limit in (0, 1, 10, 1000):
         want = heapq.nsmallest(limit, failing_entries(rows, 2), key=lambda e: e[0])
         gather = FailingPass(2, limit)
         for row in rows:

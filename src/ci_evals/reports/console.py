@@ -188,7 +188,7 @@ class FailingPass:
         for entry in failing_entries((rec,), self.num_runs):
             self._seen += 1
             self._samples.add(entry[0][:3])
-            if len(kept) < limit or entry[0] < kept[-1][0]:  # an equal key came earlier: it stays ahead
+            if len(kept) < limit or (kept and entry[0] < kept[-1][0]):  # an equal key came earlier: it stays ahead
                 bisect.insort(kept, (entry[0], self._seen, entry))
                 del kept[limit:]
 

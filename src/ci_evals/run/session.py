@@ -90,8 +90,8 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
         with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
             summary = lanes.execute(runner)  # in this process, or in one per core when CPU-bound
             held.stopping = bool(summary.get("partial"))
-            failing = None if args.quiet else console.FailingPass(int(summary.get("num_runs") or 1))
-            failing = write_outputs(out, summary, failing)  # the console's failing samples, in the same read
+            gather = None if args.quiet else console.FailingPass(int(summary.get("num_runs") or 1))
+            failing = write_outputs(out, summary, gather)  # the console's failing samples, in the same read
             if args.shard and suite.dataset.count == 0:
                 print(f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
                       f"gate here (merge the shards for the verdict). Results: {out}/")
