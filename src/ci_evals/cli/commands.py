@@ -208,7 +208,7 @@ def cmd_merge(args: Namespace) -> int:
         summary = summarize(None, config, agg, started=started, duration=duration,
                                 partial=bool(missing), extra=extra, baseline=baseline)
     with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
-        failing = write_outputs(args.output, summary, console.FailingPass(int(summary.get("num_runs") or 1)))
+        failing = write_outputs(args.output, summary, console.FailingPass.of(summary))
     print(console.render(summary, color=console.use_color(sys.stdout), failing=failing))
     if args.dry_run:
         print_comment(summary, args.output)

@@ -183,6 +183,11 @@ class FailingPass:
         self._seen = 0
         self._samples: set[tuple] = set()
 
+    @classmethod
+    def of(cls, summary: dict[str, Any], limit: int = FAILING_SHOWN) -> FailingPass:
+        """The pass for the result lines of the run ``summary`` describes (its ``num_runs``)."""
+        return cls(int(summary.get("num_runs") or 1), limit)
+
     def add(self, rec: dict[str, Any]) -> None:
         kept, limit = self._kept, self.limit
         for entry in failing_entries((rec,), self.num_runs):
@@ -201,7 +206,7 @@ def failing_lines(summary: dict[str, Any], results: Iterable[dict[str, Any]], *,
     """The failing and errored samples, one line per grade, the first ``limit`` by sample id, then
     "and K more". Streams ``results`` once (unless ``tally`` already holds that pass)."""
     if tally is None:
-        gather = FailingPass(int(summary.get("num_runs") or 1), limit)
+        gather = FailingPass.of(summary, limit)
         for rec in results:
             gather.add(rec)
         tally = gather.tally()

@@ -90,7 +90,7 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
         with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
             summary = lanes.execute(runner)  # in this process, or in one per core when CPU-bound
             held.stopping = bool(summary.get("partial"))
-            gather = None if args.quiet else console.FailingPass(int(summary.get("num_runs") or 1))
+            gather = None if args.quiet else console.FailingPass.of(summary)
             failing = write_outputs(out, summary, gather)  # the console's failing samples, in the same read
             if args.shard and suite.dataset.count == 0:
                 print(f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
