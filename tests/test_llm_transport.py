@@ -76,7 +76,7 @@ def test_a_proxy_from_the_environment_goes_through_the_sdks_own_client(openai_se
     used, content, _ = one_call(openai_server.url)
     assert used is True  # the host is in NO_PROXY: direct
     monkeypatch.setenv("NO_PROXY", "example.invalid")
-    assert transport._session(__import__("aiohttp"), openai_server.url) is None
+    assert transport._session(__import__("aiohttp"), openai_server.url, {}) is None
 
 
 def test_a_url_with_userinfo_goes_through_httpx(openai_server, monkeypatch):  # noqa: F811

@@ -123,9 +123,10 @@ def make_client(url: str | None, key: str, timeout: float) -> Client:
             import aiohttp  # (the extra that the SDK's DefaultAioHttpClient needs)
         except ImportError:
             aiohttp = None
-        session = _session(aiohttp, base) if aiohttp is not None else None
+        headers = sdk_headers(key)
+        session = _session(aiohttp, base, headers) if aiohttp is not None else None
     if session is not None:
-        client.direct = _Direct(base, sdk_headers(key), session)
+        client.direct = _Direct(base, headers, session)
         return client
     http_client = _http_client(timeout, aiohttp=USE_AIOHTTP and not has_userinfo)
     sdk = client._sdk = _sdk_client(url, key, timeout, http_client)
@@ -208,8 +209,10 @@ def _arch() -> str:
     return f"other:{machine}" if machine else "unknown"
 
 
-def _session(aiohttp: Any, base: str) -> Any:
-    """An aiohttp session for ``base``, or None when a proxy from the environment applies to it."""
+def _session(aiohttp: Any, base: str, headers: dict[str, str]) -> Any:
+    """An aiohttp session for ``base`` sending ``headers`` with every call (the session's own: merged
+    once a call, not converted from a dict each time), or None when a proxy from the environment
+    applies to it."""
     host = urllib.parse.urlsplit(base).hostname or ""
     proxies = urllib.request.getproxies()
     if proxies and not urllib.request.proxy_bypass(host) and any(
@@ -219,7 +222,7 @@ def _session(aiohttp: Any, base: str) -> Any:
     # No connection cap here: the endpoint's scheduler bounds calls in flight. No aiohttp timeout:
     # LLM bounds each attempt as a whole.
     connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S, ssl=ctx if ctx is not None else True)
-    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None), headers=headers)
 
 
 def _ssl_context() -> ssl.SSLContext:
@@ -284,7 +287,13 @@ async def post(client: Client, path: str, body: dict[str, Any], base_url: str, t
 
 
 async def _aiohttp_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
-    async with direct.session.post(direct.base + path, data=payload, headers=direct.headers) as response:
+    async with direct.session.post(direct.base + path, data=payload) as response:  # the session's headers
+        headers = response.headers
+        declared = headers.get("content-length")
+        if declared is not None and "content-encoding" not in headers and declared.isascii() and \
+                declared.isdigit() and int(declared) <= MAX_RESPONSE_BYTES:
+            # aiohttp reads the announced bytes and no more (a compressed body may grow: read capped)
+            return response.status, await response.read(), headers
         raw = await _capped(response.content.iter_any(), response.headers, response.status)
         return response.status, raw, response.headers
 
