@@ -143,4 +143,15 @@ print(f"WordNet {wn.get_version()}, METEOR {score:.3f}")
 ' >"$work/wordnet.log" 2>&1 || { cat "$work/wordnet.log" >&2; fail "WordNet/METEOR check"; }
 say "$(cat "$work/wordnet.log")"
 
+run --entrypoint python "$image" -c '
+import jinja2
+def refuse(*a, **k):
+    raise AssertionError("report.html compiled again: the image has no compiled template for it")
+jinja2.Environment.compile = refuse
+from ci_evals.reports import html
+html.template()
+print(f"report.html template loaded compiled from {html.cache_dir()}")
+' >"$work/template.log" 2>&1 || { cat "$work/template.log" >&2; fail "the compiled template in the image"; }
+say "$(cat "$work/template.log")"
+
 say "passed in $(( $(date +%s) - started ))s (image $(( size / 1000000 )) MB)"
