@@ -288,14 +288,11 @@ async def post(client: Client, path: str, body: dict[str, Any], base_url: str, t
 
 async def _aiohttp_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
     async with direct.session.post(direct.base + path, data=payload) as response:  # the session's headers
-        headers = response.headers
-        declared = headers.get("content-length")
-        if declared is not None and "content-encoding" not in headers and declared.isascii() and \
-                declared.isdigit() and int(declared) <= MAX_RESPONSE_BYTES:
-            # aiohttp reads the announced bytes and no more (a compressed body may grow: read capped)
+        headers, declared = response.headers, response.headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and int(declared) <= MAX_RESPONSE_BYTES and \
+                "content-encoding" not in headers:  # the announced bytes, no more (compressed: read capped)
             return response.status, await response.read(), headers
-        raw = await _capped(response.content.iter_any(), response.headers, response.status)
-        return response.status, raw, response.headers
+        return response.status, await _capped(response.content.iter_any(), headers, response.status), headers
 
 
 async def _http_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
