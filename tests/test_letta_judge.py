@@ -159,6 +159,7 @@ def test_check_samples_requires_the_declared_rubric_vars(tmp_path):
     with pytest.raises(ConfigError) as err:
         judge.check_samples([Sample(id=0, input="q", rubric_vars={"country": "Peru"}), Sample(id=1, input="q")])
     assert err.value.message == "sample 1 is missing rubric variable 'country' required by grader 'agent_judge'"
+    assert (judge.checks_samples(), make(tmp_path, prompt="Fine?").checks_samples()) == (True, False)
 
 
 # -- grading --------------------------------------------------------------------------------------

@@ -288,6 +288,33 @@ def test_missing_item_template_variable_is_an_error_grade(openai_env, tmp_path):
         0.0, "template variable {{ item.audience }} is missing ('audience' not found)", 0)
 
 
+def test_the_loader_builds_samples_only_for_a_grader_with_something_to_check(tmp_path, monkeypatch):
+    from ci_evals.config import dataset as dataset_mod
+    from ci_evals.suite.loader import load_suite
+
+    built = []
+
+    class Counted(Sample):
+        def __init__(self, **fields):
+            built.append(fields["id"])
+            super().__init__(**fields)
+
+    monkeypatch.setattr(dataset_mod, "Sample", Counted)
+    (tmp_path / "data.jsonl").write_text("".join(
+        json.dumps({"id": i, "input": "q", "rubric_vars": {"topic": "t"}}) + "\n" for i in range(5)))
+    cases = [({"prompt": "Is {submission} right for {input}?"}, False),  # wrapped, nothing declared
+             ({"prompt": "{topic}: {submission}", "rubric_vars": ["topic"]}, True),
+             ({"prompt": "{submission}", "rubric_mode": "verbatim"}, True)]
+    for extra, checks in cases:
+        built.clear()
+        suite = {"name": "s", "dataset": "data.jsonl", "target": {"kind": "model", "model": "gpt-4o-mini"},
+                 "graders": {"quality": {"kind": "rubric", "model": "gpt-4o-mini", **extra}}}
+        (tmp_path / "suite.yaml").write_text(json.dumps(suite))
+        loaded = load_suite(tmp_path / "suite.yaml")
+        assert (loaded.graders["quality"].grader.checks_samples(), built) == (checks, list(range(5)) if checks else [])
+        assert loaded.dataset.count == 5
+
+
 def test_sample_missing_a_rubric_var_fails_before_anything_runs(tmp_path):
     grader = make({"prompt": "{topic} {tone}", "rubric_vars": ["topic", "tone"]}, tmp_path)
     ok = Sample(id=1, input="q", rubric_vars={"topic": "a", "tone": "b"})

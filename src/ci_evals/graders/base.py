@@ -43,6 +43,11 @@ class Grader:
     def check_samples(self, samples: Iterable[Sample]) -> None:
         """Validate every sample before anything runs (e.g. required rubric_vars); raise ConfigError."""
 
+    def checks_samples(self) -> bool:
+        """Whether :meth:`check_samples` has anything to check: the loader then builds every
+        selected sample for it (and holds them all); otherwise the dataset is only scanned."""
+        return type(self).check_samples is not Grader.check_samples
+
     def prepare(self) -> None:
         """Import the libraries :meth:`start` will use, before the run's clock starts; never raises."""
 

@@ -178,6 +178,9 @@ class LettaJudgeGrader(Grader):
         self.ledger = AgentLedger(self.base_url)
         self.breaker = Breaker()  # stops calling a server that never answered (ci_evals._util.breaker)
 
+    def checks_samples(self) -> bool:
+        return bool(self.rubric_vars)
+
     def check_samples(self, samples: Iterable[Sample]) -> None:
         """Every sample gives every declared rubric variable (the LLM rubric grader's rule and message)."""
         RubricGrader.check_samples(self, samples)  # uses only self.name and self.rubric_vars

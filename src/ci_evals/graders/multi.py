@@ -226,6 +226,9 @@ class MultiGrader(Grader):
         # A sub-grader reading a memory block needs the target to fetch memory.
         self.needs_memory = any(e.needs_memory for e in self.extractors.values())
 
+    def checks_samples(self) -> bool:
+        return any(sub.checks_samples() for sub in self.subs.values())
+
     def check_samples(self, samples: Iterable[Sample]) -> None:
         samples = list(samples)
         for sub in self.subs.values():

@@ -199,6 +199,9 @@ class RubricGrader(JudgeGrader):
         """How this judge is called, for ``validate``."""
         return f"{self.spec.provider} {self.spec.model}, rubric {self.mode} ({self.mode_reason})"
 
+    def checks_samples(self) -> bool:
+        return bool(self.rubric_vars) or getattr(self, "mode", None) == "verbatim"
+
     def check_samples(self, samples: Iterable[Sample]) -> None:
         """Every sample must give every declared rubric variable and, in verbatim mode, every
         placeholder of the rubric it will be judged with; name the first that does not."""

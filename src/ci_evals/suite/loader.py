@@ -284,7 +284,7 @@ def _load_parts(path: Path, file: str, lines: dict[str, int], spec: SuiteSpec, c
                           f"relative to the suite ({shorten(str(ds_path), 200)})", file=file, key="dataset",
                           line=_line(lines, "dataset"))
     dataset = Dataset(ds_path, **selection)
-    checkers = [g for g, _ in graders.values() if type(g).check_samples is not Grader.check_samples]
+    checkers = [g for g, _ in graders.values() if g.checks_samples()]
     if checkers:  # they see every selected sample: scanned here
         selected: list = []
         dataset.scan(selected.append)
