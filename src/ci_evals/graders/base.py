@@ -44,8 +44,8 @@ class Grader:
         """Validate every sample before anything runs (e.g. required rubric_vars); raise ConfigError."""
 
     def checks_samples(self) -> bool:
-        """Whether :meth:`check_samples` has anything to check: the loader then builds every
-        selected sample for it (and holds them all); otherwise the dataset is only scanned."""
+        """Whether :meth:`check_samples` has anything to check: the loader then builds each
+        selected sample for it (and gives them one at a time); otherwise the dataset is only scanned."""
         return type(self).check_samples is not Grader.check_samples
 
     def prepare(self) -> None:

@@ -285,11 +285,13 @@ def _load_parts(path: Path, file: str, lines: dict[str, int], spec: SuiteSpec, c
                           line=_line(lines, "dataset"))
     dataset = Dataset(ds_path, **selection)
     checkers = [g for g, _ in graders.values() if g.checks_samples()]
-    if checkers:  # they see every selected sample: scanned here
-        selected: list = []
-        dataset.scan(selected.append)
-        for g in checkers:
-            g.check_samples(selected)
+    if checkers:  # they see every selected sample, one at a time, in the file's order: scanned here
+
+        def check(sample) -> None:
+            for g in checkers:
+                g.check_samples((sample,))
+
+        dataset.scan(check)
     elif early is not None:
         if meanwhile is not None:
             meanwhile()
