@@ -17,9 +17,9 @@ in the run) passes through its :class:`Endpoint`:
   second of burst (OpenAI enforces per-minute limits over short windows). A server saying
   ``remaining: 0`` pauses the endpoint until one request fits.
 * **A 429 is a wait, not a failure**: throttling answers never use a call's retry budget. A call
-  gives up on throttling only when its next wait would end past ``max_wait`` seconds from its first
-  throttling answer, or at once when the server asks for a wait longer than that (an absurd ``Retry-After`` never freezes
-  the run); its error then says so.
+  gives up on throttling only when its next wait would end past ``max_wait`` seconds from its
+  first throttling answer, or at once when the server asks for a wait longer than that (an absurd
+  ``Retry-After`` never freezes the run); its error then says so.
 * **A breaker for systematic failures** (:mod:`ci_evals._util.breaker`): while an endpoint has
   never answered successfully, a run of calls failing for the same cause that no retry fixes
   opens it, and every later call fails at once with that cause, without being sent. So does an

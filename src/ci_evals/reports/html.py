@@ -64,8 +64,8 @@ _OPTIONS = {"autoescape": True, "trim_blocks": True, "lstrip_blocks": True}
 @functools.cache
 def template():
     """The page's Jinja2 template, compiled once per process, or loaded compiled from the
-    :func:`cache_dir` of an earlier run (compiling costs 0.1 s here, a fifth of a small run;
-    loading 2 ms). :func:`warm` gets it ahead, while this process would wait anyway."""
+    :func:`cache_dir` of an earlier run (compiling costs 0.1 s here, a seventh of the quickstart's
+    run; loading 2 ms). :func:`warm` gets it ahead, while this process would wait anyway."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("ci_evals.reports", "templates"), **_OPTIONS)
@@ -84,12 +84,15 @@ def template():
     return env.get_template("report.html.j2")
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
     """Where the compiled page is kept between runs: ``$XDG_CACHE_HOME/ci-evals/templates``, else
     ``~/.cache/ci-evals/templates`` (the Action's image sets XDG_CACHE_HOME to a folder it fills
-    when it is built)."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "ci-evals" / "templates"
+    when it is built); None without an absolute path for either (a relative one is ignored, as
+    the XDG rules say: never a folder made in the current directory)."""
+    for root in (os.environ.get("XDG_CACHE_HOME") or "", os.path.join(os.path.expanduser("~"), ".cache")):
+        if os.path.isabs(root):
+            return Path(root) / "ci-evals" / "templates"
+    return None
 
 
 def _bytecode_cache(jinja2: Any, filters: list[str], tests: list[str]) -> Any:
@@ -97,13 +100,15 @@ def _bytecode_cache(jinja2: Any, filters: list[str], tests: list[str]) -> Any:
     versions) in :func:`cache_dir`, or None (compiled each time) unless that folder is this
     user's alone: created 0700, never one that others may write to (its code would be run). A
     damaged entry is compiled again; a folder that cannot be written is only read."""
-    folder = cache_dir()
+    folder, uid = cache_dir(), getattr(os, "getuid", lambda: None)()
+    if folder is None or uid is None:  # no home; no owner to check (not POSIX)
+        return None
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(folder)
-    except (OSError, RuntimeError):  # RuntimeError: no home to expand
+    except OSError:
         return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o022:
         return None
 
     class Cache(jinja2.FileSystemBytecodeCache):
