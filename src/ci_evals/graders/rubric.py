@@ -200,7 +200,7 @@ class RubricGrader(JudgeGrader):
         return f"{self.spec.provider} {self.spec.model}, rubric {self.mode} ({self.mode_reason})"
 
     def checks_samples(self) -> bool:
-        return bool(self.rubric_vars) or getattr(self, "mode", None) == "verbatim"
+        return bool(self.rubric_vars) or self.mode == "verbatim"
 
     def check_samples(self, samples: Iterable[Sample]) -> None:
         """Every sample must give every declared rubric variable and, in verbatim mode, every
