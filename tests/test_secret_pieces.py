@@ -127,3 +127,33 @@ def test_a_401_that_shows_the_key_masked_leaves_no_end_of_it_in_any_output(sd, m
     assert "Incorrect API key provided: ***." in texts["summary.json"]
     leaks = {(name, piece) for name, text in texts.items() for piece in (key[-4:], key[8:12]) if piece in text}
     assert not leaks, leaks
+
+
+SHAPED = [  # (text, what scrub_with makes of it with no known secret): one case or more per pattern
+    ("key sk-abcdEFGH1234 end", "key sk-*** end"),
+    ("token ghp_abcdefgh12345678 and github_pat_11ABCDEFG0123", "token ghp_*** and github_pat_***"),
+    ("Authorization: Bearer abc.def-123456", "Authorization: Bearer ***"),
+    ("curl -H 'authorization: BASIC dXNlcjpwYXNz1'", "curl -H 'authorization: BASIC ***'"),
+    ('{"X-Api-Key": "key-12345678"}', '{"X-Api-Key": "***"}'),
+    ("api_key=abcd1234 and more", "api_key=*** and more"),
+    ("PRIVATE-TOKEN: glpat1234abcd", "PRIVATE-TOKEN: ***"),
+    ("https://user:s3cret@host/x", "https://user:***@host/x"),
+    ("Incorrect API key provided: sk-proj-" + "*" * 27 + "j1Aa.", "Incorrect API key provided: ***."),
+]
+
+
+@pytest.mark.parametrize("text,expected", SHAPED)
+def test_each_secret_shape_is_masked_and_its_trigger_is_in_the_text(text, expected):
+    assert redact.scrub_with(text, []) == expected
+    # Every pattern that matches the text has a trigger the text holds: the triggers (and their
+    # one-character gates) only spare a pattern's search where it cannot match.
+    low = text.lower()
+    for pattern, _, triggers in redact._PATTERNS:
+        if pattern.search(text):
+            assert any(all(g in low for g in t[:1]) and any(h in low for h in t[1]) if isinstance(t, tuple)
+                       else t in low for t in triggers), pattern.pattern
+
+
+def test_a_text_without_any_trigger_is_returned_unchanged():
+    line = '{"sample_id":1,"input":"What is 1 + 1?","grades":{"exact":{"score":0.0,"rationale":"Exact match"}}}'
+    assert redact.scrub_with(line, []) is line

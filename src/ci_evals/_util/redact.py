@@ -45,9 +45,10 @@ TOKEN_INPUTS = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN")
 
 # (pattern, replacement, substrings one of which the lower-cased text must hold for it to match).
 # A (gate, substrings) entry stands for the substrings, each of which holds the gate: one search for
-# the gate spares the others in the usual text, where it is absent (each search scans the whole line).
+# the gate spares the others in the usual text, where it is absent (each search scans the whole line;
+# a one-character gate is found by memchr, at about a tenth of the cost of a longer search).
 _PATTERNS = [
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK, ("sk-",)),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK, (("-", ("sk-",)),)),
     (re.compile(r"\b(gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"), r"\1" + MASK,
      (("gh", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),)),
     # A credential after a scheme or a header name; it must hold a digit, so prose stays intact.
@@ -55,13 +56,13 @@ _PATTERNS = [
      ("bearer", "basic")),
     (re.compile(r"(?i)((?:proxy-)?authorization|x-api-key|api[-_]?key|private-token)"
                 r"([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?=[^\s\"',;}\\]*\d)[^\s\"',;}\\]{4,}"),
-     r"\1\2" + MASK, ("authorization", "private-token", ("api", ("api-key", "api_key", "apikey")))),
+     r"\1\2" + MASK, ("authorization", ("-", ("private-token",)), ("api", ("api-key", "api_key", "apikey")))),
     (re.compile(r"(://[^/\s:@\"\\]*):[^/\s@\"\\]+@"), r"\1:" + MASK + "@", ("@",)),
     # A key as a vendor shows it masked (OpenAI's 401: "sk-proj-*****...****j1Aa"): its visible ends
     # are pieces of the key. Six asterisks or more, joined to a word on either side; a match starts
     # only where a word or a run of asterisks starts, so no text makes it backtrack quadratically.
     (re.compile(r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]+\*{6,}[A-Za-z0-9_\-]*|(?<![*A-Za-z0-9_\-])\*{6,}[A-Za-z0-9_\-]+"),
-     MASK, ("******",)),
+     MASK, (("*", ("******",)),)),
 ]
 _registered: set[str] = set()
 generation = 0
@@ -186,15 +187,20 @@ def scrub_with(text: str, secrets: list[str]) -> str:
         text = _mask_pieces(text, secrets)
     low = text.lower()
     for pattern, repl, triggers in _PATTERNS:
-        for trigger in triggers:  # a plain loop: this runs for every result line
+        for trigger in triggers:  # plain loops, no generator: this runs for every result line
             if trigger.__class__ is tuple:
                 gate, held = trigger
-                hit = gate in low and any(t in low for t in held)
-            else:
-                hit = trigger in low
-            if hit:
-                text = pattern.sub(repl, text)
-                break
+                if gate not in low:
+                    continue
+                for t in held:
+                    if t in low:
+                        break
+                else:
+                    continue
+            elif trigger not in low:
+                continue
+            text = pattern.sub(repl, text)
+            break
     return text
 
 
