@@ -180,3 +180,15 @@ def test_a_response_body_reads_as_json_reads_it(raw, expected):
 def test_a_response_with_nan_reads_as_json_reads_it():
     data = transport._json_or_none(b'{"score": NaN}')
     assert data is not None and data["score"] != data["score"]
+
+
+@pytest.mark.parametrize("value,expected", [("123", 123), ("0", 0), ("", None), (None, None), ("1.5", None),
+                                            ("-1", None), (" 12", None), ("²", None), ("٣", None)])
+def test_a_body_length_is_read_only_from_ascii_digits(value, expected):
+    from multidict import CIMultiDict
+
+    from ci_evals._util.bounds import announced_length
+
+    headers = CIMultiDict({} if value is None else {"Content-Length": value})
+    assert announced_length(headers) == expected
+    assert announced_length({} if value is None else {"content-length": value}) == expected

@@ -1,4 +1,4 @@
-"""Limits on untrusted input: JSON nesting and non-finite numbers, URLs, echoed text.
+"""Limits on untrusted input: JSON nesting and non-finite numbers, URLs, echoed text, announced lengths.
 
 A leaf module (imports nothing of ci-evals but errors) shared by the dataset, replay and results
 readers and the URL-taking specs. What a results folder must hold is checked in
@@ -17,6 +17,13 @@ from ci_evals._util.errors import ConfigError
 
 MAX_JSON_DEPTH = 100
 """Nesting levels a JSON record (dataset row, replay record) may have."""
+
+
+def announced_length(headers: Any) -> int | None:
+    """An HTTP body's length as its Content-Length header announces it in ASCII digits, else None
+    (``int()`` would also read "٣" or "²" as a number, or raise)."""
+    declared = headers.get("content-length") or ""
+    return int(declared) if declared.isascii() and declared.isdigit() else None
 
 
 def _no_constant(name: str) -> Any:

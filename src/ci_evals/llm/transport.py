@@ -44,7 +44,7 @@ from typing import Any
 
 import orjson
 
-from ci_evals._util.bounds import NOT_READ, orjson_loads
+from ci_evals._util.bounds import NOT_READ, announced_length, orjson_loads
 from ci_evals.llm.providers import Failure, preload_sdk, status_failure, transport_failure
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -288,10 +288,9 @@ async def post(client: Client, path: str, body: dict[str, Any], base_url: str, t
 
 async def _aiohttp_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
     async with direct.session.post(direct.base + path, data=payload) as response:  # the session's headers
-        headers, declared = response.headers, response.headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) <= MAX_RESPONSE_BYTES and \
-                "content-encoding" not in headers:  # the announced bytes, no more (compressed: read capped)
-            return response.status, await response.read(), headers
+        headers, declared = response.headers, announced_length(response.headers)
+        if declared is not None and declared <= MAX_RESPONSE_BYTES and "content-encoding" not in headers:
+            return response.status, await response.read(), headers  # the announced bytes (compressed: read capped)
         return response.status, await _capped(response.content.iter_any(), headers, response.status), headers
 
 
@@ -307,9 +306,9 @@ async def _http_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, b
 
 async def _capped(chunks: Any, headers: Any, status: int) -> bytes:
     """The body, read up to ``MAX_RESPONSE_BYTES`` (a Failure past it, or when it announces more; not retried)."""
-    declared = headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
-        raise Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB ({int(declared)} bytes "
+    declared = announced_length(headers)
+    if declared is not None and declared > MAX_RESPONSE_BYTES:
+        raise Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB ({declared} bytes "
                       "announced)", status, retry=False)
     parts, size = [], 0
     async for chunk in chunks:
