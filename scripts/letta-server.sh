@@ -116,11 +116,14 @@ launch() {  # NAME LOG CMD...: detached in its own session; the PID file holds C
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 http_ok() { curl -sf --noproxy '*' -m 3 -o /dev/null "$1"; }
 wait_for() {  # NAME SECONDS CHECK...: until CHECK succeeds, while NAME is alive
-  local name=$1 secs=$2 i
+  local name=$1 secs=$2 i f
   shift 2
+  f=$(pidfile "$name")
   for ((i = 0; i < secs * 4; i++)); do
     "$@" >/dev/null 2>&1 && return 0
-    pid_of "$name" >/dev/null || return 1
+    # Alive is enough here: the process was just launched, and its /proc cmdline (pid_of's check)
+    # can read empty while it is in execve (redis was once given up on 0.1 s after it started).
+    [[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null || return 1
     sleep 0.25
   done
   return 1
