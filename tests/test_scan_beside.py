@@ -29,6 +29,17 @@ LOAD = """
         real(self, work)
         forked.append(self.pid is not None)
     forks.Beside.__init__ = spy
+    events = []
+    real_cancel, real_scan = forks.Beside.cancel, loader.Dataset.scan
+    def cancel(self):
+        events.append("cancel")
+        real_cancel(self)
+    def scan(self, *a):
+        if os.getpid() == parent:
+            events.append("scan")
+        return real_scan(self, *a)
+    parent = os.getpid()
+    forks.Beside.cancel, loader.Dataset.scan = cancel, scan
     kw = json.loads(os.environ["KW"])
     if kw.get("shard"):
         kw["shard"] = tuple(kw["shard"])
@@ -43,7 +54,7 @@ LOAD = """
         out["children"] = "left"
     except ChildProcessError:
         out["children"] = "none"
-    out.update(forked=forked, warmed=len(warmed))
+    out.update(forked=forked, warmed=len(warmed), events=events)
     print(json.dumps(out))
 """
 
@@ -105,6 +116,7 @@ def test_graders_that_check_every_sample_are_given_them_by_a_scan_here(sd):
     beside = _load(sd, 0)
     assert beside["forked"] == [True] and beside["warmed"] == 0 and beside["children"] == "none"
     assert beside["counts"] == [50, 50, 50]
+    assert beside["events"] == ["cancel", "scan", "cancel"]  # the process beside is stopped before the scan here
     _suite(sd, [{**r, "rubric_vars": {"x": "1"}} for r in ROWS[:50]] + [{"id": 99, "input": "q"}],
            {"j": {"kind": "rubric", "prompt": "Is {submission} right for {x}?", "model": "gpt-4o-mini",
                   "rubric_vars": ["x"]}})

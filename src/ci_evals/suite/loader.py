@@ -286,6 +286,8 @@ def _load_parts(path: Path, file: str, lines: dict[str, int], spec: SuiteSpec, c
     dataset = Dataset(ds_path, **selection)
     checkers = [g for g, _ in graders.values() if g.checks_samples()]
     if checkers:  # they see every selected sample, one at a time, in the file's order: scanned here
+        if early is not None:
+            early.cancel()  # its counts would come from the same scan: give its core back to this one
 
         def check(sample) -> None:
             for g in checkers:
