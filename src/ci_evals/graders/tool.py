@@ -86,9 +86,9 @@ def _decide(core, needs_truth: bool, truth, submission: str) -> Verdict:
 
 def _result(verdict: Verdict) -> GradeResult:
     score, rationale, error = verdict
-    # model_construct with every field given: the values are ours and valid, and pydantic then
-    # neither validates nor calls default factories (which inspect signatures, ~10 µs a grade).
-    return GradeResult.model_construct(score=score, rationale=rationale, metadata={}, error=error)
+    # Every field given, so no default factory runs (they inspect signatures, ~10 µs a grade); with
+    # pydantic 2.14 validating them (1.2-1.7 µs) is cheaper than model_construct (2.4-4 µs).
+    return GradeResult(score=score, rationale=rationale, metadata={}, error=error)
 
 
 def exact_match(sample: Sample, submission: str) -> GradeResult:
