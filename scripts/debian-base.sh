@@ -5,7 +5,8 @@
 # Shared by scripts/container-smoke.sh (imported as the image's base) and scripts/fresh-debian.sh
 # (unpacked as the "fresh machine" the README's commands run on). Built once (about a minute),
 # then reused; delete the tarball to rebuild it. apt's lists and .deb files are removed, as on a
-# freshly installed system that has not run `apt-get update` yet. Needs root and debootstrap.
+# freshly installed system that has not run `apt-get update` yet. Needs root; installs debootstrap
+# (scripts/apt-install.sh) when it is missing.
 set -euo pipefail
 
 cache=${CI_EVALS_CACHE:-$HOME/.cache/ci-evals}
@@ -17,7 +18,10 @@ if [[ -s "$tarball" ]]; then
   echo "$tarball"
   exit 0
 fi
-command -v debootstrap >/dev/null 2>&1 || { echo "debian-base: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
+if ! command -v debootstrap >/dev/null 2>&1; then  # a fresh machine: installed here (stdout is the path)
+  bash "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" debootstrap >&2 \
+    || { echo "debian-base: debootstrap is not installed and apt-get could not install it" >&2; exit 1; }
+fi
 mkdir -p "$cache"
 rootfs=$(mktemp -d)
 trap 'rm -rf "$rootfs" "$tarball.$$"' EXIT
