@@ -70,6 +70,14 @@ def custom_grade_suite(sd: SuiteDir, result: str) -> None:
     sd.suite(replay_suite({"g": {"kind": "tool", "function": "g.py:odd"}}, {"op": "gte", "value": 0.5}))
 
 
+def exited(pid: int) -> bool:
+    """Whether process ``pid`` has ended: gone from /proc, or a zombie nobody has reaped yet (Linux)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def in_fresh_process(code: str, env: dict | None = None) -> str:
     """What ``code`` (dedented) prints in a new interpreter with ``env`` added: for what needs one
     thread (fork) or a clean module state. It must exit 0."""

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 
-from tests.conftest import in_fresh_process, replay_suite
+from tests.conftest import exited, in_fresh_process, replay_suite
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
                                 reason="forks on Linux with 2 cores")
@@ -162,3 +165,25 @@ def test_beside_returns_the_childs_value_or_computes_it_here_and_cancel_stops_th
     assert run(FAIL="1") == ["None", "parent", total, "None", "parent", "gone"]
     # one process asked for: nothing forked, the work done here when joined
     assert run(CI_EVALS_WORKERS="1") == ["None", "parent", total, "None", "parent", "unforked"]
+
+
+def test_a_process_beside_dies_with_the_process_that_forked_it():
+    code = "import time\nfrom ci_evals._util import forks\nside = forks.Beside(lambda: time.sleep(60))\n" \
+           "print(side.pid, flush=True)\ntime.sleep(60)\n"
+    first = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "CI_EVALS_WORKERS": ""})
+    child = None
+    try:
+        child = int(first.stdout.readline())
+        assert not exited(child)
+        first.kill()  # outright: nothing of the first process runs, its cleanup neither
+        first.wait(10)
+        deadline = time.monotonic() + 10
+        while not exited(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert exited(child)
+    finally:
+        first.kill()
+        first.stdout.close()
+        if child is not None and not exited(child):
+            os.kill(child, signal.SIGKILL)

@@ -117,3 +117,19 @@ def test_summary_equals_recomputation_from_results(sd):
     parts = agg.finish()
     assert json.dumps(parts["metrics"], sort_keys=True) == json.dumps(s["metrics"], sort_keys=True)
     assert evaluate_gates(agg, parts, s["config"], None) == s["gates"]
+
+
+def test_resume_after_a_hard_kill_cuts_a_torn_last_line_before_appending(sd):
+    setup(sd)
+    full_rc = sd.run(out="full")
+    sd.run()
+    path = sd.root / "out" / "results.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:25]) + lines[25][:40])  # 25 whole lines, then one a kill cut short
+    assert main(["run", str(sd.root / "suite.yaml"), "--resume", str(sd.root / "out"), "-q"]) == full_rc
+    text = path.read_bytes()
+    assert text.startswith(b"".join(lines[:25])) and text.endswith(b"\n")
+    rows = [json.loads(x) for x in text.splitlines()]  # every line whole: none glued to the torn one
+    assert sorted(r["sample_id"] for r in rows) == sorted(f"s{i}" for i in range(N))
+    resumed, full = sd.summary(), sd.summary("full")
+    assert {k: resumed[k] for k in COMPARED} == {k: full[k] for k in COMPARED}

@@ -22,7 +22,7 @@ import pytest
 from ci_evals.config.dataset import Dataset
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.run import lanes
-from tests.conftest import in_fresh_process, replay_suite
+from tests.conftest import exited, in_fresh_process, replay_suite
 
 VOLATILE = ("started_at", "finished_at", "duration_s", "workers")
 GRADERS = {"exact": {"kind": "tool", "function": "exact_match"},
@@ -170,6 +170,42 @@ def test_sigterm_to_the_first_process_stops_the_workers_and_keeps_their_lines(sd
     assert {i % 2 for i in ids} == {0, 1}  # both processes' lines
     assert _cli(sd, "--resume", str(sd.root / "out"), workers=2)[0] == 0
     assert sorted(r["sample_id"] for r in _records(sd.root / "out")) == list(range(n))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the worker through /proc (Linux)")
+def test_a_run_killed_outright_takes_its_workers_along_and_resume_counts_their_lines_once(sd):
+    n = 24_000
+    proc, worker = _split_run_under_way(sd, n)
+    proc.kill()  # SIGKILL: nothing of the first process runs, it cannot stop the worker itself
+    proc.communicate(timeout=60)
+    deadline = time.time() + 10
+    while not exited(worker) and time.time() < deadline:
+        time.sleep(0.01)
+    assert exited(worker)
+    out = sd.root / "out"
+    left = (out / ".results.worker-1.jsonl").read_bytes().splitlines(keepends=True)
+    left = [line for line in left if line.endswith(b"\n")]
+    assert len(left) > 100
+    rc, _, stderr = _cli(sd, "--resume", str(out), workers=2)
+    assert rc == 0, stderr
+    assert sorted(r["sample_id"] for r in _records(out)) == list(range(n))  # each once
+    s = sd.summary()
+    assert (s["verdict"], s["partial"], s["records"]) == ("passed", False, n)
+    text = (out / "results.jsonl").read_bytes()
+    assert all(line in text for line in left[:: len(left) // 20])  # taken as they were, not run again
+    assert [p.name for p in out.iterdir() if p.name.startswith(".results")] == []
+
+
+def test_a_new_run_removes_the_part_files_a_run_killed_outright_left(sd):
+    _suite(sd, 120)
+    out = sd.root / "out"
+    out.mkdir()
+    (out / ".results.worker-1.jsonl").write_text(json.dumps({"sample_id": 999, "run": 0}) + "\n")
+    (out / ".results.worker-1.state.json").write_text("{}")
+    assert _cli(sd, workers=1)[0] == 1
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".results")) == []
+    assert _cli(sd, "--resume", str(out), workers=1)[0] == 1
+    assert sorted(r["sample_id"] for r in _records(out)) == list(range(120)) and sd.summary()["records"] == 120
 
 
 def test_a_bad_worker_count_is_an_input_error(sd):

@@ -48,6 +48,31 @@ def allowed() -> bool:
     return requested() != 1 and can_fork() and usable_cores() >= 2
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def fork() -> int:
+    """``os.fork()`` for a worker of this process: the child is killed (SIGKILL) when this
+    process dies, so no worker outlives a first process that was killed outright (Linux's
+    ``PR_SET_PDEATHSIG``; a child whose parent died before it asked exits at once)."""
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        _die_with(parent)
+    return pid
+
+
+def _die_with(parent: int) -> None:
+    try:
+        import ctypes  # in the child only: the first process never pays for it
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the child finishes its work, as before
+        return
+    if os.getppid() != parent:  # the parent died before the request was made
+        os._exit(1)
+
+
 class Beside:
     """``work()`` done in a forked process while this one goes on (when :func:`allowed`); :meth:`join`
     waits for it and returns what ``work()`` returned (pickled back through a pipe). When the fork
@@ -65,7 +90,7 @@ class Beside:
         sys.stderr.flush()
         read, write = os.pipe()
         try:
-            pid = os.fork()
+            pid = fork()
         except OSError:  # EAGAIN, ENOMEM: the work is done here, in join()
             os.close(read)
             os.close(write)

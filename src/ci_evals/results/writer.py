@@ -81,9 +81,27 @@ def open_append(path: Path, *, truncate: bool) -> TextIO:
     appends), refusing a symlink."""
     path = Path(path)
     refuse_link(path)
-    flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | (os.O_TRUNC if truncate else os.O_APPEND)
+    flags = os.O_CREAT | _NOFOLLOW | (os.O_WRONLY | os.O_TRUNC if truncate else os.O_RDWR | os.O_APPEND)
     try:
         fd = os.open(path, flags, 0o644)
+        if not truncate:
+            _cut_torn_tail(fd)
     except OSError as exc:  # ELOOP: a symlink planted since the check above
         raise ConfigError(f"cannot write: {exc.strerror}", file=str(path)) from None
     return os.fdopen(fd, "w", encoding="utf-8")
+
+
+def _cut_torn_tail(fd: int) -> None:
+    """Cut off a last line that a hard kill left unfinished, so that lines appended after it stay
+    whole (its job was not done: ``--resume`` runs it again)."""
+    size = end = os.lseek(fd, 0, os.SEEK_END)
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        cut = os.pread(fd, end - start, start).rfind(b"\n")
+        if cut >= 0:
+            os.ftruncate(fd, start + cut + 1)
+            return
+        end = start
+    os.ftruncate(fd, 0)

@@ -18,7 +18,8 @@ differs (worker by worker), and summary.json's ``workers`` says how many process
 Fail closed: a worker that dies (a signal, an internal error) keeps the lines it wrote, the run is
 ``partial``, summary.json's ``workers.failed`` and stderr name the worker and how it ended, and
 ``--resume`` runs what is missing. A signal to this process reaches the workers too; each stops
-as a single run does, and its lines are kept.
+as a single run does, and its lines are kept. A worker dies with this process when it is killed
+outright (SIGKILL): ``--resume`` then takes the lines left in the part files as done.
 
 ``CI_EVALS_WORKERS=1`` keeps every run in one process; ``CI_EVALS_WORKERS=N`` asks for N worker
 processes for any CPU-bound run, however small (tests use it).
@@ -119,6 +120,7 @@ def worker_count(runner: Runner) -> int:
 
 def execute(runner: Runner) -> dict[str, Any]:
     """Run every job of ``runner``, in worker processes when that pays; the run's summary."""
+    _settle_parts(runner)
     n = worker_count(runner)
     if n == 1:
         return asyncio.run(runner.execute())
@@ -182,7 +184,7 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
         for k in range(1, n):
             part = out / f".results.worker-{k}.jsonl"
             _state_file(part).unlink(missing_ok=True)  # a state left by a run killed outright is not this run's
-            pid = os.fork()
+            pid = forks.fork()  # a worker dies with this process
             if pid == 0:
                 _worker(runner, k, n, part, shared)
             workers[pid] = (k, part)
@@ -262,6 +264,23 @@ def _wait(workers: dict[int, tuple[int, Path]], n: int, progress: Progress) -> t
 
 def _state_file(part: Path) -> Path:
     return part.with_suffix(".state.json")
+
+
+def _settle_parts(runner: Runner) -> None:
+    """The part files of a run killed outright (its workers died with it, before their lines were
+    appended). ``--resume`` appends their complete lines to results.jsonl, whose records it then
+    reads as done, so no sample is run or counted twice; a new run removes them, so that a later
+    ``--resume`` never takes another run's lines for its own. The folder's lock is held here."""
+    out = runner.opts.output
+    parts = sorted(out.glob(".results.worker-*.jsonl")) if out.is_dir() else []
+    if parts and runner.opts.resume:
+        with open_append(out / runner.opts.results_name, truncate=False) as fh:
+            fh.flush()
+            for part in parts:
+                if part.is_file() and not part.is_symlink():
+                    _copy_lines(part, fh.buffer)
+    for part in parts:
+        _discard(part)
 
 
 def _discard(part: Path) -> None:
