@@ -202,9 +202,13 @@ def test_a_new_run_removes_the_part_files_a_run_killed_outright_left(sd):
     out.mkdir()
     (out / ".results.worker-1.jsonl").write_text(json.dumps({"sample_id": 999, "run": 0}) + "\n")
     (out / ".results.worker-1.state.json").write_text("{}")
+    (out / ".results.worker-2.jsonl").mkdir()  # not a part file: left alone
+    (out / ".results.worker-3.jsonl").symlink_to(sd.root / "dataset.jsonl")  # removed, never read
     assert _cli(sd, workers=1)[0] == 1
-    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".results")) == []
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".results")) == [".results.worker-2.jsonl"]
+    (out / ".results.worker-3.jsonl").symlink_to(sd.root / "dataset.jsonl")
     assert _cli(sd, "--resume", str(out), workers=1)[0] == 1
+    assert (sd.root / "dataset.jsonl").exists()
     assert sorted(r["sample_id"] for r in _records(out)) == list(range(120)) and sd.summary()["records"] == 120
 
 

@@ -272,12 +272,13 @@ def _settle_parts(runner: Runner) -> None:
     reads as done, so no sample is run or counted twice; a new run removes them, so that a later
     ``--resume`` never takes another run's lines for its own. The folder's lock is held here."""
     out = runner.opts.output
-    parts = sorted(out.glob(".results.worker-*.jsonl")) if out.is_dir() else []
+    found = sorted(out.glob(".results.worker-*.jsonl")) if out.is_dir() else []
+    parts = [p for p in found if p.is_symlink() or not p.is_dir()]  # a folder of that name is not ours
     if parts and runner.opts.resume:
         with open_append(out / runner.opts.results_name, truncate=False) as fh:
             fh.flush()
             for part in parts:
-                if part.is_file() and not part.is_symlink():
+                if part.is_file() and not part.is_symlink():  # a planted link is removed, never read
                     _copy_lines(part, fh.buffer)
     for part in parts:
         _discard(part)
