@@ -23,6 +23,7 @@ import importlib
 import json
 import os
 import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,10 @@ PROVIDERS = ("openai", "anthropic", "google")
 _EXTRAS = {"anthropic": ("anthropic", "anthropic>=0.80"), "google": ("google.genai", "google-genai>=1.30")}
 """provider -> (module, pip requirement): the same requirement as pyproject's extra of that name."""
 NO_KEY = "no-key-required"
+NO_REDIRECTS = {"allow_redirects": False, "follow_redirects": False}
+"""What every LLM call's HTTP client is told (aiohttp's name, httpx's name): follow no redirect. A
+3xx is a failure naming where it points: the key, the prompt and the body never go to another
+host, nor from https to http (google-genai sent ``x-goog-api-key`` on to any origin)."""
 ANTHROPIC_MAX_TOKENS = 4096
 
 
@@ -74,12 +79,28 @@ def preload_sdk(provider: str) -> None:
 
 
 def status_failure(status: int, text: str, headers: Any, code: str | None = None) -> Failure:
-    """The Failure for an HTTP error answer (any provider): throttling, systematic, or transient."""
+    """The Failure for an HTTP error answer (any provider): throttling, systematic, or transient.
+    A redirect (3xx) is never followed (see :data:`NO_REDIRECTS`): systematic, not retried."""
+    if 300 <= status < 400:
+        return Failure(f"HTTP {status}: the server redirects{_redirect_target(headers)}; LLM calls follow no "
+                       "redirect (the key goes to base_url's host alone): set base_url to the address it names",
+                       status, retry=False, headers=headers, kind=f"http_{status}")
     if status == 429 and code == "insufficient_quota":
         return Failure(f"HTTP {status}: {text}", status, retry=False, headers=headers, kind="quota")
     if status in (400, 401, 403, 404):
         return Failure(f"HTTP {status}: {text}", status, retry=False, headers=headers, kind=f"http_{status}")
     return Failure(f"HTTP {status}: {text}", status, retryable_status(status), headers=headers)
+
+
+def _redirect_target(headers: Any) -> str:
+    """`` to <where the Location header points>`` (no user:password, query or fragment), or ''."""
+    try:
+        parts = urllib.parse.urlsplit(str(headers.get("location") or "").strip())
+    except (AttributeError, ValueError):
+        return ""
+    host = parts.netloc.rsplit("@", 1)[-1]
+    where = one_line(f"{parts.scheme}://{host}{parts.path}" if host else parts.path)[:200]
+    return f" to {where}" if where else ""
 
 
 def transport_failure(exc: BaseException, url: Any, timeout: float) -> Failure:
@@ -170,9 +191,10 @@ class Anthropic(Provider):
         return url, _env_key(api_key_env, ("ANTHROPIC_API_KEY",), url, owner, self.name)
 
     def client(self, url, key, timeout):
-        from anthropic import AsyncAnthropic
+        from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
-        return AsyncAnthropic(api_key=key, base_url=url, max_retries=0, timeout=timeout)
+        return AsyncAnthropic(api_key=key, base_url=url, max_retries=0, timeout=timeout,
+                              http_client=DefaultAsyncHttpxClient(timeout=timeout, follow_redirects=False))
 
     def request(self, model, messages, params, response_format):
         system, turns = _system_and_turns(messages)
@@ -205,6 +227,8 @@ class Anthropic(Provider):
             raise status_failure(exc.status_code, one_line(text or exc.message or 'no details'), exc.response.headers) from None
         except (anthropic.APIConnectionError, OSError, TimeoutError) as exc:
             raise transport_failure(exc, client.base_url, timeout) from None
+        except RecursionError:  # the SDK's json.loads of a deeply nested error body
+            raise Failure("the response body is not a Messages API response (nested too deep)") from None
         try:
             data = json.loads(raw)
             blocks, usage = data["content"], data.get("usage") or {}
@@ -212,7 +236,7 @@ class Anthropic(Provider):
             prompt = sum(int(usage.get(k) or 0) for k in
                          ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
             completion = int(usage.get("output_tokens") or 0)
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # (a 200,000-deep body)
             raise Failure("the response body is not a Messages API response") from None
         return chat_response(text, data.get("stop_reason"), prompt, completion, usage), response.headers
 
@@ -239,7 +263,8 @@ class Google(Provider):
         from google.genai import types
 
         options = types.HttpOptions(base_url=url, timeout=int(timeout * 1000),
-                                    retry_options=types.HttpRetryOptions(attempts=1))
+                                    retry_options=types.HttpRetryOptions(attempts=1),
+                                    async_client_args=dict(NO_REDIRECTS))  # its aiohttp's and its httpx's names
         return genai.Client(api_key=key, http_options=options)
 
     def request(self, model, messages, params, response_format):
@@ -289,7 +314,7 @@ class Google(Provider):
             if isinstance(exc, OSError) or "Timeout" in type(exc).__name__ or any(
                     c.__module__.split(".")[0] in ("httpx", "aiohttp", "httpx2") for c in type(exc).__mro__):
                 raise transport_failure(exc, getattr(self, "base_url", self.default_base_url), timeout) from None
-            if isinstance(exc, ValueError):  # a body the SDK could not read
+            if isinstance(exc, ValueError | RecursionError):  # a body the SDK could not read (or too deep)
                 raise Failure(f"unusable response: {one_line(exc)}") from None
             raise
         u = response.usage_metadata

@@ -3,8 +3,7 @@
 :func:`make_client` builds one :class:`Client` per endpoint around an ``AsyncOpenAI`` client (the
 SDK's own retries off: :class:`~ci_evals.llm.client.LLM` retries, counting and honouring
 ``Retry-After``) over the SDK's aiohttp transport (``openai[aiohttp]``) when installed, else its
-httpx client. :func:`post` sends
-one request and returns (the response JSON, its headers) or raises
+httpx client. :func:`post` sends one request and returns (the response JSON, its headers) or raises
 :class:`~ci_evals.llm.providers.Failure` naming the cause; every path maps failures the same way.
 
 Why not ``client.chat.completions.create`` for every call: at high concurrency the run was
@@ -23,9 +22,9 @@ CPU per call as aiohttp itself). So a call goes, cheapest first:
 2. **the SDK's HTTP client** (httpx), with the same headers (``DIRECT``; ``USE_AIOHTTP`` off).
 3. **the SDK's ``post``** (``DIRECT`` off: tests cover it so the SDK's own path keeps working).
 
-A response body is read up to ``MAX_RESPONSE_BYTES``; a 200 that is not usable (no
-``choices[0].message``, no embeddings; :func:`unusable`) is a Failure, so it is retried and never
-cached.
+A response body is read up to ``MAX_RESPONSE_BYTES`` (a parse never recurses without bound); a 200 not
+usable (no ``choices[0].message``, no embeddings; :func:`unusable`) is a Failure, so it is retried
+and never cached. No path follows a redirect (``providers.NO_REDIRECTS``): a 3xx is a Failure.
 """
 
 from __future__ import annotations
@@ -144,10 +143,10 @@ def _http_client(timeout: float, aiohttp: bool = True) -> Any:
         try:
             from openai import DefaultAioHttpClient
 
-            return DefaultAioHttpClient(timeout=timeout)
+            return DefaultAioHttpClient(timeout=timeout, follow_redirects=False)
         except (ImportError, RuntimeError):
             pass
-    return DefaultAsyncHttpxClient(timeout=timeout)
+    return DefaultAsyncHttpxClient(timeout=timeout, follow_redirects=False)
 
 
 def _sdk_client(url: str | None, key: str, timeout: float, http_client: Any) -> Any:
@@ -273,7 +272,7 @@ async def post(client: Client, path: str, body: dict[str, Any], base_url: str, t
             raise
         raise transport_failure(exc, base_url, timeout) from None
     data = _json_or_none(raw)
-    if status >= 400:
+    if status >= 300:
         err = data.get("error") if isinstance(data, dict) else None
         if isinstance(err, dict):
             text, code = err.get("message"), err.get("code")
@@ -287,7 +286,7 @@ async def post(client: Client, path: str, body: dict[str, Any], base_url: str, t
 
 
 async def _aiohttp_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
-    async with direct.session.post(direct.base + path, data=payload) as response:  # the session's headers
+    async with direct.session.post(direct.base + path, data=payload, allow_redirects=False) as response:  # no 3xx followed
         headers, declared = response.headers, announced_length(response.headers)
         if declared is not None and declared <= MAX_RESPONSE_BYTES and "content-encoding" not in headers:
             return response.status, await response.read(), headers  # the announced bytes (compressed: read capped)
@@ -351,14 +350,15 @@ def _payload(body: dict[str, Any]) -> bytes:
 
 
 def _json_or_none(raw: bytes) -> Any:
-    """The body's JSON value, or None when it is not JSON (the caller says what it needed).
-    orjson reads it when it reads it as ``json`` does (:func:`bounds.orjson_loads`), else ``json``."""
+    """The body's JSON value, or None when it is not JSON (the caller says what it needed). orjson
+    reads it when it reads it as ``json`` does (:func:`bounds.orjson_loads`; it stops at 1,024 levels),
+    else ``json``: a body nested past the interpreter's limit is not JSON, not a RecursionError."""
     data = orjson_loads(bytes(raw))
     if data is not NOT_READ:
         return data
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
