@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -138,6 +139,8 @@ def hold(folder: Path, prints: dict[str, str], *, resume: bool) -> FolderLock:
 
 def _written_by_us(results: Path) -> bool:
     try:
+        if not stat.S_ISREG(os.lstat(results).st_mode):  # a FIFO would hang: the runner's reader names it
+            return False
         with results.open(encoding="utf-8") as fh:
             first = next((line for line in fh if line.strip()), "")
         rec = json.loads(first)
@@ -164,3 +167,32 @@ def _check_resume(previous: str, prints: dict[str, str], folder: Path) -> None:
     if changed:
         raise ConfigError(f"cannot resume: {' and '.join(changed)} changed since this folder was written "
                           "(its grades would not match); run again without --resume", file=str(folder))
+
+
+def job_key(rec: dict[str, Any]) -> tuple:
+    """A record's (model, sample id, run): its job, as the runner's ``done_keys`` holds it."""
+    return rec.get("model"), str(rec["sample_id"]), rec.get("run", 0)
+
+
+class ResumedJobs:
+    """The (model, sample, run) jobs of a suite as loaded (its dataset's selection, its models,
+    ``num_runs``): ``--resume`` takes no record of another job as done. The folder's fingerprints
+    match, so such a record was put there by hand; counted, it gave 7 of 7 graded for 6 samples."""
+
+    def __init__(self, suite: Any) -> None:
+        self.models = set(suite.target.models())
+        self.runs = suite.spec.num_runs
+        self.dataset = suite.dataset
+        self.ids: set[str] | None = None  # the dataset read once, when first needed
+
+    def check(self, key: tuple, file: Path, line: int | None = None) -> None:
+        """ConfigError (naming ``file`` and ``line``) unless ``key`` is one of the jobs."""
+        model, sid, run = key
+        if self.ids is None:
+            self.ids = {str(sample.id) for sample in self.dataset}
+        if sid in self.ids and model in self.models and isinstance(run, int) and 0 <= run < self.runs:
+            return
+        what = "sample" if sid not in self.ids else "model" if model not in self.models else "run number"
+        raise ConfigError(f"cannot resume: a record of sample {sid[:80]!r} (model {str(model)[:80]!r}, run "
+                          f"{str(run)[:20]}), whose {what} this run does not have (dataset and selection, models, "
+                          "num_runs); run again without --resume", file=str(file), line=line)

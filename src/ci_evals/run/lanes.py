@@ -31,6 +31,7 @@ import asyncio
 import mmap
 import os
 import signal
+import stat
 import struct
 import sys
 import time
@@ -42,10 +43,12 @@ from typing import Any, BinaryIO, NoReturn
 import orjson
 
 from ci_evals._util import forks, gcpolicy
+from ci_evals._util.errors import ConfigError
 from ci_evals._util.redact import scrub
 from ci_evals.gating.aggregate import Aggregator
-from ci_evals.results.files import own_loads
+from ci_evals.results.files import Trust, foreign_shape, iter_records, own_loads
 from ci_evals.results.writer import open_append, write_text
+from ci_evals.run.folderlock import ResumedJobs, job_key
 from ci_evals.run.progress import Progress, errored
 from ci_evals.run.runner import Runner
 from ci_evals.run.signals import SIGNALS, held_now
@@ -119,8 +122,18 @@ def worker_count(runner: Runner) -> int:
 
 
 def execute(runner: Runner) -> dict[str, Any]:
-    """Run every job of ``runner``, in worker processes when that pays; the run's summary."""
-    _settle_parts(runner)
+    """Run every job of ``runner``, in worker processes when that pays; the run's summary.
+
+    ``--resume`` checks before it writes: results.jsonl is read and checked first, then every line
+    of the part files a killed run left, then those are appended; a bad line, or a record of a job
+    this run does not have (:class:`~ci_evals.run.folderlock.ResumedJobs`), is one ConfigError
+    naming it, and results.jsonl is left as it was."""
+    jobs = ResumedJobs(runner.suite) if runner.opts.resume else None
+    if jobs is not None:
+        runner.load_previous()
+        for key in runner.done_keys:
+            jobs.check(key, runner.opts.output / runner.opts.results_name)
+    _settle_parts(runner, jobs)
     n = worker_count(runner)
     if n == 1:
         return asyncio.run(runner.execute())
@@ -173,6 +186,8 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
     out = runner.opts.output
     out.mkdir(parents=True, exist_ok=True)
     runner.load_previous()  # before the fork: every process skips the jobs already done
+    for k in range(1, n):
+        _free(out / f".results.worker-{k}.jsonl")
     total = runner.total_jobs()
     shared = mmap.mmap(-1, _COUNTS.size * n)  # anonymous and shared: the workers' counts
     workers: dict[int, tuple[int, Path]] = {}  # pid -> (k, its part file)
@@ -183,7 +198,6 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
     try:
         for k in range(1, n):
             part = out / f".results.worker-{k}.jsonl"
-            _state_file(part).unlink(missing_ok=True)  # a state left by a run killed outright is not this run's
             pid = forks.fork()  # a worker dies with this process
             if pid == 0:
                 _worker(runner, k, n, part, shared)
@@ -266,28 +280,48 @@ def _state_file(part: Path) -> Path:
     return part.with_suffix(".state.json")
 
 
-def _settle_parts(runner: Runner) -> None:
+def _settle_parts(runner: Runner, jobs: ResumedJobs | None) -> None:
     """The part files of a run killed outright (its workers died with it, before their lines were
-    appended). ``--resume`` appends their complete lines to results.jsonl, whose records it then
-    reads as done, so no sample is run or counted twice; a new run removes them, so that a later
+    appended). ``--resume`` checks every line of them (as another run's: ConfigError naming the
+    file and line, nothing appended), appends their complete lines to results.jsonl and takes their
+    records as done, so no sample is run or counted twice; a new run removes them, so that a later
     ``--resume`` never takes another run's lines for its own. The folder's lock is held here."""
     out = runner.opts.output
     found = sorted(out.glob(".results.worker-*.jsonl")) if out.is_dir() else []
     parts = [p for p in found if p.is_symlink() or not p.is_dir()]  # a folder of that name is not ours
-    if parts and runner.opts.resume:
+    readable = [p for p in parts if p.is_file() and not p.is_symlink()]  # a planted link is removed, never read
+    if readable and jobs is not None:
+        for part in readable:  # all of them checked before one line is appended
+            for n, rec in iter_records(part, Trust.OTHER, what=part.name):
+                jobs.check(job_key(rec), part, n + 1)
         with open_append(out / runner.opts.results_name, truncate=False) as fh:
             fh.flush()
-            for part in parts:
-                if part.is_file() and not part.is_symlink():  # a planted link is removed, never read
-                    _copy_lines(part, fh.buffer)
+            for part in readable:
+                whole = _copy_lines(part, fh.buffer)
+                for n, rec in iter_records(part, Trust.OTHER, what=part.name):
+                    if n < whole and job_key(rec) not in runner.done_keys:  # (a torn last line was not copied)
+                        runner.done_keys.add(job_key(rec))
+                        with foreign_shape(f"{part}:{n + 1}", "this record"):
+                            runner.agg.add(rec)
     for part in parts:
         _discard(part)
 
 
 def _discard(part: Path) -> None:
-    """A worker's part file and its state file, removed once read (or never to be read)."""
-    part.unlink(missing_ok=True)
-    _state_file(part).unlink(missing_ok=True)
+    """A worker's part file and its state file, removed once read (or never to be read); a folder
+    of either name is not ours: left alone (a split run refuses it, see :func:`_free`)."""
+    for path in (part, _state_file(part)):
+        if not path.is_dir() or path.is_symlink():
+            path.unlink(missing_ok=True)
+
+
+def _free(part: Path) -> None:
+    """The part file's and state file's names free for a worker (a state left by a run killed
+    outright is not this run's); ConfigError when a folder holds either name."""
+    for path in (part, _state_file(part)):
+        if path.is_dir() and not path.is_symlink():
+            raise ConfigError("is a folder where a worker process writes its records: remove it", file=str(path))
+        path.unlink(missing_ok=True)
 
 
 def _append_parts(runner: Runner, workers: dict[int, tuple[int, Path]]) -> None:
@@ -307,10 +341,15 @@ def _append_parts(runner: Runner, workers: dict[int, tuple[int, Path]]) -> None:
 
 
 def _open(path: Path) -> BinaryIO | None:
+    """``path`` to read, or None when it is absent or not a regular file (never a FIFO's wait)."""
     try:
-        return os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:  # the worker ended before it wrote it
         return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
 
 
 def _read_state(path: Path) -> dict[str, Any] | None:
