@@ -4,7 +4,10 @@ The contract: it writes ``evals/suite.yaml``, ``evals/dataset.jsonl``, ``evals/c
 (plus what the target needs: ``evals/agent.py`` for ``command``, ``evals/agent_factory.py`` for
 ``letta``) and ``.github/workflows/evals.yml``, and appends the results and cache folders to
 ``.gitignore``. An existing file is never overwritten (it is listed as skipped) unless ``--force``
-is given; ``.gitignore`` is only ever appended to, each entry once. It asks one question (the
+is given; ``.gitignore`` is only ever appended to, each entry once. Every target is checked
+before anything is written: a folder, FIFO or device where a file goes, a file where a folder
+goes, a folder that cannot be written, a symbolic link to a folder outside ``DIR`` are each one
+line naming it, exit 2, and nothing written (a FIFO is never opened). It asks one question (the
 target) only on a terminal and only when ``--target`` is not given; on a non-TTY it asks nothing.
 The default target, ``command``, runs a stand-in agent, so ``ci-evals run evals/suite.yaml``
 passes at once, offline. The templates are package data (``ci_evals/data/init``); the workflow
@@ -13,7 +16,9 @@ they make lints clean with actionlint and the GitHub workflow schema (tested).
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
 from argparse import Namespace
 from importlib.resources import files
@@ -54,6 +59,9 @@ ENV_BLOCKS = {
              "          LETTA_BASE_URL: ${{ vars.LETTA_BASE_URL }}",
     "http": "          AGENT_TOKEN: ${{ secrets.AGENT_TOKEN }}",
 }
+# letta: a `gate:` on a Letta target reads as letta-evals' (whose accuracy was 0-100): say which scale.
+BEFORE_GATE = {"letta": "accuracy_scale: fraction          # gate values are fractions (0.8: 80 % of samples), "
+                        "not letta-evals' percentages\n"}
 EXTRA_FILES = {"command": ["agent.py"], "letta": ["agent_factory.py"]}
 SECRETS = {"command": [], "model": ["OPENAI_API_KEY"], "letta": ["LETTA_API_KEY"], "http": ["AGENT_TOKEN"]}
 ACTION_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[A-Za-z0-9_.-]+"
@@ -67,7 +75,8 @@ def _template(name: str) -> str:
 def planned_files(target: str, action: str = DEFAULT_ACTION) -> dict[str, str]:
     """``{relative path: content}`` of what ``init`` writes for a target (``.gitignore`` aside)."""
     out = {
-        "evals/suite.yaml": _template("suite.yaml.tmpl").replace("%%TARGET%%", TARGET_BLOCKS[target]),
+        "evals/suite.yaml": _template("suite.yaml.tmpl").replace("%%TARGET%%", TARGET_BLOCKS[target])
+                                                        .replace("%%BEFORE_GATE%%", BEFORE_GATE.get(target, "")),
         "evals/dataset.jsonl": _template("dataset.jsonl"),
         "evals/custom_evaluators.py": _template("custom_evaluators.py"),
     }
@@ -94,37 +103,123 @@ def _ask_target() -> str:
 
 def cmd_init(args: Namespace) -> int:
     root: Path = args.dir
-    if root.exists() and not root.is_dir():
+    if _lstat(root) is not None and not root.is_dir():
         raise ConfigError("not a folder", file=str(root))
     if not ACTION_REF.fullmatch(args.action):
         raise ConfigError(f"--action: expected ACCOUNT/REPO@REF or docker://IMAGE, got {args.action!r}")
     target = args.target or (_ask_target() if sys.stdin.isatty() and sys.stdout.isatty() else DEFAULT_TARGET)
-    written, skipped = [], []
+    # Every target is checked before anything is written: a bad one is one line, and nothing written.
+    write, skipped = [], []
     for rel, content in planned_files(target, args.action).items():
-        path = root / rel
-        if path.is_symlink():
+        kind = _target(root, rel, write_file=args.force)
+        if kind == "link":
             skipped.append((rel, "a symbolic link: never written through"))
-            continue
-        if path.exists() and not args.force:
+        elif kind == "file" and not args.force:
             skipped.append((rel, "already there; --force overwrites it"))
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-        written.append(rel)
+        else:
+            write.append((rel, content))
     ignore = root / ".gitignore"
-    if ignore.is_symlink():
-        added: list[str] = []
+    kind = _target(root, ".gitignore", write_file=False)
+    existing = _read_regular(ignore) if kind == "file" else ""
+    added = gitignore_additions(existing) if kind != "link" else []
+    if added and kind == "file":
+        _writable(ignore, kind)
+    for rel, content in write:
+        _write(root / rel, content)
+    if kind == "link":
         print(".gitignore is a symbolic link: left alone; add " + ", ".join(GITIGNORE) + " yourself")
-    else:
-        existing = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
-        added = gitignore_additions(existing)
-        if added:
-            sep = "" if not existing or existing.endswith("\n") else "\n"
-            with ignore.open("a", encoding="utf-8") as fh:
-                fh.write(sep + ("\n" if existing else "") + "# ci-evals: results (and --only-failed re-runs), LLM response cache\n"
-                         + "".join(f"{entry}\n" for entry in added))
-    _report(root, target, args.action, written, skipped, added)
+    elif added:
+        sep = "" if not existing or existing.endswith("\n") else "\n"
+        _write(ignore, sep + ("\n" if existing else "") + "# ci-evals: results (and --only-failed re-runs), LLM "
+               "response cache\n" + "".join(f"{entry}\n" for entry in added), append=True)
+    _report(root, target, args.action, [rel for rel, _ in write], skipped, added)
     return 0
+
+
+def _target(root: Path, rel: str, *, write_file: bool) -> str:
+    """What ``root/rel`` is: ``"absent"``, ``"file"`` (regular) or ``"link"``, once its folders are
+    checked (each absent, or a folder inside ``root``, through no symbolic link out of it) and the
+    folder it would be made in, or the file itself when ``write_file``, is writable. Anything else (a
+    folder, a FIFO, a device where a file goes; a file where a folder goes) is a ConfigError naming
+    it: init has written nothing yet. A FIFO or device is never opened."""
+    home = root.resolve()
+    path, parts = root, Path(rel).parts
+    for name in parts[:-1]:
+        path = path / name
+        if (st := _lstat(path)) is None:
+            return _writable(path.parent, "absent")
+        if stat.S_ISLNK(st.st_mode):
+            real = path.resolve()
+            if real != home and home not in real.parents:
+                raise ConfigError(f"is a symbolic link out of {root} (to {real}): init never writes through "
+                                  "it; nothing written", file=str(path))
+            st = os.stat(path) if real.exists() else st
+        if not stat.S_ISDIR(st.st_mode):
+            raise ConfigError(f"is not a folder ({_what(st.st_mode)}), and init writes {rel} in it; nothing "
+                              "written", file=str(path))
+    path = path / parts[-1]
+    if (st := _lstat(path)) is None:
+        return _writable(path.parent, "absent")
+    if stat.S_ISLNK(st.st_mode):
+        return "link"
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"is not a regular file ({_what(st.st_mode)}); init writes a file there: nothing "
+                          "written", file=str(path))
+    return _writable(path, "file") if write_file else "file"
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    """``os.lstat(path)``, None when it does not exist; ConfigError when it cannot be looked at."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # no permission to look in its folder, a name too long
+        raise ConfigError(f"cannot be checked: {exc.strerror}; nothing written", file=str(path)) from None
+
+
+def _writable(path: Path, kind: str) -> str:
+    """``kind`` when this process may write ``path`` (a file, or a folder to make files in; a folder
+    not made yet: the nearest one that is), else a ConfigError."""
+    while not os.path.lexists(path) and path.parent != path:
+        path = path.parent
+    if not os.access(path, os.W_OK | (os.X_OK if path.is_dir() else 0)):
+        raise ConfigError("cannot be written (permission denied); nothing written", file=str(path))
+    return kind
+
+
+def _what(mode: int) -> str:
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a file"
+            if stat.S_ISREG(mode) else "a symbolic link to nothing")
+
+
+_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK  # a link or FIFO planted since the check is refused, never waited on
+
+
+def _read_regular(path: Path) -> str:
+    """A regular file's text (opened without following a link or waiting on a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _FLAGS)
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {exc.strerror}; nothing written", file=str(path)) from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError("is not a regular file; nothing written", file=str(path))
+        return fh.read().decode("utf-8", "replace")
+
+
+def _write(path: Path, text: str, *, append: bool = False) -> None:
+    """``text`` written to (or appended to) the regular file ``path``, its folders made as needed."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | _FLAGS | (os.O_APPEND if append else os.O_TRUNC), 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ConfigError("is not a regular file: not written", file=str(path))
+            fh.write(text.encode("utf-8"))
+    except OSError as exc:  # a change since the checks (a race, a full disk)
+        raise ConfigError(f"cannot write: {exc.strerror}", file=str(path)) from None
 
 
 def _report(root: Path, target: str, action: str, written: list[str], skipped: list[tuple[str, str]],
