@@ -5,6 +5,10 @@ a changed prompt, model or parameter is a miss and repeated runs of one request 
 independent. Entries are response JSON at ``root/<key[:2]>/<key>.json``; only usable responses
 are ever written (the caller decides), secrets are scrubbed before writing, and a corrupt entry
 is a miss. Concurrent writers and readers, threads or processes, never see a partial entry.
+
+An entry is only data: a name that is not a regular file (a FIFO, a device, a folder) is never
+opened, one larger than ``MAX_ENTRY_BYTES`` is not read, and the parse is bounded
+(:func:`ci_evals._util.bounds.loads`: finite numbers, 100 levels): anything odd is a miss.
 """
 
 from __future__ import annotations
@@ -14,13 +18,18 @@ import hashlib
 import json
 import os
 import random
+import stat
 import threading
 from pathlib import Path
 from typing import Any
 
+from ci_evals._util.bounds import loads
 from ci_evals._util.redact import scrub_tree
 
 CACHE_VERSION = "ci-evals-llm-cache/1"
+MAX_ENTRY_BYTES = 16 * 2**20 + 2**20
+"""A response is at most 16 MiB (``transport.MAX_RESPONSE_BYTES``): a larger entry is a miss."""
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
 
 
 def cache_key(endpoint: str, body: dict[str, Any], repeat: int = 0) -> str:
@@ -78,22 +87,36 @@ class ResponseCache:
         if pending is not None:
             return pending
         try:
-            with open(self.path(key), "rb") as fh:
-                data = json.loads(fh.read())
-        except (OSError, ValueError):
+            fd = os.open(self.path(key), _READ_FLAGS)  # O_NONBLOCK: a FIFO planted there never holds the run
+        except OSError:
+            return None
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return None
+                raw = fh.read(MAX_ENTRY_BYTES + 1)
+            data = loads(raw) if len(raw) <= MAX_ENTRY_BYTES else None
+        except (OSError, ValueError, RecursionError):
             return None
         return data if isinstance(data, dict) else None
 
     def put(self, key: str, data: dict[str, Any]) -> None:
-        data = scrub_tree(data)  # a server that echoes the key must not leave it on disk
+        try:
+            data = scrub_tree(data)  # a server that echoes the key must not leave it on disk
+        except RecursionError:  # nested past the interpreter's limit: never cached
+            return
         target = self.path(key)
         tmp = target.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.{random.getrandbits(32):08x}.tmp")
+        try:
+            text = json.dumps(data, ensure_ascii=False)
+        except (ValueError, RecursionError):  # nothing a later read would take: not written
+            return
         try:
             if target.parent not in self._made:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 self._made.add(target.parent)
             with open(tmp, "wb") as fh:
-                fh.write(json.dumps(data, ensure_ascii=False).encode("utf-8"))
+                fh.write(text.encode("utf-8"))
             os.replace(tmp, target)
         except OSError:
             try:
