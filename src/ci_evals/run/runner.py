@@ -80,7 +80,7 @@ def _extraction_error(slot: GraderSlot, exc: Exception) -> Grade:
     return make_grade(error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}", category="extraction")
 
 
-def _grader_error(slot: GraderSlot, exc: Exception) -> Grade:
+def _grader_error(slot: GraderSlot, exc: BaseException) -> Grade:
     return make_grade(error=f"grader '{slot.name}' raised {type(exc).__name__}: {exc}", category="grading")
 
 
@@ -162,8 +162,10 @@ class Runner:
                 g = grader.grade_sync(sample, submission)
             else:
                 g = await grader.grade(sample, submission, traj)
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as exc:
+            if usercode.ours():  # the run is being interrupted
+                raise
+            return _grader_error(slot, exc), submission  # one a client timeout raised: this grade's error
         except Exception as exc:  # graders should not raise, but a bug must not lose the sample
             return _grader_error(slot, exc), submission
         return _grade_dict(g, slot.rule), submission

@@ -5,13 +5,15 @@ semantics as running them on the loop, which stays free to handle signals and ot
 A call running longer than :data:`USER_CODE_SECONDS` is abandoned: its sample gets an error, a
 fresh thread serves the calls after it, and the stuck one can never delay the exit. Code that
 holds the GIL inside C (a catastrophic ``re`` search, say) still stalls the whole process: only a
-separate process bounds that (``kind: python`` graders run in one).
+separate process bounds that (``kind: python`` graders run in one). User coroutines run on an
+event loop of their own under the same limit (ci_evals.usercode.aio).
 
-``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` raised by the suite author's code are
-that code's error (:class:`UserCodeExit`, an ordinary ``Exception``), wherever it runs: on this
-thread, on the loop (async code, via :func:`contained`) or at import. During a run no real Ctrl-C
-arrives as ``KeyboardInterrupt`` (ci_evals.run.signals handles SIGINT), so one seen here was raised by
-the code itself; letting it through would end the run green without a summary (``SystemExit(0)``).
+``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` and any other ``BaseException`` raised by
+the suite author's code are that code's error (:class:`UserCodeExit`, an ordinary ``Exception``),
+wherever it runs: on this thread, on the user loop, on the run's loop (via :func:`contained`) or at
+import. During a run no real Ctrl-C arrives as ``KeyboardInterrupt`` (ci_evals.run.signals handles
+SIGINT), so one seen here was raised by the code itself; letting it through would end the run green
+without a summary (``SystemExit(0)``).
 """
 
 from __future__ import annotations
@@ -20,49 +22,28 @@ import asyncio
 import inspect
 import queue
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
+
+from ci_evals.usercode.aio import on_user_loop
+from ci_evals.usercode.contain import (
+    ESCAPES,
+    Abandoned,
+    UserCodeExit,
+    UserCodeTimeout,
+    contained,
+    describe,
+    escaped,
+    ours,
+    raise_in,
+    settle,
+)
+
+__all__ = ["ESCAPES", "USER_CODE_SECONDS", "UserCodeExit", "UserCodeTimeout", "call", "contained", "describe",
+           "escaped", "ours", "run"]
 
 USER_CODE_SECONDS = 300.0
 """Seconds one call of a custom grader or extractor may take."""
-
-
-ESCAPES = (SystemExit, KeyboardInterrupt, GeneratorExit)
-"""What user code may raise that is not an ``Exception`` but must never end the run."""
-
-
-class UserCodeTimeout(Exception):
-    """A custom function ran past its time limit and was abandoned."""
-
-
-class UserCodeExit(Exception):
-    """User code raised SystemExit, KeyboardInterrupt or GeneratorExit: its error, not a way out."""
-
-
-def escaped(exc: BaseException) -> UserCodeExit:
-    """``SystemExit(0)`` as an error whose text names it: ``SystemExit(0)``."""
-    args = ", ".join(repr(a) for a in exc.args)
-    return UserCodeExit(f"{type(exc).__name__}({args})")
-
-
-def describe(exc: BaseException) -> str:
-    """How a failure of user code reads in an error: ``ValueError: bad``, ``SystemExit(0)``."""
-    return str(exc) if isinstance(exc, UserCodeExit) else f"{type(exc).__name__}: {exc}"
-
-
-@contextmanager
-def contained() -> Iterator[None]:
-    """Turn an escape (SystemExit and the like) raised inside the block into :class:`UserCodeExit`."""
-    try:
-        yield
-    except ESCAPES as exc:
-        raise escaped(exc) from None
-
-
-class _Abandoned(BaseException):
-    """Raised inside an abandoned call's thread so Python code spinning there stops burning the CPU
-    (and the GIL) that the run's exit needs. Code blocked in C (``time.sleep``) is not reached."""
 
 
 class _Lane:
@@ -78,15 +59,13 @@ class _Lane:
         self.ident = threading.get_ident()
         try:
             self._serve()
-        except _Abandoned:  # arrived between two calls: the thread was leaving anyway
+        except Abandoned:  # arrived between two calls: the thread was leaving anyway
             pass
 
     def stop(self) -> None:
-        """Raise :class:`_Abandoned` in the thread, at its next Python instruction."""
+        """Raise :class:`Abandoned` in the thread, at its next Python instruction."""
         if self.ident is not None:
-            import ctypes
-
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(_Abandoned))
+            raise_in(self.ident)
 
     def _serve(self) -> None:
         while not self.abandoned:
@@ -101,14 +80,12 @@ class _Lane:
                 value, error = fn(*args), None
             except Exception as exc:
                 value, error = None, exc
-            except ESCAPES as exc:  # SystemExit and the like from user code: an ordinary failure
-                value, error = None, escaped(exc)
-            except _Abandoned:
+            except Abandoned:
                 return
-            except BaseException as exc:  # anything stranger still: never the end of the thread
-                value, error = None, UserCodeExit(type(exc).__name__)
+            except BaseException as exc:  # SystemExit, CancelledError, any other: an ordinary failure
+                value, error = None, escaped(exc)
             try:
-                loop.call_soon_threadsafe(_settle, fut, value, error)
+                loop.call_soon_threadsafe(settle, fut, value, error)
             except RuntimeError:
                 pass
 
@@ -159,15 +136,6 @@ def _abandon(lane: _Lane) -> None:
             break
 
 
-def _settle(fut: asyncio.Future, value: Any, error: BaseException | None) -> None:
-    if fut.done():
-        return
-    if error is not None:
-        fut.set_exception(error)
-    else:
-        fut.set_result(value)
-
-
 async def call(fn: Callable[..., Any], *args: Any, what: str, limited: bool = True) -> Any:
     """``fn(*args)`` on the user-code thread; UserCodeTimeout past USER_CODE_SECONDS of running
     (``limited=False``: no limit; a signal still ends the wait, the loop being free)."""
@@ -177,11 +145,20 @@ async def call(fn: Callable[..., Any], *args: Any, what: str, limited: bool = Tr
     return await fut
 
 
-async def run(fn: Callable[..., Any], *args: Any, what: str, limited: bool = True) -> Any:
-    """Call user code of either colour: a coroutine function on the loop, anything else on the
-    user-code thread (an awaitable it returns is awaited); every escape is a :class:`UserCodeExit`."""
-    with contained():
-        if inspect.iscoroutinefunction(fn):
-            return await fn(*args)
-        out = await call(fn, *args, what=what, limited=limited)
-        return await out if inspect.isawaitable(out) else out
+async def run(fn: Callable[..., Any], *args: Any, what: str, limited: bool = True, here: bool = False) -> Any:
+    """Call user code of either colour: a coroutine function on the user-code event loop, anything
+    else on the user-code thread (an awaitable it returns is awaited on that loop); every escape is
+    a :class:`UserCodeExit`. ``here``: a coroutine runs on the caller's loop (it was handed an
+    object bound to that loop, such as the target's client), contained but not off the loop."""
+    if inspect.iscoroutinefunction(fn):
+        if here:
+            with contained():
+                return await fn(*args)
+        return await on_user_loop(lambda: fn(*args), what, USER_CODE_SECONDS if limited else None)
+    out = await call(fn, *args, what=what, limited=limited)
+    if not inspect.isawaitable(out):
+        return out
+    if here:
+        with contained():
+            return await out
+    return await on_user_loop(lambda: out, what, USER_CODE_SECONDS if limited else None)

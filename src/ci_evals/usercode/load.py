@@ -44,7 +44,7 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
     except SyntaxError as exc:
         sys.modules.pop(name, None)
         raise ConfigError(f"syntax error: {exc.msg}", file=str(path), line=exc.lineno, key=key) from None
-    except (Exception, SystemExit, KeyboardInterrupt, GeneratorExit) as exc:  # an escape is the file's error
+    except BaseException as exc:  # an escape (SystemExit, CancelledError, any BaseException) is the file's error
         sys.modules.pop(name, None)
         hint = ""
         if isinstance(exc, ImportError) and "letta_client" in str(exc):
