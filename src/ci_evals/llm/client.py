@@ -297,8 +297,9 @@ class LLM:
         retry budget; other transient failures are retried with backoff (``max_retries``).
         """
         ep = self.endpoint
-        backoff = Backoff(base=BACKOFF_BASE, cap=BACKOFF_CAP, max_retries=self.max_retries,
-                          max_retry_after=MAX_RETRY_AFTER, rng=_JITTER)
+        max_wait = ep.limits.max_wait  # no wait of ours passes it, a backoff's included
+        backoff = Backoff(base=BACKOFF_BASE, cap=min(BACKOFF_CAP, max_wait), max_retries=self.max_retries,
+                          max_retry_after=min(MAX_RETRY_AFTER, max_wait), rng=_JITTER)
         tokens = estimate_tokens(body) if ep.tok_bucket is not None else 0.0
         first_throttle: float | None = None
         front = False
@@ -310,20 +311,20 @@ class LLM:
                 raise self._error(path, f"not sent: {stop.cause}", None, backoff.retries) from None
             ticket.first_throttle = first_throttle
             try:
-                data, headers = await self._attempt(path, body)
-            except Failure as failure:
-                throttled += failure.status in THROTTLE_STATUS and failure.kind != "quota"
-                wait = self._after_failure(ep, ticket, failure, backoff, path, throttled)
-                first_throttle, front = ticket.first_throttle, True
-                if wait:
-                    await asyncio.sleep(wait)
-                continue
-            except BaseException:
-                ep.abandon()
-                raise
-            usage = usage_of(data)
-            ep.success(ticket, headers, usage["prompt_tokens"] + usage["completion_tokens"])
-            return LLMResult(data, retries=backoff.retries, usage=usage, throttled=throttled)
+                try:
+                    data, headers = await self._attempt(path, body)
+                except Failure as failure:
+                    throttled += failure.status in THROTTLE_STATUS and failure.kind != "quota"
+                    wait = self._after_failure(ep, ticket, failure, backoff, path, throttled)
+                    first_throttle, front = ticket.first_throttle, True
+                else:
+                    usage = usage_of(data)
+                    ep.success(ticket, headers, usage["prompt_tokens"] + usage["completion_tokens"])
+                    return LLMResult(data, retries=backoff.retries, usage=usage, throttled=throttled)
+            finally:  # whatever failed or was cancelled, the slot goes back (once: a settled ticket is skipped)
+                ep.abandon(ticket)
+            if wait:
+                await asyncio.sleep(wait)
 
     async def _attempt(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         """One attempt, bounded as a whole by ``timeout``: (usable response JSON, headers) or Failure."""
@@ -362,7 +363,7 @@ class LLM:
             asked = failure.wait if failure.wait is not None else _asked_wait(failure.headers)
             wait = backoff.next_wait(asked)
         if wait is not None:
-            ep.abandon()
+            ep.abandon(ticket)
             return wait
         error = self._error(path, failure.problem, failure.status, backoff.retries, throttled)
         was_open = ep.stopped

@@ -8,6 +8,7 @@ Pure data: no I/O, so graders, targets and the aggregator can use it anywhere.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,13 +44,30 @@ def cost_usd(model: str, usage: dict[str, int], pricing: dict[str, Any] | None) 
 
 
 
-def usage_of(data: dict[str, Any]) -> dict[str, int]:
-    """The tokens a response says it used (``usage.prompt_tokens`` / ``completion_tokens``, 0 when absent)."""
-    usage = data.get("usage") or {}
-    return {
-        "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-        "completion_tokens": int(usage.get("completion_tokens") or 0),
-    }
+MAX_CALL_TOKENS = 1_000_000_000
+"""The most tokens one call may say it used: no model reads or writes a billion tokens in one call,
+so a larger count (a 301-digit number, 1e999) is a server's mistake, read as this bound."""
+
+
+def tokens(value: Any) -> int:
+    """A token count a server reported, read fail-closed: an int or a finite float, clamped to
+    ``[0, MAX_CALL_TOKENS]``; anything else (a string, a list, NaN, a bool, None) is 0. Never raises."""
+    if type(value) is int:  # the usual case first; a bool (an int subclass) is no count
+        return value if 0 <= value <= MAX_CALL_TOKENS else (0 if value < 0 else MAX_CALL_TOKENS)
+    if type(value) is float and math.isfinite(value):
+        return int(min(max(value, 0.0), MAX_CALL_TOKENS))
+    return 0
+
+
+def usage_of(data: Any) -> dict[str, int]:
+    """The tokens a response says it used (``usage.prompt_tokens`` / ``completion_tokens``),
+    each read by :func:`tokens`: a malformed ``usage`` (a string, a list, NaN, 1e999) counts 0 and
+    never raises, so no answer can fail a call after the server answered it."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return {"prompt_tokens": 0, "completion_tokens": 0}
+    return {"prompt_tokens": tokens(usage.get("prompt_tokens")),
+            "completion_tokens": tokens(usage.get("completion_tokens"))}
 
 
 def _zero_usage() -> dict[str, int]:

@@ -29,6 +29,26 @@ HEADROOM = 0.97
 """Calls are paced at this share of a known limit: at exactly the limit, network jitter alone
 makes some calls arrive a moment before the server's bucket refilled."""
 
+MIN_MAX_WAIT = 1.0
+"""The shortest ``max_wait`` a run accepts: under a second, no throttling answer could be waited out."""
+
+
+def seconds_per_request(per_minute: float) -> float:
+    """How long one request (or token) takes at ``per_minute``, paced at ``HEADROOM``."""
+    return 60.0 / (per_minute * HEADROOM)
+
+
+def check_rates(rates: dict[str, tuple[float | None, float | None]], max_wait: float, where: str) -> str | None:
+    """The one line that says a requests-per-minute setting is too slow for ``max_wait`` (one request
+    would wait longer than any call may), or None. ``where`` names the setting (``--rpm``)."""
+    for key, (rpm, _tpm) in rates.items():
+        if rpm is not None and seconds_per_request(rpm) > max_wait:
+            scope = "" if key == "*" else f" for {key}"
+            return (f"{where}{scope}: {rpm:g} requests a minute is one request every "
+                    f"{seconds_per_request(rpm):.3g} s, more than max_wait {max_wait:g} s allows")
+    return None
+
+
 @dataclass
 class Limits:
     """What the run was told about an endpoint: requests and tokens per minute, throttling budget."""
@@ -46,9 +66,10 @@ class Bucket:
     the debt to be repaid rather than never running.
     """
 
-    def __init__(self, per_minute: float, burst_s: float = BURST_SECONDS) -> None:
+    def __init__(self, per_minute: float, burst_s: float = BURST_SECONDS, max_debt_s: float = DEFAULT_MAX_WAIT) -> None:
         self.per_minute = per_minute
-        self.rate = per_minute * HEADROOM / 60.0
+        self.max_debt_s = max_debt_s
+        self.rate = 1.0 / seconds_per_request(per_minute)
         self.capacity = max(1.0, self.rate * burst_s)
         self.level = self.capacity
         self.at = time.monotonic()
@@ -64,9 +85,12 @@ class Bucket:
         return 0.0 if self.level >= 0 else -self.level / self.rate
 
     def adjust(self, delta: float) -> None:
-        """Charge (or refund) ``delta`` after the fact (the real token count is known late)."""
+        """Charge (or refund) ``delta`` after the fact (the real token count is known late). A charge
+        takes the bucket at most ``max_debt_s`` of refill into debt (or no deeper than it was): a
+        count a server reports cannot hold the next call longer than ``max_wait``."""
         self._refill(time.monotonic())
-        self.level -= delta
+        floor = min(self.level, -self.rate * self.max_debt_s)
+        self.level = max(self.level - delta, floor)
 
 
 def _num(headers: Any, name: str) -> float | None:

@@ -16,7 +16,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from ci_evals.llm.limits import DEFAULT_MAX_WAIT, Limits
+from ci_evals._util.errors import ConfigError
+from ci_evals.llm.limits import DEFAULT_MAX_WAIT, Limits, check_rates
 from ci_evals.llm.scheduler import Endpoint
 
 
@@ -62,8 +63,14 @@ def loop_state() -> LoopState:
 
 
 def configure(max_concurrent: int | None = None, rates: dict[str, tuple[float | None, float | None]] | None = None,
-              max_wait: float | None = None) -> None:
-    """Set this event loop's engine (the runner calls it before any endpoint is used)."""
+              max_wait: float | None = None, *, check_only: bool = False) -> None:
+    """Set this event loop's engine (the runner calls it before any endpoint is used). A rate too
+    slow for ``max_wait`` is a ConfigError; ``check_only``: only that check (no loop needed)."""
+    problem = check_rates(dict(rates or {}), max_wait or DEFAULT_MAX_WAIT, "--rpm or rate_limits")
+    if problem is not None:
+        raise ConfigError(problem)
+    if check_only:
+        return
     state = loop_state()
     state.config = EngineConfig(max_concurrent=max_concurrent or EngineConfig.max_concurrent,
                                 rates=dict(rates or {}), max_wait=max_wait or DEFAULT_MAX_WAIT)

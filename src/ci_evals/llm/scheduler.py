@@ -18,8 +18,16 @@ in the run) passes through its :class:`Endpoint`:
   ``remaining: 0`` pauses the endpoint until one request fits.
 * **A 429 is a wait, not a failure**: throttling answers never use a call's retry budget. A call
   gives up on throttling only when its next wait would end past ``max_wait`` seconds from its
-  first throttling answer, or at once when the server asks for a wait longer than that (an absurd
-  ``Retry-After`` never freezes the run); its error then says so.
+  first throttling answer; its error then says so.
+* **No wait the server sets passes ``max_wait``, and none is zero.** Every number a server
+  announces is read bounded (:mod:`ci_evals.llm.limits`, :func:`ci_evals.llm.cost.tokens`), and
+  :meth:`Endpoint._bounded` is the one check of what it would make the run wait: a ``Retry-After``,
+  a reset learned from a success's ``remaining: 0``, the time one call costs at an announced (or
+  set) rate. Longer than ``max_wait`` stops the endpoint at once with the line that says why (every
+  call would get the same answer: an absurd header never freezes the run). A pause after a
+  throttling answer is at least ``WAIT_FLOOR``, doubling once per round trip while they continue,
+  so ``Retry-After: 0`` (or a date in the past) never turns 429s into a request storm. Tokens a
+  server reports can put the token bucket at most ``max_wait`` into debt.
 * **A breaker for systematic failures** (:mod:`ci_evals._util.breaker`): while an endpoint has
   never answered successfully, a run of calls failing for the same cause that no retry fixes
   opens it, and every later call fails at once with that cause, without being sent. So does an
@@ -34,6 +42,7 @@ concurrency it settled on, the limits it learned, why it stopped).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections import deque
@@ -46,6 +55,10 @@ from ci_evals.llm.limits import Announced, Bucket, Limits, announced
 PAUSE_FIRST = 1.0
 """Seconds a 429 with no ``Retry-After`` pauses the endpoint; doubles while 429s continue."""
 PAUSE_CAP = 30.0
+WAIT_FLOOR = 0.1
+"""Seconds: the shortest pause after a throttling answer, whatever the server asked (0, a date in
+the past); it doubles once per round trip while throttling answers continue, up to ``PAUSE_CAP``,
+and a success resets it."""
 THROTTLE_STATUS = frozenset({429, 503, 529})
 OVERLOADED = frozenset({503, 529})
 OVERLOADED_GIVE_UP = 60.0
@@ -77,6 +90,8 @@ class Ticket:
     first_throttle: float | None = None
     waited: float = 0.0
     tokens: float = 0.0
+    settled: bool = False
+    """Its slot was given back: every outcome gives it back once, whatever else fails."""
 
 
 @dataclass
@@ -94,11 +109,12 @@ class Endpoint:
         self.queue: deque[asyncio.Future] = deque()
         self.paused_until = 0.0
         self.pause_step = PAUSE_FIRST
+        self.floor_step = WAIT_FLOOR
         self.probing = False  # after a pause: one call goes first
         self.seq = 0
         self.cut_seq = -1
-        self.req_bucket = Bucket(self.limits.rpm) if self.limits.rpm else None
-        self.tok_bucket = Bucket(self.limits.tpm) if self.limits.tpm else None
+        self.req_bucket: Bucket | None = None
+        self.tok_bucket: Bucket | None = None
         self.user_rpm = self.limits.rpm
         self.user_tpm = self.limits.tpm
         self.breaker = Breaker()
@@ -111,6 +127,11 @@ class Endpoint:
         self.announced: Announced | None = None
         self.overloaded_since: float | None = None  # the first 503/529, while nothing ever succeeded
         self.overloaded = 0
+        with contextlib.suppress(ThrottledOut):  # a set rate too slow for max_wait: stopped, said by every call
+            if self.limits.rpm:
+                self._new_bucket("rpm", self.limits.rpm)
+            if self.limits.tpm:
+                self._new_bucket("tpm", self.limits.tpm)
 
     # -- admission -------------------------------------------------------------------------------
 
@@ -162,6 +183,9 @@ class Endpoint:
             if self.req_bucket is not None:
                 wait = max(wait, self.req_bucket.reserve(1.0, now))
             if self.tok_bucket is not None and tokens:
+                own = tokens / self.tok_bucket.rate
+                self._bounded(own, f"a call of about {tokens:.0f} tokens takes {own:.3g} s at "
+                                   f"{self._rate_words('tpm')}")
                 wait = max(wait, self.tok_bucket.reserve(tokens, now))
             if wait > 0:
                 await self._hold(wait)
@@ -196,6 +220,44 @@ class Endpoint:
         self.in_flight -= 1
         self._wake()
 
+    def _settle(self, ticket: Ticket | None) -> None:
+        """Give a call's slot back, once (a ticket already settled gives nothing back)."""
+        if ticket is None or ticket.settled:
+            return
+        ticket.settled = True
+        self._release()
+
+    # -- the one bound on waits ------------------------------------------------------------------
+
+    def _rate_words(self, which: str) -> str:
+        user = self.user_rpm if which == "rpm" else self.user_tpm
+        bucket = self.req_bucket if which == "rpm" else self.tok_bucket
+        unit = "requests" if which == "rpm" else "tokens"
+        header = ("x-ratelimit-limit-requests" if which == "rpm" else "x-ratelimit-limit-tokens") \
+            if self.provider != "anthropic" else f"anthropic-ratelimit-{unit}-limit"
+        source = "your setting" if user else f"announced by the server in {header}"
+        return f"{bucket.per_minute:g} {unit} a minute ({source})" if bucket else "no limit"
+
+    def _bounded(self, seconds: float, why: str) -> None:
+        """The one check of a wait the server's word (or the user's rate) would impose: longer than
+        ``max_wait`` stops the endpoint (no later call is sent) and raises :class:`ThrottledOut`."""
+        if seconds > self.limits.max_wait:
+            out = f"rate limited: {why}, more than max_wait {self.limits.max_wait:g} s allows"
+            self._stop(out)
+            raise ThrottledOut(out)
+
+    def _new_bucket(self, which: str, per_minute: float) -> Bucket:
+        """A pacing bucket, refused (the endpoint stopped) when one request at its rate takes longer
+        than ``max_wait``: ``x-ratelimit-limit-requests: 0.001`` would hold each call 17 hours."""
+        bucket = Bucket(per_minute, max_debt_s=self.limits.max_wait)
+        if which == "rpm":
+            self.req_bucket = bucket
+            self._bounded(1.0 / bucket.rate, f"one request every {1.0 / bucket.rate:.3g} s at "
+                                             f"{self._rate_words('rpm')}")
+        else:
+            self.tok_bucket = bucket
+        return bucket
+
     # -- outcomes --------------------------------------------------------------------------------
 
     def _learn(self, headers: Any) -> None:
@@ -203,15 +265,15 @@ class Endpoint:
         if info is None:
             return
         self.announced = info
-        if info.rpm and not self.user_rpm and (self.req_bucket is None or self.req_bucket.per_minute != info.rpm):
-            self.req_bucket = Bucket(info.rpm)
-            self.req_bucket.level = 0.0  # the calls already sent spent what the window held
         if info.tpm and not self.user_tpm and (self.tok_bucket is None or self.tok_bucket.per_minute != info.tpm):
-            self.tok_bucket = Bucket(info.tpm)
+            self._new_bucket("tpm", info.tpm)
+        if info.rpm and not self.user_rpm and (self.req_bucket is None or self.req_bucket.per_minute != info.rpm):
+            self._new_bucket("rpm", info.rpm).level = 0.0  # the calls already sent spent what the window held
         if info.remaining_requests is not None and info.remaining_requests < 1 and self.req_bucket is None:
             # an empty bucket we cannot pace for (no limit announced): wait until it refills
-            until = info.reset_requests if info.reset_requests is not None else PAUSE_FIRST
-            self.paused_until = max(self.paused_until, time.monotonic() + min(until, PAUSE_CAP))
+            until = min(info.reset_requests if info.reset_requests is not None else PAUSE_FIRST, PAUSE_CAP)
+            self._bounded(until, f"the server's request limit (remaining 0) resets in {until:g} s")
+            self.paused_until = max(self.paused_until, time.monotonic() + until)
 
     @property
     def stopped(self) -> str | None:
@@ -222,15 +284,18 @@ class Endpoint:
         return self.breaker.successes
 
     def success(self, ticket: Ticket, headers: Any = None, tokens_used: float | None = None) -> None:
-        """The call got a usable answer."""
+        """The call got a usable answer. Its slot is given back first, whatever its headers say
+        (an announcement that stops the endpoint is only news for later calls)."""
         self.breaker.success()
         self.pause_step = PAUSE_FIRST
-        self._learn(headers)
-        if tokens_used is not None and self.tok_bucket is not None:
-            self.tok_bucket.adjust(tokens_used - ticket.tokens)
+        self.floor_step = WAIT_FLOOR
         self.limit = min(float(self.cap), self.limit + 1.0 / self.limit)
         self.probing = False
-        self._release()
+        self._settle(ticket)
+        if tokens_used is not None and self.tok_bucket is not None:
+            self.tok_bucket.adjust(tokens_used - ticket.tokens)
+        with contextlib.suppress(ThrottledOut):  # stopped: every later call says why
+            self._learn(headers)
 
     def throttled(self, ticket: Ticket, asked: float | None, headers: Any = None) -> float:
         """A 429/503/529 answer: cut the limit (once per round trip), pause the endpoint.
@@ -240,23 +305,22 @@ class Endpoint:
         """
         now = time.monotonic()
         self.rejected += 1
-        self._learn(headers)
-        if ticket.seq > self.cut_seq:
+        self._settle(ticket)
+        floor = self.floor_step
+        if ticket.seq > self.cut_seq:  # once per round trip: the limit halves, the floor doubles
             self.limit = max(1.0, math.floor(self.limit / 2))
             self.min_limit = min(self.min_limit, self.limit)
             self.cut_seq = self.seq
-        pause = asked if asked is not None else self.pause_step
+            self.floor_step = min(PAUSE_CAP, self.floor_step * 2)
+        pause = max(asked, floor) if asked is not None else self.pause_step
         if asked is None:
             self.pause_step = min(PAUSE_CAP, self.pause_step * 2)
         if ticket.first_throttle is None:
             ticket.first_throttle = now
         budget = self.limits.max_wait - (now - ticket.first_throttle)
-        self._release()
-        if asked is not None and asked > self.limits.max_wait:
-            out = (f"rate limited: the server asked to wait {asked:g} s, more than max_wait "
-                   f"{self.limits.max_wait:g} s allows")
-            self._stop(out)  # every call would get the same answer: none is sent
-            raise ThrottledOut(out)
+        if asked is not None:  # every call would get the same answer: none is sent
+            self._bounded(asked, f"the server asked to wait {asked:g} s")
+        self._learn(headers)
         if pause > budget:
             raise ThrottledOut(f"rate limited: still throttled after {now - ticket.first_throttle:.0f} s "
                                f"(max_wait {self.limits.max_wait:g} s)")
@@ -284,8 +348,7 @@ class Endpoint:
 
     def failed(self, ticket: Ticket | None, kind: str | None, message: str) -> None:
         """A final failure of a call (after its retries); ``kind`` names a systematic cause or None."""
-        if ticket is not None:
-            self._release()
+        self._settle(ticket)
         if self.breaker.failure(kind, message):
             self._stop(message)
 
@@ -297,9 +360,10 @@ class Endpoint:
                 fut.set_result(None)
         self.queue.clear()
 
-    def abandon(self) -> None:
-        """The call ended without an outcome (cancelled, or an unexpected error)."""
-        self._release()
+    def abandon(self, ticket: Ticket) -> None:
+        """The call ended without an outcome (cancelled, an unexpected error, or to be retried after a
+        backoff): its slot is given back, once."""
+        self._settle(ticket)
 
     # -- what the summary shows ------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ci_evals._util import forks
 from ci_evals._util.errors import ConfigError, did_you_mean
@@ -70,7 +70,7 @@ class SuiteSpec(Strict):
     max_errors: int | None = Field(default=None, ge=0)
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
     rate_limits: dict[str, RateLimit] = Field(default_factory=dict)
-    max_wait: float | None = Field(default=None, gt=0)
+    max_wait: float | None = Field(default=None, ge=1.0)  # llm.limits.MIN_MAX_WAIT
 
     @field_validator("rate_limits")
     @classmethod
@@ -87,6 +87,19 @@ class SuiteSpec(Strict):
         if not v:
             raise ValueError("a suite needs at least one grader")
         return v
+
+    @model_validator(mode="after")
+    def _rates_fit_max_wait(self) -> SuiteSpec:
+        if not self.rate_limits:
+            return self
+        # lazy: only a suite with rate_limits pays for importing the LLM package
+        from ci_evals.llm.limits import DEFAULT_MAX_WAIT, check_rates
+
+        rates = {key: (lim.rpm, lim.tpm) for key, lim in self.rate_limits.items()}
+        problem = check_rates(rates, self.max_wait or DEFAULT_MAX_WAIT, "rate_limits")
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 @dataclass
