@@ -15,8 +15,8 @@ matches, and would leak.
 A secret can also reach a text in pieces: split over two lines, wrapped by an encoder at 76
 characters, broken by a ``\\n`` escape. So every run of :data:`PIECE` or more characters of a
 secret is masked too, wherever it stands; and a secret's base64 forms (standard and URL-safe, at
-each of the three alignments it can have inside a longer encoded text: :func:`encoded_forms`) are
-secrets of their own. The search stays cheap: only the text's whitespace-free words of 16 or more
+each of the three alignments it can have inside a longer encoded text: :func:`encoded_forms`) and
+its hex forms (lower and upper case: :func:`hex_forms`) are secrets of their own. The search stays cheap: only the text's whitespace-free words of 16 or more
 characters are looked at (prose has few), for the aligned 8-character blocks of each secret
 (every 16-character piece holds one); only a hit is extended both ways. A piece that spans
 whitespace inside a secret (a passphrase) is not looked for.
@@ -111,10 +111,20 @@ def encoded_forms(secret: str) -> tuple[str, ...]:
     return tuple(sorted(forms))
 
 
+@functools.lru_cache(maxsize=512)
+def hex_forms(secret: str) -> tuple[str, str]:
+    """``secret``'s UTF-8 bytes in hex, lower and upper case (a server or a tool that echoes a key
+    as hex: twice its length, so even a short secret's form is long enough to mask safely)."""
+    hexed = secret.encode("utf-8").hex()
+    return hexed, hexed.upper()
+
+
 def known_secrets() -> list[str]:
-    """Every secret to mask, and its base64 forms, longest first (a key containing another is masked whole)."""
+    """Every secret to mask, and its base64 and hex forms, longest first (a key containing another is
+    masked whole)."""
     found = _registered | env_secrets()
-    return sorted(found.union(*(encoded_forms(s) for s in found if len(s) >= PIECE)), key=len, reverse=True)
+    forms = found.union(*(encoded_forms(s) for s in found if len(s) >= PIECE), *(hex_forms(s) for s in found))
+    return sorted(forms, key=len, reverse=True)
 
 
 @functools.lru_cache(maxsize=64)
