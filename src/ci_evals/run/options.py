@@ -57,6 +57,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _max_wait(text: str) -> float:
+    value = _finite_positive(text)
+    if value is None or value < 1:  # llm.limits.MIN_MAX_WAIT: no throttling answer is waited out in less
+        raise argparse.ArgumentTypeError(f"expected a number of seconds of at least 1, got {text!r}")
+    return value
+
+
 def _rate(text: str) -> tuple[str, float]:
     """``N`` (every endpoint) or ``PROVIDER=N`` / ``URL=N``."""
     key, sep, number = text.rpartition("=")
@@ -110,7 +117,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                         help="requests per minute an LLM endpoint allows (your tier); e.g. 500 or anthropic=50")
     parser.add_argument("--tpm", type=_rate, action="append", default=None, metavar="[PROVIDER|URL=]N",
                         help="tokens per minute an LLM endpoint allows; e.g. 200000 or openai=30000")
-    parser.add_argument("--max-wait", type=_positive_float, default=None, metavar="SECONDS",
+    parser.add_argument("--max-wait", type=_max_wait, default=None, metavar="SECONDS",
                         help="how long one LLM call may stay throttled (429) before it errors (default 600)")
     parser.add_argument("--model-handle", default=None, metavar="HANDLE",
                         help="run only this one of the target's model_handles")

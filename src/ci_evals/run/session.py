@@ -14,6 +14,7 @@ from ci_evals._util.errors import ConfigError
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.verdict import exit_code
+from ci_evals.llm import pool
 from ci_evals.reports import console, html
 from ci_evals.reports.comment import render_comment
 from ci_evals.reports.letta_agents import console_lines
@@ -75,6 +76,8 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
             pair = list(rates.get(key, (None, None)))
             pair[index] = value
             rates[key] = (pair[0], pair[1])
+    if rates:  # before the folder is touched: a rate no call could wait for is a setting's mistake
+        pool.configure(rates=rates, max_wait=args.max_wait or suite.spec.max_wait, check_only=True)
     runner = Runner(suite, RunOptions(output=out, max_concurrent=concurrency, resume=resume is not None,
                                       progress=not args.quiet, extra_summary=extra, rates=rates, baseline=baseline,
                                       max_wait=args.max_wait or suite.spec.max_wait))
