@@ -5,6 +5,10 @@ Only on Linux, and only while this process has a single thread: ``fork()`` copie
 thread alone, so a lock another thread held would stay locked in the child forever.
 ``CI_EVALS_WORKERS=1`` keeps everything in one process; ``CI_EVALS_WORKERS=N`` asks for N
 worker processes for a CPU-bound run, however small (ci_evals.run.lanes).
+
+:func:`supervised` runs a command that runs user code in a child and refuses a green exit
+without a verdict: ``os._exit(0)`` from a grader's thread or at import ends the child, never the
+job, with exit 0 (see its docstring).
 """
 
 from __future__ import annotations
@@ -135,3 +139,96 @@ class Beside:
                 self._read = -1
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+
+
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
+NO_VERDICT = ("error: ci-evals ended with exit 0 before it reached a verdict (code of the suite ended the "
+              "process, with os._exit or the like); not a pass")
+_verdict_fd = -1
+
+
+def supervised(work: Callable[[], int], refused: Callable[[], None] = lambda: None) -> int:
+    """``work()``'s exit code, with ``work`` run in a forked child (Linux, one thread), this process
+    waiting as its guard: it forwards SIGINT, SIGTERM and SIGHUP to the child, takes the exit code
+    the child reports through a private pipe once ``work()`` returned, and turns an exit 0 without
+    that report (user code called ``os._exit(0)``) into exit 3 with one line (and ``refused()``).
+    The guard is a subreaper: what the run's processes started and left behind (a grader that
+    forked, a daemon) is its child once they end, and is killed when the child has exited, so no
+    copy holds the job's output open. Where it cannot fork, ``work()`` runs here."""
+    if not (sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1):
+        return work()
+    global _verdict_fd
+    import ctypes  # the guard's prctl calls: a run imports it anyway
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # its environ (the run's keys) stays unreadable to user code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read, write = os.pipe()
+    signals = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        pid = fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+        os.close(read)
+        os.close(write)
+        return work()
+    if pid == 0:
+        os.close(read)
+        _verdict_fd = write
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+        return report(work())
+    os.close(write)
+    for sig in signals:
+        signal.signal(sig, lambda signum, frame: _forward(pid, signum))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+    _, status = os.waitpid(pid, 0)
+    for sig in signals:  # the run is over: a late signal must not cut the guard's exit short
+        signal.signal(sig, signal.SIG_IGN)
+    code = _reported(read, pid)
+    from ci_evals._util.procs import kill_descendants  # the guard's last step, not its start
+
+    kill_descendants()
+    if code is not None:
+        return code
+    code = os.waitstatus_to_exitcode(status)
+    if code == 0:
+        print(NO_VERDICT, file=sys.stderr)
+        refused()
+        return 3
+    return 128 - code if code < 0 else code
+
+
+def report(code: int) -> int:
+    """Tell the guard (when this is its child) the exit code ``work()`` returned; return it."""
+    global _verdict_fd
+    if _verdict_fd >= 0:
+        fd, _verdict_fd = _verdict_fd, -1
+        with contextlib.suppress(OSError):
+            os.write(fd, f"{os.getpid()} {code}\n".encode())
+            os.close(fd)
+    return code
+
+
+def _forward(pid: int, signum: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signum)
+
+
+def _reported(fd: int, pid: int) -> int | None:
+    """The exit code child ``pid`` reported in the pipe (a forked copy's line does not count)."""
+    os.set_blocking(fd, False)
+    data = b""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(fd, 4096):
+            data += chunk
+            if len(data) > 65536:
+                break
+    os.close(fd)
+    for line in data.decode("ascii", "replace").splitlines():
+        sender, _, code = line.partition(" ")
+        if sender == str(pid) and code.lstrip("-").isdigit():
+            return int(code)
+    return None

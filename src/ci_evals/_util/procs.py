@@ -92,3 +92,40 @@ def kill_tree(root: int, marker: str | None = None) -> None:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+def kill_descendants(wait: float = 2.0) -> None:
+    """SIGKILL every live descendant of this process (found through /proc parent links) and reap
+    its children, waiting at most ``wait`` seconds for them: what a run left behind (a subreaper
+    inherits the orphans of the processes under it)."""
+    import time  # only at the guard's end
+
+    me = os.getpid()
+    for _ in range(_ROUNDS):
+        table = _table()
+        children: dict[int, list[int]] = {}
+        for pid, (parent, _) in table.items():
+            children.setdefault(parent, []).append(pid)
+        found, stack = set(), [me]
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                if child not in found:
+                    found.add(child)
+                    stack.append(child)
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from ci_evals._util.bounds import dumps
 from ci_evals._util.errors import ConfigError
+from ci_evals._util.forks import NO_VERDICT, supervised
 from ci_evals._util.workflow import commands_stopped
 from ci_evals.action import handover
 from ci_evals.action.inputs import InputError, Inputs, parse_inputs
@@ -45,13 +46,11 @@ from ci_evals.reports.markdown import (
 from ci_evals.reports.write import iter_results
 from ci_evals.results.files import foreign_shape
 from ci_evals.results.layout import suite_slug, unique_slugs
-from ci_evals.run.exits import guarded
+from ci_evals.run.exits import guarded, keep_stdio
 from ci_evals.run.options import SuiteOptions, parse_run_flags
 from ci_evals.run.session import run_suite
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
-
-
 
 # ---------------------------------------------------------------- running one suite
 
@@ -162,8 +161,7 @@ def run_one_suite(inputs: Inputs, suite_file: str, several: bool, slug: str | No
     baseline = baseline_for(inputs.baseline, slug, several)
     command("group", f"ci-evals run {suite_file}")
     try:
-        # Model output may reach the log: switch workflow commands off so a line such as
-        # "::error::" or "::stop-commands::" in it is printed, never obeyed.
+        # Model output may reach the log: commands off, so "::error::" or "::stop-commands::" in it is not obeyed.
         with commands_stopped(force=True):
             rc, summary, out_dir, tail = run_here(inputs, suite_file, out_dir, baseline)
     finally:
@@ -345,8 +343,10 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
     several = len(inputs.suites) > 1
     slugs = unique_slugs(inputs.suites)
     runs: list[SuiteRun] = []
+    cwd = os.getcwd()
     for item in inputs.results or inputs.suites:
         run = load_results(item) if inputs.results else run_one_suite(inputs, item, several, slugs[item])
+        os.chdir(cwd)  # back to the workspace, whatever the suite's code did (its folders are absolute)
         runs.append(run)
         append_step_summary(summary_path, step_summary(run))
         annotate(run)
@@ -371,6 +371,12 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
     return code
 
 
+def refused(env: Mapping[str, str]) -> None:
+    """The step's outputs and summary when the run ended with exit 0 but no verdict (ci_evals._util.forks)."""
+    append_step_summary(env.get("GITHUB_STEP_SUMMARY"), render_error_md("run failed (exit 3)", NO_VERDICT))
+    set_outputs(env.get("GITHUB_OUTPUT"), {"passed": "false", "verdict": "errored", "exit-code": str(EXIT_INTERNAL)})
+
+
 def main(restart: bool = False) -> int:
     """``ci-evals action``: the Action (``ci-evals action COMMAND ...`` is the plain CLI, see cli.app).
 
@@ -384,13 +390,11 @@ def main(restart: bool = False) -> int:
             handover.reexec_without_token(os.environ, [sys.executable, "-m", "ci_evals", "action"])
             token = handover.take_token(os.environ)
             handover.make_undumpable()
+            keep_stdio()  # the suites' code runs in a child: exit 0 only with a verdict, no process left behind
+            return supervised(lambda: run_action(os.environ, token), refused=lambda: refused(os.environ))
         return run_action(os.environ, token)
     except Exception as exc:  # the last line of defence: report, summarise, exit 3
-        command(
-            "error", f"internal error: {type(exc).__name__}: {exc}", title="ci-evals internal error"
-        )
-        append_step_summary(
-            os.environ.get("GITHUB_STEP_SUMMARY"),
-            render_error_md("internal error", f"{type(exc).__name__}: {exc}"),
-        )
+        command("error", f"internal error: {type(exc).__name__}: {exc}", title="ci-evals internal error")
+        append_step_summary(os.environ.get("GITHUB_STEP_SUMMARY"),
+                            render_error_md("internal error", f"{type(exc).__name__}: {exc}"))
         return EXIT_INTERNAL

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ci_evals import __version__
@@ -101,6 +102,29 @@ def _main(argv: list[str], from_command_line: bool) -> int:
         build_parser().print_help()
         return EXIT_CONFIG
     load_dotenv()
+    if from_command_line and args.command in GUARDED:  # the suite's code runs: a child does the work
+        return guarded_child(lambda: _dispatch(args, from_command_line))
+    return _dispatch(args, from_command_line)
+
+
+def guarded_child(work: Callable[[], int]) -> int:
+    """``work()`` with our own stdout and stderr (user code closing them silences nothing), in a
+    child that must report a verdict before exit 0 counts (ci_evals._util.forks.supervised)."""
+    from ci_evals._util.forks import supervised  # start time: loaded only to run user code
+    from ci_evals.run.exits import keep_stdio, restore_stdio  # start time: likewise
+
+    keep_stdio()
+    try:
+        return supervised(work)
+    finally:
+        restore_stdio()
+
+
+GUARDED = ("run", "validate")
+"""The commands that run or import the suite's code: exit 0 only with a verdict (ci_evals._util.forks.supervised)."""
+
+
+def _dispatch(args: argparse.Namespace, from_command_line: bool) -> int:
     from ci_evals.cli import commands  # start time: --version and --help load no command
 
     return commands.dispatch(args, from_command_line)

@@ -39,7 +39,7 @@ from ci_evals.results.layout import DEFAULT_OUTPUT, expand_suites, unique_slugs
 from ci_evals.results.line import encode_line
 from ci_evals.results.writer import open_atomic, refuse_links, write_text
 from ci_evals.run.exits import guarded
-from ci_evals.run.options import SuiteOptions
+from ci_evals.run.options import SuiteOptions, absolute
 from ci_evals.run.session import print_comment, run_suite
 from ci_evals.suite.dialects import DIALECTS
 from ci_evals.suite.loader import load_suite
@@ -54,15 +54,17 @@ def cmd_run(args: Namespace) -> int:
         raise ConfigError("--resume takes a single suite")
     if getattr(args, "only_failed", None):
         raise ConfigError("--only-failed takes a single suite (the one whose results folder it names)")
-    base = args.output or DEFAULT_OUTPUT
+    base = absolute(args.output or DEFAULT_OUTPUT)  # resolved once: a suite's code may chdir
     import os
 
     common = os.path.commonpath([str(p.resolve().parent) for p in paths])
     slugs = unique_slugs([p.resolve() for p in paths], common)
-    codes, rows = [], []
+    folders = {path: base / slugs[str(path.resolve())] for path in paths}
+    codes, rows, cwd = [], [], os.getcwd()
     for path in paths:
+        os.chdir(cwd)  # each suite from the folder the command started in, whatever the last one's code did
         try:
-            code, summary, out = run_suite(path, SuiteOptions.from_namespace(args), base / slugs[str(path.resolve())])
+            code, summary, out = run_suite(path, SuiteOptions.from_namespace(args), folders[path])
         except ConfigError as exc:
             print(scrub(f"error: {exc}"), file=sys.stderr)
             code, summary = 2, None

@@ -9,6 +9,7 @@ imported here: ``ci-evals --version`` and ``--help`` stay instant.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 EXIT_CONFIG = 2
@@ -156,6 +157,20 @@ class SuiteOptions(argparse.Namespace):
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> SuiteOptions:
         return cls(**{k: v for k, v in vars(ns).items() if k in cls.__annotations__})
+
+    def absolute(self) -> SuiteOptions:
+        """These options with every folder made absolute, once, before any user code runs: a grader
+        calling ``os.chdir`` must not send the reports (or the resume, baseline) elsewhere."""
+        for name in ("output", "only_failed", "baseline", "resume"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, absolute(value))
+        return self
+
+
+def absolute(path: Path) -> Path:
+    """``path`` against the current folder, without following links (``os.path.abspath``)."""
+    return Path(os.path.abspath(path))
 
 
 def parse_run_flags(argv: list[str], prog: str = "ci-evals run") -> SuiteOptions:

@@ -5,6 +5,7 @@ to an exit code. The CLI's ``run`` and the Action both call :func:`run_suite` wi
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,20 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
 
     ``output`` (a subfolder when the CLI runs several suites) wins over ``args.output``.
     """
+    given = args.resume or output or args.output  # how the folder is named in messages
+    cwd = Path.cwd()
+    try:  # every folder resolved once, here: user code may chdir (the caller's options stay as they were)
+        return _run_suite(path, SuiteOptions(**vars(args)).absolute(), given, cwd)
+    except ConfigError as exc:  # an error about the folder names it as it was given
+        named = given or DEFAULT_OUTPUT
+        for shown in (named, named.parent / f"{named.name}-rerun"):
+            full = str(cwd / shown)
+            if exc.file and (exc.file == full or exc.file.startswith(full + os.sep)):
+                exc.file = str(shown) + exc.file[len(full):]
+        raise
+
+
+def _run_suite(path: Path, args: SuiteOptions, given: Path | None, cwd: Path) -> tuple[int, dict[str, Any] | None, Path]:
     resume = args.resume
     tags = [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
     ids, id_match, chosen_by, from_suite = selection.plan(args)
@@ -55,10 +70,11 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
                           f"{suite.spec.name!r}", file=str(args.only_failed))
     if args.model_handle:
         select_model(suite, args.model_handle)
-    out = resume or output or args.output or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
+    shown = given or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
+    out = cwd / shown  # cwd as it was before the suite's code was imported
     only = args.only_failed
     if only is not None and out.resolve() == only.resolve():  # never overwrite the input: a sibling folder
-        out = out.parent / f"{out.name}-rerun"
+        out, shown = out.parent / f"{out.name}-rerun", shown.parent / f"{shown.name}-rerun"
     check_output_folder(out, "--resume" if resume is not None else "--output")
     refuse_links(out)
     if resume is not None and not (resume / "results.jsonl").exists():
@@ -97,14 +113,14 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
             failing = write_outputs(out, summary, gather)  # the console's failing samples, in the same read
             if args.shard and suite.dataset.count == 0:
                 print(f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
-                      f"gate here (merge the shards for the verdict). Results: {out}/")
+                      f"gate here (merge the shards for the verdict). Results: {shown}/")
                 return 0, summary, out
             color = console.use_color(sys.stdout)
             if not args.quiet:
                 print(console.render(summary, color=color, failing=failing))
             else:
                 print(console.verdict_line(summary, prefix=f"{summary['suite']}: ", color=color))
-            print(f"Results: {out}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)")
+            print(f"Results: {shown}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)")
             if summary.get("letta"):  # agents left on a Letta server: shown even with --quiet
                 print("\n".join(console_lines(summary)))
             if args.dry_run:
@@ -112,5 +128,5 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
     finally:
         lock.release()
     if summary.get("interrupted_by"):
-        print(f"interrupted: partial results written to {out}/; finish with --resume {out}", file=sys.stderr)
+        print(f"interrupted: partial results written to {shown}/; finish with --resume {shown}", file=sys.stderr)
     return exit_code(summary), summary, out
