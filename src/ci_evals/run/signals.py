@@ -14,6 +14,7 @@ which is how a second Ctrl-C during the flush used to lose the partial summary.
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -59,16 +60,30 @@ class Held:
 _holding: list[Held] = []
 
 
+class _ReapedNoise(logging.Filter):
+    """asyncio's "Unknown child process pid N, will report returncode 255": a program whose tree
+    the run killed (a signal, a timeout) was reaped when its pipes were closed, before asyncio's
+    child watcher asked for it. Nothing is lost (the sample had ended); the line would only reach
+    stderr in the middle of the interruption's message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith("Unknown child process pid"))
+
+
 @contextmanager
 def held_signals() -> Iterator[Held]:
-    """Record each of :data:`SIGNALS` inside the block instead of acting on them."""
+    """Record each of :data:`SIGNALS` inside the block instead of acting on them (and keep
+    asyncio's reaping noise, :class:`_ReapedNoise`, off stderr meanwhile)."""
     held = Held()
+    noise, log = _ReapedNoise(), logging.getLogger("asyncio")
+    log.addFilter(noise)
     with on_signals(held.received.append, ignore_after=lambda: held.stopping or bool(held.received)):
         _holding.append(held)
         try:
             yield held
         finally:
             _holding.remove(held)
+            log.removeFilter(noise)
 
 
 def held_now() -> int | None:
