@@ -139,3 +139,16 @@ def test_a_grader_that_forks_leaves_no_copy_holding_the_output(tmp_path):
     assert proc.returncode == 0, proc.stderr
     copy = int(pidfile.read_text())
     assert not alive(copy), f"the forked copy {copy} outlived the run"
+
+
+def test_the_action_whose_run_is_killed_still_says_not_passed(tmp_path):
+    _suite(tmp_path, "@grader\ndef g(sample, submission):\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INPUT_", "GITHUB_"))}
+    env.update({"GITHUB_OUTPUT": str(tmp_path / "output.txt"), "GITHUB_STEP_SUMMARY": str(tmp_path / "step.md"),
+                "INPUT_SUITE": "suite.yaml", "INPUT_OUTPUT-DIR": "out", "INPUT_COMMENT": "never",
+                "INPUT_ARGS": "--no-cache"})
+    proc = subprocess.run([*CLI, "action"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 137, proc.stderr
+    outputs = read_outputs(tmp_path / "output.txt")
+    assert (outputs["passed"], outputs["verdict"], outputs["exit-code"]) == ("false", "errored", "137")
+    assert "ended with exit 137 before its verdict" in (tmp_path / "step.md").read_text()

@@ -147,11 +147,12 @@ NO_VERDICT = ("error: ci-evals ended with exit 0 before it reached a verdict (co
 _verdict_fd = -1
 
 
-def supervised(work: Callable[[], int], refused: Callable[[], None] = lambda: None) -> int:
+def supervised(work: Callable[[], int], refused: Callable[[int], None] = lambda code: None) -> int:
     """``work()``'s exit code, with ``work`` run in a forked child (Linux, one thread), this process
     waiting as its guard: it forwards SIGINT, SIGTERM and SIGHUP to the child, takes the exit code
     the child reports through a private pipe once ``work()`` returned, and turns an exit 0 without
-    that report (user code called ``os._exit(0)``) into exit 3 with one line (and ``refused()``).
+    that report (user code called ``os._exit(0)``) into exit 3 with one line; ``refused(code)`` is
+    called whenever the child ended without a report (exit 0 made 3, a kill 128 + n).
     The guard is a subreaper: what the run's processes started and left behind (a grader that
     forked, a daemon) is its child once they end, and is killed when the child has exited, so no
     copy holds the job's output open. Where it cannot fork, ``work()`` runs here."""
@@ -194,11 +195,11 @@ def supervised(work: Callable[[], int], refused: Callable[[], None] = lambda: No
     if code is not None:
         return code
     code = os.waitstatus_to_exitcode(status)
-    if code == 0:
+    code = 3 if code == 0 else 128 - code if code < 0 else code
+    if code == 3:
         print(NO_VERDICT, file=sys.stderr)
-        refused()
-        return 3
-    return 128 - code if code < 0 else code
+    refused(code)  # the child ended before its verdict (os._exit, a kill): the caller's last word
+    return code
 
 
 def report(code: int) -> int:

@@ -209,7 +209,6 @@ def _try_rendering(run: SuiteRun) -> None:
 
 FOREIGN = "not a ci-evals results folder"
 
-
 # ---------------------------------------------------------------- reporting
 
 
@@ -371,10 +370,11 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
     return code
 
 
-def refused(env: Mapping[str, str]) -> None:
-    """The step's outputs and summary when the run ended with exit 0 but no verdict (ci_evals._util.forks)."""
-    append_step_summary(env.get("GITHUB_STEP_SUMMARY"), render_error_md("run failed (exit 3)", NO_VERDICT))
-    set_outputs(env.get("GITHUB_OUTPUT"), {"passed": "false", "verdict": "errored", "exit-code": str(EXIT_INTERNAL)})
+def refused(env: Mapping[str, str], code: int) -> None:
+    """The step's outputs and summary when the run ended before its verdict (ci_evals._util.forks)."""
+    why = NO_VERDICT if code == EXIT_INTERNAL else f"the run's process ended with exit {code} before its verdict"
+    append_step_summary(env.get("GITHUB_STEP_SUMMARY"), render_error_md(f"run failed (exit {code})", why))
+    set_outputs(env.get("GITHUB_OUTPUT"), {"passed": "false", "verdict": "errored", "exit-code": str(code)})
 
 
 def main(restart: bool = False) -> int:
@@ -391,7 +391,7 @@ def main(restart: bool = False) -> int:
             token = handover.take_token(os.environ)
             handover.make_undumpable()
             keep_stdio()  # the suites' code runs in a child: exit 0 only with a verdict, no process left behind
-            return supervised(lambda: run_action(os.environ, token), refused=lambda: refused(os.environ))
+            return supervised(lambda: run_action(os.environ, token), refused=lambda code: refused(os.environ, code))
         return run_action(os.environ, token)
     except Exception as exc:  # the last line of defence: report, summarise, exit 3
         command("error", f"internal error: {type(exc).__name__}: {exc}", title="ci-evals internal error")
