@@ -25,6 +25,9 @@ class Grader:
     """
 
     spec_model: ClassVar[type[GraderSpec]] = GraderSpec
+    rule: tuple[str, float] | None = None
+    """The metric's per-sample pass rule (``(op, value)``), given by the suite loader once the gates
+    are known; a judge with ``judge_repeats`` marks each repeat's pass with it (None: not known)."""
 
     def __init__(self, name: str, spec: GraderSpec, ctx: Context) -> None:
         self.name = name

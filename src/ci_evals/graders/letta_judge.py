@@ -10,7 +10,8 @@ For each sample a fresh judge agent is imported, sent the LLM judge's prompt (th
 ground truth and submission, asking for a call of the judge tool; see
 :func:`ci_evals.graders.rubric.build_judge_prompt`), and deleted afterwards, also on failure. The
 first call of the judge tool gives the grade, its score clamped to [0, 1]; a judge that never
-calls it gives score 0 with an error.
+calls it gives score 0 with an error. With ``judge_repeats: K`` that is done K times, a fresh judge
+each time, and the scores averaged (:mod:`ci_evals.graders.repeats`).
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from pydantic import Field, model_validator
 from ci_evals._util.breaker import Breaker
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.redact import scrub_and_shorten
-from ci_evals.config.specs import Context, GraderSpec
+from ci_evals.config.specs import Context
 from ci_evals.config.templating import TemplateError
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory, Usage
 from ci_evals.graders.base import Grader
 from ci_evals.graders.judge_prompt import STANDARD_PLACEHOLDERS, build_judge_prompt, fill_rubric
+from ci_evals.graders.repeats import JudgeRepeatsSpec, reduce_repeats
 from ci_evals.graders.rubric import RubricGrader
 from ci_evals.letta.agents import AgentLedger, systematic_kind
 from ci_evals.letta.client import (
@@ -58,7 +60,7 @@ _SCHEMA_TYPES = {"number": "float", "string": "str", "integer": "int", "boolean"
                  "array": "list", "object": "dict"}
 
 
-class LettaJudgeSpec(GraderSpec, LettaServer, AgentFileImport):
+class LettaJudgeSpec(JudgeRepeatsSpec, LettaServer, AgentFileImport):
     kind: Literal["rubric", "letta_judge"]
     prompt: str | None = Field(None, description="The rubric text (or use prompt_path).")
     prompt_path: str | None = Field(None, description="A file holding the rubric, relative to the suite.")
@@ -195,16 +197,37 @@ class LettaJudgeGrader(Grader):
             self._client = make_client(self.spec)
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
-        """Import a fresh judge, send it the prompt, read its grade; a transient failure (deadlocked
-        import, 409, 5xx, dropped connection) is retried like the target's, and counted."""
+        """The judge's grade; with ``judge_repeats: K`` a fresh judge is asked K times, one after
+        another, and the scores averaged (the first failure is the grade: ci_evals.graders.repeats)."""
         await self.start()
-        usage = Usage()
-        meta: dict[str, Any] = {"agent_file": self.agent_file.ref, "usage": usage.to_dict(),
-                                "cache_hits": 0, "retries": 0}
         try:
             prompt = self.build_prompt(sample, submission)
         except TemplateError as exc:
-            return GradeResult(score=0.0, error=str(exc), metadata=meta)
+            return GradeResult(score=0.0, error=str(exc), metadata=self._meta())
+        grades: list[GradeResult] = []
+        for _ in range(self.spec.judge_repeats):
+            grades.append(await self._judge(prompt))
+            if grades[-1].error:
+                break
+        if self.spec.judge_repeats == 1:
+            return grades[0]
+        first, last = grades[0], grades[-1]
+        meta = {**first.metadata, "usage": _sum(g.metadata["usage"] for g in grades),
+                "retries": sum(g.metadata["retries"] for g in grades)}
+        if last.error:
+            return GradeResult(score=0.0, rationale=last.rationale, error=last.error, metadata=meta)
+        score, rationale, meta["judge_repeats"] = reduce_repeats([g.score for g in grades], first.rationale,
+                                                                 self.rule)
+        return GradeResult(score=score, rationale=rationale, metadata=meta)
+
+    def _meta(self) -> dict[str, Any]:
+        return {"agent_file": self.agent_file.ref, "usage": Usage().to_dict(), "cache_hits": 0, "retries": 0}
+
+    async def _judge(self, prompt: str) -> GradeResult:
+        """One judge's grade: import a fresh judge, send it the prompt, read its grade; a transient
+        failure (deadlocked import, 409, 5xx, dropped connection) is retried like the target's, and counted."""
+        usage = Usage()
+        meta = self._meta()
         if self.breaker.stopped:  # the server never answered: the rest of the samples are not sent
             return GradeResult(score=0.0, error=f"not sent: {self.breaker.stopped}", metadata=meta)
         error: BaseException | None = None
@@ -285,6 +308,13 @@ class LettaJudgeGrader(Grader):
         await self.ledger.close(self._client)  # judges whose delete failed: once more, else reported
         await self._client.close()
         self._client = None
+
+
+def _sum(usages: Iterable[dict[str, int]]) -> dict[str, int]:
+    total = Usage()
+    for u in usages:
+        total.add(u.get("prompt_tokens"), u.get("completion_tokens"))
+    return total.to_dict()
 
 
 def _text(value: Any) -> str:

@@ -28,7 +28,7 @@ from pydantic import Field, model_validator
 
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.registry import GRADER_KINDS
-from ci_evals.config.specs import MAX_TIMEOUT, Context, GraderSpec
+from ci_evals.config.specs import MAX_TIMEOUT, Context
 from ci_evals.config.templating import TemplateError
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory
@@ -43,6 +43,7 @@ from ci_evals.graders.judge_prompt import (
     number_field,
     parse_json_object,
 )
+from ci_evals.graders.repeats import JudgeRepeatsSpec, reduce_repeats, repeat_index
 from ci_evals.graders.rubric_modes import (
     JSON_OBJECT,
     SCHEMA_FORMAT,
@@ -62,8 +63,8 @@ if TYPE_CHECKING:
 # --- the shared judge base ----------------------------------------------------------------------
 
 
-class JudgeSpecMixin(GraderSpec):
-    """Connection fields every LLM judge has."""
+class JudgeSpecMixin(JudgeRepeatsSpec):
+    """Connection fields every LLM judge has, and ``judge_repeats`` (ci_evals.graders.repeats)."""
 
     base_url: str | None = Field(default=None, description="Endpoint; default OPENAI_BASE_URL (ANTHROPIC_BASE_URL, "
                                  "GOOGLE_GEMINI_BASE_URL for those providers).")
@@ -146,7 +147,8 @@ class RubricSpec(JudgeSpecMixin):
     rubric_mode: Literal["wrapped", "verbatim"] | None = Field(
         default=None, description="wrapped (letta-evals 0.4-0.16) or verbatim (0.17+); default: see the docs.")
     rubric_vars: list[str] | None = Field(default=None, description="Variables every sample's rubric_vars must give.")
-    judge_samples: int = Field(default=1, ge=1, le=20, description="Judge calls averaged per grade.")
+    judge_samples: int = Field(default=1, ge=1, le=20, description="Judge calls averaged per grade (the older "
+                               "spelling of judge_repeats: give one).")
 
     @model_validator(mode="after")
     def _one_prompt(self) -> RubricSpec:
@@ -183,6 +185,10 @@ class RubricGrader(JudgeGrader):
                 f"rubric variable '{clash[0]}' clashes with a built-in placeholder ({', '.join(STANDARD_PLACEHOLDERS)})",
                 key=f"graders.{name}.rubric_vars",
             )
+        if spec.judge_samples > 1 and spec.judge_repeats > 1:
+            raise ConfigError("judge_samples is the older spelling of judge_repeats: give one of them",
+                              key=f"graders.{name}.judge_samples")
+        self.judge_repeats = max(spec.judge_repeats, spec.judge_samples)
         self.temperature = (effective_temperature(spec.model, spec.temperature) if spec.provider == "openai"
                             else spec.temperature)
         self.rubric_vars = list(spec.rubric_vars or [])
@@ -227,14 +233,14 @@ class RubricGrader(JudgeGrader):
             return self.error_grade(str(exc), model=model)
         params = {"temperature": self.temperature}
         response_format = SCHEMA_FORMAT if self.mode == "verbatim" or self.spec.provider != "openai" else JSON_OBJECT
-        base = self.run_index(trajectory) * self.spec.judge_samples
+        run, k = self.run_index(trajectory), self.judge_repeats
         scores: list[float] = []
         rationales: list[str] = []
         raw_scores: list[float] = []
         try:
-            for j in range(self.spec.judge_samples):
-                reply = await self.ask_json(tally, model=model, messages=messages, params=params, repeat=base + j,
-                                            response_format=response_format)
+            for j in range(k):  # one after another: the first failure stops them (ci_evals.graders.repeats)
+                reply = await self.ask_json(tally, model=model, messages=messages, params=params,
+                                            repeat=repeat_index(run, k, j), response_format=response_format)
                 raw = number_field(reply, "score")
                 if "rationale" not in reply or reply["rationale"] is None:
                     raise JudgeReplyError(f"judge reply has no 'rationale' (keys: {', '.join(reply)})")
@@ -249,11 +255,15 @@ class RubricGrader(JudgeGrader):
         meta: dict[str, Any] = {"model": model, **tally.metadata()}
         if raw_scores != scores:
             meta["raw_scores"] = raw_scores  # the judge went outside [0, 1]; scores were clamped
-        if len(scores) > 1:
+        score, text = scores[0], rationales[0]
+        if k > 1:
             meta["judge_scores"] = scores
             meta["judge_spread"] = max(scores) - min(scores)
             meta["judge_stdev"] = statistics.pstdev(scores)
-        return GradeResult(score=statistics.fmean(scores), rationale=rationales[0], metadata=meta)
+            # judge_samples' rationale stays the first call's, as it always was
+            score, text, meta["judge_repeats"] = reduce_repeats(scores, text, self.rule,
+                                                                note=self.spec.judge_repeats > 1)
+        return GradeResult(score=score, rationale=text, metadata=meta)
 
     def _messages(self, template: str, sample: Sample, submission: str, trajectory: Trajectory) -> list[dict[str, Any]]:
         """The judge's messages in this grader's mode; TemplateError for a missing variable."""

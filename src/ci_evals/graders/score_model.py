@@ -12,6 +12,8 @@ an instruction saying so is added to the first system message (or as one).
   ``passing_labels``, else 0. A label outside ``labels`` is an error grade.
 
 A missing template variable, a non-numeric result or bad JSON is an error grade for that sample.
+With ``judge_repeats: K`` the judge is asked K times and the scores averaged
+(:mod:`ci_evals.graders.repeats`); the metadata and rationale are the first answer's.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ci_evals.config.templating import TemplateError, render
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.judge_prompt import JudgeReplyError, number_field
+from ci_evals.graders.repeats import reduce_repeats, repeat_index
 from ci_evals.graders.rubric import JudgeGrader, JudgeSpecMixin
 from ci_evals.graders.string_check import openai_context
 from ci_evals.llm.client import LLMError, effective_temperature
@@ -158,21 +161,27 @@ class ModelGrader(JudgeGrader):
             messages = self.messages(sample, submission, trajectory)
         except TemplateError as exc:
             return self.error_grade(str(exc), model=model)
+        run, k = self.run_index(trajectory), self.spec.judge_repeats
+        scores: list[float] = []
+        answers: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (reply, its metadata) per repeat
         try:
-            reply = await self.ask_json(
-                tally, model=model, messages=messages, params=self.params, repeat=self.run_index(trajectory)
-            )
-            score, meta = self.interpret(reply)
+            for j in range(k):  # one after another: the first failure stops them (ci_evals.graders.repeats)
+                reply = await self.ask_json(tally, model=model, messages=messages, params=self.params,
+                                            repeat=repeat_index(run, k, j))
+                score, meta = self.interpret(reply)
+                scores.append(score)
+                answers.append((reply, meta))
         except LLMError as exc:
             return self.error_grade(exc.message, tally, model=model)
         except JudgeReplyError as exc:
             return self.error_grade(str(exc), tally, model=model)
+        reply, meta = answers[0]  # the first repeat's reply is the grade's
         steps = reply.get("steps") if isinstance(reply.get("steps"), list) else []
-        return GradeResult(
-            score=score,
-            rationale=_steps_text(steps) or None,
-            metadata={"model": model, **meta, "steps": steps, **tally.metadata()},
-        )
+        metadata = {"model": model, **meta, "steps": steps, **tally.metadata()}
+        score, rationale = scores[0], _steps_text(steps) or None
+        if k > 1:
+            score, rationale, metadata["judge_repeats"] = reduce_repeats(scores, rationale, self.rule)
+        return GradeResult(score=score, rationale=rationale, metadata=metadata)
 
     def interpret(self, reply: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         """(score in 0–1, metadata) from the judge's JSON; raises JudgeReplyError."""
