@@ -17,7 +17,16 @@
 #            really gone rather than hidden under a later layer.
 # Nothing is compiled from C: every dependency is a wheel or a pure-Python sdist. No compiler, apt
 # list, .deb or pip cache reaches the image.
-ARG BASE_IMAGE=python:3.12-slim
+#
+# Pinned: the default base is python:3.12-slim by the digest of its multi-arch index (the tag
+# stays for readers; a build with the tag alone could change under a green commit), and the
+# Python packages come from requirements-lock.txt with their hashes (bash scripts/lock.sh refreshes
+# it). Dependabot (.github/dependabot.yml) reads only a FROM line, never an ARG: the first FROM
+# below carries the same reference for it, is not used by the build (BuildKit and Buildah skip
+# it), and tests/test_supply_lock.py fails while the two differ (copy the new digest to ARG).
+ARG BASE_IMAGE=python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea
+
+FROM python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea AS dependabot-base
 
 FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
@@ -40,17 +49,20 @@ RUN set -eux; \
     bash /tmp/install-wordnet.sh; \
     python3 -m venv "$VIRTUAL_ENV"
 
-# Dependencies first (rebuilt only when pyproject.toml changes), with the anthropic and google
-# extras (judges of every provider), then the package itself as a regular (non-editable) install.
+# Dependencies first (rebuilt only when the lock changes): requirements-lock.txt, the runtime
+# dependencies with the anthropic and google extras (judges of every provider) and the text extra
+# (text_similarity's nltk and rouge-score), each version pinned and each file's sha256 checked
+# (--require-hashes: a file that differs fails the build). Then the package itself as a regular
+# (non-editable) install, without dependencies (the lock has them all; pip check below).
 # PIP_CERT (optional; empty means unset) is a CA bundle for pip behind a TLS-intercepting proxy,
 # mounted at build time.
 ARG PIP_CERT=""
 WORKDIR /tmp/build
-COPY pyproject.toml README.md ./
+COPY requirements-lock.txt ./
 RUN set -eux; \
     [ -n "${PIP_CERT:-}" ] || unset PIP_CERT; \
-    python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; extras = p['optional-dependencies']; print('\n'.join(p['dependencies'] + extras['anthropic'] + extras['google']))" > requirements.txt; \
-    pip install --no-compile -r requirements.txt
+    pip install --no-compile --require-hashes -r requirements-lock.txt
+COPY pyproject.toml README.md ./
 COPY src ./src
 RUN set -eux; \
     [ -n "${PIP_CERT:-}" ] || unset PIP_CERT; \

@@ -10,6 +10,8 @@
 # started goes away with it):
 #   0. the README's one-time prerequisite, `apt-get install python3-venv` (after apt-get update:
 #      the cached root has no package lists),
+#   0b. the hashed lock (requirements-test-lock.txt) into .venv, which the README's commands then
+#      reuse, so the suite runs on the locked versions (unless CI_EVALS_UNLOCKED=1),
 #   1. the README's quickstart command (install, then the offline quickstart),
 #   2. the README's test command (install scripts, test extras, the whole test suite).
 # Both commands are read from README.md (the fenced `sh` lines that create .venv), so the README
@@ -23,6 +25,7 @@
 #                          "random" picks a seed. The seed is printed either way.
 #   CI_EVALS_ARTIFACTS     where the browser tests' screenshots are copied afterwards.
 #   CI_EVALS_KEEP_ROOT=1   keep the root folder afterwards (its path is printed).
+#   CI_EVALS_UNLOCKED=1    skip the lock: the commands install pyproject's ranges, newest.
 # pip's cache (~/.cache/pip) and apt's .deb cache ($CI_EVALS_CACHE/apt-archives) are shared with
 # the root, so a second run downloads no .deb and rebuilds no wheel (pip keeps what the registry
 # lets it cache); /etc/hosts is written as Debian's installer does. The host's CA bundle is given to pip as
@@ -89,7 +92,7 @@ fi
 # its processes (the browser too) are killed when it exits.
 inside=$(cat <<'INSIDE'
 set -euo pipefail
-root=$1 ca=$2 pipcache=$3 aptcache=$4 seed=$5 quickstart=$6 tests=$7
+root=$1 ca=$2 pipcache=$3 aptcache=$4 seed=$5 quickstart=$6 tests=$7 unlocked=$8
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"; mount --make-rslave "$root/dev"
 mount -t tmpfs -o mode=1777 shm "$root/dev/shm"
@@ -117,13 +120,21 @@ step() {  # step NAME COMMAND: run COMMAND in the root's checkout with bash, tim
 }
 step "prerequisite (README: once, apt-get install python3-venv)" \
   "apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv >/dev/null"
+# The README's commands install with pyproject's ranges (as a user's would); here they find the
+# hashed lock already in .venv (they reuse it: "create (or reuse)"), so the suite runs on exactly
+# the locked versions and a new release elsewhere cannot turn it red (.ci/run's deps-newest step
+# hears about that). CI_EVALS_UNLOCKED=1 runs the commands as pasted on an empty .venv.
+if [[ -z $unlocked ]]; then
+  step "locked dependencies into .venv (requirements-test-lock.txt, hashes checked)" \
+    "python3 -m venv .venv && .venv/bin/python -m pip install -q --require-hashes -r requirements-test-lock.txt"
+fi
 step "README quickstart command" "$quickstart"
 step "README test command" "$tests"
 INSIDE
 )
 set +e
 unshare --mount --pid --fork --propagation private bash -c "$inside" bash \
-  "$root" "$host_ca" "$HOME/.cache/pip" "$cache/apt-archives" "$seed" "$quickstart" "$tests"
+  "$root" "$host_ca" "$HOME/.cache/pip" "$cache/apt-archives" "$seed" "$quickstart" "$tests" "${CI_EVALS_UNLOCKED:+1}"
 rc=$?
 set -e
 if [[ -n ${CI_EVALS_ARTIFACTS:-} && -d $root/work/ci-evals/build/screenshots ]]; then

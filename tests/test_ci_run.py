@@ -34,7 +34,7 @@ SCRIPTS = {
 FAKE_PYTHON = r"""#!/bin/bash
 if [ "$1 $2" = "-m venv" ]; then
   mkdir -p "$3/bin"; ln -s "$0" "$3/bin/python"; ln -s "$0" "$3/bin/pip"
-  for t in ruff lint-imports check-jsonschema actionlint ci-evals; do
+  for t in ruff lint-imports check-jsonschema actionlint ci-evals deptry uv; do
     printf '#!/bin/bash\necho "%s $*" >> "$FAKE_LOG"\n' "$t" > "$3/bin/$t"; chmod +x "$3/bin/$t"; done
   case $3 in */lc/venv) printf '#!/bin/bash\n' > "$3/bin/letta"; chmod +x "$3/bin/letta" ;; esac  # Letta Code's CLI
   echo "PATH=$3/bin:\$PATH" > "$3/bin/activate"; exit 0
@@ -43,7 +43,7 @@ if [ "$(basename "$0")" = pip ] || [ "$1 $2" = "-m pip" ]; then
   echo "pip ${*: -1}" >> "$FAKE_LOG"; [[ "$*" != *"${FAKE_PIP_FAIL:-none}"* ]]; exit
 fi
 if [ "$1 $2" = "-m pytest" ]; then
-  m=$(echo "$*" | grep -o 'letta_[a-z]*' || echo suite)
+  m=${CI_EVALS_DEPS:-$(echo "$*" | grep -o 'letta_[a-z]*' || echo suite)}  # the range tests: newest/lowest
   case $(command -v letta) in */lc/bin/letta) letta="Letta Code's" ;; "") letta=none ;; *) letta=other ;; esac
   echo "pytest $m on ${LETTA_BASE_URL:-none}, letta: $letta, letta-evals: ${CI_EVALS_LETTA_EVALS_05:+set}" >> "$FAKE_LOG"
   v="FAKE_RC_$m"; exit "${!v:-0}"
@@ -58,7 +58,7 @@ def checkout(tmp_path: Path) -> Path:
     (repo / "scripts").mkdir()
     (repo / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
     (repo / "scripts" / "letta-tools.env").write_text((ROOT / "scripts" / "letta-tools.env").read_text())
-    for name in ("install-wordnet", "install-chromium", "install-test-tools", "apt-install", "debian-base"):
+    for name in ("install-wordnet", "install-chromium", "install-test-tools", "apt-install", "debian-base", "lock"):
         (repo / "scripts" / f"{name}.sh").write_text(LOGGED.format(name=name))
     for name, body in SCRIPTS.items():
         (repo / "scripts" / name).write_text("#!/bin/bash\n" + body)
@@ -104,9 +104,13 @@ def test_every_step_runs_each_pytest_against_its_server_and_both_servers_stop(tm
     assert sorted(tests) == [
         "pytest letta_code on http://127.0.0.1:8293, letta: Letta Code's, letta-evals: ",
         "pytest letta_oracle on http://127.0.0.1:8293, letta: Letta Code's, letta-evals: set",
-        "pytest letta_server on http://127.0.0.1:8283, letta: none, letta-evals: "]
+        "pytest letta_server on http://127.0.0.1:8283, letta: none, letta-evals: ",
+        "pytest lowest on none, letta: none, letta-evals: ",
+        "pytest newest on none, letta: none, letta-evals: "]
     assert log.index(sorted(tests)[0]) < log.index(sorted(tests)[1])  # Letta Code, then the oracle
-    for step in ("container-smoke", "ruff check src tests bench scripts", "lint-imports ",
+    assert "pip requirements-test-lock.txt" in log and "pip check" in log  # the host venv: the hashed lock
+    assert any(line.startswith("uv pip install -q --python") and "--resolution lowest-direct" in line for line in log)
+    for step in ("container-smoke", "deptry src", "lock --check", "ruff check src tests bench scripts", "lint-imports ",
                  "python scripts/arch_check.py --check",
                  "actionlint .github/workflows/*.yml docs/workflow-example.yml",
                  "python scripts/action_docs.py --check", "python bench/run.py --smoke"):
@@ -130,10 +134,13 @@ def test_not_root_runs_the_suite_on_the_host_instead_of_the_fresh_root(tmp_path)
     ({"FAKE_CONTAINER_RC": "4"}, 4, "== FAILED: container-smoke"),
     ({"FAKE_START_FAIL": "8283"}, 1, "== FAILED: letta-server-1 letta-server-tests letta-code-and-oracle"),
     ({"FAKE_START_FAIL": "8293"}, 1, "== FAILED: letta-server-2 letta-code-and-oracle"),
-    ({"FAKE_PIP_FAIL": ".[test]"}, 1, "== FAILED: host-venv host-checks letta-server-tests letta-code-and-oracle"),
+    ({"FAKE_RC_newest": "1"}, 1, "== FAILED: deps-newest"),
+    ({"FAKE_RC_lowest": "5"}, 1, "== FAILED: deps-lowest"),  # collected nothing
+    ({"FAKE_PIP_FAIL": "requirements-test-lock.txt"}, 1,
+     "== FAILED: host-venv host-checks deps-newest deps-lowest letta-server-tests letta-code-and-oracle"),
     ({"FAKE_PIP_FAIL": "letta-evals==0.18.0"}, 1, "== FAILED: oracle-venvs letta-code-and-oracle"),
 ], ids=["letta-server", "letta-code", "oracle-collects-nothing", "fresh-root", "container", "server-1-start", "server-2-start",
-        "host-venv", "oracle-venv"])
+        "deps-newest", "deps-lowest-collects-nothing", "host-venv", "oracle-venv"])
 def test_a_failing_step_fails_the_run_and_both_servers_stop(tmp_path, fake, rc, line):
     got, out, log = run(tmp_path, **fake)
     assert (got, failed_line(out)) == (rc, line), out

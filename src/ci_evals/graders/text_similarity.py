@@ -25,6 +25,10 @@ script written without spaces (Han, Hiragana, Katakana, Thai, Lao, Myanmar, Khme
 own. rouge-score's default tokenizer drops every character outside ``[a-z0-9]``, so identical
 Japanese strings score 0 with it.
 
+bleu, gleu, meteor and rouge_* need nltk and rouge-score, the ``text`` extra (``pip install
+'ci-evals[text]'``; the Docker image has it): a suite using one without them fails validation
+with one line naming it, before anything runs. fuzzy_match's rapidfuzz is in the core.
+
 METEOR needs the WordNet corpus on NLTK's data path (``$NLTK_DATA`` or a default such as
 ``/usr/local/share/nltk_data``); nothing is downloaded at run time, and a suite using ``meteor``
 without it fails validation with a message naming ``scripts/install-wordnet.sh``.
@@ -61,6 +65,13 @@ LIBRARIES = {
     **{m: ("rouge-score",) for m in ROUGE_TYPES},
     "cosine": (),
 }
+# The modules each metric imports, and their distributions (both in the ``text`` extra: rouge-score
+# itself imports nltk's Porter stemmer).
+TEXT_MODULES = {"nltk": "nltk", "rouge_score": "rouge-score"}
+TEXT_EXTRA_HELP = (
+    "evaluation_metric '{metric}' needs {dists}, which {verb} not installed: "
+    "pip install 'ci-evals[text]' (the text extra: rouge-score and nltk)"
+)
 WORDNET_HELP = (
     "evaluation_metric 'meteor' needs the WordNet corpus, which NLTK cannot find "
     "(searched {paths}); install it with scripts/install-wordnet.sh (Debian packages "
@@ -102,6 +113,27 @@ def library_versions() -> dict[str, str]:
         except PackageNotFoundError:
             pass
     return out
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (validation stays cheap)."""
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(module) is not None  # None too when sys.modules[module] is None
+    except (ImportError, ValueError):
+        return False
+
+
+def text_extra_missing(metric: str) -> str | None:
+    """None when ``metric`` needs nothing of the text extra or has it; otherwise the one line."""
+    if metric not in TOKEN_METRICS and metric not in ROUGE_TYPES:
+        return None
+    missing = [dist for module, dist in TEXT_MODULES.items() if not _installed(module)]
+    if not missing:
+        return None
+    return TEXT_EXTRA_HELP.format(metric=metric, dists=" and ".join(missing),
+                                  verb="are" if len(missing) > 1 else "is")
 
 
 def wordnet_missing() -> str | None:
@@ -205,6 +237,9 @@ class TextSimilarityGrader(PairGrader):
         cosine_only = {"embedding_model", "base_url", "api_key_env"} & set_fields
         if cosine_only and metric != "cosine":
             raise ConfigError(f"{sorted(cosine_only)[0]}: only used with evaluation_metric 'cosine'")
+        problem = text_extra_missing(metric)
+        if problem:
+            raise ConfigError(problem)
         if metric == "meteor":
             problem = wordnet_missing()
             if problem:
