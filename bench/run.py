@@ -1,7 +1,7 @@
 """ci-evals benchmarks: one JSON object per benchmark on stdout (name, parameters, figures).
 
     python bench/run.py                 # everything (a few minutes on 2 cores)
-    python bench/run.py --only scale    # one benchmark (start | scale | overhead | graders | ratelimit)
+    python bench/run.py --only scale    # one benchmark (start | scale | overhead | graders | ratelimit | noise)
     python bench/run.py --smoke         # seconds; what CI runs so the benchmarks cannot rot
 
 See bench/README.md for what each measures and the targets.
@@ -263,6 +263,13 @@ def main() -> int:
         if wanted is None or "ratelimit" in wanted:
             scenarios = [(20, 5, 600)] if args.smoke else RATE_SCENARIOS
             bench_ratelimit(tmp, scenarios, 0.05 if args.smoke else 0.3)
+        if wanted is None or "noise" in wanted:
+            # regression gates on a noisy judge: A/A false alarms, A/B power, stability (bench/noise.py)
+            import noise
+
+            (tmp / "noise").mkdir()
+            noise.measure(tmp / "noise", 2 if args.smoke else 40, scenarios=("aa", "ab") if args.smoke else noise.SCENARIOS,
+                          emit=lambda rec: emit(rec["name"], rec["params"], rec["figures"]))
     return 0
 
 
