@@ -133,8 +133,6 @@ def test_each_repeat_is_marked_by_the_metrics_rule(tmp_path, monkeypatch):
     assert g.score == pytest.approx(1.6 / 3)
 
 
-@pytest.mark.xfail(strict=True, reason="needs suite/loader.py to give each grader its slot's rule "
-                                       "(slot.grader.rule = slot.rule); then drop this marker")
 def test_each_repeats_pass_reaches_the_results_through_a_run(tmp_path, monkeypatch):
     with FakeOpenAI(scripted_judge(1.0, 0.0, 1.0)) as server:
         *_, [rec] = run(tmp_path, monkeypatch, server, {**RUBRIC, "judge_repeats": 3}, samples=1)

@@ -342,3 +342,20 @@ def test_verbatim_gemini_sends_the_system_prompt_as_system_instruction(gemini_en
     [req] = gemini_env.requests
     assert req.body["systemInstruction"]["parts"] == [{"text": "You grade."}]
     assert req.body["contents"] == [{"parts": [{"text": "Rate Paris."}], "role": "user"}]
+
+
+@pytest.mark.parametrize("usage", ["lots", [1], {"input_tokens": "x", "output_tokens": float("nan")},
+                                   {"input_tokens": 10**301, "output_tokens": -7}])
+def test_an_anthropic_answer_with_a_malformed_usage_is_graded_and_counts_bounded_tokens(usage, sd, anthropic_env):
+    """Issue 37 G1 on the Anthropic path: the answer is used; its token counts are read bounded."""
+    anthropic_env.script({"text": json.dumps(REPLY), "usage": usage})
+    sd.write("dataset.jsonl", [{"input": "q", "ground_truth": "a"}])
+    sd.write("outputs.jsonl", [{"id": 0, "output": "a"}])
+    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+              "graders": {"quality": {"kind": "model_judge", "provider": "anthropic", "model": "judge-1",
+                                      "prompt": "ok?"}}})
+    assert sd.run() == 0
+    s = sd.summary()
+    big = usage.get("input_tokens") == 10**301 if isinstance(usage, dict) else False
+    assert (s["metrics"]["quality"]["mean"], s["errors"]["total"], anthropic_env.count()) == (0.75, 0, 1)
+    assert s["usage"]["graders"]["quality"] == {"prompt_tokens": 1_000_000_000 if big else 0, "completion_tokens": 0}

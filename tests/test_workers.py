@@ -114,7 +114,8 @@ def _split_run_under_way(sd, n: int) -> tuple[subprocess.Popen, int]:
     _big_passing_suite(sd, n)
     proc = _cli(sd, workers=2, wait=False)
     _when_writing(sd, proc)
-    (worker,) = _children(proc.pid)
+    (run,) = _children(proc.pid)  # the supervised child doing the run (run/exits: a parent refuses a green exit without a verdict)
+    (worker,) = _children(run)
     return proc, worker
 
 

@@ -81,8 +81,10 @@ class Aggregator:
 
     def __init__(self, config: dict[str, Any], *, keep_outcomes: bool = False) -> None:
         self.config = config
-        # (model, sample id) -> {metric: passed}; kept only when a baseline comparison needs it.
-        self.outcomes: dict[tuple, dict[str, bool]] | None = {} if keep_outcomes else None
+        # (model, sample id) -> {metric: (score or None when errored, passed)}; kept only when a
+        # baseline comparison needs it (the paired tests of ci_evals.gating.noise).
+        self.outcomes: dict[tuple, dict[str, tuple[float | None, bool]]] | None = {} if keep_outcomes else None
+        self.repeats: dict[str, Repeats] = {}  # metric -> how its repeats (runs or judge re-asks) agree
         self.names = list(config["graders"])
         self.rules = {n: tuple(g["rule"]) for n, g in config["graders"].items()}
         self.num_runs = config.get("num_runs", 1)
@@ -120,6 +122,8 @@ class Aggregator:
                 self._group(cat, name, g["error"])
                 errored = True
             meta = g.get("metadata")
+            if meta and "judge_repeats" in meta and not g.get("error"):
+                self._judge_repeats(name, meta["judge_repeats"])
             if meta:  # an empty one adds nothing
                 self._usage(name, meta.get("usage"))
                 self.cache_hits += meta.get("cache_hits", 0) or 0
@@ -140,6 +144,16 @@ class Aggregator:
         if len(runs) == self.num_runs:
             del self.pending[key]
             self._reduce(key, runs)
+
+    def _judge_repeats(self, name: str, info: Any) -> None:
+        """A grade's ``judge_repeats`` metadata (each re-ask's score and pass): how they agree."""
+        if not isinstance(info, dict):
+            return
+        scores, oks = info.get("scores"), info.get("passed")
+        if isinstance(scores, list) and isinstance(oks, list) and len(scores) == len(oks) >= 2 and all(
+                isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in scores):
+            self.repeats.setdefault(name, Repeats("judge_repeats")).add([float(x) for x in scores],
+                                                                        [bool(b) for b in oks])
 
     def _group(self, category: str, grader: str | None, message: str | None, n: int = 1) -> None:
         key = (category, grader, str(message))
@@ -175,7 +189,7 @@ class Aggregator:
                 m.scores.append(s)
                 m.passed += ok
         if self.outcomes is not None:
-            self.outcomes[(model, sid)] = {name: o[1] for name, o in outcome.items()}
+            self.outcomes[(model, sid)] = {name: (None if o[2] else o[0], o[1]) for name, o in outcome.items()}
 
     def _reduce(self, key: tuple, runs: list[dict]) -> None:
         model, sid = key
@@ -187,6 +201,9 @@ class Aggregator:
             if len({ok for _, ok, _ in per}) > 1:
                 self.flaky.append({"sample_id": sid, "model": model, "metric": name,
                                    "passes": sum(ok for _, ok, _ in per), "runs": len(per)})
+            rep = self.repeats.get(name)
+            if len(per) >= 2 and not any(err for _, _, err in per) and (rep is None or rep.source == "num_runs"):
+                self.repeats.setdefault(name, Repeats("num_runs")).add([sc for sc, _, _ in per], [ok for _, ok, _ in per])
             reduced[name] = reduce_runs(self.reducer, per, self.rules[name])
         self._push(model, reduced, sid)
 
@@ -232,6 +249,7 @@ class Aggregator:
                         for (model, sid), runs in self.pending.items()],
             "flaky": self.flaky,
             "outcomes": None if self.outcomes is None else [[*key, v] for key, v in self.outcomes.items()],
+            "repeats": {name: r.state() for name, r in self.repeats.items()},
         }
 
     def merge(self, state: dict[str, Any]) -> None:
@@ -259,7 +277,9 @@ class Aggregator:
         self.flaky.extend(state["flaky"])
         if self.outcomes is not None and state["outcomes"] is not None:
             for model, sid, value in state["outcomes"]:
-                self.outcomes[(model, sid)] = value
+                self.outcomes[(model, sid)] = {n: tuple(o) for n, o in value.items()}
+        for name, rstate in (state.get("repeats") or {}).items():
+            self.repeats.setdefault(name, Repeats(rstate["source"])).merge(rstate)
 
     def finish(self) -> dict[str, Any]:
         """Aggregates and counts: every metric's aggregate (and each model's, with several).
@@ -280,6 +300,8 @@ class Aggregator:
                 rule = rule_text(*self.rules[name])
                 out[name] = {"label": info.get("label", name), "kind": info.get("kind"),
                              **agg, "rule": rule, "pass_rule": rule}
+                if name in self.repeats and self.repeats[name].samples:
+                    out[name]["noise"] = self.repeats[name].report()
             return out
 
         combined: dict[str, _Metric] = {n: _Metric() for n in self.names}
@@ -302,6 +324,51 @@ class Aggregator:
         out["retries"] = self.retries
         return out
 
+
+
+class Repeats:
+    """How a metric's repeats agree: each sample's ``num_runs`` runs, or its judge's re-asks
+    (``judge_repeats``). The run-to-run spread of the metric's mean over the same samples is
+    ``sqrt(sum_i s_i^2 / k) / n``, from each sample's variance ``s_i^2`` across its ``k`` repeats
+    (Miller 2024, section 3: the judge's share of the variance); order-free, so a live run, a
+    recomputation and a merge agree exactly."""
+
+    __slots__ = ("source", "disagree", "variances", "repeats")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.disagree = 0
+        self.variances = array("d")  # one per sample with repeats
+        self.repeats = 0
+
+    @property
+    def samples(self) -> int:
+        return len(self.variances)
+
+    def add(self, scores: list[float], oks: list[bool]) -> None:
+        self.disagree += len(set(oks)) > 1
+        self.repeats = max(self.repeats, len(scores))
+        mean = math.fsum(scores) / len(scores)
+        self.variances.append(math.fsum((x - mean) ** 2 for x in scores) / (len(scores) - 1))
+
+    def state(self) -> dict[str, Any]:
+        return {"source": self.source, "disagree": self.disagree, "variances": self.variances.tolist(),
+                "repeats": self.repeats}
+
+    def merge(self, st: dict[str, Any]) -> None:
+        self.disagree += st["disagree"]
+        self.variances.extend(st["variances"])
+        self.repeats = max(self.repeats, st["repeats"])
+
+    def report(self) -> dict[str, Any]:
+        """summary.json ``metrics[].noise``: repeats, samples with repeats, how often they disagree,
+        the run-to-run spread (SD) of the metric's mean and a sample's mean variance across repeats."""
+        n, k = self.samples, self.repeats
+        within = math.fsum(self.variances)
+        return {"source": self.source, "repeats": k, "samples": n,
+                "disagree_rate": self.disagree / n if n else None,
+                "run_spread": math.sqrt(within / k) / n if n and k else None,
+                "within_variance": within / n if n else None}
 
 
 def _outcome(grade: dict[str, Any]) -> tuple[float | None, bool, bool]:

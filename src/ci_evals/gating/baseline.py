@@ -4,6 +4,11 @@ Per metric: baseline value, current value, delta. Per sample, matched by (model,
 regressions (passed before, fails now), improvements, new and removed samples. Regression gates
 (``max_drop``, ``max_regressions``) read their facts from here.
 
+Under a noisy grader the gates decide on paired evidence (:mod:`ci_evals.gating.noise`): the
+facts a regression gate gets carry the per-sample differences of its metric over the samples both
+runs graded, the improvements beside the regressions, and whether the metric is noisy (an LLM or
+agent judge, or repeats that disagree in either run).
+
 Missing evidence is never a pass: a folder without summary.json or results.jsonl, an empty
 results.jsonl, another suite's results, or a metric the baseline does not have (added or renamed
 since) gives the regression gate ``{"missing": why}``, so it reports ``no_baseline`` and follows
@@ -21,6 +26,10 @@ from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.gates import GateSpec, metric_value
 from ci_evals.results.files import RESULTS, SUMMARY, Trust, foreign_shape, read_summary, records
 
+JUDGE_KINDS = frozenset({"rubric", "model_judge", "letta_judge", "score_model", "label_model"})
+"""Grader kinds whose score comes from a model's judgement: the same answer may score otherwise on
+another call, so their regression gates decide on evidence, not on counts."""
+
 
 class Baseline:
     def __init__(self, folder: Path) -> None:
@@ -31,6 +40,7 @@ class Baseline:
         self.current: Aggregator | None = None
         self.suite: str | None = None
         self._diffs: dict = {}  # model -> diff, computed once the current run has finished
+        self._aggs: dict[tuple, dict[str, Any]] = {}  # (metric, model) -> the baseline's aggregate
         summary_path = folder / SUMMARY
         if not folder.is_dir():
             self.missing = f"baseline folder {folder} does not exist"
@@ -79,8 +89,8 @@ class Baseline:
             old = before.get(key)
             if old is None:
                 continue
-            for name, ok in metrics.items():
-                if name in old and old[name] != ok:
+            for name, (_, ok) in metrics.items():
+                if name in old and old[name][1] != ok:
                     entry = {"sample_id": key[1], "model": key[0], "metric": name}
                     (improvements if ok else regressions).append(entry)
         new = sorted({k[1] for k in now if k not in before and (model is None or k[0] == model)})
@@ -97,11 +107,43 @@ class Baseline:
             return {"missing": f"the baseline has no metric {name!r} (added or renamed since?)"}
         if model is not None and model not in self.agg.metrics:
             return {"missing": f"the baseline has no results for model {model!r}"}
-        value = metric_value(gate, self.agg.aggregate(name, model))
+        key = (name, model)
+        if key not in self._aggs:  # each gate on the metric reads the same aggregate
+            self._aggs[key] = self.agg.aggregate(name, model)
+        value = metric_value(gate, self._aggs[key])
         if value is None:
             return {"missing": f"the baseline's {name!r} has no graded sample"}
         diff = self._diff(model)
-        return {"value": value, "regressions": sum(1 for r in diff["regressions"] if r["metric"] == name)}
+        return {"value": value, "regressions": sum(1 for r in diff["regressions"] if r["metric"] == name),
+                "improvements": sum(1 for r in diff["improvements"] if r["metric"] == name),
+                "diffs": self.paired(name, model, accuracy=gate.metric == "accuracy"),
+                "noisy": self.noisy(name)}
+
+    def paired(self, name: str, model=None, *, accuracy: bool = False) -> list[float]:
+        """``now - before`` of metric ``name`` for every sample graded in both runs (its pass as 0/1
+        for an accuracy gate), in the current run's order."""
+        before = self.agg.outcomes or {}
+        out = []
+        for key, metrics in (self.current.outcomes or {}).items():
+            if model is not None and key[0] != model:
+                continue
+            old = before.get(key)
+            if old is None or name not in old or name not in metrics:
+                continue
+            (s_now, ok_now), (s_old, ok_old) = metrics[name], old[name]
+            if accuracy:
+                out.append(float(ok_now) - float(ok_old))
+            elif s_now is not None and s_old is not None:
+                out.append(s_now - s_old)
+        return out
+
+    def noisy(self, name: str) -> bool:
+        """Whether metric ``name`` is graded by a judge, or its repeats disagree in either run."""
+        kinds = [agg.config["graders"].get(name, {}).get("kind") for agg in (self.agg, self.current) if agg]
+        if any(k in JUDGE_KINDS for k in kinds):
+            return True
+        return any(agg.repeats.get(name) is not None and agg.repeats[name].disagree
+                   for agg in (self.agg, self.current) if agg)
 
     def summary_block(self, summary_metrics: dict[str, Any]) -> dict[str, Any]:
         """The ``baseline`` block of summary.json."""
@@ -118,6 +160,8 @@ class Baseline:
                 "baseline_pass_rate": b.get("pass_rate"), "pass_rate": cur["pass_rate"],
                 "delta_pass_rate": _delta(cur["pass_rate"], b.get("pass_rate")),
             }
+            if name in self.agg.repeats and self.agg.repeats[name].samples:
+                metrics[name]["baseline_noise"] = self.agg.repeats[name].report()
         return {"folder": str(self.folder), "missing": None, "suite": self.summary.get("suite"),
                 "finished_at": self.summary.get("finished_at"), "metrics": metrics, **self._diff()}
 

@@ -11,7 +11,12 @@ status ``errored`` whatever its value, and so does a metric with no graded sampl
 
 Regression gates (``max_drop``, ``max_regressions``) need a baseline; without one (or when the
 baseline lacks the metric) they report ``no_baseline`` and pass or fail per
-``on_missing_baseline``. ``confidence`` makes a gate pass only when the whole interval clears the
+``on_missing_baseline``. On a deterministic grader they are exact, as written. On a noisy one (an
+LLM or agent judge, or repeats that disagree) they decide on paired evidence
+(:mod:`ci_evals.gating.regression`): they fail only when the drop, or the excess of regressions
+over improvements, is past the limit *and* more than noise explains at the gate's confidence
+(0.95 by default); past the limit but within noise, they report ``undecided``, which passes and is
+flagged. Every gate carries ``stability``: how often a rerun would give the same status. ``confidence`` makes a gate pass only when the whole interval clears the
 threshold, and report ``inconclusive`` when it straddles it.
 """
 
@@ -23,6 +28,7 @@ from pydantic import model_validator
 
 from ci_evals.config.specs import Strict
 from ci_evals.core.rule import OPS, SYMBOL, Op
+from ci_evals.gating.regression import absolute_stability, errors_stability, regression_checks
 from ci_evals.gating.stats import bootstrap_mean, wilson
 from ci_evals.gating.verdict import budget_exceeded
 
@@ -156,6 +162,7 @@ def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | Non
     if over or actual is None:
         out["status"], out["passed"] = "errored", False
         out["reason"] = over or (f"no sample was graded ({errors} of {n} errored)" if n else "no sample ran")
+        out["stability"] = round(errors_stability(errors, n, gate.max_errors, gate.max_error_rate), 4)
         return out
 
     checks: list[str] = []  # each "passed" / "failed" / "inconclusive" / "no_baseline"
@@ -180,29 +187,23 @@ def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | Non
                            else f"{gate.metric} {actual:.4f}, needs {sym} {gate.value:g}")
         checks.append(check)
 
+    stable = [absolute_stability(gate, agg, actual, scores)] if gate.op is not None else []
     if gate.max_drop is not None or gate.max_regressions is not None:
         missing = "run without --baseline" if baseline is None else baseline.get("missing")
         if missing:
             checks.append("no_baseline")
             reasons.append(f"no baseline: {missing} (on_missing_baseline: {gate.on_missing_baseline})")
         else:
-            if gate.max_drop is not None:
-                before = baseline["value"]
-                drop = before - actual
-                out["baseline_value"], out["drop"] = before, drop
-                checks.append("passed" if drop <= gate.max_drop + 1e-12 else "failed")
-                reasons.append(f"drop {drop:.4f} from baseline {before:.4f} (max_drop {gate.max_drop:g})")
-            if gate.max_regressions is not None:
-                n_reg = baseline.get("regressions", 0)
-                out["regressions"] = n_reg
-                out["max_regressions"] = gate.max_regressions
-                checks.append("passed" if n_reg <= gate.max_regressions else "failed")
-                reasons.append(f"{n_reg} regression{'s' if n_reg != 1 else ''}, max {gate.max_regressions}")
+            for check, reason, stab in regression_checks(gate, actual, baseline, out):
+                checks.append(check)
+                reasons.append(reason)
+                stable.append(stab)
 
     if errors:
         reasons.append(f"{errors} of {n} samples errored (within {_budget_text(gate.max_errors, gate.max_error_rate)})")
-    status = next((s for s in ("failed", "inconclusive", "no_baseline") if s in checks), "passed")
+    status = next((s for s in ("failed", "inconclusive", "undecided", "no_baseline") if s in checks), "passed")
     out["status"] = status
-    out["passed"] = status == "passed" or (status == "no_baseline" and gate.on_missing_baseline == "pass")
+    out["passed"] = status in ("passed", "undecided") or (status == "no_baseline" and gate.on_missing_baseline == "pass")
     out["reason"] = "; ".join(reasons)
+    out["stability"] = round(min(stable), 4) if stable else 1.0
     return out

@@ -30,6 +30,28 @@ def display_name(label: str | None, key: str | None) -> str:
     return f"{label} ({key})"
 
 
+UNSTABLE = 0.9
+"""A gate whose status would hold in fewer reruns than this is flagged in every report."""
+
+
+def stability_note(g: dict[str, Any]) -> str:
+    """``holds in 97 % of reruns`` (empty for a gate without a stability figure, e.g. an older summary)."""
+    stab = g.get("stability")
+    if g.get("status") == "no_baseline":  # no rerun brings the missing baseline: nothing to tell
+        return ""
+    if not isinstance(stab, int | float) or isinstance(stab, bool) or not 0 <= stab <= 1:
+        return ""
+    shown = f"{stab * 100:.0f}" if stab < 0.995 or stab == 1 else ">99"
+    return f"holds in {shown} % of reruns"
+
+
+def unstable(g: dict[str, Any]) -> bool:
+    """Whether a gate's status would hold in fewer than 90 % of reruns (an ``undecided`` one always is flagged)."""
+    stab = g.get("stability")
+    return g.get("status") == "undecided" or (isinstance(stab, int | float) and not isinstance(stab, bool)
+                                               and stab < UNSTABLE)
+
+
 def budget_exceeded(errors: int, n: int, max_errors: int | None, max_error_rate: float | None) -> str | None:
     """Why ``errors`` of ``n`` samples break the budget (``3 of 50 samples errored (max_errors 0)``), or None.
 
@@ -103,12 +125,25 @@ def _decide(summary: dict[str, Any]) -> tuple[str, str]:
             else f"no gate configured; {errored} of {n} samples errored (within the error budget)"
     bad = [g for g in gates if not g.get("passed")]
     if not bad:
-        return "passed", f"{len(gates)} of {len(gates)} gates passed"
+        undecided = [g for g in gates if g.get("status") == "undecided"]
+        note = (f" ({len(undecided)} undecided: {display_name(undecided[0].get('label'), undecided[0].get('metric_key'))}"
+                " changed past its limit, but within noise)") if undecided else ""
+        return "passed", f"{len(gates)} of {len(gates)} gates passed{note}{_ungated_errors(summary, gates)}"
     errored = [g for g in bad if g.get("status") == "errored"]
     first = (errored or bad)[0]
     more = f" (and {len(bad) - 1} more gate{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
     reason = f"{display_name(first.get('label'), first.get('metric_key'))}: {first.get('reason')}{more}"
     return ("errored" if errored else "failed"), reason
+
+
+def _ungated_errors(summary: dict[str, Any], gates: list[dict[str, Any]]) -> str:
+    """``; not gated: 5 of 5 samples errored in style`` for metrics no gate reads (empty when none errored)."""
+    gated = {g.get("metric_key") for g in gates} | {c.get("metric_key") for g in gates for c in g.get("children") or []}
+    metrics = summary.get("metrics") if isinstance(summary.get("metrics"), dict) else {}
+    parts = [f"{m.get('errors')} of {m.get('n')} samples errored in {display_name(m.get('label'), name)}"
+             for name, m in metrics.items()
+             if name not in gated and isinstance(m, dict) and isinstance(m.get("errors"), int) and m["errors"] > 0]
+    return f"; not gated: {', '.join(parts)}" if parts else ""
 
 
 def _stopped(summary: dict[str, Any]) -> str | None:

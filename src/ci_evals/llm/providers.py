@@ -30,6 +30,7 @@ from typing import Any
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.netcause import cause_of
 from ci_evals._util.text import one_line
+from ci_evals.llm.cost import tokens
 
 PROVIDERS = ("openai", "anthropic", "google")
 _EXTRAS = {"anthropic": ("anthropic", "anthropic>=0.80"), "google": ("google.genai", "google-genai>=1.30")}
@@ -231,11 +232,12 @@ class Anthropic(Provider):
             raise Failure("the response body is not a Messages API response (nested too deep)") from None
         try:
             data = json.loads(raw)
-            blocks, usage = data["content"], data.get("usage") or {}
+            blocks, usage = data["content"], data.get("usage")
+            usage = usage if isinstance(usage, dict) else {}  # counts read bounded: a bad one is 0, never a failure
             text = "".join(b["text"] for b in blocks if b.get("type") == "text")
-            prompt = sum(int(usage.get(k) or 0) for k in
+            prompt = sum(tokens(usage.get(k)) for k in
                          ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-            completion = int(usage.get("output_tokens") or 0)
+            completion = tokens(usage.get("output_tokens"))
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # (a 200,000-deep body)
             raise Failure("the response body is not a Messages API response") from None
         return chat_response(text, data.get("stop_reason"), prompt, completion, usage), response.headers

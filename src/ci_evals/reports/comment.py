@@ -27,7 +27,7 @@ from ci_evals.reports.markdown import (
     verdict_line,
     worst_heading,
 )
-from ci_evals.reports.text import escape_html, escape_md, fenced, fmt_score
+from ci_evals.reports.text import escape_html, escape_md, fenced, fmt_score, noise_lines
 from ci_evals.results.line import submissions_of
 
 BODY_LIMIT = 65_000
@@ -179,6 +179,8 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
         lines += [f"⚠️ {errors_line(summary)}", "", *error_table(summary, limit=5), ""]
     if flaky_line(summary, limit=10):
         lines += [f"⚠️ {flaky_line(summary, limit=10)}", ""]
+    lines += [f"Judge noise: {escape_md(line, 300)}" for line in noise_lines(summary)[:5]] + \
+        ([""] if noise_lines(summary) else [])
     if level.charts:
         lines += charts(summary, d)
     if level.baseline_items:

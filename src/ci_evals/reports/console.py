@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ci_evals._util.text import one_line
-from ci_evals.gating.verdict import display_name, gate_title, word
+from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable, word
+from ci_evals.reports.text import noise_lines
 
 GROUPS_SHOWN = 5
 FAILING_SHOWN = 10
@@ -284,6 +285,7 @@ def render(summary: dict[str, Any], results: Iterable[dict[str, Any]] = (), *, c
             )
     if summary.get("flaky"):
         lines.append(f"Flaky across runs: {len(summary['flaky'])} (sample, metric) pairs")
+    lines += [f"Judge noise: {line}" for line in noise_lines(summary)]
     lines += endpoint_lines(summary)
     if summary.get("interrupted_by"):
         lines.append("INTERRUPTED: figures cover the samples that finished")
@@ -294,9 +296,13 @@ def render(summary: dict[str, Any], results: Iterable[dict[str, Any]] = (), *, c
         lines.append("No gate configured: the run passes when no sample errored.")
     for g in summary["gates"]:
         mark = {"passed": "PASS", "failed": "FAIL", "errored": "FAIL", "inconclusive": "INCONCLUSIVE",
+                "undecided": "UNDECIDED (passes)",
                 "no_baseline": "NO BASELINE" + (" (passes)" if g.get("passed") else " (fails)")}[g["status"]]
         where = f" [{g['model']}]" if g.get("model") else ""
-        lines.append(f"Gate{where}: {gate_title(g)}: {g.get('reason')} -> {paint(mark, color)}")
+        note = stability_note(g)
+        flag = " UNSTABLE:" if unstable(g) and g["status"] != "undecided" else ""
+        lines.append(f"Gate{where}: {gate_title(g)}: {g.get('reason')} ->{flag} {paint(mark, color)}"
+                     + (f" ({note})" if note else ""))
         lines += sub_gate_lines(g)
     lines.append(verdict_line(summary, color=color))
     return "\n".join(lines)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ci_evals.gating.verdict import decide, display_name, gate_title
+from ci_evals.gating.verdict import decide, display_name, gate_title, stability_note, unstable
 from ci_evals.reports.digest import (
     Digest,
     digest,
@@ -28,6 +28,7 @@ from ci_evals.reports.text import (
     fmt_interval,
     fmt_pct,
     fmt_score,
+    noise_lines,
     with_interval,
 )
 
@@ -54,8 +55,10 @@ def gate_status(gate: dict[str, Any]) -> str:
     status = gate.get("status") or ("passed" if gate.get("passed") else "failed")
     if status == "no_baseline":
         return f"➖ no baseline ({'passes' if gate.get('passed') else 'fails'})"
-    icon = {"passed": "✅", "failed": "❌", "errored": "❌", "inconclusive": "⚠️"}.get(status, "❔")
-    return f"{icon} {status}"
+    icon = {"passed": "✅", "failed": "❌", "errored": "❌", "inconclusive": "⚠️", "undecided": "⚠️"}.get(status, "❔")
+    note = stability_note(gate)
+    flag = "⚠️ unstable: " if unstable(gate) and status != "undecided" else ""
+    return f"{flag}{icon} {status}" + (f" ({note})" if note else "")
 
 
 def gate_description(gate: dict[str, Any]) -> str:
@@ -75,7 +78,10 @@ def gate_compared(gate: dict[str, Any], fmt=fmt_score) -> str:
 
     actual = f"actual {show('actual')}"
     parts = [actual] if gate.get("op") is not None else []
-    if gate.get("drop") is not None:
+    drop = gate.get("drop")
+    if isinstance(drop, int | float) and not isinstance(drop, bool) and drop < 0:  # the metric went up
+        parts.append(f"rise {fmt(-drop)} from {show('baseline_value')}{limit('max_drop')}")
+    elif drop is not None:
         parts.append(f"drop {show('drop')} from {show('baseline_value')}{limit('max_drop')}")
     if gate.get("regressions") is not None:
         count = gate["regressions"]
@@ -366,6 +372,8 @@ def render_summary_md(
         lines += [f"**Errors:** {errors_line(summary)}", "", *error_table(summary), ""]
     if flaky_line(summary):
         lines += [f"**Flaky:** {flaky_line(summary)}", ""]
+    if noise_lines(summary):
+        lines += ["**Judge noise:**", "", *[f"- {escape_md(line, 300)}" for line in noise_lines(summary)], ""]
     lines += ["### Usage", "", usage_line(summary), "", *usage_table(summary)]
     if lines[-1]:
         lines.append("")

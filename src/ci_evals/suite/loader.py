@@ -96,8 +96,7 @@ class SuiteSpec(Strict):
         from ci_evals.llm.limits import DEFAULT_MAX_WAIT, check_rates
 
         rates = {key: (lim.rpm, lim.tpm) for key, lim in self.rate_limits.items()}
-        problem = check_rates(rates, self.max_wait or DEFAULT_MAX_WAIT, "rate_limits")
-        if problem is not None:
+        if problem := check_rates(rates, self.max_wait or DEFAULT_MAX_WAIT, "rate_limits"):
             raise ValueError(problem)
         return self
 
@@ -282,6 +281,8 @@ def _load_parts(path: Path, file: str, lines: dict[str, int], spec: SuiteSpec, c
 
     slots = {name: GraderSlot(name, g, x, metric_rule(name, g.spec, gates, file, lines))
              for name, (g, x) in graders.items()}
+    for slot in slots.values():  # a judge asked K times marks each answer by the metric's own rule
+        slot.grader.rule = slot.rule
     if reward is not None:
         reward.rule = metric_rule("reward", SimpleNamespace(pass_threshold=None), gates, file, lines)
     budget = _apply_budgets(spec, gates + typed, max_errors)

@@ -1,0 +1,212 @@
+"""What a gate's checks decide on: regression checks against a baseline, and every gate's stability.
+
+:func:`regression_checks` turns a regression gate's baseline facts (:meth:`Baseline.gate_facts`)
+into its checks. On a deterministic grader they are exact, as written: ``max_drop`` compares the
+two means, ``max_regressions: 0`` fails on one regressed sample. On a noisy grader (an LLM or
+agent judge, or repeats that disagree) each check needs both the limit passed *and* evidence at
+the gate's confidence (0.95 unless the gate sets ``confidence``), from :mod:`ci_evals.gating.noise`:
+
+* ``max_drop``: the paired change over the samples both runs graded; it fails when the drop is
+  past ``max_drop`` and a one-sided paired t-test says it is not noise (p < 1 - confidence).
+* ``max_regressions``: regressions against improvements (McNemar's exact test); it fails when
+  regressions exceed improvements by more than ``max_regressions`` and the excess is not noise.
+
+Past the limit but within noise, the check is ``undecided``: the gate passes (a pull request that
+changed nothing stays green) and every report flags it with the samples that would decide it.
+
+:func:`absolute_stability` and the stability each check returns say how often a rerun would give
+the same status (:func:`ci_evals.gating.noise.stability`, from the run's own spread); for a
+regression check on a noisy grader, whether it fails or not (``passed`` and ``undecided`` both
+pass: an ``undecided`` gate is flagged whatever its figure).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ci_evals.core.rule import OPS
+from ci_evals.gating.noise import (
+    binom_sf,
+    mcnemar_p,
+    paired_change,
+    samples_needed,
+    stability,
+    z_one_sided,
+)
+from ci_evals.gating.stats import percentile, z_value
+
+DEFAULT_CONFIDENCE = 0.95
+QUANTILE = {"min": 0.0, "max": 100.0, "median": 50.0, "p50": 50.0, "p95": 95.0, "p99": 99.0}
+SQRT2 = math.sqrt(2.0)
+
+
+def _points(x: float) -> str:
+    return f"{x * 100:.3g}-point"
+
+
+def _needed(effect: float, sd: float, confidence: float, what: str) -> str:
+    n = samples_needed(effect, sd, confidence)
+    return f"; about {n:,} samples would tell {what} at {confidence:.0%}" if n else ""
+
+
+def regression_checks(gate: Any, actual: float, facts: dict[str, Any],
+                      out: dict[str, Any]) -> Iterator[tuple[str, str, float]]:
+    """(check, reason, stability) for the gate's ``max_drop`` and ``max_regressions``; records what
+    each test found in ``out`` (``baseline_value``, ``drop``, ``regressions``, ``improvements``,
+    ``tests``)."""
+    confidence = gate.confidence or DEFAULT_CONFIDENCE
+    noisy = bool(facts.get("noisy"))
+    diffs: Sequence[float] = facts.get("diffs") or []
+    out["noisy"] = noisy
+    tests = out.setdefault("tests", [])
+    if gate.max_drop is not None:
+        before = facts["value"]
+        drop = before - actual
+        out["baseline_value"], out["drop"] = before, drop
+        yield _drop_check(gate, drop, before, diffs, noisy, confidence, tests)
+    if gate.max_regressions is not None:
+        reg, imp = int(facts.get("regressions", 0)), int(facts.get("improvements", 0))
+        out["regressions"], out["improvements"], out["max_regressions"] = reg, imp, gate.max_regressions
+        yield _regressions_check(gate.max_regressions, reg, imp, len(diffs), noisy, confidence, tests)
+
+
+def _drop_check(gate: Any, drop: float, before: float, diffs: Sequence[float], noisy: bool,
+                confidence: float, tests: list) -> tuple[str, str, float]:
+    limit = gate.max_drop
+    change = paired_change(list(diffs), confidence)
+    if not noisy or change is None:
+        check = "passed" if drop <= limit + 1e-12 else "failed"
+        tests.append({"check": "max_drop", "test": "exact (deterministic grader)", "change": -drop})
+        stab = stability(drop, limit, change.se) if change is not None else 1.0  # se of a difference: predictive
+        return check, f"drop {drop:.4f} from baseline {before:.4f} (max_drop {limit:g})", stab
+    pdrop = -change.change
+    lo, hi = change.interval
+    alpha = 1.0 - confidence
+    past = pdrop > limit + 1e-12
+    check = "failed" if past and change.p_drop < alpha else ("undecided" if past else "passed")
+    tests.append({"check": "max_drop", "test": "paired t-test (one-sided)", "n": change.n, "change": change.change,
+                  "interval": [lo, hi], "p_value": change.p_drop, "confidence": confidence})
+    head = (f"paired change {change.change:+.4f}, {confidence:.0%} interval [{lo:+.4f}, {hi:+.4f}] over "
+            f"{change.n} samples graded in both runs (paired t-test, one-sided p={change.p_drop:.2g})")
+    if check == "failed":
+        tail = f"a drop past max_drop {limit:g}, more than noise explains"
+    elif check == "undecided":
+        effect = limit if limit > 0 else pdrop
+        tail = (f"a drop past max_drop {limit:g} but within noise (p >= {alpha:.2g})"
+                + _needed(effect, change.sd, confidence, f"a {_points(effect)} drop"))
+    else:
+        tail = f"within max_drop {limit:g}"
+    cut = max(limit, z_one_sided(confidence) * change.se)  # a drop fails past both
+    # whether a rerun fails too (or not: passed and undecided both pass); a rerun varies this run
+    # (se / sqrt 2) and the truth is as uncertain: the predictive se is change.se
+    stab = stability(pdrop, cut, change.se)
+    if stab < 0.9 and check != "undecided" and limit > 0:
+        tail += _needed(limit, change.sd, confidence, f"a {_points(limit)} drop")
+    return check, f"{head}: {tail}", stab
+
+
+def _regressions_check(limit: int, reg: int, imp: int, pairs: int, noisy: bool, confidence: float,
+                       tests: list) -> tuple[str, str, float]:
+    plural = "s" if reg != 1 else ""
+    if not noisy:
+        check = "passed" if reg <= limit else "failed"
+        tests.append({"check": "max_regressions", "test": "exact (deterministic grader)", "regressions": reg})
+        # resampling the samples: regressions ~ Binomial(pairs, reg / pairs)
+        p_pass = 1.0 - binom_sf(limit + 1, pairs, reg / pairs) if pairs and reg else 1.0
+        return check, f"{reg} regression{plural}, max {limit}", p_pass if check == "passed" else 1.0 - p_pass
+    p = mcnemar_p(reg, imp)
+    alpha = 1.0 - confidence
+    net = reg - imp
+    if net > limit and p < alpha:
+        check = "failed"
+    elif net > limit:
+        check = "undecided"
+    else:  # regressions past the limit matched by improvements: the judge flipped samples both ways
+        check = "passed"
+    tests.append({"check": "max_regressions", "test": "McNemar exact test (one-sided)", "regressions": reg,
+                  "improvements": imp, "p_value": p, "confidence": confidence})
+    head = f"{reg} regression{plural} against {imp} improvement{'s' if imp != 1 else ''} (McNemar, one-sided p={p:.2g})"
+    if check == "failed":
+        tail = f"{net} more regressions than improvements, past max {limit} and more than noise explains"
+    elif check == "undecided":
+        rate = net / pairs if pairs else 0.0
+        tail = (f"{net} more regressions than improvements, past max {limit} but within what noise flips "
+                f"each way (p >= {alpha:.2g})"
+                + _needed(rate, math.sqrt((reg + imp) / pairs) if pairs else 0.0, confidence,
+                          f"whether an excess of {rate:.1%} of samples (here {net} of {pairs}) is real"))
+    else:
+        tail = f"the excess of regressions over improvements ({max(net, 0)}) within max {limit}"
+    spread = math.sqrt(reg + imp)  # net = reg - imp varies about as much as the discordant count
+    cut = max(limit + 0.5, z_one_sided(confidence) * spread)
+    # spread is the both-runs-vary se of net (McNemar's), as change.se is for a drop: the predictive
+    # se of a rerun against this baseline (this run's and the rerun's spread, each half of it)
+    return check, f"{head}: {tail}", stability(net, cut, spread) if spread else 1.0
+
+
+def absolute_stability(gate: Any, agg: dict[str, Any], actual: float, scores: Sequence[float]) -> float:
+    """How often a rerun would give an absolute gate (``op``/``value``) the same status: the
+    statistic spreads with its standard error (the mean's from its 95 % interval, the pass rate's
+    binomial); a percentile's rerun by resampling is a binomial count of the scores below the cut."""
+    value, op = gate.value, gate.op
+    if op == "eq":
+        return 1.0
+    if gate.metric in QUANTILE:
+        return _quantile_stability(op, value, QUANTILE[gate.metric], scores)
+    if gate.metric == "accuracy":
+        n, p = agg["n"], actual
+        se = math.sqrt(p * (1 - p) / n) if n else 0.0
+    else:
+        ci = agg.get("ci_mean")
+        se = (ci[1] - ci[0]) / (2 * z_value(0.95)) if ci else 0.0
+    interval = gate_interval(gate, agg, actual, se)
+    se *= SQRT2  # predictive: this run and the rerun both stray from the truth
+    if interval is None:
+        return stability(actual, value, se)
+    lo, hi = interval
+    below_lo, above_hi = stability(lo, value, se), stability(hi, value, se)
+    ok_lo, ok_hi = OPS[op](lo, value), OPS[op](hi, value)
+    if ok_lo == ok_hi:  # passed or failed: the bound nearer the value decides
+        return min(below_lo, above_hi)
+    return max(0.0, below_lo + above_hi - 1.0)  # inconclusive: both bounds stay where they are
+
+
+def gate_interval(gate: Any, agg: dict[str, Any], actual: float, se: float) -> tuple[float, float] | None:
+    """The interval a ``confidence`` gate decides with (about: normal at its confidence), else None."""
+    if gate.confidence is None:
+        return None
+    half = z_value(gate.confidence) * se
+    return actual - half, actual + half
+
+
+def _quantile_stability(op: str, value: float, q: float, scores: Sequence[float]) -> float:
+    n = len(scores)
+    if not n:
+        return 1.0
+    passed = OPS[op](percentile(scores, q), value)
+    rank = q / 100.0 * (n - 1)
+    if op in ("gt", "gte"):  # passes while few enough scores lie below the cut
+        bad = bisect_left(scores, value) if op == "gte" else bisect_right(scores, value)
+        allowed = rank
+    else:
+        bad = n - (bisect_right(scores, value) if op == "lte" else bisect_left(scores, value))
+        allowed = (n - 1) - rank
+    f = bad / n
+    k = math.floor(allowed)  # passes while the rerun's count of bad scores is at most k
+    p_pass = 1.0 - binom_sf(k + 1, n, f) if 0 < f < 1 else (1.0 if bad <= k else 0.0)
+    return p_pass if passed else 1.0 - p_pass
+
+
+def errors_stability(errors: int, n: int, max_errors: int | None, max_error_rate: float | None) -> float:
+    """How often a rerun would break (or keep) the error budget the same way, errors ~ Binomial."""
+    if not n:
+        return 1.0
+    limit = max_errors if max_errors is not None else (None if max_error_rate is not None else 0)
+    if max_error_rate is not None:
+        by_rate = math.floor(max_error_rate * n + 1e-9)
+        limit = by_rate if limit is None else min(limit, by_rate)
+    f = errors / n
+    p_within = 1.0 - binom_sf(limit + 1, n, f) if 0 < f < 1 else (1.0 if errors <= limit else 0.0)
+    return 1.0 - p_within if errors > limit else p_within
