@@ -230,3 +230,24 @@ def test_every_gate_carries_a_stability_in_0_1(tmp_path):
     gates = gate_against(write_baseline(tmp_path / "main", judged(BASELINE_SEED + 10_000, probabilities())),
                          judged(5, probabilities()))
     assert all(isinstance(g["stability"], float) and 0 <= g["stability"] <= 1 for g in gates)
+
+
+# --- bad input: one line, exit 2 -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gate, line", [
+    ({"metric_key": "q", "max_drop": 0.05, "confidence": 1.5}, "'confidence' must be between 0 and 1"),
+    ({"metric_key": "q", "max_regressions": 3, "confidence": 0}, "'confidence' must be between 0 and 1"),
+    ({"metric_key": "q", "max_drop": 0.05}, "dataset.jsonl:2: this row has no 'id', and a regression gate "
+                                            "(max_drop, max_regressions) pairs each sample with the baseline's by its id"),
+])
+def test_a_regression_gate_that_cannot_pair_or_a_bad_confidence_is_one_line_exit_2(sd, capsys, gate, line):
+    from ci_evals.cli.app import main
+
+    sd.write("dataset.jsonl", [{"id": "a", "input": "q", "ground_truth": "x"}, {"input": "q", "ground_truth": "x"}])
+    sd.write("outputs.jsonl", [{"id": "a", "output": "x"}, {"id": 1, "output": "x"}])
+    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+              "graders": {"q": {"kind": "tool", "function": "contains"}}, "gates": [gate]})
+    assert main(["validate", str(sd.root / "suite.yaml")]) == 2
+    (only,) = capsys.readouterr().err.strip().splitlines()
+    assert line in only

@@ -94,8 +94,10 @@ class Dataset:
         shard: tuple[int, int] | None = None,
         sample_ids: set[str] | None = None,
         id_match=None,
+        needs_ids: bool = False,
     ) -> None:
         self.path = path
+        self.needs_ids = needs_ids  # a regression gate pairs samples with the baseline's by 'id'
         self.sample_ids = sample_ids
         self.id_match = id_match
         self.sample_tags = set(sample_tags) if sample_tags else None
@@ -351,6 +353,9 @@ class Dataset:
         def checked_rows():
             for line, fields in self._rows():
                 state["total"] += 1
+                if self.needs_ids and self._no_id:
+                    raise self._err(line, "this row has no 'id', and a regression gate (max_drop, max_regressions) "
+                                          "pairs each sample with the baseline's by its id: give every row one")
                 sid = fields["id"]
                 first = seen.setdefault(str(sid), -line if self._no_id else line)
                 if abs(first) != line:

@@ -3,7 +3,7 @@
 * :class:`Limits`: what the run was told (``--max-concurrent``, ``rpm``/``tpm`` from the suite
   or the CLI, the ``max_wait`` throttling budget).
 * :class:`Bucket`: a token bucket that lets calls run into debt, so :meth:`Bucket.reserve` says
-  how long a call must wait before it may start; calls are paced at ``HEADROOM`` of the limit
+  how long a call must wait before it may start; calls are paced at ``HEADROOM`` (:mod:`ci_evals.config.rates`) of the limit
   with ``BURST_SECONDS`` of burst.
 * :func:`announced`: OpenAI's ``x-ratelimit-limit/remaining/reset-*`` and Anthropic's
   ``anthropic-ratelimit-*`` headers, read into one :class:`Announced` (bad values are ignored:
@@ -21,32 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-DEFAULT_MAX_WAIT = 600.0
+from ci_evals.config.rates import DEFAULT_MAX_WAIT, seconds_per_request
+
 BURST_SECONDS = 0.5
 """Our bucket holds half a second of calls: half of what OpenAI's short windows allow, so the
 server's bucket keeps slack for calls that the network delivers closer together than we sent them."""
-HEADROOM = 0.97
-"""Calls are paced at this share of a known limit: at exactly the limit, network jitter alone
-makes some calls arrive a moment before the server's bucket refilled."""
-
-MIN_MAX_WAIT = 1.0
-"""The shortest ``max_wait`` a run accepts: under a second, no throttling answer could be waited out."""
-
-
-def seconds_per_request(per_minute: float) -> float:
-    """How long one request (or token) takes at ``per_minute``, paced at ``HEADROOM``."""
-    return 60.0 / (per_minute * HEADROOM)
-
-
-def check_rates(rates: dict[str, tuple[float | None, float | None]], max_wait: float, where: str) -> str | None:
-    """The one line that says a requests-per-minute setting is too slow for ``max_wait`` (one request
-    would wait longer than any call may), or None. ``where`` names the setting (``--rpm``)."""
-    for key, (rpm, _tpm) in rates.items():
-        if rpm is not None and seconds_per_request(rpm) > max_wait:
-            scope = "" if key == "*" else f" for {key}"
-            return (f"{where}{scope}: {rpm:g} requests a minute is one request every "
-                    f"{seconds_per_request(rpm):.3g} s, more than max_wait {max_wait:g} s allows")
-    return None
 
 
 @dataclass

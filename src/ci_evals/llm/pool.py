@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ci_evals._util.errors import ConfigError
-from ci_evals.llm.limits import DEFAULT_MAX_WAIT, Limits, check_rates
+from ci_evals.config.rates import DEFAULT_MAX_WAIT, check_rates
+from ci_evals.llm.limits import Limits
 from ci_evals.llm.scheduler import Endpoint
 
 

@@ -21,6 +21,7 @@ from ci_evals._util.errors import ConfigError, did_you_mean
 from ci_evals._util.registry import TARGETS
 from ci_evals._util.text import shorten
 from ci_evals.config.dataset import Dataset
+from ci_evals.config.rates import DEFAULT_MAX_WAIT, MIN_MAX_WAIT, check_rates
 from ci_evals.config.specs import Context, Strict, validate_model
 from ci_evals.config.yamlio import load_yaml
 from ci_evals.core.rule import rule_text
@@ -70,7 +71,7 @@ class SuiteSpec(Strict):
     max_errors: int | None = Field(default=None, ge=0)
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
     rate_limits: dict[str, RateLimit] = Field(default_factory=dict)
-    max_wait: float | None = Field(default=None, ge=1.0)  # llm.limits.MIN_MAX_WAIT
+    max_wait: float | None = Field(default=None, ge=MIN_MAX_WAIT)
 
     @field_validator("rate_limits")
     @classmethod
@@ -90,11 +91,6 @@ class SuiteSpec(Strict):
 
     @model_validator(mode="after")
     def _rates_fit_max_wait(self) -> SuiteSpec:
-        if not self.rate_limits:
-            return self
-        # lazy: only a suite with rate_limits pays for importing the LLM package
-        from ci_evals.llm.limits import DEFAULT_MAX_WAIT, check_rates
-
         rates = {key: (lim.rpm, lim.tpm) for key, lim in self.rate_limits.items()}
         if problem := check_rates(rates, self.max_wait or DEFAULT_MAX_WAIT, "rate_limits"):
             raise ValueError(problem)
@@ -222,7 +218,8 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
         spec.num_runs = num_runs
     selection = {"sample_tags": sample_tags if sample_tags is not None else spec.sample_tags,
                  "max_samples": max_samples if max_samples is not None else spec.max_samples,
-                 "shard": shard, "sample_ids": sample_ids, "id_match": id_match}
+                 "shard": shard, "sample_ids": sample_ids, "id_match": id_match,
+                 "needs_ids": any(g.max_drop is not None or g.max_regressions is not None for g in [*spec.gates, spec.gate] if g)}
     early = _scan_beside(ctx.resolve(spec.dataset), selection)
     try:
         return _load_parts(path, file, lines, spec, ctx, dialect, selection, early, max_errors=max_errors,
