@@ -281,3 +281,31 @@ def test_a_rate_or_max_wait_no_run_could_honour_is_one_line_and_exit_2(tmp_path,
     (only,) = err.strip().splitlines()
     assert line in only
     assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+# --- issue 39: one server is one scheduler ----------------------------------------------------------
+
+
+def test_base_urls_that_differ_by_a_trailing_slash_share_one_scheduler(tmp_path):
+    with FakeOpenAI() as server:  # its default answers: a reply for the target, a score for a judge
+        write_suite(tmp_path, 4, server.url, extra={"graders": {"judge": {
+            "kind": "rubric", "model": "gpt-4o-mini", "base_url": server.url + "/",
+            "prompt": "Score 1 if right.\nQ: {input}\nA: {submission}"}}})
+        code, _, err = run_cli(tmp_path)
+        sent = server.count()
+    s = summary(tmp_path)
+    # the target's http://h/v1 and the judge's http://h/v1/: one endpoint, one AIMD limit, all 8 calls
+    (ep,) = s["endpoints"]
+    assert (s["errors"]["total"], sent, ep["calls"], ep["endpoint"]) == (0, 8, 8, server.url), err
+
+
+def test_an_endpoints_identity_is_normalised_once():
+    from ci_evals.llm.pool import endpoint_identity
+
+    assert endpoint_identity("HTTP://Example.COM:80/v1/") == endpoint_identity("http://example.com/v1") == \
+        "http://example.com/v1"
+    assert endpoint_identity("https://h:443/v1//") == "https://h/v1"
+    assert endpoint_identity("https://h:8443/v1") == "https://h:8443/v1"
+    assert endpoint_identity("http://[::1]:8000/v1/") == "http://[::1]:8000/v1"
+    assert endpoint_identity("http://u:p@h/v1") != endpoint_identity("http://h/v1")
+    assert endpoint_identity(None) is None

@@ -47,7 +47,7 @@ from ci_evals.llm import transport
 from ci_evals.llm.cache import ResponseCache, cache_key
 from ci_evals.llm.cost import LLMResult, usage_of
 from ci_evals.llm.limits import estimate_tokens
-from ci_evals.llm.pool import LoopState, loop_state
+from ci_evals.llm.pool import LoopState, endpoint_identity, loop_state
 from ci_evals.llm.providers import Failure, require, vendor
 from ci_evals.llm.scheduler import THROTTLE_STATUS, Endpoint, EndpointStopped, ThrottledOut, Ticket
 
@@ -196,7 +196,7 @@ class LLM:
         self._key = key
         register(key if key != NO_KEY else None)
         state = loop_state()
-        self._pool_key = (self.provider, url, key)
+        self._pool_key = (self.provider, endpoint_identity(url), key)  # one server, one client and scheduler
         entry = state.clients.get(self._pool_key)
         if entry is None:
             client = (self._vendor.client(url, key, self.timeout) if self._vendor is not None

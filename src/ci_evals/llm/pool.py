@@ -15,6 +15,7 @@ import asyncio
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.errors import ConfigError
 from ci_evals.config.rates import DEFAULT_MAX_WAIT, check_rates
@@ -40,6 +41,27 @@ class EngineConfig:
             r, t = self.rates.get(key, (None, None))
             rpm, tpm = r if r is not None else rpm, t if t is not None else tpm
         return Limits(max_concurrent=self.max_concurrent, rpm=rpm, tpm=tpm, max_wait=self.max_wait)
+
+
+def endpoint_identity(url: str | None) -> str | None:
+    """A base URL as one server's identity: scheme and host in lower case, no default port, the path
+    without a trailing slash (``http://H:80/v1/`` and ``http://h/v1`` are one endpoint: one client, one
+    scheduler, one AIMD limit). None (the provider's default endpoint) stays None."""
+    if url is None:
+        return None
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    netloc = host if port in (None, default) else f"{host}:{port}"
+    if parts.username is not None:  # credentials in the URL are part of who calls: kept apart
+        netloc = f"{parts.username}:{parts.password or ''}@{netloc}"
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
 class LoopState:
