@@ -152,3 +152,22 @@ def test_the_action_whose_run_is_killed_still_says_not_passed(tmp_path):
     outputs = read_outputs(tmp_path / "output.txt")
     assert (outputs["passed"], outputs["verdict"], outputs["exit-code"]) == ("false", "errored", "137")
     assert "ended with exit 137 before its verdict" in (tmp_path / "step.md").read_text()
+
+
+def test_a_grader_changing_folder_does_not_move_the_llm_cache(tmp_path):
+    from tests.fakes.openai_server import FakeOpenAI
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    sd = _suite(tmp_path, CHDIR.format(where=str(elsewhere)))
+    with FakeOpenAI() as server:  # a judge beside the grader: its answers go to the response cache
+        spec = replay_suite({"g": {"kind": "tool", "function": "g.py:g"},
+                             "judge": {"kind": "rubric", "model": "gpt-4o-mini", "base_url": server.url,
+                                       "prompt": "Score 1 if right.\nQ: {input}\nA: {submission}"}},
+                            {"metric_key": "g", "op": "gte", "value": 0.5})
+        sd.suite(spec)
+        proc = subprocess.run([*CLI, "run", "suite.yaml", "-o", "out", "-q"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "OPENAI_API_KEY": "sk-cache-test-0000"})
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / ".ci-evals-cache").is_dir()
+    assert list(elsewhere.iterdir()) == []

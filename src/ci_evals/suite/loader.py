@@ -210,7 +210,7 @@ def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bo
 
     if cache_dir is None:
         cache_dir = None if spec.cache is False else (
-            base / spec.cache if isinstance(spec.cache, str) else Path(".ci-evals-cache"))
+            base / spec.cache if isinstance(spec.cache, str) else Path.cwd() / ".ci-evals-cache")  # resolved now: user code may chdir
     ctx = Context(base, path, cache_dir=cache_dir or None, offline=offline,
                   pricing={k: v.model_dump() for k, v in spec.pricing.items()})
     ctx.suite_raw = raw
