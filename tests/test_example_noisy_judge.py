@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.cli.app import main
-from ci_evals.gating.verdict import stability_note
+from ci_evals.gating.verdict import gate_title, stability_note
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "noisy-judge"
 
@@ -102,6 +102,8 @@ def test_the_readme_shows_these_commands_and_this_output(runs):
     assert re.search(rf"paired change {drop['actual'] - drop['baseline_value']:+.4f}", readme)
     # every gate's reason and stability, as the console prints them for the A/A and A/B runs
     for name in ("aa", "ab"):
-        for gate in summaries[name]["gates"]:
-            assert gate["reason"] in readme, (name, gate["reason"])
-            assert f"({stability_note(gate)})" in readme, (name, stability_note(gate))
+        for gate in summaries[name]["gates"]:  # the whole console line: title, reason, mark and stability
+            mark = {"passed": "PASS", "failed": "FAIL", "undecided": "UNDECIDED (passes)"}[gate["status"]]
+            flag = " UNSTABLE:" if gate["stability"] < 0.9 and gate["status"] != "undecided" else ""
+            line = f"Gate: {gate_title(gate)}: {gate['reason']} ->{flag} {mark} ({stability_note(gate)})"
+            assert line in readme.splitlines(), (name, line)
