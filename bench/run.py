@@ -1,7 +1,7 @@
 """ci-evals benchmarks: one JSON object per benchmark on stdout (name, parameters, figures).
 
     python bench/run.py                 # everything (a few minutes on 2 cores)
-    python bench/run.py --only scale    # one benchmark (start | scale | overhead | graders | ratelimit | noise)
+    python bench/run.py --only scale    # one benchmark (start | wall | scale | overhead | graders | ratelimit | noise)
     python bench/run.py --smoke         # seconds; what CI runs so the benchmarks cannot rot
 
 See bench/README.md for what each measures and the targets.
@@ -249,6 +249,17 @@ def main() -> int:
         tmp = Path(d)
         if wanted is None or "start" in wanted:
             bench_start(tmp, 3 if args.smoke else 7, 1000 if args.smoke else 10_000)
+        if wanted is None or "wall" in wanted:
+            # the whole process from spawn to exit, beside the run's duration_s and the bare loop (bench/wall.py)
+            import wall
+
+            res = wall.measure({"this": str(HERE.parent / "src")}, wall.SMOKE_CASES if args.smoke else wall.CASES, 1 if args.smoke else 3,
+                               0.02 if args.smoke else 0.1, emit=lambda line: None)
+            for (tree, (n, c)), figs in res["runs"].items():
+                emit("wall", {"tool": "ci-evals" if tree == "this" else tree, "samples": n, "concurrency": c,
+                              "latency_s": 0.02 if args.smoke else 0.1, "runs": len(figs)},
+                     {**{k: wall.spread([f[k] for f in figs]) for k in ("wall_s", "run_s", "fixed_s", "bare_ratio")},
+                      "import_s": res["imports"].get(tree), "errored": sum(f["errored"] for f in figs)})
         if wanted is None or "scale" in wanted:
             bench_scale(tmp, [200] if args.smoke else [1_000, 10_000, 100_000])
         if wanted is None or "overhead" in wanted:

@@ -185,12 +185,13 @@ def supervised(work: Callable[[], int], refused: Callable[[int], None] = lambda 
     for sig in signals:
         signal.signal(sig, lambda signum, frame: _forward(pid, signum))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+    # the guard's last step, loaded while the child works (not in the child, not after it: the user waits then)
+    from ci_evals._util.procs import kill_descendants
+
     _, status = os.waitpid(pid, 0)
     for sig in signals:  # the run is over: a late signal must not cut the guard's exit short
         signal.signal(sig, signal.SIG_IGN)
     code = _reported(read, pid)
-    from ci_evals._util.procs import kill_descendants  # the guard's last step, not its start
-
     kill_descendants()
     if code is not None:
         return code
