@@ -65,7 +65,7 @@ def regression_checks(gate: Any, actual: float, facts: dict[str, Any],
     if gate.max_drop is not None:
         before = facts["value"]
         drop = before - actual
-        out["baseline_value"], out["drop"] = before, drop
+        out["baseline_value"], out["drop"], out["max_drop"] = before, drop, gate.max_drop
         yield _drop_check(gate, drop, before, diffs, noisy, confidence, tests)
     if gate.max_regressions is not None:
         reg, imp = int(facts.get("regressions", 0)), int(facts.get("improvements", 0))
