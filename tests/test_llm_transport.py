@@ -1,6 +1,6 @@
 """Which way a call takes through the openai SDK (ci_evals.llm.transport), over real HTTP.
 
-The aiohttp direct path must send what the SDK itself sends (its headers, the key, JSON), be
+The aiohttp direct path must send ci-evals' own identity with the key and JSON the SDK sends, be
 used only where it applies (no proxy from the environment, no user:password in the URL), and
 close with the client.
 """
@@ -12,7 +12,9 @@ import json
 
 import pytest
 
+from ci_evals import __version__
 from ci_evals.llm import transport
+from ci_evals.llm.answers import identity_headers
 from ci_evals.llm.client import LLM
 from tests.fakes.openai_server import FakeOpenAI, openai_server  # noqa: F401
 
@@ -42,7 +44,7 @@ def one_call(url: str, *, sdk_post: bool = False):
     return asyncio.run(go())
 
 
-def test_aiohttp_direct_path_sends_what_the_sdk_sends(openai_server, monkeypatch):  # noqa: F811
+def test_aiohttp_direct_path_sends_its_own_identity_and_the_sdks_body(openai_server, monkeypatch):  # noqa: F811
     monkeypatch.setenv("TRANSPORT_KEY", KEY)
     openai_server.script("answer")
     used, content, session = one_call(openai_server.url)
@@ -52,20 +54,21 @@ def test_aiohttp_direct_path_sends_what_the_sdk_sends(openai_server, monkeypatch
     assert req.path == "/v1/chat/completions"
     assert req.headers["authorization"] == f"Bearer {KEY}"
     assert req.headers["content-type"] == "application/json"
-    assert req.headers["user-agent"].startswith("AsyncOpenAI/Python ")
-    assert req.headers["x-stainless-lang"] == "python"
+    assert req.headers["user-agent"] == f"ci-evals/{__version__}"
+    assert not [k for k in req.headers if k.lower().startswith("x-stainless")]
     assert req.body == {"model": "m", "messages": HELLO}
 
 
-def test_sdk_post_sends_the_same_headers_as_the_direct_path(openai_server, monkeypatch):  # noqa: F811
+def test_sdk_post_sends_the_same_key_and_body_as_the_direct_path(openai_server, monkeypatch):  # noqa: F811
     monkeypatch.setenv("TRANSPORT_KEY", KEY)
     one_call(openai_server.url)
     monkeypatch.setattr(transport, "DIRECT", False)
     one_call(openai_server.url)
     direct, sdk = openai_server.requests
-    names = {"authorization", "content-type", "accept", "user-agent", "x-stainless-lang", "x-stainless-os"}
+    names = {"authorization", "content-type", "accept"}
     assert {k: direct.headers.get(k) for k in names} == {k: sdk.headers.get(k) for k in names}
     assert direct.body == sdk.body
+    assert sdk.headers["user-agent"].startswith("AsyncOpenAI/Python ")  # the SDK's own call names the SDK
 
 
 def test_a_proxy_from_the_environment_goes_through_the_sdks_own_client(openai_server, monkeypatch):  # noqa: F811
@@ -109,9 +112,10 @@ def test_the_aiohttp_path_trusts_what_the_sdks_http_library_trusts(monkeypatch, 
 
 
 @pytest.mark.parametrize("org", [None, "org-123"])
-def test_the_direct_paths_headers_are_the_sdks_own(monkeypatch, org):
-    """sdk_headers() is read without importing the SDK; it must stay what AsyncOpenAI sends (checked
-    against the installed SDK, so an SDK upgrade that changes them fails here)."""
+def test_the_direct_paths_credentials_are_the_sdks_own(monkeypatch, org):
+    """identity_headers() is read without importing the SDK: the key, the organization and the
+    project must stay what AsyncOpenAI sends (checked against the installed SDK); the identity is
+    ci-evals' own, with none of the SDK's X-Stainless-* telemetry."""
     from openai import AsyncOpenAI
 
     for name, value in (("OPENAI_ORG_ID", org), ("OPENAI_PROJECT_ID", org and "proj-9")):
@@ -120,14 +124,16 @@ def test_the_direct_paths_headers_are_the_sdks_own(monkeypatch, org):
         else:
             monkeypatch.setenv(name, value)
 
-    async def sdk():  # in a running loop, as make_client is called (X-Stainless-Async names it)
+    async def sdk():
         client = AsyncOpenAI(api_key=KEY, base_url="http://127.0.0.1:9/v1", max_retries=0)
         try:
             return {k: v for k, v in {**client.default_headers, **client.auth_headers}.items() if isinstance(v, str)}
         finally:
             await client.close()
 
-    assert transport.sdk_headers(KEY) == asyncio.run(sdk())
+    theirs, ours = asyncio.run(sdk()), identity_headers(KEY)
+    kept = {k: v for k, v in theirs.items() if not k.lower().startswith("x-stainless") and k != "User-Agent"}
+    assert ours == {**kept, "User-Agent": f"ci-evals/{__version__}"}
 
 
 def test_the_direct_path_does_not_import_the_sdk(openai_server):  # noqa: F811

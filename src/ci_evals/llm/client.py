@@ -39,13 +39,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.bounds import check_url
 from ci_evals._util.errors import CiEvalsError, ConfigError
-from ci_evals._util.netcause import SCHEME_HINT, SYSTEMATIC
+from ci_evals._util.netcause import SYSTEMATIC
 from ci_evals._util.redact import MESSAGE_LIMIT, register, scrub_and_shorten
 from ci_evals._util.retry import Backoff
 from ci_evals._util.retry import retry_after as _asked_wait
 from ci_evals.llm import transport
 from ci_evals.llm.cache import ResponseCache, cache_key
 from ci_evals.llm.cost import LLMResult, usage_of
+from ci_evals.llm.hints import stop_hint
 from ci_evals.llm.limits import estimate_tokens
 from ci_evals.llm.pool import LoopState, endpoint_identity, loop_state
 from ci_evals.llm.providers import Failure, require, vendor
@@ -374,21 +375,7 @@ class LLM:
 
     def _stop_line(self, failure: Failure) -> str:
         """The breaker's one line: the cause, the host (never the key) and what to check."""
-        key_var = self.api_key_env or {"anthropic": "ANTHROPIC_API_KEY", "google": "GEMINI_API_KEY"}.get(
-            self.provider, "OPENAI_API_KEY")
-        url_var = {"anthropic": "ANTHROPIC_BASE_URL", "google": "GOOGLE_GEMINI_BASE_URL"}.get(
-            self.provider, "OPENAI_BASE_URL")
-        hint = {
-            "dns": f"check the host name in base_url (or {url_var})",
-            "refused": f"is the server running? check the host and port in base_url (or {url_var})",
-            "tls": (f"check the scheme of base_url (or {url_var})" if SCHEME_HINT in failure.problem
-                    else "check the scheme (http/https) and the server's certificate (SSL_CERT_FILE)"),
-            "http_401": f"check the API key in {key_var}",
-            "http_403": f"check that the key in {key_var} may use this model and endpoint",
-            "http_404": "check the model name and that base_url ends where the API starts (…/v1)",
-            "http_400": "the server rejects every request: check the model and its parameters",
-            "quota": "the account's quota is used up: check its plan and billing",
-        }.get(failure.kind or "", "check the endpoint")
+        hint = stop_hint(failure, self.provider, self.api_key_env)
         problem = scrub_and_shorten(failure.problem, MESSAGE_LIMIT, [self._key])  # a server may echo the key
         return f"stopped calling {shown_url(self.base_url)} after its first calls all failed: {problem} ({hint})"
 

@@ -31,6 +31,7 @@ from ci_evals._util.errors import ConfigError
 from ci_evals._util.netcause import cause_of
 from ci_evals._util.text import one_line
 from ci_evals.llm.cost import tokens
+from ci_evals.llm.said import server_says
 
 PROVIDERS = ("openai", "anthropic", "google")
 _EXTRAS = {"anthropic": ("anthropic", "anthropic>=0.80"), "google": ("google.genai", "google-genai>=1.30")}
@@ -79,18 +80,21 @@ def preload_sdk(provider: str) -> None:
         importlib.import_module(_EXTRAS[provider][0])
 
 
-def status_failure(status: int, text: str, headers: Any, code: str | None = None) -> Failure:
+def status_failure(status: int, text: str, headers: Any, code: str | None = None, *,
+                   label: str | None = None) -> Failure:
     """The Failure for an HTTP error answer (any provider): throttling, systematic, or transient.
-    A redirect (3xx) is never followed (see :data:`NO_REDIRECTS`): systematic, not retried."""
+    A redirect (3xx) is never followed (see :data:`NO_REDIRECTS`): systematic, not retried.
+    ``label`` replaces ``HTTP <status>`` at the line's start (an error code inside an HTTP 200)."""
+    shown = label or f"HTTP {status}"
     if 300 <= status < 400:
         return Failure(f"HTTP {status}: the server redirects{_redirect_target(headers)}; LLM calls follow no "
                        "redirect (the key goes to base_url's host alone): set base_url to the address it names",
                        status, retry=False, headers=headers, kind=f"http_{status}")
     if status == 429 and code == "insufficient_quota":
-        return Failure(f"HTTP {status}: {text}", status, retry=False, headers=headers, kind="quota")
+        return Failure(f"{shown}: {text}", status, retry=False, headers=headers, kind="quota")
     if status in (400, 401, 403, 404):
-        return Failure(f"HTTP {status}: {text}", status, retry=False, headers=headers, kind=f"http_{status}")
-    return Failure(f"HTTP {status}: {text}", status, retryable_status(status), headers=headers)
+        return Failure(f"{shown}: {text}", status, retry=False, headers=headers, kind=f"http_{status}")
+    return Failure(f"{shown}: {text}", status, retryable_status(status), headers=headers)
 
 
 def _redirect_target(headers: Any) -> str:
@@ -225,7 +229,8 @@ class Anthropic(Provider):
         except anthropic.APIStatusError as exc:
             err = exc.body.get("error") if isinstance(exc.body, dict) else None
             text = err.get("message") if isinstance(err, dict) else None
-            raise status_failure(exc.status_code, one_line(text or exc.message or 'no details'), exc.response.headers) from None
+            raise status_failure(exc.status_code, server_says(text or exc.message, exc.response.headers),
+                                 exc.response.headers) from None
         except (anthropic.APIConnectionError, OSError, TimeoutError) as exc:
             raise transport_failure(exc, client.base_url, timeout) from None
         except RecursionError:  # the SDK's json.loads of a deeply nested error body
@@ -306,8 +311,8 @@ class Google(Provider):
             response = await client.aio.models.generate_content(model=body["model"], contents=body["contents"],
                                                                 config=config)
         except errors.APIError as exc:
-            failure = status_failure(exc.code, one_line(exc.message or exc.status or 'no details'),
-                                     getattr(exc.response, "headers", None))
+            headers = getattr(exc.response, "headers", None)
+            failure = status_failure(exc.code, server_says(exc.message or exc.status, headers), headers)
             failure.wait = _retry_delay(exc.details)
             raise failure from None
         except TimeoutError:

@@ -12,19 +12,19 @@ over aiohttp (issue 21, profiled with cProfile at 200 calls in flight: that laye
 CPU per call as aiohttp itself). So a call goes, cheapest first:
 
 1. **aiohttp direct**: the same ``aiohttp`` the SDK's transport uses, one session per endpoint,
-   with the headers the SDK sends (what its public ``default_headers`` and ``auth_headers``
-   give: the ``User-Agent``, ``X-Stainless-*``, the organization and project, the key) and the
-   URL it calls. Used when the aiohttp transport is installed and no proxy applies to the URL (a
-   proxy from the environment and a URL with ``user:password`` go through the SDK's own client,
-   which handles them). This path does not import the SDK, whose import alone (its generated
-   types) cost about a CPU-second inside every run: :func:`sdk_headers` reads the same headers
-   from the SDK's version and the platform, and a test holds them equal to the SDK's own.
+   calling the URL the SDK calls with ci-evals' own identity (``User-Agent: ci-evals/<version>``,
+   no ``X-Stainless-*``: :func:`ci_evals.llm.answers.identity_headers`), the key, and the
+   organization and project as the SDK reads them. Used when the aiohttp transport is installed
+   and no proxy applies to the URL (a proxy from the environment and a URL with ``user:password``
+   go through the SDK's own client, which handles them). This path does not import the SDK, whose
+   import alone (its generated types) cost about a CPU-second inside every run.
 2. **the SDK's HTTP client** (httpx), with the same headers (``DIRECT``; ``USE_AIOHTTP`` off).
 3. **the SDK's ``post``** (``DIRECT`` off: tests cover it so the SDK's own path keeps working).
 
 A response body is read up to ``MAX_RESPONSE_BYTES`` (a parse never recurses without bound); a 200 not
 usable (no ``choices[0].message``, no embeddings; :func:`unusable`) is a Failure, so it is retried
-and never cached. No path follows a redirect (``providers.NO_REDIRECTS``): a 3xx is a Failure.
+and never cached; an error object inside a 200 is the server's failure (:mod:`ci_evals.llm.answers`);
+every failure line carries the server's message and request id. No path follows a redirect (``providers.NO_REDIRECTS``): a 3xx is a Failure.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import os
-import platform
 import ssl
 import sys
 import urllib.parse
@@ -44,7 +42,11 @@ from typing import Any
 import orjson
 
 from ci_evals._util.bounds import NOT_READ, announced_length, orjson_loads
+from ci_evals.llm.answers import error_answer, error_in_200, identity_headers, unusable
 from ci_evals.llm.providers import Failure, preload_sdk, status_failure, transport_failure
+from ci_evals.llm.said import server_says
+
+__all__ = ["Client", "close_client", "has_session", "make_client", "post", "preload", "unusable"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 USE_AIOHTTP = True  # tests switch it off to exercise httpx's own transport too
@@ -58,8 +60,8 @@ sending a 300 MB body must not take the run's memory with it."""
 
 @dataclass(slots=True)
 class _Direct:
-    """One endpoint's way past the SDK's per-call request building: the base URL, the headers the
-    SDK sends, an aiohttp session when the aiohttp path applies (else None), and the SDK's HTTP
+    """One endpoint's way past the SDK's per-call request building: the base URL, the headers
+    (:func:`~ci_evals.llm.answers.identity_headers`), an aiohttp session when the aiohttp path applies (else None), and the SDK's HTTP
     client when a call goes through it (built only then: see :func:`make_client`)."""
 
     base: str
@@ -108,9 +110,9 @@ def make_client(url: str | None, key: str, timeout: float) -> Client:
     """One endpoint's client, with the SDK's retries off (see the module docstring).
 
     With the aiohttp direct path (aiohttp installed, no proxy, no ``user:password`` in the URL),
-    the SDK is not imported: the headers are :func:`sdk_headers` (a test holds them equal to the
-    SDK's own), the URL is the one the SDK would call. Otherwise the SDK's client is built now
-    and its HTTP client carries the calls.
+    the SDK is not imported: the headers are ci-evals' own (:func:`identity_headers`), the URL is
+    the one the SDK would call. Otherwise the SDK's client is built now and its HTTP client carries
+    the calls, with the same headers.
     """
     client = Client(url, key, timeout)
     base = (url or DEFAULT_BASE_URL).rstrip("/")
@@ -122,7 +124,7 @@ def make_client(url: str | None, key: str, timeout: float) -> Client:
             import aiohttp  # (the extra that the SDK's DefaultAioHttpClient needs)
         except ImportError:
             aiohttp = None
-        headers = sdk_headers(key)
+        headers = identity_headers(key)
         session = _session(aiohttp, base, headers) if aiohttp is not None else None
     if session is not None:
         client.direct = _Direct(base, headers, session)
@@ -130,8 +132,7 @@ def make_client(url: str | None, key: str, timeout: float) -> Client:
     http_client = _http_client(timeout, aiohttp=USE_AIOHTTP and not has_userinfo)
     sdk = client._sdk = _sdk_client(url, key, timeout, http_client)
     if DIRECT:
-        headers = {k: v for k, v in {**sdk.default_headers, **sdk.auth_headers}.items() if isinstance(v, str)}
-        client.direct = _Direct(str(sdk.base_url).rstrip("/"), headers, None, http_client)
+        client.direct = _Direct(str(sdk.base_url).rstrip("/"), identity_headers(key), None, http_client)
     return client
 
 
@@ -154,58 +155,6 @@ def _sdk_client(url: str | None, key: str, timeout: float, http_client: Any) -> 
 
     return AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout,
                        http_client=http_client if http_client is not None else _http_client(timeout, USE_AIOHTTP))
-
-
-@functools.cache
-def _static_headers() -> tuple[tuple[str, str], ...]:
-    """What ``AsyncOpenAI`` sends on every call besides the key (``default_headers``), for this
-    SDK version, interpreter and platform; read without importing the SDK."""
-    from importlib.metadata import version
-
-    sdk = version("openai")
-    return (("Accept", "application/json"), ("Content-Type", "application/json"),
-            ("User-Agent", f"AsyncOpenAI/Python {sdk}"), ("X-Stainless-Lang", "python"),
-            ("X-Stainless-Package-Version", sdk), ("X-Stainless-OS", _os_name()),
-            ("X-Stainless-Arch", _arch()), ("X-Stainless-Runtime", platform.python_implementation()),
-            ("X-Stainless-Runtime-Version", platform.python_version()), ("X-Stainless-Async", "async:asyncio"))
-
-
-def sdk_headers(key: str) -> dict[str, str]:
-    """The headers ``AsyncOpenAI(api_key=key)`` sends (with ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID``
-    from the environment, as the SDK reads them)."""
-    headers = dict(_static_headers())
-    for name, var in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
-        if os.environ.get(var):
-            headers[name] = os.environ[var]
-    headers["Authorization"] = f"Bearer {key}"
-    return headers
-
-
-def _os_name() -> str:
-    """The SDK's ``X-Stainless-OS`` names (``get_platform``)."""
-    system, name = platform.system().lower(), platform.platform().lower()
-    if "iphone" in name or "ipad" in name:
-        return "iOS"
-    named = {"darwin": "MacOS", "windows": "Windows"}
-    if system in named:
-        return named[system]
-    if "android" in name:
-        return "Android"
-    named = {"freebsd": "FreeBSD", "openbsd": "OpenBSD", "linux": "Linux"}
-    if system in named:
-        return named[system]
-    return f"Other:{name}" if name else "Unknown"
-
-
-def _arch() -> str:
-    """The SDK's ``X-Stainless-Arch`` names (``get_architecture``)."""
-    machine = platform.machine().lower()
-    named = {"arm64": "arm64", "aarch64": "arm64", "arm": "arm", "x86_64": "x64"}
-    if machine in named:
-        return named[machine]
-    if sys.maxsize <= 2**32:
-        return "x32"
-    return f"other:{machine}" if machine else "unknown"
 
 
 def _session(aiohttp: Any, base: str, headers: dict[str, str]) -> Any:
@@ -273,15 +222,12 @@ async def post(client: Client, path: str, body: dict[str, Any], base_url: str, t
         raise transport_failure(exc, base_url, timeout) from None
     data = _json_or_none(raw)
     if status >= 300:
-        err = data.get("error") if isinstance(data, dict) else None
-        if isinstance(err, dict):
-            text, code = err.get("message"), err.get("code")
-        else:
-            text, code = (err if isinstance(err, str) else None), None
-        text = text or (data.get("message") if isinstance(data, dict) else None) or "no details"
-        raise status_failure(status, str(text), headers, str(code) if code else None)
+        raise error_answer(status, data, headers)
     if not isinstance(data, dict):
         raise Failure("the response body is not valid JSON")
+    failure = error_in_200(path, data, headers)  # OpenRouter: {"error": {...}} with status 200
+    if failure is not None:
+        raise failure
     return data, headers
 
 
@@ -326,7 +272,8 @@ async def _sdk_post(client: Any, path: str, body: dict[str, Any], base_url: str,
         response = await client.post(path, cast_to=_raw_response(), body=body)
         raw = await response.read()
     except openai.APIStatusError as exc:
-        raise status_failure(exc.status_code, _error_text(exc), exc.response.headers, _error_code(exc)) from None
+        raise status_failure(exc.status_code, server_says(_error_text(exc), exc.response.headers),
+                             exc.response.headers, _error_code(exc)) from None
     except openai.APIError as exc:
         if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError) or exc.__cause__ is not None:
             raise transport_failure(exc, base_url, timeout) from None
@@ -336,6 +283,9 @@ async def _sdk_post(client: Any, path: str, body: dict[str, Any], base_url: str,
     data = _json_or_none(raw)
     if not isinstance(data, dict):
         raise Failure("the response body is not valid JSON")
+    failure = error_in_200(path, data, response.headers)
+    if failure is not None:
+        raise failure
     return data, response.headers
 
 
@@ -377,23 +327,7 @@ def _error_code(exc: Any) -> str | None:
 
 
 def _error_text(exc: Any) -> str:
-    """The server's error message (from the JSON body when there is one), whole: the caller scrubs
-    it, then cuts it."""
+    """The server's error message (from the JSON body when there is one), whole."""
     body = getattr(exc, "body", None)
     text = body.get("message") if isinstance(body, dict) else None
     return str(text or getattr(exc, "message", "") or "no details")
-
-
-def unusable(path: str, data: dict[str, Any]) -> str | None:
-    """Why a 200 response (or a cache entry) cannot be used, or None: what is never returned is never cached."""
-    if path.endswith("/chat/completions"):
-        choices = data.get("choices")
-        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)
-                and isinstance(choices[0].get("message"), dict)):
-            return "the response has no choices[0].message"
-    elif path.endswith("/embeddings"):
-        items = data.get("data")
-        if not (isinstance(items, list) and items and all(
-                isinstance(d, dict) and isinstance(d.get("embedding"), list) for d in items)):
-            return "the response has no embeddings"
-    return None
