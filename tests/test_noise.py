@@ -251,3 +251,22 @@ def test_a_regression_gate_that_cannot_pair_or_a_bad_confidence_is_one_line_exit
     assert main(["validate", str(sd.root / "suite.yaml")]) == 2
     (only,) = capsys.readouterr().err.strip().splitlines()
     assert line in only
+
+
+def test_letta_evals_typed_gates_carry_a_stability_too(sd):
+    from ci_evals.cli.app import main
+
+    sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "yes"} for i in range(40)])
+    sd.write("outputs.jsonl", [{"id": i, "output": "yes" if i % 4 else "no"} for i in range(40)])
+    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+              "graders": {"a": {"kind": "tool", "function": "contains"}, "b": {"kind": "tool", "function": "contains"}},
+              "gate": {"kind": "logical", "operator": "and", "conditions": [
+                  {"kind": "simple", "metric_key": "a", "aggregation": "accuracy", "op": "gte", "value": 70},
+                  {"kind": "simple", "metric_key": "b", "aggregation": "avg_score", "op": "gte", "value": 0.2}]}})
+    assert main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out"), "--no-cache", "-q"]) == 0
+    (gate,) = sd.summary()["gates"]
+    accuracy, mean = gate["children"]
+    # 0.75 against 0.7 over 40 samples: se sqrt(.75 * .25 / 40) = 0.0685, predictive x sqrt 2
+    assert accuracy["stability"] == pytest.approx(round(float(sps.norm.cdf(0.05 / (0.0685 * math.sqrt(2)))), 4),
+                                                  abs=2e-3)
+    assert mean["stability"] > 0.99 and gate["stability"] == min(accuracy["stability"], mean["stability"])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -28,6 +29,8 @@ from ci_evals._util.errors import ConfigError
 from ci_evals.config.specs import Strict, validate_model
 from ci_evals.core.rule import OPS, SYMBOL, Op
 from ci_evals.gating.gates import Metric
+from ci_evals.gating.noise import stability
+from ci_evals.gating.regression import absolute_stability, errors_stability, metric_se
 from ci_evals.gating.verdict import budget_exceeded
 
 
@@ -164,6 +167,9 @@ def _leaf(name: str, aggregation: str, threshold: float | None, metric: MetricSo
         out["status"] = "errored"
         out["reason"] = over or (f"no sample was graded ({agg['errors']} of {agg['n']} errored)" if agg["n"]
                                  else "no sample ran")
+        out["stability"] = round(errors_stability(agg["errors"], agg["n"], *budget), 4)
+    else:
+        out["se"] = metric_se(aggregation, agg, actual)  # read by the gate above; dropped once used
     return out
 
 
@@ -178,6 +184,11 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
             sym = SYMBOL[gate.op]
             out["reason"] = (f"{gate.aggregation} {out['actual']:.4f} {sym} {gate.value:g}" if ok
                              else f"{gate.aggregation} {out['actual']:.4f}, needs {sym} {gate.value:g}")
+            agg, scores = metric(gate.metric_key)
+            out["stability"] = round(absolute_stability(
+                SimpleNamespace(metric=gate.aggregation, op=gate.op, value=gate.value, confidence=None),
+                agg, out["actual"], scores), 4)
+        out.pop("se", None)
         return out
 
     if isinstance(gate, WeightedGate):
@@ -202,6 +213,14 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
             sym = SYMBOL[gate.op]
             out["reason"] = (f"weighted {gate.aggregation} {out['actual']:.4f} {sym} {gate.value:g}" if ok
                              else f"weighted {gate.aggregation} {out['actual']:.4f}, needs {sym} {gate.value:g}")
+            # the components' errors taken as independent; predictive: this run and a rerun both stray
+            se = math.sqrt(math.fsum((c["weight"] * c["se"]) ** 2 for c in children))
+            out["stability"] = round(stability(out["actual"], gate.value, math.sqrt(2.0) * se), 4)
+        if errored:
+            out["stability"] = min(c["stability"] for c in errored)
+        for c in children:
+            c.pop("se", None)
+            c.setdefault("stability", out["stability"])  # a component shares the gate's verdict
         for c in children:  # a component has no verdict of its own: it shares the gate's
             if c["status"] != "errored":
                 c["status"], c["passed"] = out["status"], out["passed"]
@@ -220,4 +239,5 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
         status = "passed" if passed else ("errored" if "errored" in statuses else "failed")
     out["status"], out["passed"] = status, status == "passed"
     out["reason"] = f"{passed} of {len(children)} conditions passed ({gate.operator})"
+    out["stability"] = min(c["stability"] for c in children)  # about: the least stable condition decides
     return out

@@ -155,12 +155,7 @@ def absolute_stability(gate: Any, agg: dict[str, Any], actual: float, scores: Se
         return 1.0
     if gate.metric in QUANTILE:
         return _quantile_stability(op, value, QUANTILE[gate.metric], scores)
-    if gate.metric == "accuracy":
-        n, p = agg["n"], actual
-        se = math.sqrt(p * (1 - p) / n) if n else 0.0
-    else:
-        ci = agg.get("ci_mean")
-        se = (ci[1] - ci[0]) / (2 * z_value(0.95)) if ci else 0.0
+    se = metric_se(gate.metric, agg, actual)
     interval = gate_interval(gate, agg, actual, se)
     se *= SQRT2  # predictive: this run and the rerun both stray from the truth
     if interval is None:
@@ -171,6 +166,18 @@ def absolute_stability(gate: Any, agg: dict[str, Any], actual: float, scores: Se
     if ok_lo == ok_hi:  # passed or failed: the bound nearer the value decides
         return min(below_lo, above_hi)
     return max(0.0, below_lo + above_hi - 1.0)  # inconclusive: both bounds stay where they are
+
+
+def metric_se(metric: str, agg: dict[str, Any], actual: float) -> float:
+    """The standard error of a mean (from its 95 % interval) or of a pass rate (binomial); 0 for a
+    percentile, whose stability is a resampled count (:func:`absolute_stability`)."""
+    if metric == "accuracy":
+        n = agg["n"]
+        return math.sqrt(actual * (1 - actual) / n) if n else 0.0
+    if metric in QUANTILE:
+        return 0.0
+    ci = agg.get("ci_mean")
+    return (ci[1] - ci[0]) / (2 * z_value(0.95)) if ci else 0.0
 
 
 def gate_interval(gate: Any, agg: dict[str, Any], actual: float, se: float) -> tuple[float, float] | None:
