@@ -120,7 +120,9 @@ def test_anthropic_overloaded_for_longer_than_max_wait_is_an_error_saying_so(ant
                                       "prompt": "ok?", "max_retries": 0}}})
     t0 = time.monotonic()
     assert sd.run("--max-wait", "1") == 1
-    assert 0.9 < time.monotonic() - t0 < 5
+    # it waits out max_wait (1 s) and no longer: well under the default 600 s even on CI's busiest
+    # step (the range tests share two cores with the whole suite: 9.4 s there once, with imports)
+    assert 0.9 < time.monotonic() - t0 < 30
     (rec,) = sd.results()
     error = rec["grades"]["quality"]["error"]
     assert error == (f"{anthropic_env.url}/v1/messages: HTTP 529: Overloaded; rate limited: still "
