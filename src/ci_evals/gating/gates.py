@@ -187,7 +187,8 @@ def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | Non
                            else f"{gate.metric} {actual:.4f}, needs {sym} {gate.value:g}")
         checks.append(check)
 
-    stable = [absolute_stability(gate, agg, actual, scores)] if gate.op is not None else []
+    decided_by = tuple(out["interval"]) if gate.confidence is not None and out["interval"] else None
+    stable = [absolute_stability(gate, agg, actual, scores, decided_by)] if gate.op is not None else []
     if gate.max_drop is not None or gate.max_regressions is not None:
         missing = "run without --baseline" if baseline is None else baseline.get("missing")
         if missing:

@@ -156,7 +156,9 @@ def _counts(out: dict[str, Any], children: list[dict[str, Any]]) -> None:
     out["graded"] = min(c["graded"] for c in children)
 
 
-def _leaf(name: str, aggregation: str, threshold: float | None, metric: MetricSource, budget) -> dict[str, Any]:
+def _leaf(name: str, aggregation: str, threshold: float | None, metric: MetricSource,
+          budget) -> tuple[dict[str, Any], dict[str, Any], list[float]]:
+    """One metric's entry, with the aggregate and scores it was read from (for its stability)."""
     agg, scores = metric(name)
     actual = aggregate_value(aggregation, agg, scores, threshold)
     over = budget_exceeded(agg["errors"], agg["n"], *budget)
@@ -168,15 +170,13 @@ def _leaf(name: str, aggregation: str, threshold: float | None, metric: MetricSo
         out["reason"] = over or (f"no sample was graded ({agg['errors']} of {agg['n']} errored)" if agg["n"]
                                  else "no sample ran")
         out["stability"] = round(errors_stability(agg["errors"], agg["n"], *budget), 4)
-    else:
-        out["se"] = metric_se(aggregation, agg, actual)  # read by the gate above; dropped once used
-    return out
+    return out, agg, scores
 
 
 def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, Any]:
     budget = (max_errors, max_error_rate)
     if isinstance(gate, Condition):
-        out = _leaf(gate.metric_key, gate.aggregation, gate.pass_threshold, metric, budget)
+        out, agg, scores = _leaf(gate.metric_key, gate.aggregation, gate.pass_threshold, metric, budget)
         out.update(op=gate.op, value=gate.value, description=describe(gate))
         if out["status"] != "errored":
             ok = OPS[gate.op](out["actual"], gate.value)
@@ -184,20 +184,20 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
             sym = SYMBOL[gate.op]
             out["reason"] = (f"{gate.aggregation} {out['actual']:.4f} {sym} {gate.value:g}" if ok
                              else f"{gate.aggregation} {out['actual']:.4f}, needs {sym} {gate.value:g}")
-            agg, scores = metric(gate.metric_key)
             out["stability"] = round(absolute_stability(
                 SimpleNamespace(metric=gate.aggregation, op=gate.op, value=gate.value, confidence=None),
                 agg, out["actual"], scores), 4)
-        out.pop("se", None)
         return out
 
     if isinstance(gate, WeightedGate):
         total = math.fsum(gate.weights.values())
-        children = []
+        children, ses = [], []
         for name, w in gate.weights.items():
-            child = _leaf(name, gate.aggregation, None, metric, budget)
+            child, agg, _ = _leaf(name, gate.aggregation, None, metric, budget)
             child["weight"], child["description"] = w / total, f"{name} {gate.aggregation}"
             children.append(child)
+            if child["actual"] is not None:
+                ses.append(child["weight"] * metric_se(gate.aggregation, agg, child["actual"]))
         out = _base(metric="weighted_average", op=gate.op, value=gate.value, label=describe(gate),
                     description=describe(gate), max_errors=max_errors, max_error_rate=max_error_rate,
                     children=children, aggregation=gate.aggregation)
@@ -206,6 +206,7 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
         if errored:
             out["status"] = "errored"
             out["reason"] = "; ".join(f"{c['metric_key']}: {c['reason']}" for c in errored)
+            out["stability"] = min(c["stability"] for c in errored)
         else:
             out["actual"] = math.fsum(c["weight"] * c["actual"] for c in children)
             ok = OPS[gate.op](out["actual"], gate.value)
@@ -214,14 +215,10 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
             out["reason"] = (f"weighted {gate.aggregation} {out['actual']:.4f} {sym} {gate.value:g}" if ok
                              else f"weighted {gate.aggregation} {out['actual']:.4f}, needs {sym} {gate.value:g}")
             # the components' errors taken as independent; predictive: this run and a rerun both stray
-            se = math.sqrt(math.fsum((c["weight"] * c["se"]) ** 2 for c in children))
+            se = math.sqrt(math.fsum(s * s for s in ses))
             out["stability"] = round(stability(out["actual"], gate.value, math.sqrt(2.0) * se), 4)
-        if errored:
-            out["stability"] = min(c["stability"] for c in errored)
-        for c in children:
-            c.pop("se", None)
-            c.setdefault("stability", out["stability"])  # a component shares the gate's verdict
-        for c in children:  # a component has no verdict of its own: it shares the gate's
+        for c in children:  # a component has no verdict of its own: it shares the gate's (and its stability)
+            c.setdefault("stability", out["stability"])
             if c["status"] != "errored":
                 c["status"], c["passed"] = out["status"], out["passed"]
                 c["reason"] = f"{gate.aggregation} {c['actual']:.4f} x weight {c['weight']:.4f}"

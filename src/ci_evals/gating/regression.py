@@ -146,18 +146,18 @@ def _regressions_check(limit: int, reg: int, imp: int, pairs: int, noisy: bool, 
     return check, f"{head}: {tail}", stability(net, cut, spread) if spread else 1.0
 
 
-def absolute_stability(gate: Any, agg: dict[str, Any], actual: float, scores: Sequence[float]) -> float:
+def absolute_stability(gate: Any, agg: dict[str, Any], actual: float, scores: Sequence[float],
+                       interval: tuple[float, float] | None = None) -> float:
     """How often a rerun would give an absolute gate (``op``/``value``) the same status: the
     statistic spreads with its standard error (the mean's from its 95 % interval, the pass rate's
-    binomial); a percentile's rerun by resampling is a binomial count of the scores below the cut."""
+    binomial); a percentile's rerun by resampling is a binomial count of the scores below the cut.
+    ``interval``: the one a ``confidence`` gate decided with (its bounds must stay where they are)."""
     value, op = gate.value, gate.op
     if op == "eq":
         return 1.0
     if gate.metric in QUANTILE:
         return _quantile_stability(op, value, QUANTILE[gate.metric], scores)
-    se = metric_se(gate.metric, agg, actual)
-    interval = gate_interval(gate, agg, actual, se)
-    se *= SQRT2  # predictive: this run and the rerun both stray from the truth
+    se = SQRT2 * metric_se(gate.metric, agg, actual)  # predictive: this run and a rerun both stray from the truth
     if interval is None:
         return stability(actual, value, se)
     lo, hi = interval
@@ -178,14 +178,6 @@ def metric_se(metric: str, agg: dict[str, Any], actual: float) -> float:
         return 0.0
     ci = agg.get("ci_mean")
     return (ci[1] - ci[0]) / (2 * z_value(0.95)) if ci else 0.0
-
-
-def gate_interval(gate: Any, agg: dict[str, Any], actual: float, se: float) -> tuple[float, float] | None:
-    """The interval a ``confidence`` gate decides with (about: normal at its confidence), else None."""
-    if gate.confidence is None:
-        return None
-    half = z_value(gate.confidence) * se
-    return actual - half, actual + half
 
 
 def _quantile_stability(op: str, value: float, q: float, scores: Sequence[float]) -> float:
