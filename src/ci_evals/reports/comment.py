@@ -179,8 +179,8 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
         lines += [f"⚠️ {errors_line(summary)}", "", *error_table(summary, limit=5), ""]
     if flaky_line(summary, limit=10):
         lines += [f"⚠️ {flaky_line(summary, limit=10)}", ""]
-    lines += [f"Judge noise: {escape_md(line, 300)}" for line in noise_lines(summary)[:5]] + \
-        ([""] if noise_lines(summary) else [])
+    noise = noise_lines(summary)
+    lines += [f"Judge noise: {escape_md(line, 300)}" for line in noise[:5]] + ([""] if noise else [])
     if level.charts:
         lines += charts(summary, d)
     if level.baseline_items:

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ci_evals.gating.verdict import stability_note, unstable
 from ci_evals.reports import markdown as md
 from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, Scan, build_data
 from ci_evals.results.files import Trust, baseline_reference
@@ -77,6 +78,8 @@ def template():
         return lambda value, *a: fn(value if given(value) else None, *a)
 
     env.tests["given"] = given
+    env.tests["unstable"] = unstable
+    env.filters["stability_note"] = stability_note
     env.filters.update({name: lenient(fn) for name, fn in (
         ("score", md.fmt_score), ("pct", md.fmt_pct), ("interval", md.fmt_interval),
         ("delta", md.fmt_delta), ("cost", md.fmt_cost))})

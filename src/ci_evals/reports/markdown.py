@@ -372,8 +372,9 @@ def render_summary_md(
         lines += [f"**Errors:** {errors_line(summary)}", "", *error_table(summary), ""]
     if flaky_line(summary):
         lines += [f"**Flaky:** {flaky_line(summary)}", ""]
-    if noise_lines(summary):
-        lines += ["**Judge noise:**", "", *[f"- {escape_md(line, 300)}" for line in noise_lines(summary)], ""]
+    noise = noise_lines(summary)
+    if noise:
+        lines += ["**Judge noise:**", "", *[f"- {escape_md(line, 300)}" for line in noise], ""]
     lines += ["### Usage", "", usage_line(summary), "", *usage_table(summary)]
     if lines[-1]:
         lines.append("")
