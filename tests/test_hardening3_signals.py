@@ -16,7 +16,10 @@ from ci_evals import grader, GradeResult
 @grader
 async def g(sample, submission):
     proc = await asyncio.create_subprocess_exec("true")
-    os.waitpid(proc.pid, 0)  # reaped before the child watcher's waitpid
+    try:
+        os.waitpid(proc.pid, 0)  # reaped before the child watcher's waitpid (as a rule)
+    except ChildProcessError:  # the watcher won the race this time (seen once under CI's load)
+        pass
     await proc.wait()
     return GradeResult(score=1.0)
 """
