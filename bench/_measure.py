@@ -14,7 +14,9 @@ import time
 
 try:
     from ci_evals.cli.app import main
-except ImportError:  # bench/ab.py's base may be a tree from before the stage packages (ci_evals/cli.py)
+except (
+    ImportError
+):  # bench/ab.py's base may be a tree from before the stage packages (ci_evals/cli.py)
     from ci_evals.cli import main
 
 t0 = time.perf_counter()
@@ -24,6 +26,14 @@ wall = time.perf_counter() - t0
 usage = resource.getrusage(resource.RUSAGE_SELF)
 workers = resource.getrusage(resource.RUSAGE_CHILDREN)
 cpu = usage.ru_utime + usage.ru_stime + workers.ru_utime + workers.ru_stime
-print(json.dumps({"exit": rc, "wall_s": round(wall, 3), "cpu_s": round(cpu, 2),
-                  "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-                  "workers_peak_rss_mb": round(workers.ru_maxrss / 1024, 1)}))
+print(
+    json.dumps(
+        {
+            "exit": rc,
+            "wall_s": round(wall, 3),
+            "cpu_s": round(cpu, 2),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "workers_peak_rss_mb": round(workers.ru_maxrss / 1024, 1),
+        }
+    )
+)

@@ -33,10 +33,16 @@ sys.path.insert(0, str(HERE))
 import bare_client  # noqa: E402
 import run as bench  # noqa: E402
 
-SCENARIOS = {"overhead1000": (1000, 50, 0.1, None), "overhead5000": (5000, 200, 0.1, None),
-             "ratelimit500": (100, 10, 0.3, 500)}
-SMOKE = {"overhead1000": (100, 50, 0.02, None), "overhead5000": (200, 100, 0.02, None),
-         "ratelimit500": (20, 5, 0.05, 600)}
+SCENARIOS = {
+    "overhead1000": (1000, 50, 0.1, None),
+    "overhead5000": (5000, 200, 0.1, None),
+    "ratelimit500": (100, 10, 0.3, 500),
+}
+SMOKE = {
+    "overhead1000": (100, 50, 0.02, None),
+    "overhead5000": (200, 100, 0.02, None),
+    "ratelimit500": (20, 5, 0.05, 600),
+}
 
 
 def one(tmp: Path, tag: str, scenario: tuple, url: str | None) -> dict:
@@ -46,18 +52,36 @@ def one(tmp: Path, tag: str, scenario: tuple, url: str | None) -> dict:
     n, c, latency, rpm = scenario
     if rpm is None:
         r, s = bench.run_llm_suite(tmp, tag, n, c, url)
-        return {"ratio": round(s["duration_s"] / (2 * math.ceil(n / c) * latency), 3), "cpu_s": r["cpu_s"],
-                "wall_s": r["wall_s"], "errored": s["errors"]["total"]}
+        return {
+            "ratio": round(s["duration_s"] / (2 * math.ceil(n / c) * latency), 3),
+            "cpu_s": r["cpu_s"],
+            "wall_s": r["wall_s"],
+            "errored": s["errors"]["total"],
+        }
     proc, rl_url = spawn(latency=latency, rpm=rpm)
     try:
         r, s = bench.run_llm_suite(tmp, tag, n, c, rl_url)
-        f = bench.rate_figures(n, c, latency, rpm, r["wall_s"], s["errors"]["total"], stats(rl_url), r["cpu_s"],
-                               r["peak_rss_mb"])
+        f = bench.rate_figures(
+            n,
+            c,
+            latency,
+            rpm,
+            r["wall_s"],
+            s["errors"]["total"],
+            stats(rl_url),
+            r["cpu_s"],
+            r["peak_rss_mb"],
+        )
     finally:
         proc.kill()
         proc.wait()
-    return {"ratio": f["ratio"], "cpu_s": r["cpu_s"], "wall_s": f["wall_s"], "errored": f["errored_samples"],
-            "rejected": f["rejected_calls"]}
+    return {
+        "ratio": f["ratio"],
+        "cpu_s": r["cpu_s"],
+        "wall_s": f["wall_s"],
+        "errored": f["errored_samples"],
+        "rejected": f["rejected_calls"],
+    }
 
 
 def spread(values: list[float]) -> str:
@@ -67,10 +91,16 @@ def spread(values: list[float]) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--base", required=True, help="the src/ folder of the tree to compare against")
-    p.add_argument("--new", default=str(HERE.parent / "src"), help="the src/ folder measured as 'new' (this tree's)")
+    p.add_argument(
+        "--new",
+        default=str(HERE.parent / "src"),
+        help="the src/ folder measured as 'new' (this tree's)",
+    )
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
-    p.add_argument("--bare", action="store_true", help="also measure bench/bare_client.py (overhead scenarios)")
+    p.add_argument(
+        "--bare", action="store_true", help="also measure bench/bare_client.py (overhead scenarios)"
+    )
     p.add_argument("scenarios", nargs="*", help=f"any of {', '.join(SCENARIOS)} (default: all)")
     args = p.parse_args()
     args.scenarios = args.scenarios or list(SCENARIOS)
@@ -96,14 +126,26 @@ def main() -> int:
                             os.environ["PYTHONPATH"] = trees[tree]
                             fig = one(Path(d), f"{name}-{tree}-{rep}", table[name], url)
                         runs.setdefault((name, tree), []).append(fig)
-                        print(json.dumps({"scenario": name, "tree": tree, "rep": rep, **fig}), flush=True)
+                        print(
+                            json.dumps({"scenario": name, "tree": tree, "rep": rep, **fig}),
+                            flush=True,
+                        )
     finally:
         proc.kill()
         proc.wait()
     for (name, tree), figs in runs.items():
-        print(json.dumps({"scenario": name, "tree": tree, "runs": len(figs),
-                          **{k: spread([f[k] for f in figs]) for k in ("ratio", "cpu_s", "wall_s")},
-                          "errored": sum(f["errored"] for f in figs)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "scenario": name,
+                    "tree": tree,
+                    "runs": len(figs),
+                    **{k: spread([f[k] for f in figs]) for k in ("ratio", "cpu_s", "wall_s")},
+                    "errored": sum(f["errored"] for f in figs),
+                }
+            ),
+            flush=True,
+        )
     return 0
 
 

@@ -28,8 +28,9 @@ async def _run(url: str, n: int, c: int) -> tuple[float, int]:
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
 
         async def call(body: dict) -> str:
-            async with session.post(url + "/chat/completions", data=json.dumps(body).encode(),
-                                    headers=headers) as resp:
+            async with session.post(
+                url + "/chat/completions", data=json.dumps(body).encode(), headers=headers
+            ) as resp:
                 data = json.loads(await resp.read())
             return data["choices"][0]["message"]["content"]
 
@@ -37,12 +38,31 @@ async def _run(url: str, n: int, c: int) -> tuple[float, int]:
             nonlocal failed
             for i in samples:
                 try:
-                    answer = await call({"model": "gpt-4o-mini", "temperature": 0, "max_tokens": 1024, "messages": [
-                        {"role": "system", "content": "Answer briefly."},
-                        {"role": "user", "content": f"Question {i}: what is {i} + {i}?"}]})
-                    await call({"model": "gpt-4o-mini", "temperature": 0, "response_format": {"type": "json_object"},
-                                "messages": [{"role": "user", "content": "Score 1 if the answer is correct.\n"
-                                              f"Q: Question {i}: what is {i} + {i}?\nA: {answer}"}]})
+                    answer = await call(
+                        {
+                            "model": "gpt-4o-mini",
+                            "temperature": 0,
+                            "max_tokens": 1024,
+                            "messages": [
+                                {"role": "system", "content": "Answer briefly."},
+                                {"role": "user", "content": f"Question {i}: what is {i} + {i}?"},
+                            ],
+                        }
+                    )
+                    await call(
+                        {
+                            "model": "gpt-4o-mini",
+                            "temperature": 0,
+                            "response_format": {"type": "json_object"},
+                            "messages": [
+                                {
+                                    "role": "user",
+                                    "content": "Score 1 if the answer is correct.\n"
+                                    f"Q: Question {i}: what is {i} + {i}?\nA: {answer}",
+                                }
+                            ],
+                        }
+                    )
                 except Exception:
                     failed += 1
 
@@ -56,8 +76,12 @@ def measure(url: str, n: int, c: int, latency: float) -> dict:
     import subprocess
     from pathlib import Path
 
-    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), url, str(n), str(c), str(latency)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), url, str(n), str(c), str(latency)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(out.splitlines()[-1])
 
 
@@ -65,8 +89,16 @@ def main(argv: list[str]) -> int:
     url, n, c, latency = argv[0].rstrip("/"), int(argv[1]), int(argv[2]), float(argv[3])
     wall, failed = asyncio.run(_run(url, n, c))
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"ratio": round(wall / (2 * math.ceil(n / c) * latency), 3), "wall_s": round(wall, 3),
-                      "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "errored": failed}))
+    print(
+        json.dumps(
+            {
+                "ratio": round(wall / (2 * math.ceil(n / c) * latency), 3),
+                "wall_s": round(wall, 3),
+                "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+                "errored": failed,
+            }
+        )
+    )
     return 0
 
 

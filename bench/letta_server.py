@@ -34,9 +34,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8, 16])
-    ap.add_argument("--no-retry", action="store_true", help="one import attempt, no fresh judge or agent")
-    ap.add_argument("--target", choices=["capital", "echo"], default="capital",
-                    help="capital-agent.af (a custom tool, as in the examples) or an echo agent without tools")
+    ap.add_argument(
+        "--no-retry", action="store_true", help="one import attempt, no fresh judge or agent"
+    )
+    ap.add_argument(
+        "--target",
+        choices=["capital", "echo"],
+        default="capital",
+        help="capital-agent.af (a custom tool, as in the examples) or an echo agent without tools",
+    )
     args = ap.parse_args()
     if not os.environ.get("LETTA_BASE_URL"):
         print('start the server first: eval "$(scripts/letta-server.sh env)"', file=sys.stderr)
@@ -53,9 +59,14 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="letta-bench-"))
     suite = suite_20(client, tmp, n=args.samples)
     doc = yaml.safe_load(suite.read_text())
-    if args.target == "capital":  # the example's agent, with its lookup tool: imports that upsert tools
+    if (
+        args.target == "capital"
+    ):  # the example's agent, with its lookup tool: imports that upsert tools
         shutil.copy(EXAMPLES / "agent-judge" / "capital-agent.af", tmp)
-        pairs = [json.loads(line) for line in (EXAMPLES / "agent-judge" / "dataset.jsonl").read_text().splitlines()]
+        pairs = [
+            json.loads(line)
+            for line in (EXAMPLES / "agent-judge" / "dataset.jsonl").read_text().splitlines()
+        ]
         rows = [{**pairs[i % len(pairs)], "id": f"q{i}"} for i in range(args.samples)]
         (tmp / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         doc["target"]["agent_file"] = "capital-agent.af"
@@ -64,10 +75,14 @@ def main() -> int:
     if args.no_retry:
         doc["graders"]["judge"]["max_retries"] = 0
     suite.write_text(yaml.safe_dump(doc, sort_keys=False))
-    print(f"{args.samples} samples, target {args.target}, judge judge.af, model {MODEL}, "
-          f"import retries {'off' if args.no_retry else 'on'}")
-    print("| concurrency | wall s | s per sample | errored samples | retries | judge tokens in/out per sample "
-          "| judge LLM calls per sample | judge $ per sample |")
+    print(
+        f"{args.samples} samples, target {args.target}, judge judge.af, model {MODEL}, "
+        f"import retries {'off' if args.no_retry else 'on'}"
+    )
+    print(
+        "| concurrency | wall s | s per sample | errored samples | retries | judge tokens in/out per sample "
+        "| judge LLM calls per sample | judge $ per sample |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for conc in args.concurrency:
         out = tmp / f"c{conc}"
@@ -78,13 +93,22 @@ def main() -> int:
         after = llm_stats()
         summary = json.loads((out / "summary.json").read_text())
         n = summary["n_samples"]
-        judge = summary["usage"]["graders"].get("judge") or {"prompt_tokens": 0, "completion_tokens": 0}
+        judge = summary["usage"]["graders"].get("judge") or {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
         tin, tout = judge["prompt_tokens"] / n, judge["completion_tokens"] / n
         calls = (after["judge"] - before["judge"]) / n
-        errored = sum(1 for line in (out / "results.jsonl").read_text().splitlines()
-                      if (r := json.loads(line))["error"] or any(g["error"] for g in r["grades"].values()))
-        print(f"| {conc} | {wall:.1f} | {wall / n:.2f} | {errored} of {n} | {summary['retries']} | "
-              f"{tin:.0f} / {tout:.0f} | {calls:.1f} | {tin * PRICE_IN + tout * PRICE_OUT:.6f} |", flush=True)
+        errored = sum(
+            1
+            for line in (out / "results.jsonl").read_text().splitlines()
+            if (r := json.loads(line))["error"] or any(g["error"] for g in r["grades"].values())
+        )
+        print(
+            f"| {conc} | {wall:.1f} | {wall / n:.2f} | {errored} of {n} | {summary['retries']} | "
+            f"{tin:.0f} / {tout:.0f} | {calls:.1f} | {tin * PRICE_IN + tout * PRICE_OUT:.6f} |",
+            flush=True,
+        )
         left = summary.get("letta", {}).get("leftover_agents")
         if left:
             print(f"  leftover agents: {left}")

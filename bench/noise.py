@@ -54,11 +54,17 @@ def _edge(example: Path) -> None:
     for i in changed[::2]:
         lines[i] = worse[i]
     (example / "outputs-edge.jsonl").write_text("\n".join(lines) + "\n")
-    suite = (example / "suite.yaml").read_text().replace("outputs: outputs.jsonl", "outputs: outputs-edge.jsonl")
+    suite = (
+        (example / "suite.yaml")
+        .read_text()
+        .replace("outputs: outputs.jsonl", "outputs: outputs-edge.jsonl")
+    )
     (example / "suite-edge.yaml").write_text(suite)
 
 
-def _run(suite: Path, out: Path, seed: str, src: str | None, baseline: Path | None) -> tuple[int, float]:
+def _run(
+    suite: Path, out: Path, seed: str, src: str | None, baseline: Path | None
+) -> tuple[int, float]:
     env = {**os.environ, "NOISY_JUDGE_SEED": seed}
     if src:
         env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
@@ -85,8 +91,9 @@ def agreement(statuses: list[str]) -> float:
     return sum(c * (c - 1) for c in Counter(statuses).values()) / (r * (r - 1))
 
 
-def measure(tmp: Path, reruns: int, src: str | None = None, scenarios=tuple(SCENARIOS),
-            emit=None) -> list[dict]:
+def measure(
+    tmp: Path, reruns: int, src: str | None = None, scenarios=tuple(SCENARIOS), emit=None
+) -> list[dict]:
     """Baseline once, then ``reruns`` reruns of each scenario against it; one record per (scenario, gate)."""
     tree = src or "this tree"
     example = tmp / "example"
@@ -106,30 +113,50 @@ def measure(tmp: Path, reruns: int, src: str | None = None, scenarios=tuple(SCEN
             exits.append(code)
             summary = json.loads((out / "summary.json").read_text())
             for k, gate in enumerate(summary["gates"]):
-                g = per_gate.setdefault(k, {"name": _gate_name(gate), "status": [], "passed": [], "stability": []})
+                g = per_gate.setdefault(
+                    k, {"name": _gate_name(gate), "status": [], "passed": [], "stability": []}
+                )
                 g["status"].append(gate["status"])
                 g["passed"].append(bool(gate["passed"]))
                 if gate.get("stability") is not None:
                     g["stability"].append(gate["stability"])
         for g in per_gate.values():
             fails = sum(not p for p in g["passed"])
-            rec = {"name": "noise",
-                   "params": {"tree": tree, "scenario": scenario, "gate": g["name"], "samples": 200,
-                              "num_runs": 3, "reruns": reruns},
-                   "figures": {"failed": fails, "rate": round(fails / reruns, 3),
-                               "statuses": dict(Counter(g["status"])),
-                               "mean_stability": round(statistics.fmean(g["stability"]), 3) if g["stability"] else None,
-                               "stability_range": [min(g["stability"]), max(g["stability"])] if g["stability"] else None,
-                               # reruns whose reports flag the gate (holds in < 90 % of reruns, or undecided)
-                               "flagged": sum(st < 0.9 or status == "undecided"
-                                              for st, status in zip(g["stability"], g["status"], strict=True))
-                               if g["stability"] else None,
-                               "actual_agreement": round(agreement(g["status"]), 3),
-                               "pass_fail_agreement": round(agreement([str(p) for p in g["passed"]]), 3),
-                               "exit_1": sum(c == 1 for c in exits),
-                               "wall_s_median": round(statistics.median(walls), 3),
-                               "wall_s_range": [round(min(walls), 3), round(max(walls), 3)]},
-                   "cores": os.cpu_count()}
+            rec = {
+                "name": "noise",
+                "params": {
+                    "tree": tree,
+                    "scenario": scenario,
+                    "gate": g["name"],
+                    "samples": 200,
+                    "num_runs": 3,
+                    "reruns": reruns,
+                },
+                "figures": {
+                    "failed": fails,
+                    "rate": round(fails / reruns, 3),
+                    "statuses": dict(Counter(g["status"])),
+                    "mean_stability": round(statistics.fmean(g["stability"]), 3)
+                    if g["stability"]
+                    else None,
+                    "stability_range": [min(g["stability"]), max(g["stability"])]
+                    if g["stability"]
+                    else None,
+                    # reruns whose reports flag the gate (holds in < 90 % of reruns, or undecided)
+                    "flagged": sum(
+                        st < 0.9 or status == "undecided"
+                        for st, status in zip(g["stability"], g["status"], strict=True)
+                    )
+                    if g["stability"]
+                    else None,
+                    "actual_agreement": round(agreement(g["status"]), 3),
+                    "pass_fail_agreement": round(agreement([str(p) for p in g["passed"]]), 3),
+                    "exit_1": sum(c == 1 for c in exits),
+                    "wall_s_median": round(statistics.median(walls), 3),
+                    "wall_s_range": [round(min(walls), 3), round(max(walls), 3)],
+                },
+                "cores": os.cpu_count(),
+            }
             records.append(rec)
             if emit is not None:
                 emit(rec)
@@ -144,9 +171,16 @@ def main() -> int:
     p.add_argument("--smoke", action="store_true", help="2 reruns of aa and ab")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="ci-evals-noise-") as d:
-        scenarios = ["aa", "ab"] if args.smoke and args.scenarios == list(SCENARIOS) else args.scenarios
-        measure(Path(d), 2 if args.smoke else args.reruns, args.src, scenarios,
-                emit=lambda rec: print(json.dumps(rec), flush=True))
+        scenarios = (
+            ["aa", "ab"] if args.smoke and args.scenarios == list(SCENARIOS) else args.scenarios
+        )
+        measure(
+            Path(d),
+            2 if args.smoke else args.reruns,
+            args.src,
+            scenarios,
+            emit=lambda rec: print(json.dumps(rec), flush=True),
+        )
     return 0
 
 

@@ -57,21 +57,44 @@ def questions(n: int) -> list[tuple[str, str]]:
 
 
 def promptfoo_cmd(exe: str, work: Path, url: str, n: int, c: int) -> tuple[list[str], Path]:
-    provider = {"id": "openai:chat:gpt-4o-mini", "config": {"apiBaseUrl": url, "apiKey": "sk-bench"}}
-    prompt = json.dumps([{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "{{question}}"}])
+    provider = {
+        "id": "openai:chat:gpt-4o-mini",
+        "config": {"apiBaseUrl": url, "apiKey": "sk-bench"},
+    }
+    prompt = json.dumps(
+        [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "{{question}}"},
+        ]
+    )
     config = {
         "description": f"ratelimit-{n}",
         "prompts": [prompt],
         "providers": [provider],
-        "defaultTest": {"options": {"provider": provider},
-                        "assert": [{"type": "llm-rubric",
-                                    "value": "Score 1 if the answer is correct. Q: {{question}}"}]},
+        "defaultTest": {
+            "options": {"provider": provider},
+            "assert": [
+                {"type": "llm-rubric", "value": "Score 1 if the answer is correct. Q: {{question}}"}
+            ],
+        },
         "tests": [{"vars": {"question": q}} for q, _ in questions(n)],
     }
     (work / "promptfooconfig.json").write_text(json.dumps(config), encoding="utf-8")
     out = work / "promptfoo-out.json"
-    return [exe, "eval", "-c", str(work / "promptfooconfig.json"), "-j", str(c), "--no-cache", "--no-table",
-            "--no-write", "--no-progress-bar", "-o", str(out)], out
+    return [
+        exe,
+        "eval",
+        "-c",
+        str(work / "promptfooconfig.json"),
+        "-j",
+        str(c),
+        "--no-cache",
+        "--no-table",
+        "--no-write",
+        "--no-progress-bar",
+        "-o",
+        str(out),
+    ], out
 
 
 def promptfoo_errors(out: Path) -> int | None:
@@ -81,7 +104,7 @@ def promptfoo_errors(out: Path) -> int | None:
         return None
 
 
-INSPECT_TASK = '''
+INSPECT_TASK = """
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import model_graded_qa
@@ -94,15 +117,30 @@ ROWS = {rows!r}
 def ratelimit():
     return Task(dataset=[Sample(input=q, target=t) for q, t in ROWS],
                 solver=[system_message("Answer briefly."), generate()], scorer=model_graded_qa())
-'''
+"""
 
 
 def inspect_cmd(exe: str, work: Path, url: str, n: int, c: int) -> tuple[list[str], Path]:
     (work / "rl_task.py").write_text(INSPECT_TASK.format(rows=questions(n)), encoding="utf-8")
     logs = work / "inspect-logs"
-    return [exe, "eval", "rl_task.py", "--model", "openai/gpt-4o-mini", "--adaptive-connections", f"1-{c}",
-            "--max-samples", str(c), "--log-dir", str(logs), "--log-format", "json", "--display", "none",
-            "--no-fail-on-error"], logs
+    return [
+        exe,
+        "eval",
+        "rl_task.py",
+        "--model",
+        "openai/gpt-4o-mini",
+        "--adaptive-connections",
+        f"1-{c}",
+        "--max-samples",
+        str(c),
+        "--log-dir",
+        str(logs),
+        "--log-format",
+        "json",
+        "--display",
+        "none",
+        "--no-fail-on-error",
+    ], logs
 
 
 def inspect_errors(logs: Path, n: int) -> int | None:
@@ -117,7 +155,14 @@ def inspect_errors(logs: Path, n: int) -> int | None:
 
 def measured(cmd: list[str], env: dict, cwd: Path, timeout: float) -> dict:
     """Run ``cmd`` under a wrapper process; its wall time, the tree's CPU-s and peak RSS, exit code."""
-    wrapper = [sys.executable, str(Path(__file__).resolve()), "--measure-child", str(timeout), "--", *cmd]
+    wrapper = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--measure-child",
+        str(timeout),
+        "--",
+        *cmd,
+    ]
     out = subprocess.run(wrapper, capture_output=True, text=True, env=env, cwd=cwd, check=False)
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -139,11 +184,22 @@ def measure_child(timeout: float, cmd: list[str]) -> None:
         rc = proc.wait()
     wall = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({"exit": rc, "wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-                      "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "timed_out": timed_out}))
+    print(
+        json.dumps(
+            {
+                "exit": rc,
+                "wall_s": round(wall, 3),
+                "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+                "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+                "timed_out": timed_out,
+            }
+        )
+    )
 
 
-def run_peer(tool: str, exe: str, n: int, c: int, rpm: float, latency: float, factor: float) -> None:
+def run_peer(
+    tool: str, exe: str, n: int, c: int, rpm: float, latency: float, factor: float
+) -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(HERE))
     from run import emit, floor_s, rate_figures
@@ -154,19 +210,38 @@ def run_peer(tool: str, exe: str, n: int, c: int, rpm: float, latency: float, fa
     try:
         with tempfile.TemporaryDirectory(prefix=f"rl-{tool}-") as d:
             work = Path(d)
-            env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-bench", "HOME": str(work),
-                   "PROMPTFOO_DISABLE_TELEMETRY": "1", "PROMPTFOO_DISABLE_UPDATE": "1",
-                   "PROMPTFOO_DISABLE_SHARING": "1", "PEER_LOG": str(work / "peer.log")}
+            env = {
+                **os.environ,
+                "OPENAI_BASE_URL": url,
+                "OPENAI_API_KEY": "sk-bench",
+                "HOME": str(work),
+                "PROMPTFOO_DISABLE_TELEMETRY": "1",
+                "PROMPTFOO_DISABLE_UPDATE": "1",
+                "PROMPTFOO_DISABLE_SHARING": "1",
+                "PEER_LOG": str(work / "peer.log"),
+            }
             build = promptfoo_cmd if tool == "promptfoo" else inspect_cmd
             cmd, out = build(exe, work, url, n, c)
             r = measured(cmd, env, work, factor * floor_s(n, c, latency, rpm) + 60)
             errored = promptfoo_errors(out) if tool == "promptfoo" else inspect_errors(out, n)
-            figures = rate_figures(n, c, latency, rpm, r["wall_s"], errored, stats(url), r["cpu_s"], r["peak_rss_mb"])
+            figures = rate_figures(
+                n, c, latency, rpm, r["wall_s"], errored, stats(url), r["cpu_s"], r["peak_rss_mb"]
+            )
             figures.update({"exit": r["exit"], "timed_out": r["timed_out"]})
             if errored is None:
                 figures["log_tail"] = (work / "peer.log").read_text(errors="replace")[-600:]
-            emit("ratelimit", {"tool": tool, "samples": n, "concurrency": c, "rpm": rpm, "latency_s": latency,
-                               "calls": 2 * n}, figures)
+            emit(
+                "ratelimit",
+                {
+                    "tool": tool,
+                    "samples": n,
+                    "concurrency": c,
+                    "rpm": rpm,
+                    "latency_s": latency,
+                    "calls": 2 * n,
+                },
+                figures,
+            )
     finally:
         proc.kill()
         proc.wait()
@@ -181,15 +256,26 @@ def main(argv: list[str] | None = None) -> int:
     from run import RATE_SCENARIOS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--promptfoo", default=os.environ.get("PROMPTFOO_BIN"), help="the promptfoo executable")
-    p.add_argument("--inspect", default=os.environ.get("INSPECT_BIN"), help="inspect_ai's `inspect` executable")
+    p.add_argument(
+        "--promptfoo", default=os.environ.get("PROMPTFOO_BIN"), help="the promptfoo executable"
+    )
+    p.add_argument(
+        "--inspect", default=os.environ.get("INSPECT_BIN"), help="inspect_ai's `inspect` executable"
+    )
     p.add_argument("--smoke", action="store_true", help="one tiny scenario (seconds)")
-    p.add_argument("--scenario", action="append", default=None, help="N,C,RPM (repeatable); default run.py's")
+    p.add_argument(
+        "--scenario", action="append", default=None, help="N,C,RPM (repeatable); default run.py's"
+    )
     p.add_argument("--only", choices=["promptfoo", "inspect"], help="one peer")
-    p.add_argument("--timeout-factor", type=float, default=5.0, help="kill a peer after this × floor + 60 s")
+    p.add_argument(
+        "--timeout-factor", type=float, default=5.0, help="kill a peer after this × floor + 60 s"
+    )
     args = p.parse_args(argv)
     if args.scenario:
-        scenarios = [tuple(float(x) if i == 2 else int(x) for i, x in enumerate(s.split(","))) for s in args.scenario]
+        scenarios = [
+            tuple(float(x) if i == 2 else int(x) for i, x in enumerate(s.split(",")))
+            for s in args.scenario
+        ]
     else:
         scenarios = [(20, 5, 600)] if args.smoke else RATE_SCENARIOS
     latency = 0.05 if args.smoke else 0.3
@@ -197,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and tool != args.only:
             continue
         if not exe:
-            print(f"skipped {tool}: no path given (--{tool} or {tool.upper()}_BIN)", file=sys.stderr)
+            print(
+                f"skipped {tool}: no path given (--{tool} or {tool.upper()}_BIN)", file=sys.stderr
+            )
             continue
         for n, c, rpm in scenarios:
             run_peer(tool, exe, n, c, rpm, latency, args.timeout_factor)

@@ -47,7 +47,9 @@ def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.Compl
     return time.perf_counter() - t0, out
 
 
-def ci_evals_run(tmp: Path, src: str | None, url: str, n: int, c: int, latency: float, tag: str) -> dict:
+def ci_evals_run(
+    tmp: Path, src: str | None, url: str, n: int, c: int, latency: float, tag: str
+) -> dict:
     """One ``ci-evals run`` as a new process (``python -m ci_evals``, ``src`` first on PYTHONPATH)."""
     suite = tmp / f"suite-{n}" / "suite.yaml"
     if not suite.exists():
@@ -56,24 +58,48 @@ def ci_evals_run(tmp: Path, src: str | None, url: str, n: int, c: int, latency: 
     env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-bench"}
     if src:
         env["PYTHONPATH"] = src
-    wall, proc = _timed([sys.executable, "-m", "ci_evals", "run", str(suite), "--output", str(out), "-q",
-                         "--no-cache", "--max-concurrent", str(c)], env)
+    wall, proc = _timed(
+        [
+            sys.executable,
+            "-m",
+            "ci_evals",
+            "run",
+            str(suite),
+            "--output",
+            str(out),
+            "-q",
+            "--no-cache",
+            "--max-concurrent",
+            str(c),
+        ],
+        env,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"ci-evals run failed ({proc.returncode}): {proc.stderr[-2000:]}")
     summary = json.loads((out / "summary.json").read_text())
-    return {"wall_s": round(wall, 3), "run_s": summary["duration_s"],
-            "fixed_s": round(wall - 2 * math.ceil(n / c) * latency, 3), "errored": summary["errors"]["total"]}
+    return {
+        "wall_s": round(wall, 3),
+        "run_s": summary["duration_s"],
+        "fixed_s": round(wall - 2 * math.ceil(n / c) * latency, 3),
+        "errored": summary["errors"]["total"],
+    }
 
 
 def bare_run(url: str, n: int, c: int, latency: float) -> dict:
     """bench/bare_client.py as a new process, timed from spawn to exit like ci-evals."""
-    wall, proc = _timed([sys.executable, str(HERE / "bare_client.py"), url, str(n), str(c), str(latency)],
-                        dict(os.environ))
+    wall, proc = _timed(
+        [sys.executable, str(HERE / "bare_client.py"), url, str(n), str(c), str(latency)],
+        dict(os.environ),
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"bare_client failed: {proc.stderr[-2000:]}")
     inner = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"wall_s": round(wall, 3), "run_s": inner["wall_s"],
-            "fixed_s": round(wall - 2 * math.ceil(n / c) * latency, 3), "errored": inner["errored"]}
+    return {
+        "wall_s": round(wall, 3),
+        "run_s": inner["wall_s"],
+        "fixed_s": round(wall - 2 * math.ceil(n / c) * latency, 3),
+        "errored": inner["errored"],
+    }
 
 
 def import_seconds(tmp: Path, src: str | None, url: str, n: int, c: int) -> float:
@@ -84,9 +110,27 @@ def import_seconds(tmp: Path, src: str | None, url: str, n: int, c: int) -> floa
     env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-bench"}
     if src:
         env["PYTHONPATH"] = src
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "ci_evals", "run", str(suite), "--output",
-                           str(tmp / "out-importtime"), "-q", "--no-cache", "--max-concurrent", str(c)],
-                          capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "ci_evals",
+            "run",
+            str(suite),
+            "--output",
+            str(tmp / "out-importtime"),
+            "-q",
+            "--no-cache",
+            "--max-concurrent",
+            str(c),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     top = re.findall(r"^import time:\s+\d+ \|\s+(\d+) \| (\S)", proc.stderr, re.MULTILINE)
     return round(sum(int(us) for us, _ in top) / 1e6, 3)
 
@@ -95,8 +139,13 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
 
 
-def measure(trees: dict[str, str | None], cases: list[tuple[int, int]], reps: int, latency: float,
-            emit=print) -> dict:
+def measure(
+    trees: dict[str, str | None],
+    cases: list[tuple[int, int]],
+    reps: int,
+    latency: float,
+    emit=print,
+) -> dict:
     """Interleaved repetitions of every case for every tree and the bare loop; returns the runs
     by (tree, case) and emits one JSON line per run, then one summary line per tree and case."""
     from tests.fakes.openai_server import spawn
@@ -109,46 +158,86 @@ def measure(trees: dict[str, str | None], cases: list[tuple[int, int]], reps: in
             tmp = Path(d)
             names = [*trees, "bare"]
             for name, src in trees.items():
-                ci_evals_run(tmp, src, url, *cases[0], latency, f"warm-{name}")  # caches, page cache
+                ci_evals_run(
+                    tmp, src, url, *cases[0], latency, f"warm-{name}"
+                )  # caches, page cache
                 imports[name] = import_seconds(tmp, src, url, *cases[0])
             for rep in range(reps):
-                order = names[rep % len(names):] + names[:rep % len(names)]
+                order = names[rep % len(names) :] + names[: rep % len(names)]
                 for case in cases:
                     figs = {}
                     for name in order:
                         if name == "bare":
                             figs[name] = bare_run(url, *case, latency)
                         else:
-                            figs[name] = ci_evals_run(tmp, trees[name], url, *case, latency, f"{name}-{case[0]}")
+                            figs[name] = ci_evals_run(
+                                tmp, trees[name], url, *case, latency, f"{name}-{case[0]}"
+                            )
                     bare_wall = figs["bare"]["wall_s"]
                     for name, fig in figs.items():
                         fig["bare_ratio"] = round(fig["wall_s"] / bare_wall, 3)
                         runs.setdefault((name, case), []).append(fig)
-                        emit(json.dumps({"tree": name, "samples": case[0], "concurrency": case[1], "rep": rep, **fig}))
+                        emit(
+                            json.dumps(
+                                {
+                                    "tree": name,
+                                    "samples": case[0],
+                                    "concurrency": case[1],
+                                    "rep": rep,
+                                    **fig,
+                                }
+                            )
+                        )
     finally:
         proc.kill()
         proc.wait()
     for (name, (n, c)), figs in runs.items():
-        emit(json.dumps({"tree": name, "samples": n, "concurrency": c, "latency_s": latency, "runs": len(figs),
-                         "import_s": imports.get(name),
-                         **{k: spread([f[k] for f in figs]) for k in ("wall_s", "run_s", "fixed_s", "bare_ratio")},
-                         "errored": sum(f["errored"] for f in figs)}))
+        emit(
+            json.dumps(
+                {
+                    "tree": name,
+                    "samples": n,
+                    "concurrency": c,
+                    "latency_s": latency,
+                    "runs": len(figs),
+                    "import_s": imports.get(name),
+                    **{
+                        k: spread([f[k] for f in figs])
+                        for k in ("wall_s", "run_s", "fixed_s", "bare_ratio")
+                    },
+                    "errored": sum(f["errored"] for f in figs),
+                }
+            )
+        )
     return {"runs": runs, "imports": imports}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tree", action="append", default=[], metavar="NAME=SRC",
-                   help="a src/ folder to measure, by name (default: this tree's, as 'this')")
+    p.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=SRC",
+        help="a src/ folder to measure, by name (default: this tree's, as 'this')",
+    )
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
     p.add_argument("--cases", nargs="*", default=None, metavar="N/C", help="e.g. 50/50 1000/50")
     args = p.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": str(HERE.parent / "src")}
-    cases = [tuple(int(x) for x in c.split("/")) for c in args.cases] if args.cases else \
-        (SMOKE_CASES if args.smoke else CASES)
-    measure(trees, cases, 1 if args.smoke else args.reps, 0.02 if args.smoke else 0.1,
-            emit=lambda line: print(line, flush=True))
+    cases = (
+        [tuple(int(x) for x in c.split("/")) for c in args.cases]
+        if args.cases
+        else (SMOKE_CASES if args.smoke else CASES)
+    )
+    measure(
+        trees,
+        cases,
+        1 if args.smoke else args.reps,
+        0.02 if args.smoke else 0.1,
+        emit=lambda line: print(line, flush=True),
+    )
     return 0
 
 

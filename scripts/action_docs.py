@@ -47,14 +47,21 @@ def render(kind: str, action: dict) -> str:
     inputs, outputs = action.get("inputs") or {}, action.get("outputs") or {}
     if kind == "action-inputs":
         rows = ["| input | default | meaning |", "|---|---|---|"]
-        rows += [f"| `{name}` | {_default(spec)} | {_cell(spec.get('description', ''))} |"
-                 for name, spec in inputs.items()]
+        rows += [
+            f"| `{name}` | {_default(spec)} | {_cell(spec.get('description', ''))} |"
+            for name, spec in inputs.items()
+        ]
     elif kind == "action-outputs":
         rows = ["| output | meaning |", "|---|---|"]
-        rows += [f"| `{name}` | {_cell(spec.get('description', ''))} |" for name, spec in outputs.items()]
+        rows += [
+            f"| `{name}` | {_cell(spec.get('description', ''))} |" for name, spec in outputs.items()
+        ]
     elif kind == "action-env":
         rows = ["| variable | input | action.yml default |", "|---|---|---|"]
-        rows += [f"| `INPUT_{name.upper()}` | `{name}` | {_default(spec)} |" for name, spec in inputs.items()]
+        rows += [
+            f"| `INPUT_{name.upper()}` | `{name}` | {_default(spec)} |"
+            for name, spec in inputs.items()
+        ]
     else:
         raise DocError(f"unknown table {kind!r} (known: {', '.join(KINDS)})")
     return "\n".join(rows)
@@ -70,8 +77,10 @@ def rewrite(text: str, action: dict, name: str = "<doc>") -> str:
             raise DocError(f"{name}:{line}: unknown table {kind!r} (known: {', '.join(KINDS)})")
         if edge == "start":
             if open_:
-                raise DocError(f"{name}:{line}: {kind}:start inside {open_[0]} (no {open_[0]}:end before it)")
-            out.append(text[pos:m.end()])
+                raise DocError(
+                    f"{name}:{line}: {kind}:start inside {open_[0]} (no {open_[0]}:end before it)"
+                )
+            out.append(text[pos : m.end()])
             open_ = (kind, line)
         else:
             if not open_ or open_[0] != kind:
@@ -109,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(name)
             if not check:
                 path.write_text(new, encoding="utf-8")
-    verb = "differs from action.yml (run: python scripts/action_docs.py)" if check else "rewritten from action.yml"
+    verb = (
+        "differs from action.yml (run: python scripts/action_docs.py)"
+        if check
+        else "rewritten from action.yml"
+    )
     for name in stale:
         print(f"action_docs: {name}: {verb}")
     return 1 if check and stale else 0

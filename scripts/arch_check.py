@@ -50,10 +50,15 @@ def narrow(targets: list[str], files: dict) -> list[str]:
     return subs if subs and len(subs) == len(targets) - 1 else targets
 
 
-def collect(root: Path = ROOT) -> tuple[dict[str, Path], dict[str, set[str]], list[tuple[str, str, int, bool]]]:
+def collect(
+    root: Path = ROOT,
+) -> tuple[dict[str, Path], dict[str, set[str]], list[tuple[str, str, int, bool]]]:
     """(module -> file, module -> the modules it imports at its top, the function-level imports)."""
-    files = {module_name(p, root): p for p in (root / PKG).rglob("*.py")
-             if all((d / "__init__.py").exists() for d in p.parents if d.is_relative_to(root / PKG))}
+    files = {
+        module_name(p, root): p
+        for p in (root / PKG).rglob("*.py")
+        if all((d / "__init__.py").exists() for d in p.parents if d.is_relative_to(root / PKG))
+    }
     top: dict[str, set[str]] = {m: set() for m in files}
     lazy: list[tuple[str, str, int, bool]] = []  # (importer, imported, line, has_reason)
     for mod, path in files.items():
@@ -77,7 +82,9 @@ def collect(root: Path = ROOT) -> tuple[dict[str, Path], dict[str, set[str]], li
                 continue
             if id(n) in in_func:
                 above = lines[n.lineno - 2].strip() if n.lineno > 1 else ""
-                reason = any("#" in ln for ln in lines[n.lineno - 1:n.end_lineno]) or above.startswith("#")
+                reason = any(
+                    "#" in ln for ln in lines[n.lineno - 1 : n.end_lineno]
+                ) or above.startswith("#")
                 for t in targets:
                     lazy.append((mod, t, n.lineno, reason))
             else:
@@ -172,7 +179,9 @@ def problems_of(root: Path = ROOT, verbose: bool = False) -> list[str]:
     pairs = sorted({(a, b) for a, b, _, _ in lazy})
     print(f"function-level imports of our own modules: {len(lazy)} in {len(pairs)} pairs")
     if len(pairs) > MAX_LAZY_PAIRS:
-        problems.append(f"{len(pairs)} pairs joined by a function-level import (at most {MAX_LAZY_PAIRS})")
+        problems.append(
+            f"{len(pairs)} pairs joined by a function-level import (at most {MAX_LAZY_PAIRS})"
+        )
     for a, b, line, reason in lazy:
         where = f"{files[a].relative_to(root.parent)}:{line}"
         if verbose:
@@ -186,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when a rule is broken")
     ap.add_argument("-v", "--verbose", action="store_true", help="list every lazy import")
-    ap.add_argument("--root", type=Path, default=ROOT, help="the folder holding ci_evals/ (default: src)")
+    ap.add_argument(
+        "--root", type=Path, default=ROOT, help="the folder holding ci_evals/ (default: src)"
+    )
     args = ap.parse_args(argv)
     problems = problems_of(args.root, verbose=args.verbose)
     for p in problems:

@@ -32,12 +32,18 @@ KNOWN = {
 
 def suites_at(git_dir: str, tag: str, dest: Path) -> list[Path]:
     ref = tag if tag.startswith("letta-evals-v") else f"letta-evals-v{tag}"
-    data = subprocess.run(["git", "--git-dir", git_dir, "archive", "--format=tar", ref, "examples"],
-                          check=True, capture_output=True).stdout
+    data = subprocess.run(
+        ["git", "--git-dir", git_dir, "archive", "--format=tar", ref, "examples"],
+        check=True,
+        capture_output=True,
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(dest, filter="data")
-    found = sorted(p for p in (dest / "examples").rglob("*.y*ml")
-                   if p.suffix in (".yaml", ".yml") and "dataset" not in p.name)
+    found = sorted(
+        p
+        for p in (dest / "examples").rglob("*.y*ml")
+        if p.suffix in (".yaml", ".yml") and "dataset" not in p.name
+    )
     return [p for p in found if _is_suite(p)]
 
 
@@ -83,8 +89,9 @@ def main(argv: list[str]) -> int:
             ok, known, bad = 0, 0, 0
             for suite in suites:
                 cmd = [sys.executable, "-c", STUB] if stub else [sys.executable, "-m", "ci_evals"]
-                proc = subprocess.run([*cmd, "validate", str(suite)],
-                                      capture_output=True, text=True, cwd=suite.parent)
+                proc = subprocess.run(
+                    [*cmd, "validate", str(suite)], capture_output=True, text=True, cwd=suite.parent
+                )
                 rel = suite.relative_to(Path(tmp) / "examples")
                 line = (proc.stdout + proc.stderr).strip().splitlines()
                 last = line[-1] if line else ""
@@ -99,7 +106,9 @@ def main(argv: list[str]) -> int:
                     bad += 1
                 print(f"  {tag} {'known' if reason else 'FAIL '} {rel}: {last}")
             unexpected += bad
-            print(f"letta-evals {tag}: {ok} of {len(suites)} validate; {known} known exceptions; {bad} other failures")
+            print(
+                f"letta-evals {tag}: {ok} of {len(suites)} validate; {known} known exceptions; {bad} other failures"
+            )
     return 1 if unexpected else 0
 
 

@@ -26,9 +26,18 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PUBLIC_MODEL = {"model": "gpt-4o-mini", "handle": "openai/gpt-4o-mini", "model_endpoint": "https://api.openai.com/v1",
-                "model_endpoint_type": "openai", "provider_name": "openai", "provider_category": "base"}
-PUBLIC_EMBEDDING = {"embedding_endpoint": "https://api.openai.com/v1", "embedding_endpoint_type": "openai"}
+PUBLIC_MODEL = {
+    "model": "gpt-4o-mini",
+    "handle": "openai/gpt-4o-mini",
+    "model_endpoint": "https://api.openai.com/v1",
+    "model_endpoint_type": "openai",
+    "provider_name": "openai",
+    "provider_category": "base",
+}
+PUBLIC_EMBEDDING = {
+    "embedding_endpoint": "https://api.openai.com/v1",
+    "embedding_endpoint_type": "openai",
+}
 
 LOOKUP_CAPITAL = '''def lookup_capital(country: str) -> str:
     """Look up the capital city of a country.
@@ -60,32 +69,59 @@ SUBMIT_GRADE = '''def submit_grade(score: float, rationale: str) -> str:
     return f"grade recorded: {score}"
 '''
 
-JUDGE_SYSTEM = ("You are an evaluation judge for AI agents. Each message gives you a rubric, the task another "
-                "agent was given and that agent's answer. Judge only the answer, strictly by the rubric; never "
-                "solve the task yourself. Report your verdict by calling submit_grade exactly once with a score "
-                "between 0.0 and 1.0 and a short rationale, then stop.")
+JUDGE_SYSTEM = (
+    "You are an evaluation judge for AI agents. Each message gives you a rubric, the task another "
+    "agent was given and that agent's answer. Judge only the answer, strictly by the rubric; never "
+    "solve the task yourself. Report your verdict by calling submit_grade exactly once with a score "
+    "between 0.0 and 1.0 and a short rationale, then stop."
+)
 
 AGENTS = {
     "examples/letta/agent-judge/capital-agent.af": dict(
-        name="capital-agent", description="Answers capital-city questions with a lookup tool.",
-        system=("You answer questions about capital cities. Always call lookup_capital with the country's name "
-                "and answer with the sentence it returns, nothing else."),
-        tools=[LOOKUP_CAPITAL], memory_blocks=[
-            {"label": "human", "value": "", "description": "What the agent knows about the user."}],
-        include_base_tools=True, tool_rules=[]),
+        name="capital-agent",
+        description="Answers capital-city questions with a lookup tool.",
+        system=(
+            "You answer questions about capital cities. Always call lookup_capital with the country's name "
+            "and answer with the sentence it returns, nothing else."
+        ),
+        tools=[LOOKUP_CAPITAL],
+        memory_blocks=[
+            {"label": "human", "value": "", "description": "What the agent knows about the user."}
+        ],
+        include_base_tools=True,
+        tool_rules=[],
+    ),
     "examples/letta/agent-judge/judge.af": dict(
-        name="capital-judge", description="Grades capital-city answers against a rubric.",
-        system=JUDGE_SYSTEM, tools=[SUBMIT_GRADE], memory_blocks=[], include_base_tools=False,
-        tool_rules=[{"type": "exit_loop", "tool_name": "submit_grade"}]),
+        name="capital-judge",
+        description="Grades capital-city answers against a rubric.",
+        system=JUDGE_SYSTEM,
+        tools=[SUBMIT_GRADE],
+        memory_blocks=[],
+        include_base_tools=False,
+        tool_rules=[{"type": "exit_loop", "tool_name": "submit_grade"}],
+    ),
     "src/ci_evals/data/letta_judge.af": dict(
-        name="ci-evals-judge", description="Grades an agent's answer against a rubric.",
-        system=JUDGE_SYSTEM, tools=[SUBMIT_GRADE], memory_blocks=[], include_base_tools=False,
-        tool_rules=[{"type": "exit_loop", "tool_name": "submit_grade"}]),
+        name="ci-evals-judge",
+        description="Grades an agent's answer against a rubric.",
+        system=JUDGE_SYSTEM,
+        tools=[SUBMIT_GRADE],
+        memory_blocks=[],
+        include_base_tools=False,
+        tool_rules=[{"type": "exit_loop", "tool_name": "submit_grade"}],
+    ),
 }
 
 UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
-STAMPS = [(re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?"), "2026-01-01T00:00:00Z"),
-          (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [AP]M UTC[+-]\d{4}"), "2026-01-01 12:00:00 AM UTC+0000")]
+STAMPS = [
+    (
+        re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?"),
+        "2026-01-01T00:00:00Z",
+    ),
+    (
+        re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [AP]M UTC[+-]\d{4}"),
+        "2026-01-01 12:00:00 AM UTC+0000",
+    ),
+]
 
 
 def portable(doc: dict) -> dict:
@@ -108,9 +144,17 @@ def portable(doc: dict) -> dict:
 def make(client, spec: dict, model: str, embedding: str) -> dict:
     tool_ids = [client.tools.upsert(source_code=src).id for src in spec["tools"]]
     agent = client.agents.create(
-        name=spec["name"], description=spec["description"], system=spec["system"], model=model,
-        embedding=embedding, memory_blocks=spec["memory_blocks"], tool_ids=tool_ids,
-        include_base_tools=spec["include_base_tools"], tool_rules=spec["tool_rules"], tags=["ci-evals"])
+        name=spec["name"],
+        description=spec["description"],
+        system=spec["system"],
+        model=model,
+        embedding=embedding,
+        memory_blocks=spec["memory_blocks"],
+        tool_ids=tool_ids,
+        include_base_tools=spec["include_base_tools"],
+        tool_rules=spec["tool_rules"],
+        tags=["ci-evals"],
+    )
     try:
         raw = client.agents.export_file(agent_id=agent.id)
     finally:
@@ -120,12 +164,17 @@ def make(client, spec: dict, model: str, embedding: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="compare with the shipped files instead of writing")
+    ap.add_argument(
+        "--check", action="store_true", help="compare with the shipped files instead of writing"
+    )
     args = ap.parse_args()
     base = os.environ.get("LETTA_BASE_URL")
     model = os.environ.get("LETTA_TEST_MODEL")
     if not base or not model:
-        print('set LETTA_BASE_URL and LETTA_TEST_MODEL: eval "$(scripts/letta-server.sh env)"', file=sys.stderr)
+        print(
+            'set LETTA_BASE_URL and LETTA_TEST_MODEL: eval "$(scripts/letta-server.sh env)"',
+            file=sys.stderr,
+        )
         return 2
     from letta_client import Letta
 

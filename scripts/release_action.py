@@ -21,7 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^(  image: )Dockerfile[ \t]*$", re.M)
-IMAGE = re.compile(r"ghcr\.io/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*:v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")
+IMAGE = re.compile(
+    r"ghcr\.io/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*:v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?"
+)
 
 
 def released(text: str, image: str) -> str:
@@ -30,7 +32,9 @@ def released(text: str, image: str) -> str:
         raise ValueError(f"image {image!r} is not ghcr.io/owner/repo:vX.Y.Z (lower case)")
     found = LINE.findall(text)
     if len(found) != 1:
-        raise ValueError(f"action.yml has {len(found)} 'image: Dockerfile' lines under runs:, expected 1")
+        raise ValueError(
+            f"action.yml has {len(found)} 'image: Dockerfile' lines under runs:, expected 1"
+        )
     return LINE.sub(lambda m: f"{m.group(1)}docker://{image}", text)
 
 

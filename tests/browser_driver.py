@@ -13,7 +13,11 @@ import re
 import subprocess
 
 # The libraries Playwright's Node driver needs beyond glibc, and the Debian packages that ship them.
-PACKAGES = {"libatomic.so.1": "libatomic1", "libstdc++.so.6": "libstdc++6", "libgcc_s.so.1": "libgcc-s1"}
+PACKAGES = {
+    "libatomic.so.1": "libatomic1",
+    "libstdc++.so.6": "libstdc++6",
+    "libgcc_s.so.1": "libgcc-s1",
+}
 FIX = "run `bash scripts/install-chromium.sh` (it installs Debian's chromium and libatomic1)"
 
 
@@ -38,7 +42,11 @@ def driver_problem(node: str) -> str | None:
     if missing:
         lib = missing.group(1)
         package = PACKAGES.get(lib)
-        where = f"the Debian package {package}" if package else f"the package that ships it (apt-file search {lib})"
+        where = (
+            f"the Debian package {package}"
+            if package
+            else f"the package that ships it (apt-file search {lib})"
+        )
         return f"Playwright's driver {node} cannot start: {lib} is missing; install {where}: {FIX}"
     first = err.splitlines()[0] if err else f"exit code {done.returncode}"
     return f"Playwright's driver {node} cannot start: {first}"

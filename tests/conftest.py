@@ -35,7 +35,17 @@ class SuiteDir:
         return self.write(name, spec)
 
     def run(self, *args: str, suite: str = "suite.yaml", out: str = "out") -> int:
-        return main(["run", str(self.root / suite), "--output", str(self.root / out), "--no-cache", "-q", *args])
+        return main(
+            [
+                "run",
+                str(self.root / suite),
+                "--output",
+                str(self.root / out),
+                "--no-cache",
+                "-q",
+                *args,
+            ]
+        )
 
     def summary(self, out: str = "out") -> dict:
         return json.loads((self.root / out / "summary.json").read_text())
@@ -52,8 +62,12 @@ def sd(tmp_path: Path) -> SuiteDir:
 
 def replay_suite(graders: dict, gate: dict | None = None, **extra) -> dict:
     """A replay suite over dataset.jsonl/outputs.jsonl with the given graders."""
-    spec = {"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-            "graders": graders}
+    spec = {
+        "name": "t",
+        "dataset": "dataset.jsonl",
+        "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+        "graders": graders,
+    }
     if gate is not None:
         spec["gate"] = gate
     spec.update(extra)
@@ -63,11 +77,16 @@ def replay_suite(graders: dict, gate: dict | None = None, **extra) -> dict:
 def custom_grade_suite(sd: SuiteDir, result: str) -> None:
     """One sample, recorded output 'x', one grader ``g`` (``g.py:odd``) returning the GradeResult
     expression ``result``: for what a custom grader can hand back."""
-    sd.write("g.py", "from ci_evals import grader, GradeResult\n\n@grader\ndef odd(sample, submission):\n"
-                     f"    return {result}\n")
+    sd.write(
+        "g.py",
+        "from ci_evals import grader, GradeResult\n\n@grader\ndef odd(sample, submission):\n"
+        f"    return {result}\n",
+    )
     sd.write("dataset.jsonl", [{"id": 1, "input": "q"}])
     sd.write("outputs.jsonl", [{"id": 1, "output": "x"}])
-    sd.suite(replay_suite({"g": {"kind": "tool", "function": "g.py:odd"}}, {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite({"g": {"kind": "tool", "function": "g.py:odd"}}, {"op": "gte", "value": 0.5})
+    )
 
 
 def exited(pid: int) -> bool:
@@ -81,7 +100,12 @@ def exited(pid: int) -> bool:
 def in_fresh_process(code: str, env: dict | None = None) -> str:
     """What ``code`` (dedented) prints in a new interpreter with ``env`` added: for what needs one
     thread (fork) or a clean module state. It must exit 0."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()

@@ -28,7 +28,9 @@ GOOD = {"a": "Paris.", "b": "Tokyo!", "c": "4", "d": "Blue."}
 BAD = {"a": "Lyon <script>alert(1)</script> @octocat", "b": "Tokyo", "c": "5"}  # d: no output
 
 
-def write_suite(folder: Path, name: str, outputs: dict[str, str], value: float = 0.75, max_errors: int = 1) -> Path:
+def write_suite(
+    folder: Path, name: str, outputs: dict[str, str], value: float = 0.75, max_errors: int = 1
+) -> Path:
     """A replay suite whose gate is ``answer accuracy gte value`` (tolerating ``max_errors``)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "dataset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in DATASET))
@@ -179,7 +181,11 @@ def test_input_error_exits_2_with_summary_and_outputs(tmp_path, capsys):
         in out
     )
     assert (tmp_path / "s.md").read_text().startswith("## ❌ ci-evals · action input error\n")
-    assert read_outputs(tmp_path / "o.txt") == {"passed": "false", "verdict": "errored", "exit-code": "2"}
+    assert read_outputs(tmp_path / "o.txt") == {
+        "passed": "false",
+        "verdict": "errored",
+        "exit-code": "2",
+    }
 
 
 def test_should_comment_modes():
@@ -217,7 +223,8 @@ def test_passing_suite_posts_one_comment_then_updates_it(tmp_path, gh_env, capsy
         "comment-url": comment["html_url"],
     }
     assert comment["body"].startswith(
-        marker("good:evals") + "\n### ✅ ci-evals · good: passed\n\n**Verdict: passed**: 1 of 1 gates passed\n"
+        marker("good:evals")
+        + "\n### ✅ ci-evals · good: passed\n\n**Verdict: passed**: 1 of 1 gates passed\n"
     )
     assert "[View the run](https://github.com/actions/runs/99)" not in comment["body"]
     assert "[View the run](https://github.com/octo/widgets/actions/runs/99)" in comment["body"]
@@ -238,8 +245,7 @@ def test_failing_gate_exits_1_with_annotations_and_escaped_comment(tmp_path, gh_
     out = capsys.readouterr().out
     assert (
         f"::error title=ci-evals gate failed,file={suite}::bad: answer accuracy gte 0.75: accuracy 0.2500, needs >= "
-        "0.75; 1 of 4 samples errored (within max_errors 1) (failed)"
-        in out
+        "0.75; 1 of 4 samples errored (within max_errors 1) (failed)" in out
     )
     assert (
         "::warning title=ci-evals errored samples::bad: 1 errored sample (no score, counted as failed): target 1"
@@ -255,9 +261,11 @@ def test_failing_gate_exits_1_with_annotations_and_escaped_comment(tmp_path, gh_
         "answer": {"errors": 1, "graded": 3, "mean": 1 / 3, "n": 4, "pass_rate": 0.25}
     }
     md = (tmp_path / "step_summary.md").read_text()
-    assert ("| answer accuracy gte 0.75 | 0.250 | 0.046–0.699 | 3/4 | 1 | ❌ failed (holds in 95 % of reruns) | "
-            "accuracy 0.2500, needs &gt;= 0.75; "
-            "1 of 4 samples errored (within max_errors 1) |") in md
+    assert (
+        "| answer accuracy gte 0.75 | 0.250 | 0.046–0.699 | 3/4 | 1 | ❌ failed (holds in 95 % of reruns) | "
+        "accuracy 0.2500, needs &gt;= 0.75; "
+        "1 of 4 samples errored (within max_errors 1) |"
+    ) in md
     assert "**Errors:** 1 errored sample (no score, counted as failed): target 1" in md
 
 
@@ -278,7 +286,11 @@ def test_fail_on_gate_false_still_fails_an_errored_run(tmp_path, gh_env, capsys)
     assert action.run_action(env) == 1
     assert "fail-on-gate is false" not in capsys.readouterr().out
     outputs = read_outputs(tmp_path / "output.txt")
-    assert (outputs["passed"], outputs["verdict"], outputs["exit-code"]) == ("false", "errored", "1")
+    assert (outputs["passed"], outputs["verdict"], outputs["exit-code"]) == (
+        "false",
+        "errored",
+        "1",
+    )
 
 
 def test_403_on_a_fork_pr_keeps_the_gate_exit_code(tmp_path, gh_env, capsys):
@@ -403,7 +415,9 @@ def test_baseline_input_compares_and_a_missing_one_is_a_warning(tmp_path, gh_env
     env["INPUT_BASELINE"] = str(tmp_path / "main-results")
     assert action.run_action(env) == 1
     body = gh.comments[7][0]["body"]
-    assert "| answer | 0.333 (0.000–1.000) | 25.0% (1/4) | 3/4 | 1 | `score >= 1` | ▼ −0.667 |" in body
+    assert (
+        "| answer | 0.333 (0.000–1.000) | 25.0% (1/4) | 3/4 | 1 | `score >= 1` | ▼ −0.667 |" in body
+    )
     assert "regressions: 3 · improvements: 0 · new: 0 · removed: 0" in body
 
 
@@ -411,7 +425,9 @@ def test_results_input_reports_on_finished_folders(tmp_path, gh_env, capsys):
     """A workflow_run job on a fork's PR: no suite run, the PR number given explicitly."""
     env, gh = gh_env
     suite = write_suite(tmp_path / "bad", "bad", BAD)
-    assert cli_main(["action", "run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
+    assert (
+        cli_main(["action", "run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
+    )
     capsys.readouterr()
     env.update(
         {
@@ -423,13 +439,18 @@ def test_results_input_reports_on_finished_folders(tmp_path, gh_env, capsys):
     event = tmp_path / "workflow_run.json"
     event.write_text(json.dumps({"workflow_run": {"head_sha": "abc123" * 6, "pull_requests": []}}))
     env["GITHUB_EVENT_PATH"] = str(event)
-    gh.pulls[12] = "abc123" * 6  # the PR number from the artifact is checked against the run's commit
+    gh.pulls[12] = (
+        "abc123" * 6
+    )  # the PR number from the artifact is checked against the run's commit
     assert action.run_action(env) == 1
     out = capsys.readouterr().out
     assert "::group::" not in out  # nothing was run
     assert "::error title=ci-evals gate failed" in out
-    assert gh.comments[12][0]["body"].startswith(  # keyed by the folder the workflow named, not the artifact
-        marker(f"artifact:evals:results={tmp_path / 'artifact'}") + "\n### ❌ ci-evals · bad: failed"
+    assert gh.comments[12][0][
+        "body"
+    ].startswith(  # keyed by the folder the workflow named, not the artifact
+        marker(f"artifact:evals:results={tmp_path / 'artifact'}")
+        + "\n### ❌ ci-evals · bad: failed"
     )
     outputs = read_outputs(tmp_path / "output.txt")
     assert (outputs["exit-code"], outputs["summary-json"]) == (
@@ -438,20 +459,32 @@ def test_results_input_reports_on_finished_folders(tmp_path, gh_env, capsys):
     )
 
 
-def test_results_mode_refuses_a_pr_number_whose_head_is_not_the_runs_commit(tmp_path, gh_env, capsys):
+def test_results_mode_refuses_a_pr_number_whose_head_is_not_the_runs_commit(
+    tmp_path, gh_env, capsys
+):
     env, gh = gh_env
     suite = write_suite(tmp_path / "bad", "bad", BAD)
-    assert cli_main(["action", "run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
+    assert (
+        cli_main(["action", "run", str(suite), "--output", str(tmp_path / "artifact"), "-q"]) == 1
+    )
     event = tmp_path / "workflow_run.json"
     event.write_text(json.dumps({"workflow_run": {"head_sha": "a" * 40, "pull_requests": []}}))
     gh.pulls[12] = "b" * 40  # the artifact names someone else's pull request
     capsys.readouterr()
-    env.update({"GITHUB_EVENT_NAME": "workflow_run", "GITHUB_EVENT_PATH": str(event),
-                "INPUT_RESULTS": str(tmp_path / "artifact"), "INPUT_PR-NUMBER": "12"})
+    env.update(
+        {
+            "GITHUB_EVENT_NAME": "workflow_run",
+            "GITHUB_EVENT_PATH": str(event),
+            "INPUT_RESULTS": str(tmp_path / "artifact"),
+            "INPUT_PR-NUMBER": "12",
+        }
+    )
     assert action.run_action(env) == 1
     out = capsys.readouterr().out
-    assert ("::warning title=ci-evals PR comment::pull request #12 has head bbbbbbbbbbbb, not this run's "
-            "commit aaaaaaaaaaaa: the PR comment was not posted") in out
+    assert (
+        "::warning title=ci-evals PR comment::pull request #12 has head bbbbbbbbbbbb, not this run's "
+        "commit aaaaaaaaaaaa: the PR comment was not posted"
+    ) in out
     assert gh.writes() == []
 
 

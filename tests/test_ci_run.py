@@ -19,16 +19,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-LOGGED = "#!/bin/bash\necho \"{name} $*\" >> \"$FAKE_LOG\"\n"
+LOGGED = '#!/bin/bash\necho "{name} $*" >> "$FAKE_LOG"\n'
 SCRIPTS = {
     "fresh-debian.sh": 'echo "fresh-debian start" >> "$FAKE_LOG"; sleep "${FAKE_FRESH_S:-0}"\n'
-                       'echo "fresh-debian end" >> "$FAKE_LOG"; exit "${FAKE_FRESH_RC:-0}"\n',
+    'echo "fresh-debian end" >> "$FAKE_LOG"; exit "${FAKE_FRESH_RC:-0}"\n',
     "container-smoke.sh": 'echo "container-smoke" >> "$FAKE_LOG"; exit "${FAKE_CONTAINER_RC:-0}"\n',
-    "letta-server.sh": 'p=${CI_EVALS_LETTA_PORT:-8283}\ncase $1 in\n'
-                       '  start) echo "start $p venv=${CI_EVALS_LETTA_VENV:-default}" >> "$FAKE_LOG"\n'
-                       '         [ "$p" != "${FAKE_START_FAIL:-none}" ] ;;\n'
-                       '  stop) echo "stop $p" >> "$FAKE_LOG" ;;\n'
-                       '  env) echo "export LETTA_BASE_URL=http://127.0.0.1:$p" ;;\nesac\n',
+    "letta-server.sh": "p=${CI_EVALS_LETTA_PORT:-8283}\ncase $1 in\n"
+    '  start) echo "start $p venv=${CI_EVALS_LETTA_VENV:-default}" >> "$FAKE_LOG"\n'
+    '         [ "$p" != "${FAKE_START_FAIL:-none}" ] ;;\n'
+    '  stop) echo "stop $p" >> "$FAKE_LOG" ;;\n'
+    '  env) echo "export LETTA_BASE_URL=http://127.0.0.1:$p" ;;\nesac\n',
 }
 # The stand-in for python: `-m venv DIR` makes a venv of stand-ins, pip logs, pytest logs its marker.
 FAKE_PYTHON = r"""#!/bin/bash
@@ -57,13 +57,24 @@ def checkout(tmp_path: Path) -> Path:
     (repo / ".ci").mkdir(parents=True)
     (repo / "scripts").mkdir()
     (repo / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
-    (repo / "scripts" / "letta-tools.env").write_text((ROOT / "scripts" / "letta-tools.env").read_text())
-    for name in ("install-wordnet", "install-chromium", "install-test-tools", "apt-install", "debian-base", "lock"):
+    (repo / "scripts" / "letta-tools.env").write_text(
+        (ROOT / "scripts" / "letta-tools.env").read_text()
+    )
+    for name in (
+        "install-wordnet",
+        "install-chromium",
+        "install-test-tools",
+        "apt-install",
+        "debian-base",
+        "lock",
+    ):
         (repo / "scripts" / f"{name}.sh").write_text(LOGGED.format(name=name))
     for name, body in SCRIPTS.items():
         (repo / "scripts" / name).write_text("#!/bin/bash\n" + body)
     (repo / "bin").mkdir()
-    (repo / "bin" / "id").write_text('#!/bin/bash\necho "$FAKE_UID"\n')  # `id -u`: root or not, as the test says
+    (repo / "bin" / "id").write_text(
+        '#!/bin/bash\necho "$FAKE_UID"\n'
+    )  # `id -u`: root or not, as the test says
     for fake in (repo / "fakepy", repo / "bin" / "id"):
         if fake.name == "fakepy":
             fake.write_text(FAKE_PYTHON)
@@ -73,12 +84,25 @@ def checkout(tmp_path: Path) -> Path:
 
 def start(tmp_path: Path, **fake: str) -> tuple[subprocess.Popen, Path]:
     repo = checkout(tmp_path)
-    env = {"PATH": f"{repo / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
-           "PYTHON": str(repo / "fakepy"), "FAKE_LOG": str(repo / "log"), "FAKE_UID": "0", **fake}
-    proc = subprocess.Popen(["bash", ".ci/run"], cwd=repo, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            # SIGINT as at a terminal, even when this pytest was started with it ignored
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    env = {
+        "PATH": f"{repo / 'bin'}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+        "PYTHON": str(repo / "fakepy"),
+        "FAKE_LOG": str(repo / "log"),
+        "FAKE_UID": "0",
+        **fake,
+    }
+    proc = subprocess.Popen(
+        ["bash", ".ci/run"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # SIGINT as at a terminal, even when this pytest was started with it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     return proc, repo
 
 
@@ -89,31 +113,55 @@ def run(tmp_path: Path, **fake: str) -> tuple[int, str, list[str]]:
 
 
 def failed_line(out: str) -> str:
-    return [line for line in out.splitlines() if line.startswith("== FAILED:") or line == "== passed"][-1]
+    return [
+        line for line in out.splitlines() if line.startswith("== FAILED:") or line == "== passed"
+    ][-1]
 
 
 def test_every_step_runs_each_pytest_against_its_server_and_both_servers_stop(tmp_path):
     rc, out, log = run(tmp_path)
     assert (rc, failed_line(out)) == (0, "== passed"), out
     # apt first and alone (one lock), then the rest at once
-    assert log[:4] == ["install-wordnet ", "install-chromium ", "install-test-tools ", "apt-install redis-server"]
+    assert log[:4] == [
+        "install-wordnet ",
+        "install-chromium ",
+        "install-test-tools ",
+        "apt-install redis-server",
+    ]
     venv = f"{tmp_path}/.cache/ci-evals-letta/venv"
-    assert log.index("start 8283 venv=default") < log.index(f"start 8293 venv={venv}")  # the first builds the venv
-    assert log.index("debian-base ") < log.index("fresh-debian start") < log.index("fresh-debian end")
+    assert log.index("start 8283 venv=default") < log.index(
+        f"start 8293 venv={venv}"
+    )  # the first builds the venv
+    assert (
+        log.index("debian-base ") < log.index("fresh-debian start") < log.index("fresh-debian end")
+    )
     tests = [line for line in log if line.startswith("pytest")]
     assert sorted(tests) == [
         "pytest letta_code on http://127.0.0.1:8293, letta: Letta Code's, letta-evals: ",
         "pytest letta_oracle on http://127.0.0.1:8293, letta: Letta Code's, letta-evals: set",
         "pytest letta_server on http://127.0.0.1:8283, letta: none, letta-evals: ",
         "pytest lowest on none, letta: none, letta-evals: ",
-        "pytest newest on none, letta: none, letta-evals: "]
+        "pytest newest on none, letta: none, letta-evals: ",
+    ]
     assert log.index(sorted(tests)[0]) < log.index(sorted(tests)[1])  # Letta Code, then the oracle
-    assert "pip requirements-test-lock.txt" in log and "pip check" in log  # the host venv: the hashed lock
-    assert any(line.startswith("uv pip install -q --python") and "--resolution lowest-direct" in line for line in log)
-    for step in ("container-smoke", "deptry src", "lock --check", "ruff check src tests bench scripts", "lint-imports ",
-                 "python scripts/arch_check.py --check",
-                 "actionlint .github/workflows/*.yml docs/workflow-example.yml",
-                 "python scripts/action_docs.py --check", "python bench/run.py --smoke"):
+    assert (
+        "pip requirements-test-lock.txt" in log and "pip check" in log
+    )  # the host venv: the hashed lock
+    assert any(
+        line.startswith("uv pip install -q --python") and "--resolution lowest-direct" in line
+        for line in log
+    )
+    for step in (
+        "container-smoke",
+        "deptry src",
+        "lock --check",
+        "ruff check src tests bench scripts",
+        "lint-imports ",
+        "python scripts/arch_check.py --check",
+        "actionlint .github/workflows/*.yml docs/workflow-example.yml",
+        "python scripts/action_docs.py --check",
+        "python bench/run.py --smoke",
+    ):
         assert step in log
     assert sum(line.startswith("ci-evals run ") for line in log) == 1  # the quickstart
     assert log[-2:] == ["stop 8283", "stop 8293"]
@@ -126,21 +174,47 @@ def test_not_root_runs_the_suite_on_the_host_instead_of_the_fresh_root(tmp_path)
     assert "pytest suite on none, letta: none, letta-evals: " in log
 
 
-@pytest.mark.parametrize(("fake", "rc", "line"), [
-    ({"FAKE_RC_letta_server": "1"}, 1, "== FAILED: letta-server-tests"),
-    ({"FAKE_RC_letta_code": "2"}, 2, "== FAILED: letta-code-and-oracle"),
-    ({"FAKE_RC_letta_oracle": "5"}, 1, "== FAILED: letta-code-and-oracle"),  # collected nothing
-    ({"FAKE_FRESH_RC": "3"}, 3, "== FAILED: fresh-debian"),
-    ({"FAKE_CONTAINER_RC": "4"}, 4, "== FAILED: container-smoke"),
-    ({"FAKE_START_FAIL": "8283"}, 1, "== FAILED: letta-server-1 letta-server-tests letta-code-and-oracle"),
-    ({"FAKE_START_FAIL": "8293"}, 1, "== FAILED: letta-server-2 letta-code-and-oracle"),
-    ({"FAKE_RC_newest": "1"}, 1, "== FAILED: deps-newest"),
-    ({"FAKE_RC_lowest": "5"}, 1, "== FAILED: deps-lowest"),  # collected nothing
-    ({"FAKE_PIP_FAIL": "requirements-test-lock.txt"}, 1,
-     "== FAILED: host-venv host-checks deps-newest deps-lowest letta-server-tests letta-code-and-oracle"),
-    ({"FAKE_PIP_FAIL": "letta-evals==0.18.0"}, 1, "== FAILED: oracle-venvs letta-code-and-oracle"),
-], ids=["letta-server", "letta-code", "oracle-collects-nothing", "fresh-root", "container", "server-1-start", "server-2-start",
-        "deps-newest", "deps-lowest-collects-nothing", "host-venv", "oracle-venv"])
+@pytest.mark.parametrize(
+    ("fake", "rc", "line"),
+    [
+        ({"FAKE_RC_letta_server": "1"}, 1, "== FAILED: letta-server-tests"),
+        ({"FAKE_RC_letta_code": "2"}, 2, "== FAILED: letta-code-and-oracle"),
+        ({"FAKE_RC_letta_oracle": "5"}, 1, "== FAILED: letta-code-and-oracle"),  # collected nothing
+        ({"FAKE_FRESH_RC": "3"}, 3, "== FAILED: fresh-debian"),
+        ({"FAKE_CONTAINER_RC": "4"}, 4, "== FAILED: container-smoke"),
+        (
+            {"FAKE_START_FAIL": "8283"},
+            1,
+            "== FAILED: letta-server-1 letta-server-tests letta-code-and-oracle",
+        ),
+        ({"FAKE_START_FAIL": "8293"}, 1, "== FAILED: letta-server-2 letta-code-and-oracle"),
+        ({"FAKE_RC_newest": "1"}, 1, "== FAILED: deps-newest"),
+        ({"FAKE_RC_lowest": "5"}, 1, "== FAILED: deps-lowest"),  # collected nothing
+        (
+            {"FAKE_PIP_FAIL": "requirements-test-lock.txt"},
+            1,
+            "== FAILED: host-venv host-checks deps-newest deps-lowest letta-server-tests letta-code-and-oracle",
+        ),
+        (
+            {"FAKE_PIP_FAIL": "letta-evals==0.18.0"},
+            1,
+            "== FAILED: oracle-venvs letta-code-and-oracle",
+        ),
+    ],
+    ids=[
+        "letta-server",
+        "letta-code",
+        "oracle-collects-nothing",
+        "fresh-root",
+        "container",
+        "server-1-start",
+        "server-2-start",
+        "deps-newest",
+        "deps-lowest-collects-nothing",
+        "host-venv",
+        "oracle-venv",
+    ],
+)
 def test_a_failing_step_fails_the_run_and_both_servers_stop(tmp_path, fake, rc, line):
     got, out, log = run(tmp_path, **fake)
     assert (got, failed_line(out)) == (rc, line), out
@@ -153,7 +227,10 @@ def test_an_interruption_ends_every_step_and_stops_both_servers(tmp_path, sig, r
     proc, repo = start(tmp_path, FAKE_FRESH_S="60")
     log = repo / "log"
     deadline = time.monotonic() + 60
-    while "fresh-debian start" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+    while (
+        "fresh-debian start" not in (log.read_text() if log.exists() else "")
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     proc.send_signal(sig)
     proc.communicate(timeout=30)

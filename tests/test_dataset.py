@@ -17,22 +17,41 @@ def load(tmp_path, name, text, **kw):
 
 
 def test_jsonl_fields_and_extra_columns(tmp_path):
-    _, samples = load(tmp_path, "d.jsonl", (
-        '{"id": "a", "input": "q", "ground_truth": "x", "metadata": {"topic": "t"}, "tags": ["k"],'
-        ' "agent_args": {"m": 1}, "rubric_vars": {"r": "v"}, "reference_answer": "ref"}\n'))
+    _, samples = load(
+        tmp_path,
+        "d.jsonl",
+        (
+            '{"id": "a", "input": "q", "ground_truth": "x", "metadata": {"topic": "t"}, "tags": ["k"],'
+            ' "agent_args": {"m": 1}, "rubric_vars": {"r": "v"}, "reference_answer": "ref"}\n'
+        ),
+    )
     s = samples[0]
-    assert (s.id, s.input, s.ground_truth, s.metadata, s.tags, s.agent_args, s.rubric_vars, s.extra_vars) == (
-        "a", "q", "x", {"topic": "t"}, ["k"], {"m": 1}, {"r": "v"}, {"reference_answer": "ref"})
+    assert (
+        s.id,
+        s.input,
+        s.ground_truth,
+        s.metadata,
+        s.tags,
+        s.agent_args,
+        s.rubric_vars,
+        s.extra_vars,
+    ) == ("a", "q", "x", {"topic": "t"}, ["k"], {"m": 1}, {"r": "v"}, {"reference_answer": "ref"})
     assert s.item()["reference_answer"] == "ref"
 
 
 def test_jsonl_ids_default_to_row_index_and_blank_lines_are_skipped(tmp_path):
-    _, samples = load(tmp_path, "d.jsonl", '{"input": "a"}\n\n{"input": "b"}\n{"id": 99, "input": "c"}\n')
+    _, samples = load(
+        tmp_path, "d.jsonl", '{"input": "a"}\n\n{"input": "b"}\n{"id": 99, "input": "c"}\n'
+    )
     assert [s.id for s in samples] == [0, 1, 99]
 
 
 def test_jsonl_numeric_ground_truth_becomes_text(tmp_path):
-    _, samples = load(tmp_path, "d.jsonl", '{"input": "a", "ground_truth": 4}\n{"input": "b", "ground_truth": 2.5}\n')
+    _, samples = load(
+        tmp_path,
+        "d.jsonl",
+        '{"input": "a", "ground_truth": 4}\n{"input": "b", "ground_truth": 2.5}\n',
+    )
     assert [s.ground_truth for s in samples] == ["4", "2.5"]
 
 
@@ -41,16 +60,27 @@ def test_multi_turn_input(tmp_path):
     assert samples[0].input == ["hi", "again"]
 
 
-@pytest.mark.parametrize(("text", "line", "message"), [
-    ('{"input": "a"}\n{"input": "b",}\n', 2, "invalid JSON at column 15: Expecting property name enclosed in double quotes"),
-    ('{"input": "a"}\n[1]\n', 2, "each line must be a JSON object, got list"),
-    ('{"inptu": "a"}\n', 1, "missing required field 'input'"),
-    ('{"input": 3}\n', 1, "'input' must be a string or a list of strings, got int"),
-    ('{"input": []}\n', 1, "'input' must be a string or a non-empty list of strings"),
-    ('{"input": "a", "metadata": "x"}\n', 1, "'metadata' must be a JSON object"),
-    ('{"input": "a", "tags": "x"}\n', 1, "'tags' must be a list of strings"),
-    ('{"id": 1, "input": "a"}\n{"id": 1, "input": "b"}\n', 2, "duplicate sample id 1 (first on line 1)"),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (
+            '{"input": "a"}\n{"input": "b",}\n',
+            2,
+            "invalid JSON at column 15: Expecting property name enclosed in double quotes",
+        ),
+        ('{"input": "a"}\n[1]\n', 2, "each line must be a JSON object, got list"),
+        ('{"inptu": "a"}\n', 1, "missing required field 'input'"),
+        ('{"input": 3}\n', 1, "'input' must be a string or a list of strings, got int"),
+        ('{"input": []}\n', 1, "'input' must be a string or a non-empty list of strings"),
+        ('{"input": "a", "metadata": "x"}\n', 1, "'metadata' must be a JSON object"),
+        ('{"input": "a", "tags": "x"}\n', 1, "'tags' must be a list of strings"),
+        (
+            '{"id": 1, "input": "a"}\n{"id": 1, "input": "b"}\n',
+            2,
+            "duplicate sample id 1 (first on line 1)",
+        ),
+    ],
+)
 def test_jsonl_errors_name_file_and_line(tmp_path, text, line, message):
     with pytest.raises(ConfigError) as exc:
         load(tmp_path, "d.jsonl", text)
@@ -73,28 +103,51 @@ def test_unsupported_format(tmp_path):
     (tmp_path / "d.txt").write_text("x")
     with pytest.raises(ConfigError) as exc:
         Dataset(tmp_path / "d.txt")
-    assert str(exc.value) == f"{tmp_path / 'd.txt'}: unsupported dataset format '.txt'; use .jsonl or .csv"
+    assert (
+        str(exc.value)
+        == f"{tmp_path / 'd.txt'}: unsupported dataset format '.txt'; use .jsonl or .csv"
+    )
 
 
 def test_csv_keeps_cell_text_and_parses_json_cells(tmp_path):
-    _, samples = load(tmp_path, "d.csv", (
-        'id,input,ground_truth,metadata,rubric_vars,tags,extra\n'
-        '7,What is 2+2?,4,"{""topic"": ""math""}","{""ref"": ""four""}","a,b",x\n'
-        ',"[""hi"", ""there""]",,,,,\n'
-        'abc,q,04,,,,\n'))
+    _, samples = load(
+        tmp_path,
+        "d.csv",
+        (
+            "id,input,ground_truth,metadata,rubric_vars,tags,extra\n"
+            '7,What is 2+2?,4,"{""topic"": ""math""}","{""ref"": ""four""}","a,b",x\n'
+            ',"[""hi"", ""there""]",,,,,\n'
+            "abc,q,04,,,,\n"
+        ),
+    )
     a, b, c = samples
     assert (a.id, a.ground_truth, a.metadata, a.rubric_vars, a.tags, a.extra_vars) == (
-        7, "4", {"topic": "math"}, {"ref": "four"}, ["a", "b"], {"extra": "x"})
+        7,
+        "4",
+        {"topic": "math"},
+        {"ref": "four"},
+        ["a", "b"],
+        {"extra": "x"},
+    )
     assert (b.id, b.input, b.ground_truth, b.metadata) == (1, ["hi", "there"], None, {})
     assert (c.id, c.ground_truth) == ("abc", "04")
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("question,answer\nq,a\n", "1: missing required column 'input'. Found columns: ['question', 'answer']"),
-    ("", "1: CSV file is empty (no header row)"),
-    ('input,metadata\nq,{bad\n', "2: 'metadata' cell is not valid JSON at character 2 of the cell: Expecting property name enclosed in double quotes"),
-    ("input,ground_truth\nq,a,extra\n", "2: row has 3 cells, header has 2"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "question,answer\nq,a\n",
+            "1: missing required column 'input'. Found columns: ['question', 'answer']",
+        ),
+        ("", "1: CSV file is empty (no header row)"),
+        (
+            "input,metadata\nq,{bad\n",
+            "2: 'metadata' cell is not valid JSON at character 2 of the cell: Expecting property name enclosed in double quotes",
+        ),
+        ("input,ground_truth\nq,a,extra\n", "2: row has 3 cells, header has 2"),
+    ],
+)
 def test_csv_errors(tmp_path, text, message):
     with pytest.raises(ConfigError) as exc:
         load(tmp_path, "d.csv", text)
@@ -102,7 +155,10 @@ def test_csv_errors(tmp_path, text, message):
 
 
 def test_sample_tags_filter_then_max_samples(tmp_path):
-    text = "".join(f'{{"id": {i}, "input": "q", "tags": ["{"even" if i % 2 == 0 else "odd"}"]}}\n' for i in range(10))
+    text = "".join(
+        f'{{"id": {i}, "input": "q", "tags": ["{"even" if i % 2 == 0 else "odd"}"]}}\n'
+        for i in range(10)
+    )
     ds, samples = load(tmp_path, "d.jsonl", text, sample_tags=["even"], max_samples=3)
     assert [s.id for s in samples] == [0, 2, 4]
     assert ds.count == 3
@@ -111,7 +167,9 @@ def test_sample_tags_filter_then_max_samples(tmp_path):
 def test_no_sample_with_tag_is_an_error(tmp_path):
     with pytest.raises(ConfigError) as exc:
         load(tmp_path, "d.jsonl", '{"input": "q", "tags": ["a"]}\n', sample_tags=["zz"])
-    assert str(exc.value) == f"{tmp_path / 'd.jsonl'}: no sample selected with any of the tags ['zz']"
+    assert (
+        str(exc.value) == f"{tmp_path / 'd.jsonl'}: no sample selected with any of the tags ['zz']"
+    )
 
 
 def test_shards_partition_the_samples(tmp_path):

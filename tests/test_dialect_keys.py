@@ -16,7 +16,7 @@ from ci_evals.suite.loader import load_suite
 from tests.conftest import replay_suite
 from tests.fakes.letta_server import agent_file, write_agent_file
 
-EXTRA_GRADER = '''
+EXTRA_GRADER = """
 from letta_evals.decorators import grader
 from letta_evals.models import GradeResult, Sample
 
@@ -25,15 +25,24 @@ from letta_evals.models import GradeResult, Sample
 def mentions_city(sample: Sample, submission: str) -> GradeResult:
     city = sample.extra_vars["city"]
     return GradeResult(score=1.0 if city in submission else 0.0, rationale=f"looked for {city}")
-'''
+"""
 
 
 def test_sample_id_prompt_and_extra_vars_reach_the_grader(sd):
-    sd.write("dataset.jsonl", [
-        {"sample_id": "paris", "prompt": "Capital of France?", "extra_vars": {"city": "Paris"}},
-        {"sample_id": "rome", "input": "Capital of Italy?", "metadata": {"extra_vars": {"city": "Rome"}}},
-    ])
-    sd.write("outputs.jsonl", [{"id": "paris", "output": "Paris."}, {"id": "rome", "output": "Milan."}])
+    sd.write(
+        "dataset.jsonl",
+        [
+            {"sample_id": "paris", "prompt": "Capital of France?", "extra_vars": {"city": "Paris"}},
+            {
+                "sample_id": "rome",
+                "input": "Capital of Italy?",
+                "metadata": {"extra_vars": {"city": "Rome"}},
+            },
+        ],
+    )
+    sd.write(
+        "outputs.jsonl", [{"id": "paris", "output": "Paris."}, {"id": "rome", "output": "Milan."}]
+    )
     sd.write("g.py", EXTRA_GRADER)
     sd.suite(replay_suite({"city": {"kind": "tool", "function": "g.py:mentions_city"}}))
     assert sd.run() == 0  # no gate, no error: passes
@@ -42,10 +51,17 @@ def test_sample_id_prompt_and_extra_vars_reach_the_grader(sd):
 
 
 def test_csv_prompt_column_and_json_extra_vars(sd):
-    sd.write("dataset.csv", 'sample_id,prompt,extra_vars\nq1,Capital of France?,"{""city"": ""Paris""}"\n')
+    sd.write(
+        "dataset.csv",
+        'sample_id,prompt,extra_vars\nq1,Capital of France?,"{""city"": ""Paris""}"\n',
+    )
     sd.write("outputs.jsonl", [{"id": "q1", "output": "Paris"}])
     sd.write("g.py", EXTRA_GRADER)
-    sd.suite(replay_suite({"city": {"kind": "tool", "function": "g.py:mentions_city"}}, dataset="dataset.csv"))
+    sd.suite(
+        replay_suite(
+            {"city": {"kind": "tool", "function": "g.py:mentions_city"}}, dataset="dataset.csv"
+        )
+    )
     assert sd.run() == 0
     assert [(r["sample_id"], r["grades"]["city"]["score"]) for r in sd.results()] == [("q1", 1.0)]
 
@@ -58,16 +74,27 @@ PER_TURN = [
 
 def test_per_turn_ground_truth_grades_each_turn_and_averages(sd):
     sd.write("dataset.jsonl", PER_TURN[:1])
-    sd.write("outputs.jsonl", [{"id": 1, "messages": [[{"role": "assistant", "content": "hello there"}],
-                                                      [{"role": "assistant", "content": "It is Lyon"}]]}])
+    sd.write(
+        "outputs.jsonl",
+        [
+            {
+                "id": 1,
+                "messages": [
+                    [{"role": "assistant", "content": "hello there"}],
+                    [{"role": "assistant", "content": "It is Lyon"}],
+                ],
+            }
+        ],
+    )
     sd.suite(replay_suite({"has": {"kind": "tool", "function": "contains"}}))
     rc = sd.run("--gate", "has avg_score gte 0.5")
     [rec] = sd.results()
     grade = rec["grades"]["has"]
     # letta-evals grade_per_turn: turn scores [1.0, 0.0], sample score their mean
     assert (rc, grade["score"], grade["rationale"]) == (0, 0.5, "1/2 turns passed (mean 0.5000)")
-    assert [(t["turn"], t["score"], t["submission"]) for t in grade["metadata"]["per_turn_grades"]] == [
-        (0, 1.0, "hello there"), (1, 0.0, "It is Lyon")]
+    assert [
+        (t["turn"], t["score"], t["submission"]) for t in grade["metadata"]["per_turn_grades"]
+    ] == [(0, 1.0, "hello there"), (1, 0.0, "It is Lyon")]
     assert rec["submission"]["has"] == "[Turn 0] hello there | [Turn 1] It is Lyon"
 
 
@@ -77,16 +104,29 @@ def test_per_turn_sample_missing_a_turn_is_errored(sd):
     sd.suite(replay_suite({"has": {"kind": "tool", "function": "contains"}}))
     assert sd.run("--gate", "has avg_score gte 0") == 1
     grade = sd.results()[0]["grades"]["has"]
-    assert (grade["score"], grade["error"]) == (None, "turn 1: the target returned no messages for this turn")
+    assert (grade["score"], grade["error"]) == (
+        None,
+        "turn 1: the target returned no messages for this turn",
+    )
 
 
-@pytest.mark.parametrize(("row", "message"), [
-    ({"id": 1, "input": "one", "ground_truth": ["a", "b"]},
-     "'ground_truth' is a list of 2: 'input' must be a list of as many turns (it is a string)"),
-    ({"id": 1, "input": ["one", "two", "three"], "ground_truth": ["a", "b"]},
-     "'ground_truth' is a list of 2: 'input' must be a list of as many turns (it has 3)"),
-    ({"id": 1, "input": ["one"], "ground_truth": [1]}, "'ground_truth' list must hold strings, one per input turn"),
-])
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (
+            {"id": 1, "input": "one", "ground_truth": ["a", "b"]},
+            "'ground_truth' is a list of 2: 'input' must be a list of as many turns (it is a string)",
+        ),
+        (
+            {"id": 1, "input": ["one", "two", "three"], "ground_truth": ["a", "b"]},
+            "'ground_truth' is a list of 2: 'input' must be a list of as many turns (it has 3)",
+        ),
+        (
+            {"id": 1, "input": ["one"], "ground_truth": [1]},
+            "'ground_truth' list must hold strings, one per input turn",
+        ),
+    ],
+)
 def test_per_turn_ground_truth_shape_errors(sd, capsys, row, message):
     sd.write("dataset.jsonl", [row])
     sd.write("outputs.jsonl", [{"id": 1, "output": "x"}])
@@ -98,10 +138,17 @@ def test_per_turn_ground_truth_shape_errors(sd, capsys, row, message):
 def letta_suite(sd, **top) -> None:
     write_agent_file(sd.root / "agent.af", agent_file("echo-agent"))
     sd.write("dataset.jsonl", [{"id": 1, "input": "hi"}])
-    spec = {"name": "letta", "dataset": "dataset.jsonl",
-            "target": {"kind": "letta_agent", "agent_file": "agent.af", "base_url": "http://127.0.0.1:9",
-                       "model_handles": ["openai/gpt-4o-mini", "anthropic/claude-haiku"]},
-            "graders": {"has": {"kind": "tool", "function": "contains"}}}
+    spec = {
+        "name": "letta",
+        "dataset": "dataset.jsonl",
+        "target": {
+            "kind": "letta_agent",
+            "agent_file": "agent.af",
+            "base_url": "http://127.0.0.1:9",
+            "model_handles": ["openai/gpt-4o-mini", "anthropic/claude-haiku"],
+        },
+        "graders": {"has": {"kind": "tool", "function": "contains"}},
+    }
     spec.update(top)
     sd.suite(spec)
 
@@ -109,27 +156,44 @@ def letta_suite(sd, **top) -> None:
 def test_top_level_cleanup_reaches_the_letta_target(sd):
     letta_suite(sd, cleanup=False, max_concurrent=3, output="results")
     suite = load_suite(sd.root / "suite.yaml", offline=True, cache_dir=False)
-    assert (suite.target.spec.cleanup, suite.spec.max_concurrent, suite.spec.output) == (False, 3, "results")
+    assert (suite.target.spec.cleanup, suite.spec.max_concurrent, suite.spec.output) == (
+        False,
+        3,
+        "results",
+    )
 
 
 def test_cleanup_on_a_target_that_creates_no_agents_is_an_error(sd, capsys):
     one_sample_suite(sd, cleanup=True)
     assert main(["validate", str(sd.root / "suite.yaml")]) == 2
-    assert capsys.readouterr().err.strip().endswith(
-        "suite.yaml:10: cleanup: 'cleanup' applies to targets that create agents; target kind 'replay' creates none")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "suite.yaml:10: cleanup: 'cleanup' applies to targets that create agents; target kind 'replay' creates none"
+        )
+    )
 
 
 def test_sandbox_validates_with_a_warning_and_run_refuses(sd, capsys):
     letta_suite(sd, sandbox={"kind": "modal"})
     assert main(["validate", str(sd.root / "suite.yaml")]) == 0
-    assert "sandbox: letta-evals' per-sample Modal sandboxes are not supported" in capsys.readouterr().err
+    assert (
+        "sandbox: letta-evals' per-sample Modal sandboxes are not supported"
+        in capsys.readouterr().err
+    )
     assert sd.run() == 2
-    assert capsys.readouterr().err.strip().endswith(
-        "sandbox: letta-evals' per-sample Modal sandboxes are not supported: ci-evals runs samples on this "
-        "machine (remove 'sandbox' to run them here)")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "sandbox: letta-evals' per-sample Modal sandboxes are not supported: ci-evals runs samples on this "
+            "machine (remove 'sandbox' to run them here)"
+        )
+    )
 
 
-SETUP = '''
+SETUP = """
 import json
 from pathlib import Path
 from letta_evals.decorators import suite_setup
@@ -139,7 +203,7 @@ from letta_evals.decorators import suite_setup
 async def prepare(client, model_handle):
     with open(Path(__file__).parent / "calls.jsonl", "a") as fh:
         fh.write(json.dumps([type(client).__name__, model_handle]) + "\\n")
-'''
+"""
 
 
 def test_suite_setup_with_model_handle_runs_once_per_handle(sd):
@@ -148,7 +212,9 @@ def test_suite_setup_with_model_handle_runs_once_per_handle(sd):
     suite = load_suite(sd.root / "suite.yaml", cache_dir=False)
     asyncio.run(Runner(suite, RunOptions(output=sd.root / "out"))._call_setup())
     assert (sd.root / "calls.jsonl").read_text().splitlines() == [
-        '["AsyncLetta", "openai/gpt-4o-mini"]', '["AsyncLetta", "anthropic/claude-haiku"]']
+        '["AsyncLetta", "openai/gpt-4o-mini"]',
+        '["AsyncLetta", "anthropic/claude-haiku"]',
+    ]
 
 
 def test_model_handle_flag_keeps_one_handle(sd):
@@ -163,9 +229,14 @@ def test_model_handle_flag_keeps_one_handle(sd):
 def test_model_handle_not_listed_is_exit_2(sd, capsys):
     letta_suite(sd)
     assert sd.run("--model-handle", "openai/gpt-4o") == 2
-    assert capsys.readouterr().err.strip().endswith(
-        "target.model_handles: --model-handle openai/gpt-4o: not one of the target's model handles "
-        "(its model_handles are openai/gpt-4o-mini, anthropic/claude-haiku) (did you mean 'openai/gpt-4o-mini'?)")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "target.model_handles: --model-handle openai/gpt-4o: not one of the target's model handles "
+            "(its model_handles are openai/gpt-4o-mini, anthropic/claude-haiku) (did you mean 'openai/gpt-4o-mini'?)"
+        )
+    )
 
 
 def test_model_handle_on_a_target_without_handles_is_exit_2(sd, capsys):
@@ -182,16 +253,23 @@ def one_sample_suite(sd, **top) -> None:
 
 def test_dotenv_is_loaded_without_overriding_and_never_printed(sd, capsys, monkeypatch):
     for name in ("CIEV_T_SECRET", "CIEV_T_KEPT"):
-        monkeypatch.setenv(name, "x")  # registered, so the test leaves the environment as it found it
+        monkeypatch.setenv(
+            name, "x"
+        )  # registered, so the test leaves the environment as it found it
         monkeypatch.delenv(name)
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("CIEV_T_KEPT", "from-environment")
     monkeypatch.chdir(sd.root)
-    sd.write(".env", "CIEV_T_SECRET=s3cr3t-dotenv-value\nCIEV_T_KEPT=from-dotenv\nnot a valid line\n")
+    sd.write(
+        ".env", "CIEV_T_SECRET=s3cr3t-dotenv-value\nCIEV_T_KEPT=from-dotenv\nnot a valid line\n"
+    )
     one_sample_suite(sd)
     assert main(["validate", "suite.yaml"]) == 0
     out = capsys.readouterr()
-    assert (os.environ["CIEV_T_SECRET"], os.environ["CIEV_T_KEPT"]) == ("s3cr3t-dotenv-value", "from-environment")
+    assert (os.environ["CIEV_T_SECRET"], os.environ["CIEV_T_KEPT"]) == (
+        "s3cr3t-dotenv-value",
+        "from-environment",
+    )
     assert "s3cr3t" not in out.out + out.err and "not a valid line" not in out.out + out.err
 
 
@@ -204,19 +282,32 @@ def test_dotenv_is_not_loaded_in_ci(sd, capsys, monkeypatch):
     one_sample_suite(sd)
     assert main(["validate", "suite.yaml"]) == 0
     assert "CIEV_T_SECRET" not in os.environ
-    assert capsys.readouterr().err.strip() == "note: ./.env not loaded: CI is set (set variables in the workflow instead)"
+    assert (
+        capsys.readouterr().err.strip()
+        == "note: ./.env not loaded: CI is set (set variables in the workflow instead)"
+    )
 
 
 def test_action_gate_input_adds_one_gate_flag_per_line(tmp_path):
     suite = tmp_path / "suite.yaml"
     suite.write_text("name: x\n")
-    inputs = action.parse_inputs({"INPUT_SUITE": str(suite),
-                                  "INPUT_GATE": "reward avg_score gte 0.75\n\n  quality accuracy gte 80  \n"})
+    inputs = action.parse_inputs(
+        {
+            "INPUT_SUITE": str(suite),
+            "INPUT_GATE": "reward avg_score gte 0.75\n\n  quality accuracy gte 80  \n",
+        }
+    )
     assert inputs.gates == ["reward avg_score gte 0.75", "quality accuracy gte 80"]
     options = action.suite_options(inputs, tmp_path / "out", None)
     assert (options.output, options.gate, options.baseline) == (
-        tmp_path / "out", ["reward avg_score gte 0.75", "quality accuracy gte 80"], None)
+        tmp_path / "out",
+        ["reward avg_score gte 0.75", "quality accuracy gte 80"],
+        None,
+    )
     inputs.args = ["--gate", "extra mean gte 0.5", "--max-concurrent", "3"]
     options = action.suite_options(inputs, tmp_path / "out", str(tmp_path / "base"))
     assert (options.gate, options.max_concurrent, options.baseline) == (
-        ["reward avg_score gte 0.75", "quality accuracy gte 80", "extra mean gte 0.5"], 3, tmp_path / "base")
+        ["reward avg_score gte 0.75", "quality accuracy gte 80", "extra mean gte 0.5"],
+        3,
+        tmp_path / "base",
+    )

@@ -16,9 +16,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 CONTAINERS = (ROOT / "docs" / "containers.md").read_text(encoding="utf-8")
-DOCS = {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
-        for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs").glob("*.yml")),
-                  *sorted((ROOT / "examples").rglob("README.md"))]}
+DOCS = {
+    p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+    for p in [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "docs").glob("*.yml")),
+        *sorted((ROOT / "examples").rglob("README.md")),
+    ]
+}
 
 
 def shell_blocks(text: str) -> list[str]:
@@ -30,12 +36,15 @@ def test_quick_start_commands_create_and_use_a_venv():
     assert blocks[0] == (
         "# Debian/Ubuntu, once: sudo apt-get install python3-venv   (python3 -m venv needs it)\n"
         "python3 -m venv .venv && . .venv/bin/activate && python -m pip install . && "
-        "ci-evals run examples/quickstart/suite.yaml\n")
+        "ci-evals run examples/quickstart/suite.yaml\n"
+    )
     # System packages first, one script each from scripts/ (WordNet, and any other the tests need,
     # chained the same way), then the venv, the test extras and the tests.
-    setup = re.fullmatch(r'((?:bash scripts/install-[a-z0-9-]+\.sh && )+)python3 -m venv \.venv && '
-                         r'\. \.venv/bin/activate && python -m pip install "\.\[test\]" && python -m pytest\n',
-                         blocks[1])
+    setup = re.fullmatch(
+        r"((?:bash scripts/install-[a-z0-9-]+\.sh && )+)python3 -m venv \.venv && "
+        r'\. \.venv/bin/activate && python -m pip install "\.\[test\]" && python -m pytest\n',
+        blocks[1],
+    )
     assert setup is not None, blocks[1]
     assert setup.group(1).startswith("bash scripts/install-wordnet.sh && ")
 
@@ -53,8 +62,11 @@ def test_install_lines_only_install_what_exists(name):
     for line in DOCS[name].splitlines():
         for command in re.findall(r"pip3? install ([^`#&\n]*)", line):
             target = command.strip().split()[-1].strip("\"'")
-            assert target in (".", ".[test]") or target.startswith("git+https://github.com/OWNER/ci-evals@v1") \
-                or target.startswith(("letta", "anthropic", "google-genai", "redis")), f"{name}: {line.strip()}"
+            assert (
+                target in (".", ".[test]")
+                or target.startswith("git+https://github.com/OWNER/ci-evals@v1")
+                or target.startswith(("letta", "anthropic", "google-genai", "redis"))
+            ), f"{name}: {line.strip()}"
 
 
 @pytest.mark.parametrize("name", sorted(DOCS))
@@ -75,15 +87,23 @@ def test_the_placeholder_is_explained_once_before_its_first_use_in_the_readme():
 
 
 def test_container_page_build_args_are_the_dockerfiles():
-    dockerfile_args = set(re.findall(r"^ARG (\w+)", (ROOT / "Dockerfile").read_text(encoding="utf-8"), flags=re.M))
+    dockerfile_args = set(
+        re.findall(r"^ARG (\w+)", (ROOT / "Dockerfile").read_text(encoding="utf-8"), flags=re.M)
+    )
     documented = set(re.findall(r"--build-arg (\w+)=", CONTAINERS))
     assert documented == {"BASE_IMAGE", "PIP_CERT"} and documented <= dockerfile_args
 
 
 def test_container_page_explains_every_flag_the_smoke_test_needs():
     smoke = (ROOT / "scripts" / "container-smoke.sh").read_text(encoding="utf-8")
-    flags = ["--isolation chroot", "--runtime runc", "--ulimit nofile=1024:1024", "--ulimit nproc=1024:1024",
-             "--pull=never", "--network none"]
+    flags = [
+        "--isolation chroot",
+        "--runtime runc",
+        "--ulimit nofile=1024:1024",
+        "--ulimit nproc=1024:1024",
+        "--pull=never",
+        "--network none",
+    ]
     table = CONTAINERS.split("## Hosts where containers cannot raise resource limits", 1)[1]
     for flag in flags:
         assert flag in smoke, flag
@@ -93,4 +113,6 @@ def test_container_page_explains_every_flag_the_smoke_test_needs():
 
 def test_readme_and_action_docs_link_the_container_page():
     assert "[docs/containers.md](docs/containers.md)" in README
-    assert "docs/containers.md" in (ROOT / "src" / "ci_evals" / "action" / "help.py").read_text(encoding="utf-8")
+    assert "docs/containers.md" in (ROOT / "src" / "ci_evals" / "action" / "help.py").read_text(
+        encoding="utf-8"
+    )

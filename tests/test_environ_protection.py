@@ -33,10 +33,20 @@ def test_every_variable_holding_the_token_in_any_form_is_hidden():
         "USER_PAIR": _b64(f"octocat:{TOKEN}"),
         "HEXED": TOKEN.encode().hex(),
         "QUOTED": f"token%3D{TOKEN}",
-        "OTHER_TOKEN_SHAPE": "ghs_" + "x" * 36, "PATH": "/usr/bin:/bin", "HALF": TOKEN[:20],
+        "OTHER_TOKEN_SHAPE": "ghs_" + "x" * 36,
+        "PATH": "/usr/bin:/bin",
+        "HALF": TOKEN[:20],
     }
-    assert hidden_names(env) == ["EXTRAHEADER", "GH_AUTH_HEADER", "HEXED", "INPUT_GITHUB-TOKEN", "OAUTH_BASIC",
-                                 "QUOTED", "REMOTE", "USER_PAIR"]
+    assert hidden_names(env) == [
+        "EXTRAHEADER",
+        "GH_AUTH_HEADER",
+        "HEXED",
+        "INPUT_GITHUB-TOKEN",
+        "OAUTH_BASIC",
+        "QUOTED",
+        "REMOTE",
+        "USER_PAIR",
+    ]
 
 
 @pytest.mark.parametrize("prefix", ["", "a", "ab", "abc", "x-access-token:"])
@@ -49,11 +59,12 @@ def test_base64_of_any_text_holding_the_token_contains_one_of_its_forms(prefix, 
 
 def test_a_short_token_hides_only_exact_copies():
     """A 5-character test token must not hide PATH because "/bin" happens to contain it."""
-    assert hidden_names({"INPUT_GITHUB-TOKEN": "abcde", "COPY": "abcde", "LONGER": "xxabcdexx"}) == \
-        ["COPY", "INPUT_GITHUB-TOKEN"]
+    assert hidden_names(
+        {"INPUT_GITHUB-TOKEN": "abcde", "COPY": "abcde", "LONGER": "xxabcdexx"}
+    ) == ["COPY", "INPUT_GITHUB-TOKEN"]
 
 
-SNOOP = r'''
+SNOOP = r"""
 import base64, glob, os, sys
 needles = [n.encode() for n in open("needles.txt").read().split(",")]
 if not sys.stdin.isatty():
@@ -70,7 +81,7 @@ for path in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"
         found.append(path)
 print(("LEAKED " + " ".join(found)) if found else "CLEAN", file=sys.stderr)
 print("CLEAN" if not found and readable else "LEAKED")
-'''
+"""
 
 
 def test_command_targets_find_the_token_in_no_environ_they_can_read(tmp_path):
@@ -79,22 +90,33 @@ def test_command_targets_find_the_token_in_no_environ_they_can_read(tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "snoop.py").write_text(SNOOP, encoding="utf-8")
-    needles = ",".join([GITHUB_TOKEN[4:], *[f for f in token_forms(GITHUB_TOKEN) if f != GITHUB_TOKEN]])
+    needles = ",".join(
+        [GITHUB_TOKEN[4:], *[f for f in token_forms(GITHUB_TOKEN) if f != GITHUB_TOKEN]]
+    )
     (suite / "needles.txt").write_text(needles)
-    path = write_case(suite, {"kind": "command", "command": [sys.executable, "snoop.py"], "cwd": "."},
-                      {"clean": {"kind": "tool", "function": "exact_match"}}, n=1)
-    (suite / "dataset.jsonl").write_text(json.dumps({"id": 0, "input": "x", "ground_truth": "CLEAN"}) + "\n")
-    extra = {"INPUT_COMMENT": "never", "GH_AUTH_HEADER": f"Authorization: bearer {GITHUB_TOKEN}",
-             "CLONE_URL": f"https://x-access-token:{GITHUB_TOKEN}@github.com/octo/widgets.git",
-             "GIT_EXTRAHEADER": f"AUTHORIZATION: basic {_b64('x-access-token:' + GITHUB_TOKEN)}",
-             "NETRC_B64": _b64(f"machine github.com login x password {GITHUB_TOKEN}")}
+    path = write_case(
+        suite,
+        {"kind": "command", "command": [sys.executable, "snoop.py"], "cwd": "."},
+        {"clean": {"kind": "tool", "function": "exact_match"}},
+        n=1,
+    )
+    (suite / "dataset.jsonl").write_text(
+        json.dumps({"id": 0, "input": "x", "ground_truth": "CLEAN"}) + "\n"
+    )
+    extra = {
+        "INPUT_COMMENT": "never",
+        "GH_AUTH_HEADER": f"Authorization: bearer {GITHUB_TOKEN}",
+        "CLONE_URL": f"https://x-access-token:{GITHUB_TOKEN}@github.com/octo/widgets.git",
+        "GIT_EXTRAHEADER": f"AUTHORIZATION: basic {_b64('x-access-token:' + GITHUB_TOKEN)}",
+        "NETRC_B64": _b64(f"machine github.com login x password {GITHUB_TOKEN}"),
+    }
     proc, texts = _action(tmp_path, path, "http://127.0.0.1:9", extra)
     record = json.loads(texts["results.jsonl"])
     assert record["submission"]["clean"] == "CLEAN", record
     assert proc.returncode == 0, texts["stdout"]
 
 
-PY_GRADER_SNOOP = r'''
+PY_GRADER_SNOOP = r"""
 import glob, os, subprocess
 def grade(sample, item):
     needle = item["metadata"]["needle"].encode()
@@ -111,7 +133,7 @@ def grade(sample, item):
         hits.append("cat")
     print(hits, cat.returncode)
     return 0.0 if hits else 1.0
-'''
+"""
 
 
 def test_python_grader_cannot_read_the_model_key_from_ci_evals(tmp_path):
@@ -119,16 +141,36 @@ def test_python_grader_cannot_read_the_model_key_from_ci_evals(tmp_path):
     grader's worker (and a ``cat`` it starts) cannot read them from /proc/<parent>/environ or any
     other environ, even as root: ci-evals is non-dumpable and the worker holds no capability."""
     key = "sk-proc-environ-" + os.urandom(8).hex()
-    (tmp_path / "dataset.jsonl").write_text(json.dumps({"id": 0, "input": "x", "ground_truth": "CLEAN",
-                                                        "metadata": {"needle": key[3:]}}) + "\n")
+    (tmp_path / "dataset.jsonl").write_text(
+        json.dumps(
+            {"id": 0, "input": "x", "ground_truth": "CLEAN", "metadata": {"needle": key[3:]}}
+        )
+        + "\n"
+    )
     (tmp_path / "outputs.jsonl").write_text('{"id": 0, "output": "CLEAN"}\n')
-    suite = {"name": "snoop", "dataset": "dataset.jsonl", "cache": False,
-             "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-             "graders": {"snoop": {"kind": "python", "source": PY_GRADER_SNOOP}}, "gate": {"op": "gte", "value": 1.0}}
+    suite = {
+        "name": "snoop",
+        "dataset": "dataset.jsonl",
+        "cache": False,
+        "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+        "graders": {"snoop": {"kind": "python", "source": PY_GRADER_SNOOP}},
+        "gate": {"op": "gte", "value": 1.0},
+    }
     (tmp_path / "suite.yaml").write_text(json.dumps(suite))
-    proc = subprocess.run([sys.executable, "-m", "ci_evals", "run", "suite.yaml", "-o", "out", "-q"], cwd=tmp_path,
-                          env=env_with(SNOOP_API_KEY=key), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "run", "suite.yaml", "-o", "out", "-q"],
+        cwd=tmp_path,
+        env=env_with(SNOOP_API_KEY=key),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     row = json.loads((tmp_path / "out" / "results.jsonl").read_text())
-    assert (row["grades"]["snoop"]["score"], row["grades"]["snoop"]["metadata"]["output"]) == (1.0, "[] 1\n")
+    assert (row["grades"]["snoop"]["score"], row["grades"]["snoop"]["metadata"]["output"]) == (
+        1.0,
+        "[] 1\n",
+    )
     assert proc.returncode == 0, proc.stderr
-    assert key.encode() not in Path(f"/proc/{os.getpid()}/environ").read_bytes()  # the test's own is clean
+    assert (
+        key.encode() not in Path(f"/proc/{os.getpid()}/environ").read_bytes()
+    )  # the test's own is clean

@@ -31,42 +31,75 @@ def baseline_then_run(sd, prepare) -> dict:
     prepare(sd.root / "base")
     rc = sd.run("--baseline", str(sd.root / "base"), out="pr")
     s = sd.summary("pr")
-    return {"rc": rc, "verdict": s["verdict"], "status": s["gates"][0]["status"], "reason": s["gates"][0]["reason"],
-            "missing": s["baseline"]["missing"]}
+    return {
+        "rc": rc,
+        "verdict": s["verdict"],
+        "status": s["gates"][0]["status"],
+        "reason": s["gates"][0]["reason"],
+        "missing": s["baseline"]["missing"],
+    }
 
 
-@pytest.mark.parametrize(("prepare", "why"), [
-    (lambda b: (b / "results.jsonl").unlink(), "baseline folder {b} has no results.jsonl"),
-    (lambda b: (b / "results.jsonl").write_text(""), "baseline results.jsonl in {b} is empty"),
-    (lambda b: (b / "summary.json").unlink(), "baseline folder {b} has no summary.json"),
-])
+@pytest.mark.parametrize(
+    ("prepare", "why"),
+    [
+        (lambda b: (b / "results.jsonl").unlink(), "baseline folder {b} has no results.jsonl"),
+        (lambda b: (b / "results.jsonl").write_text(""), "baseline results.jsonl in {b} is empty"),
+        (lambda b: (b / "summary.json").unlink(), "baseline folder {b} has no summary.json"),
+    ],
+)
 def test_a_baseline_without_its_files_is_no_baseline(sd, prepare, why):
     got = baseline_then_run(sd, prepare)
     why = why.format(b=sd.root / "base")
-    assert got == {"rc": 1, "verdict": "failed", "status": "no_baseline",
-                   "reason": f"no baseline: {why} (on_missing_baseline: fail)", "missing": why}
+    assert got == {
+        "rc": 1,
+        "verdict": "failed",
+        "status": "no_baseline",
+        "reason": f"no baseline: {why} (on_missing_baseline: fail)",
+        "missing": why,
+    }
 
 
 def test_a_baseline_folder_that_does_not_exist_is_no_baseline(sd):
-    write_suite(sd, [{"metric_key": "ok", "max_drop": 0.05}])  # on_missing_baseline: pass (the default)
+    write_suite(
+        sd, [{"metric_key": "ok", "max_drop": 0.05}]
+    )  # on_missing_baseline: pass (the default)
     assert sd.run("--baseline", str(sd.root / "nowhere")) == 0
     g = sd.summary()["gates"][0]
     assert (g["status"], g["passed"], g["reason"]) == (
-        "no_baseline", True, f"no baseline: baseline folder {sd.root / 'nowhere'} does not exist "
-                             "(on_missing_baseline: pass)")
+        "no_baseline",
+        True,
+        f"no baseline: baseline folder {sd.root / 'nowhere'} does not exist "
+        "(on_missing_baseline: pass)",
+    )
 
 
 def test_a_renamed_metric_is_no_baseline_not_a_pass(sd, capsys):
-    write_suite(sd, [{"metric_key": "old", "max_drop": 0.05, "on_missing_baseline": "fail"}], grader="old")
+    write_suite(
+        sd, [{"metric_key": "old", "max_drop": 0.05, "on_missing_baseline": "fail"}], grader="old"
+    )
     sd.run(out="base")
-    write_suite(sd, [{"metric_key": "new", "max_drop": 0.05, "on_missing_baseline": "fail"}], grader="new")
-    rc = main(["run", str(sd.root / "suite.yaml"), "-o", str(sd.root / "pr"), "--no-cache",
-               "--baseline", str(sd.root / "base")])
+    write_suite(
+        sd, [{"metric_key": "new", "max_drop": 0.05, "on_missing_baseline": "fail"}], grader="new"
+    )
+    rc = main(
+        [
+            "run",
+            str(sd.root / "suite.yaml"),
+            "-o",
+            str(sd.root / "pr"),
+            "--no-cache",
+            "--baseline",
+            str(sd.root / "base"),
+        ]
+    )
     out = capsys.readouterr().out.splitlines()
     s = sd.summary("pr")
     assert (rc, s["verdict"], s["gates"][0]["status"]) == (1, "failed", "no_baseline")
-    assert ("Gate: new avg_score max_drop 0.05: no baseline: the baseline has no metric 'new' (added or renamed "
-            "since?) (on_missing_baseline: fail) -> NO BASELINE (fails)") in out
+    assert (
+        "Gate: new avg_score max_drop 0.05: no baseline: the baseline has no metric 'new' (added or renamed "
+        "since?) (on_missing_baseline: fail) -> NO BASELINE (fails)"
+    ) in out
     assert s["baseline"]["metrics"]["new"]["delta_mean"] is None
 
 
@@ -76,7 +109,10 @@ def test_a_baseline_of_another_suite_is_no_baseline(sd):
     write_suite(sd, DROP_FAIL, name="t")
     assert sd.run("--baseline", str(sd.root / "base"), out="pr") == 1
     g = sd.summary("pr")["gates"][0]
-    assert g["reason"] == "no baseline: the baseline is of suite 'other', not 't' (on_missing_baseline: fail)"
+    assert (
+        g["reason"]
+        == "no baseline: the baseline is of suite 'other', not 't' (on_missing_baseline: fail)"
+    )
 
 
 def test_a_usable_baseline_still_compares(sd):
@@ -84,7 +120,11 @@ def test_a_usable_baseline_still_compares(sd):
     sd.run(out="base")
     assert sd.run("--baseline", str(sd.root / "base"), out="pr") == 0
     g = sd.summary("pr")["gates"][0]
-    assert (g["status"], g["reason"], g["drop"]) == ("passed", "drop 0.0000 from baseline 0.6250 (max_drop 0.05)", 0)
+    assert (g["status"], g["reason"], g["drop"]) == (
+        "passed",
+        "drop 0.0000 from baseline 0.6250 (max_drop 0.05)",
+        0,
+    )
 
 
 # ---------------------------------------------------------------- merge
@@ -108,8 +148,10 @@ def test_one_shard_alone_is_partial_naming_the_missing_ones(sd, capsys):
     s = sd.summary("merged")
     assert (s["verdict"], s["partial"], s["gate"]["passed"]) == ("partial", True, False)
     assert s["verdict_reason"] == "shards 1/4, 2/4, 3/4 missing (1 of 4 merged)"
-    assert capsys.readouterr().out.splitlines()[-1] == \
-        "Verdict: PARTIAL (shards 1/4, 2/4, 3/4 missing (1 of 4 merged))"
+    assert (
+        capsys.readouterr().out.splitlines()[-1]
+        == "Verdict: PARTIAL (shards 1/4, 2/4, 3/4 missing (1 of 4 merged))"
+    )
 
 
 def test_a_complete_set_is_not_partial(sd):
@@ -125,8 +167,10 @@ def test_a_truncated_shard_is_partial(sd):
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:-1]))
     assert merge(sd, dirs) == 1
-    assert sd.summary("merged")["verdict_reason"] == \
-        f"shard 2/2: results.jsonl has {len(lines) - 1} of {len(lines)} records"
+    assert (
+        sd.summary("merged")["verdict_reason"]
+        == f"shard 2/2: results.jsonl has {len(lines) - 1} of {len(lines)} records"
+    )
 
 
 def test_an_interrupted_shard_is_partial(sd):
@@ -139,13 +183,22 @@ def test_an_interrupted_shard_is_partial(sd):
     assert sd.summary("merged")["verdict_reason"] == "shard 1/2 is interrupted"
 
 
-@pytest.mark.parametrize(("tamper", "message"), [
-    (lambda s: s.update(suite="other"), "this folder holds results of a different suite or configuration"),
-    (lambda s: s["shard"].update(count=3), "shards of different splits (of 2 and of 3)"),
-    (lambda s: s["shard"].update(index=1), "shard 1/2 appears twice (also {first})"),
-    (lambda s: s["shard"].update(selected=99), "the shards selected different samples (8 and 99 before sharding): "
-                                               "run every shard with the same options"),
-])
+@pytest.mark.parametrize(
+    ("tamper", "message"),
+    [
+        (
+            lambda s: s.update(suite="other"),
+            "this folder holds results of a different suite or configuration",
+        ),
+        (lambda s: s["shard"].update(count=3), "shards of different splits (of 2 and of 3)"),
+        (lambda s: s["shard"].update(index=1), "shard 1/2 appears twice (also {first})"),
+        (
+            lambda s: s["shard"].update(selected=99),
+            "the shards selected different samples (8 and 99 before sharding): "
+            "run every shard with the same options",
+        ),
+    ],
+)
 def test_shards_that_do_not_belong_together_are_a_configuration_error(sd, capsys, tamper, message):
     dirs = shards(sd, 2, [1, 2])
     p = sd.root / "shard2" / "summary.json"
@@ -162,5 +215,7 @@ def test_a_regression_gate_run_without_baseline_says_so(sd, capsys):
     write_suite(sd, [{"metric_key": "ok", "max_drop": 0.05}])
     rc = main(["run", str(sd.root / "suite.yaml"), "-o", str(sd.root / "out"), "--no-cache"])
     assert rc == 0
-    assert ("Gate: ok avg_score max_drop 0.05: no baseline: run without --baseline (on_missing_baseline: pass) "
-            "-> NO BASELINE (passes)") in capsys.readouterr().out.splitlines()
+    assert (
+        "Gate: ok avg_score max_drop 0.05: no baseline: run without --baseline (on_missing_baseline: pass) "
+        "-> NO BASELINE (passes)"
+    ) in capsys.readouterr().out.splitlines()

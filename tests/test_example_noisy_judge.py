@@ -32,9 +32,24 @@ def runs(tmp_path_factory):
     try:
         base = tmp / "baseline"
         codes = {"baseline": _run(mp, "1", str(EXAMPLE / "suite.yaml"), "--output", str(base))}
-        codes["aa"] = _run(mp, "2", str(EXAMPLE / "suite.yaml"), "--baseline", str(base), "--output", str(tmp / "aa"))
-        codes["ab"] = _run(mp, "3", str(EXAMPLE / "suite-regressed.yaml"), "--baseline", str(base),
-                           "--output", str(tmp / "ab"))
+        codes["aa"] = _run(
+            mp,
+            "2",
+            str(EXAMPLE / "suite.yaml"),
+            "--baseline",
+            str(base),
+            "--output",
+            str(tmp / "aa"),
+        )
+        codes["ab"] = _run(
+            mp,
+            "3",
+            str(EXAMPLE / "suite-regressed.yaml"),
+            "--baseline",
+            str(base),
+            "--output",
+            str(tmp / "ab"),
+        )
     finally:
         mp.undo()
     summaries = {k: json.loads((tmp / k / "summary.json").read_text()) for k in codes}
@@ -89,10 +104,12 @@ def test_every_gate_has_a_stability_and_the_metric_its_noise(runs):
 
 def test_the_readme_shows_these_commands_and_this_output(runs):
     readme = (EXAMPLE / "README.md").read_text(encoding="utf-8")
-    for cmd in ("NOISY_JUDGE_SEED=1 ci-evals run examples/noisy-judge/suite.yaml --output baseline",
-                "NOISY_JUDGE_SEED=2 ci-evals run examples/noisy-judge/suite.yaml --baseline baseline --output aa",
-                "NOISY_JUDGE_SEED=3 ci-evals run examples/noisy-judge/suite-regressed.yaml --baseline baseline "
-                "--output ab"):
+    for cmd in (
+        "NOISY_JUDGE_SEED=1 ci-evals run examples/noisy-judge/suite.yaml --output baseline",
+        "NOISY_JUDGE_SEED=2 ci-evals run examples/noisy-judge/suite.yaml --baseline baseline --output aa",
+        "NOISY_JUDGE_SEED=3 ci-evals run examples/noisy-judge/suite-regressed.yaml --baseline baseline "
+        "--output ab",
+    ):
         assert cmd in readme, cmd
     _, summaries = runs
     # the figures pasted in the README are the ones these seeds give
@@ -102,8 +119,12 @@ def test_the_readme_shows_these_commands_and_this_output(runs):
     assert re.search(rf"paired change {drop['actual'] - drop['baseline_value']:+.4f}", readme)
     # every gate's reason and stability, as the console prints them for the A/A and A/B runs
     for name in ("aa", "ab"):
-        for gate in summaries[name]["gates"]:  # the whole console line: title, reason, mark and stability
-            mark = {"passed": "PASS", "failed": "FAIL", "undecided": "UNDECIDED (passes)"}[gate["status"]]
+        for gate in summaries[name][
+            "gates"
+        ]:  # the whole console line: title, reason, mark and stability
+            mark = {"passed": "PASS", "failed": "FAIL", "undecided": "UNDECIDED (passes)"}[
+                gate["status"]
+            ]
             flag = " UNSTABLE:" if gate["stability"] < 0.9 and gate["status"] != "undecided" else ""
             line = f"Gate: {gate_title(gate)}: {gate['reason']} ->{flag} {mark} ({stability_note(gate)})"
             assert line in readme.splitlines(), (name, line)

@@ -40,7 +40,9 @@ def server():
 
 def chat(server: FakeOpenAI, text: str = "hello there", **extra) -> httpx.Response:
     body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}], **extra}
-    return httpx.post(f"{server.url}/chat/completions", json=body, headers={"Authorization": "Bearer sk-x"})
+    return httpx.post(
+        f"{server.url}/chat/completions", json=body, headers={"Authorization": "Bearer sk-x"}
+    )
 
 
 def rate_headers(resp: httpx.Response) -> dict[str, str]:
@@ -51,16 +53,29 @@ def test_second_immediate_request_is_429_with_openais_body_and_headers(server):
     server.rate_limit(rpm=60, burst_s=1)
     first = chat(server)
     assert first.status_code == 200
-    assert rate_headers(first) == {"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "0",
-                                   "x-ratelimit-reset-requests": "1s"}
+    assert rate_headers(first) == {
+        "x-ratelimit-limit-requests": "60",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "1s",
+    }
     second = chat(server)
     assert second.status_code == 429
-    assert second.json() == {"error": {
-        "message": "Rate limit reached for gpt-4o-mini in organization org-fake on requests per min (RPM): Limit 60, "
-                   f"Used 60, Requested 1. Please try again in 1s. {MORE}",
-        "type": "requests", "param": None, "code": "rate_limit_exceeded"}}
-    assert rate_headers(second) == {"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "0",
-                                    "x-ratelimit-reset-requests": "1s", "retry-after-ms": "1000", "retry-after": "1"}
+    assert second.json() == {
+        "error": {
+            "message": "Rate limit reached for gpt-4o-mini in organization org-fake on requests per min (RPM): Limit 60, "
+            f"Used 60, Requested 1. Please try again in 1s. {MORE}",
+            "type": "requests",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }
+    assert rate_headers(second) == {
+        "x-ratelimit-limit-requests": "60",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "1s",
+        "retry-after-ms": "1000",
+        "retry-after": "1",
+    }
     server.clock.now += 0.88
     third = chat(server)
     assert third.status_code == 429
@@ -89,8 +104,9 @@ def test_after_the_advertised_wait_the_request_fits_on_the_real_clock():
 def test_remaining_requests_counts_down_and_reset_grows(server):
     server.rate_limit(rpm=60, burst_s=60)
     seen = [rate_headers(chat(server)) for _ in range(3)]
-    assert [(h["x-ratelimit-remaining-requests"], h["x-ratelimit-reset-requests"]) for h in seen] == [
-        ("59", "1s"), ("58", "2s"), ("57", "3s")]
+    assert [
+        (h["x-ratelimit-remaining-requests"], h["x-ratelimit-reset-requests"]) for h in seen
+    ] == [("59", "1s"), ("58", "2s"), ("57", "3s")]
     assert {h["x-ratelimit-limit-requests"] for h in seen} == {"60"}
     server.clock.now += 90.5
     assert rate_headers(chat(server))["x-ratelimit-remaining-requests"] == "59"
@@ -107,17 +123,25 @@ def test_reset_uses_openais_duration_format(server):
 
 
 def test_token_bucket_charges_prompt_words_plus_max_tokens(server):
-    server.rate_limit(tpm=120, burst_s=60)  # a 120-token bucket refilled at 2 tokens/s; no request limit
+    server.rate_limit(
+        tpm=120, burst_s=60
+    )  # a 120-token bucket refilled at 2 tokens/s; no request limit
     ok = chat(server, "one two three", max_tokens=7)
     assert ok.status_code == 200
-    assert rate_headers(ok) == {"x-ratelimit-limit-tokens": "120", "x-ratelimit-remaining-tokens": "110",
-                                "x-ratelimit-reset-tokens": "5s"}
+    assert rate_headers(ok) == {
+        "x-ratelimit-limit-tokens": "120",
+        "x-ratelimit-remaining-tokens": "110",
+        "x-ratelimit-reset-tokens": "5s",
+    }
     over = chat(server, "one", max_completion_tokens=110)
     assert over.status_code == 429
     assert over.json()["error"] == {
         "message": "Rate limit reached for gpt-4o-mini in organization org-fake on tokens per min (TPM): Limit 120, "
-                   f"Used 10, Requested 111. Please try again in 500ms. {MORE}",
-        "type": "tokens", "param": None, "code": "rate_limit_exceeded"}
+        f"Used 10, Requested 111. Please try again in 500ms. {MORE}",
+        "type": "tokens",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
     assert (over.headers["retry-after-ms"], over.headers["retry-after"]) == ("500", "1")
     server.clock.now += 0.5
     assert chat(server, "one", max_completion_tokens=110).status_code == 200
@@ -130,17 +154,22 @@ def test_a_request_larger_than_the_token_bucket_is_too_large_without_a_retry_tim
     assert resp.status_code == 429
     assert resp.json()["error"]["message"] == (
         "Request too large for gpt-4o-mini in organization org-fake on tokens per min (TPM): Limit 120, Requested 201. "
-        f"The input or output tokens must be reduced in order to run successfully. {MORE}")
+        f"The input or output tokens must be reduced in order to run successfully. {MORE}"
+    )
     assert "retry-after" not in resp.headers and "retry-after-ms" not in resp.headers
 
 
 def test_without_a_cap_the_reply_words_are_charged_after_the_reply(server):
     server.rate_limit(tpm=120, burst_s=60)
-    first = chat(server, "a b c")  # the default responder echoes: 3 prompt words, then 3 completion words
+    first = chat(
+        server, "a b c"
+    )  # the default responder echoes: 3 prompt words, then 3 completion words
     assert first.json()["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
     assert first.headers["x-ratelimit-remaining-tokens"] == "117"
     assert chat(server, "a b c").headers["x-ratelimit-remaining-tokens"] == "111"
-    emb = httpx.post(f"{server.url}/embeddings", json={"model": "text-embedding-3-small", "input": ["x y", "z"]})
+    emb = httpx.post(
+        f"{server.url}/embeddings", json={"model": "text-embedding-3-small", "input": ["x y", "z"]}
+    )
     assert emb.headers["x-ratelimit-remaining-tokens"] == "105"
 
 
@@ -148,8 +177,13 @@ def test_both_buckets_send_both_trios_and_a_request_limit_names_rpm(server):
     server.rate_limit(rpm=60, tpm=6000, burst_s=1)
     ok = chat(server, "one two", max_tokens=3)
     assert rate_headers(ok) == {
-        "x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s",
-        "x-ratelimit-limit-tokens": "6000", "x-ratelimit-remaining-tokens": "95", "x-ratelimit-reset-tokens": "50ms"}
+        "x-ratelimit-limit-requests": "60",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "1s",
+        "x-ratelimit-limit-tokens": "6000",
+        "x-ratelimit-remaining-tokens": "95",
+        "x-ratelimit-reset-tokens": "50ms",
+    }
     assert chat(server).json()["error"]["type"] == "requests"
 
 
@@ -175,9 +209,13 @@ def test_faults_and_models_are_unaffected_and_fault_answers_carry_the_headers(se
 def test_the_openai_sdk_reads_the_429_as_a_rate_limit_error(server):
     server.rate_limit(rpm=60)
     client = openai.OpenAI(base_url=server.url, api_key="sk-x", max_retries=0)
-    client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+    )
     with pytest.raises(openai.RateLimitError) as err:
-        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+        client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+        )
     assert err.value.code == "rate_limit_exceeded" and err.value.type == "requests"
     assert err.value.response.headers["retry-after-ms"] == "1000"
 
@@ -202,9 +240,16 @@ def test_max_in_flight_counts_concurrent_requests():
 
 
 def messages(server: FakeAnthropic, max_tokens: int = 5) -> httpx.Response:
-    body = {"model": "claude-haiku-4-5", "max_tokens": max_tokens, "messages": [{"role": "user", "content": "hi you"}]}
-    return httpx.post(f"{server.url}/v1/messages", json=body,
-                      headers={"x-api-key": "sk-ant-x", "anthropic-version": "2023-06-01"})
+    body = {
+        "model": "claude-haiku-4-5",
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": "hi you"}],
+    }
+    return httpx.post(
+        f"{server.url}/v1/messages",
+        json=body,
+        headers={"x-api-key": "sk-ant-x", "anthropic-version": "2023-06-01"},
+    )
 
 
 def rfc3339_in(value: str, low: float, high: float) -> bool:
@@ -219,33 +264,56 @@ def test_anthropic_429_has_the_rate_limit_error_shape_and_headers():
         ok = messages(server)
         assert ok.status_code == 200
         h = rate_headers(ok)
-        assert sorted(h) == sorted(f"anthropic-ratelimit-{k}-{f}" for k in ("requests", "tokens", "input-tokens")
-                                   for f in ("limit", "remaining", "reset"))
-        assert (h["anthropic-ratelimit-requests-limit"], h["anthropic-ratelimit-requests-remaining"]) == ("60", "0")
-        assert (h["anthropic-ratelimit-tokens-limit"], h["anthropic-ratelimit-tokens-remaining"]) == ("600", "3")
-        assert h["anthropic-ratelimit-input-tokens-remaining"] == "3"  # 10 - (2 prompt words + max_tokens 5)
+        assert sorted(h) == sorted(
+            f"anthropic-ratelimit-{k}-{f}"
+            for k in ("requests", "tokens", "input-tokens")
+            for f in ("limit", "remaining", "reset")
+        )
+        assert (
+            h["anthropic-ratelimit-requests-limit"],
+            h["anthropic-ratelimit-requests-remaining"],
+        ) == ("60", "0")
+        assert (
+            h["anthropic-ratelimit-tokens-limit"],
+            h["anthropic-ratelimit-tokens-remaining"],
+        ) == ("600", "3")
+        assert (
+            h["anthropic-ratelimit-input-tokens-remaining"] == "3"
+        )  # 10 - (2 prompt words + max_tokens 5)
         assert rfc3339_in(h["anthropic-ratelimit-requests-reset"], -0.1, 2.1)
         rejected = messages(server)
         assert rejected.status_code == 429
-        assert rejected.json() == {"type": "error", "request_id": "req_2", "error": {
-            "type": "rate_limit_error",
-            "message": "This request would exceed your organization's rate limit of 60 requests per minute (org: "
-                       "org-fake, model: claude-haiku-4-5). For details, refer to: "
-                       "https://docs.claude.com/en/api/rate-limits. You can see the response headers for current "
-                       "usage. Please reduce the prompt length or the maximum tokens requested, or try again later."}}
+        assert rejected.json() == {
+            "type": "error",
+            "request_id": "req_2",
+            "error": {
+                "type": "rate_limit_error",
+                "message": "This request would exceed your organization's rate limit of 60 requests per minute (org: "
+                "org-fake, model: claude-haiku-4-5). For details, refer to: "
+                "https://docs.claude.com/en/api/rate-limits. You can see the response headers for current "
+                "usage. Please reduce the prompt length or the maximum tokens requested, or try again later.",
+            },
+        }
         assert rejected.headers["retry-after"] == "1"
         assert "retry-after-ms" not in rejected.headers
         assert server.rate_stats == {"accepted": 1, "rejected": 1, "max_in_flight": 1}
         server.clock.now += 1
         too_many_tokens = messages(server, max_tokens=9)
-        assert too_many_tokens.status_code == 429 and "600 input tokens per minute" in too_many_tokens.text
+        assert (
+            too_many_tokens.status_code == 429
+            and "600 input tokens per minute" in too_many_tokens.text
+        )
 
 
 def test_anthropic_sdk_reads_429_and_the_overloaded_529():
     with FakeAnthropic() as server:
         server.rate_limit(rpm=60)
         client = anthropic.Anthropic(base_url=server.url, api_key="sk-ant-x", max_retries=0)
-        ask = {"model": "claude-haiku-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+        ask = {
+            "model": "claude-haiku-4-5",
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
         client.messages.create(**ask)
         with pytest.raises(anthropic.RateLimitError):
             client.messages.create(**ask)
@@ -267,14 +335,18 @@ def test_gemini_429_is_resource_exhausted_with_a_retry_delay():
         assert resp.status_code == 429 and rate_headers(resp) == {}
         err = resp.json()["error"]
         assert (err["code"], err["status"]) == (429, "RESOURCE_EXHAUSTED")
-        assert err["details"] == [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.000s"}]
+        assert err["details"] == [
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.000s"}
+        ]
 
 
 def test_process_mode_limits_and_serves_its_counts():
     proc, url = spawn(0.0, rpm=60, burst_s=1)
     try:
-        codes = [httpx.post(f"{url}/chat/completions", json={"model": "m", "messages": []}).status_code
-                 for _ in range(2)]
+        codes = [
+            httpx.post(f"{url}/chat/completions", json={"model": "m", "messages": []}).status_code
+            for _ in range(2)
+        ]
         assert codes == [200, 429]
         assert stats(url) == {"accepted": 1, "rejected": 1, "max_in_flight": 1}
     finally:

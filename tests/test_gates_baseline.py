@@ -38,20 +38,43 @@ def test_percentile_is_linear_interpolation():
 def test_confidence_gate_is_inconclusive_when_interval_straddles():
     scores = [0.0] * 5 + [1.0] * 15
     agg = summarize(scores, 15, 0)
-    g = evaluate(GateSpec(metric="accuracy", op="gte", value=0.7, confidence=0.95, metric_key="m"), agg, scores)
+    g = evaluate(
+        GateSpec(metric="accuracy", op="gte", value=0.7, confidence=0.95, metric_key="m"),
+        agg,
+        scores,
+    )
     assert g["status"] == "inconclusive" and g["passed"] is False
-    g = evaluate(GateSpec(metric="accuracy", op="gte", value=0.5, confidence=0.95, metric_key="m"), agg, scores)
+    g = evaluate(
+        GateSpec(metric="accuracy", op="gte", value=0.5, confidence=0.95, metric_key="m"),
+        agg,
+        scores,
+    )
     assert g["status"] == "passed"
-    g = evaluate(GateSpec(metric="accuracy", op="gte", value=0.95, confidence=0.95, metric_key="m"), agg, scores)
+    g = evaluate(
+        GateSpec(metric="accuracy", op="gte", value=0.95, confidence=0.95, metric_key="m"),
+        agg,
+        scores,
+    )
     assert g["status"] == "failed"
-    g = evaluate(GateSpec(metric="accuracy", op="lte", value=0.85, confidence=0.95, metric_key="m"), agg, scores)
+    g = evaluate(
+        GateSpec(metric="accuracy", op="lte", value=0.85, confidence=0.95, metric_key="m"),
+        agg,
+        scores,
+    )
     assert g["status"] == "inconclusive"
 
 
-@pytest.mark.parametrize(("reducer", "expected"), [
-    ("mean", (0.5, True, False)), ("median", (0.5, True, False)), ("max", (1.0, True, False)),
-    ("pass_at_k", (1.0, True, False)), ("pass_all_k", (0.0, False, False)), ("majority", (0.0, False, False)),
-])
+@pytest.mark.parametrize(
+    ("reducer", "expected"),
+    [
+        ("mean", (0.5, True, False)),
+        ("median", (0.5, True, False)),
+        ("max", (1.0, True, False)),
+        ("pass_at_k", (1.0, True, False)),
+        ("pass_all_k", (0.0, False, False)),
+        ("majority", (0.0, False, False)),
+    ],
+)
 def test_reducers(reducer, expected):
     runs = [(1.0, True, False), (0.0, False, False), (1.0, True, False), (0.0, False, False)]
     assert reduce_runs(reducer, runs, ("gte", 0.5)) == expected
@@ -69,11 +92,15 @@ def run_with(sd, outputs, out, gates, *args):
 
 
 def test_baseline_deltas_regressions_and_regression_gates(sd):
-    gates = [{"metric_key": "ok", "metric": "accuracy", "op": "gte", "value": 0.4},
-             {"metric_key": "ok", "max_drop": 0.1},
-             {"metric_key": "ok", "max_regressions": 0}]
+    gates = [
+        {"metric_key": "ok", "metric": "accuracy", "op": "gte", "value": 0.4},
+        {"metric_key": "ok", "max_drop": 0.1},
+        {"metric_key": "ok", "max_regressions": 0},
+    ]
     assert run_with(sd, ["yes", "yes", "yes", "no", "yes"], "base", gates) == 0
-    rc = run_with(sd, ["yes", "no", "no", "yes", "yes"], "pr", gates, "--baseline", str(sd.root / "base"))
+    rc = run_with(
+        sd, ["yes", "no", "no", "yes", "yes"], "pr", gates, "--baseline", str(sd.root / "base")
+    )
     assert rc == 1
     s = sd.summary("pr")
     b = s["baseline"]
@@ -82,8 +109,11 @@ def test_baseline_deltas_regressions_and_regression_gates(sd):
     assert sorted(r["sample_id"] for r in b["regressions"]) == ["1", "2"]
     assert [r["sample_id"] for r in b["improvements"]] == ["3"]
     statuses = [(g["description"], g["status"]) for g in s["gates"]]
-    assert statuses == [("ok accuracy gte 0.4", "passed"), ("ok avg_score max_drop 0.1", "failed"),
-                        ("ok avg_score max_regressions 0", "failed")]
+    assert statuses == [
+        ("ok accuracy gte 0.4", "passed"),
+        ("ok avg_score max_drop 0.1", "failed"),
+        ("ok avg_score max_regressions 0", "failed"),
+    ]
     assert s["gates"][1]["drop"] == pytest.approx(0.2)
     assert s["gates"][2]["regressions"] == 2
 

@@ -21,7 +21,9 @@ def default_threshold():
 
 
 def test_a_run_raises_the_young_threshold_and_puts_it_back(sd):
-    custom_grade_suite(sd, "GradeResult(score=1.0, metadata={'young': __import__('gc').get_threshold()[0]})")
+    custom_grade_suite(
+        sd, "GradeResult(score=1.0, metadata={'young': __import__('gc').get_threshold()[0]})"
+    )
     assert sd.run() == 0
     [rec] = sd.results()
     assert rec["grades"]["g"]["metadata"]["young"] == YOUNG

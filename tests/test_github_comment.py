@@ -77,14 +77,24 @@ def test_snapshot_with_baseline_regressions_and_an_inconclusive_gate():
 
 def test_first_line_is_the_marker_then_the_verdict():
     lines = comment().splitlines()
-    assert lines[:4] == [MARK, "### ❌ ci-evals · qa: failed", "",
-                         "**Verdict: failed**: Answer quality (quality): avg_score 0.5833, needs &gt;= 0.75"]
+    assert lines[:4] == [
+        MARK,
+        "### ❌ ci-evals · qa: failed",
+        "",
+        "**Verdict: failed**: Answer quality (quality): avg_score 0.5833, needs &gt;= 0.75",
+    ]
 
 
 def test_metric_table_without_baseline_has_no_delta_column():
     body = comment()
-    assert "| Metric | Mean (95% CI) | Pass rate | Graded | Errors | Pass rule |\n|---|---:|---:|---:|---:|---|\n" in body
-    assert "| Answer quality (quality) | 0.583 (0.350–0.800) | 50.0% (3/6) | 5/6 | 1 | `score >= 0.75` |" in body
+    assert (
+        "| Metric | Mean (95% CI) | Pass rate | Graded | Errors | Pass rule |\n|---|---:|---:|---:|---:|---|\n"
+        in body
+    )
+    assert (
+        "| Answer quality (quality) | 0.583 (0.350–0.800) | 50.0% (3/6) | 5/6 | 1 | `score >= 0.75` |"
+        in body
+    )
 
 
 def test_score_chart_only_for_graded_metrics():
@@ -273,10 +283,14 @@ def test_a_human_named_like_the_bot_is_not_the_bot(github_server):
 def test_a_personal_token_updates_only_its_users_comment(github_server):
     gh, warnings = github_server, []
     gh.user_login = "ci-bot-user"
-    gh.add_comments(7, [MARK + "\nby the actions bot"], author={"login": "github-actions[bot]", "type": "Bot"})
+    gh.add_comments(
+        7, [MARK + "\nby the actions bot"], author={"login": "github-actions[bot]", "type": "Bot"}
+    )
     ours = gh.add_comments(7, [MARK + "\nold"])[0]
     upsert(gh, MARK + "\nnew", warnings)
-    assert [(r.method, r.path) for r in gh.writes()] == [("PATCH", f"/repos/octo/widgets/issues/comments/{ours['id']}")]
+    assert [(r.method, r.path) for r in gh.writes()] == [
+        ("PATCH", f"/repos/octo/widgets/issues/comments/{ours['id']}")
+    ]
     assert ours["body"] == MARK + "\nnew"
 
 
@@ -421,16 +435,23 @@ def test_oversized_comment_is_accepted_by_the_server(github_server):
 # ---------------------------------------------------------------- GitHub's rate limits
 
 
-SECONDARY = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+SECONDARY = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+)
 
 
-@pytest.mark.parametrize("status,headers", [
-    (403, {"retry-after": "1"}),
-    (429, {"retry-after": "1"}),
-    (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "{reset}"}),
-    (429, {"Retry-After": "{date}"}),
-])
-def test_a_rate_limited_answer_is_waited_out_then_the_comment_is_posted(github_server, status, headers):
+@pytest.mark.parametrize(
+    "status,headers",
+    [
+        (403, {"retry-after": "1"}),
+        (429, {"retry-after": "1"}),
+        (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "{reset}"}),
+        (429, {"Retry-After": "{date}"}),
+    ],
+)
+def test_a_rate_limited_answer_is_waited_out_then_the_comment_is_posted(
+    github_server, status, headers
+):
     import email.utils
     import time
 
@@ -450,14 +471,21 @@ def test_a_long_rate_limit_is_reported_not_waited_and_gets_no_fork_hint(github_s
 
     gh, warnings = github_server, []
     reset = int(time.time()) + 3600
-    gh.limited.append((403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
-                       "API rate limit exceeded for installation ID 1."))
+    gh.limited.append(
+        (
+            403,
+            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
+            "API rate limit exceeded for installation ID 1.",
+        )
+    )
     t0 = time.monotonic()
     assert upsert(gh, MARK + "\nbody", warnings) is None
     assert time.monotonic() - t0 < 2
     (warning,) = warnings
-    assert warning.startswith("could not post the PR comment: GET /repos/octo/widgets/issues/7/comments: "
-                              "rate limited by GitHub (it asks to wait ")
+    assert warning.startswith(
+        "could not post the PR comment: GET /repos/octo/widgets/issues/7/comments: "
+        "rate limited by GitHub (it asks to wait "
+    )
     assert warning.endswith(" s)") and "fork" not in warning
     assert int(warning.rsplit("wait ", 1)[1].split(" ")[0]) in range(3595, 3601)
 
@@ -469,4 +497,6 @@ def test_a_rate_limit_403_without_headers_is_told_apart_by_its_message(github_se
     gh, warnings = github_server, []
     gh.limited.append((403, {}, SECONDARY))
     assert upsert(gh, MARK + "\nbody", warnings) is not None and warnings == []
-    assert [(r.method, r.path) for r in gh.log][:2] == [("GET", "/repos/octo/widgets/issues/7/comments")] * 2
+    assert [(r.method, r.path) for r in gh.log][:2] == [
+        ("GET", "/repos/octo/widgets/issues/7/comments")
+    ] * 2

@@ -10,16 +10,29 @@ from ci_evals.action.handover import TOKEN_FD, HandoverError, hidden_names, take
 
 
 def test_hidden_names_are_the_inputs_copies_of_the_token_and_runner_tokens():
-    env = {"INPUT_GITHUB-TOKEN": "ghs_abc123", "GITHUB_TOKEN": "ghs_abc123", "MY_COPY": " ghs_abc123\n",
-           "ACTIONS_RUNTIME_TOKEN": "rt", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "oidc", "OPENAI_API_KEY": "sk-x",
-           "PATH": "/bin"}
-    assert hidden_names(env) == ["ACTIONS_ID_TOKEN_REQUEST_TOKEN", "ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN",
-                                 "INPUT_GITHUB-TOKEN", "MY_COPY"]
+    env = {
+        "INPUT_GITHUB-TOKEN": "ghs_abc123",
+        "GITHUB_TOKEN": "ghs_abc123",
+        "MY_COPY": " ghs_abc123\n",
+        "ACTIONS_RUNTIME_TOKEN": "rt",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "oidc",
+        "OPENAI_API_KEY": "sk-x",
+        "PATH": "/bin",
+    }
+    assert hidden_names(env) == [
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+        "ACTIONS_RUNTIME_TOKEN",
+        "GITHUB_TOKEN",
+        "INPUT_GITHUB-TOKEN",
+        "MY_COPY",
+    ]
 
 
 def test_no_token_nothing_hidden_but_the_empty_input():
     assert hidden_names({"PATH": "/bin"}) == []
-    assert hidden_names({"PATH": "/bin", "INPUT_GITHUB-TOKEN": "  ", "EMPTY": " "}) == ["INPUT_GITHUB-TOKEN"]
+    assert hidden_names({"PATH": "/bin", "INPUT_GITHUB-TOKEN": "  ", "EMPTY": " "}) == [
+        "INPUT_GITHUB-TOKEN"
+    ]
 
 
 def test_take_token_reads_the_pipe_closes_it_and_drops_the_variable():

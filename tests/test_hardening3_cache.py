@@ -16,8 +16,10 @@ from ci_evals.llm.cache import ResponseCache, cache_key
 from ci_evals.llm.client import LLM
 
 HELLO = [{"role": "user", "content": "hi"}]
-ANSWER = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "from the server"}}],
-          "usage": {"prompt_tokens": 1, "completion_tokens": 3}}
+ANSWER = {
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "from the server"}}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 3},
+}
 
 
 @pytest.fixture
@@ -31,7 +33,13 @@ def served(httpserver, monkeypatch):
 
 def _chat(base: str, cache_dir) -> tuple[str, bool]:
     async def go():
-        llm = LLM(base_url=base, api_key_env="CACHE_TEST_KEY", cache_dir=cache_dir, max_retries=0, timeout=10)
+        llm = LLM(
+            base_url=base,
+            api_key_env="CACHE_TEST_KEY",
+            cache_dir=cache_dir,
+            max_retries=0,
+            timeout=10,
+        )
         try:
             result = await llm.chat(model="m", messages=HELLO)
         finally:
@@ -43,7 +51,9 @@ def _chat(base: str, cache_dir) -> tuple[str, bool]:
 
 def _entry(served, cache_dir):
     base = served.url_for("/v1").rstrip("/")
-    path = ResponseCache(cache_dir).path(cache_key(base + "/chat/completions", {"model": "m", "messages": HELLO}))
+    path = ResponseCache(cache_dir).path(
+        cache_key(base + "/chat/completions", {"model": "m", "messages": HELLO})
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     return base, path
 
@@ -69,11 +79,17 @@ def test_an_odd_entry_is_a_miss_and_the_answer_replaces_it(served, tmp_path, pla
     if planted == "folder":
         path.mkdir()
     else:
-        path.write_text({"deep": '{"choices": ' + "[" * 200_000 + "]" * 200_000 + "}",
-                         "nan": json.dumps(ANSWER).replace("1,", "NaN,")}[planted])
+        path.write_text(
+            {
+                "deep": '{"choices": ' + "[" * 200_000 + "]" * 200_000 + "}",
+                "nan": json.dumps(ANSWER).replace("1,", "NaN,"),
+            }[planted]
+        )
     assert _chat(base, tmp_path) == ("from the server", False)
     assert len(served.log) == 1
     if planted != "folder":
-        assert json.loads(path.read_text())["choices"] == ANSWER["choices"]  # the odd entry replaced
+        assert (
+            json.loads(path.read_text())["choices"] == ANSWER["choices"]
+        )  # the odd entry replaced
         assert _chat(base, tmp_path) == ("from the server", True)
         assert len(served.log) == 1

@@ -30,7 +30,10 @@ def test_a_secret_echoed_as_hex_is_masked(form, monkeypatch):
     scrubbed = redact.scrub(text)
     assert shown not in scrubbed and "***" in scrubbed
     assert scrubbed.startswith("the server said: key=") and scrubbed.endswith(" (hex)")
-    assert redact.scrub("deadbeef 0123456789abcdef is no secret") == "deadbeef 0123456789abcdef is no secret"
+    assert (
+        redact.scrub("deadbeef 0123456789abcdef is no secret")
+        == "deadbeef 0123456789abcdef is no secret"
+    )
 
 
 def test_a_server_echoing_the_key_as_hex_leaves_no_trace_in_the_error(httpserver, monkeypatch):
@@ -38,7 +41,8 @@ def test_a_server_echoing_the_key_as_hex_leaves_no_trace_in_the_error(httpserver
         monkeypatch.delenv(name, raising=False)
     hexed = KEY.encode().hex()
     httpserver.expect_request("/v1/chat/completions").respond_with_json(
-        {"error": {"message": f"bad key {hexed} / {hexed.upper()}"}}, status=401)
+        {"error": {"message": f"bad key {hexed} / {hexed.upper()}"}}, status=401
+    )
 
     async def go():
         llm = LLM(base_url=httpserver.url_for("/v1"), api_key_env="HEXED_API_KEY", max_retries=0)

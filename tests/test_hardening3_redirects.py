@@ -23,14 +23,31 @@ KEY = "sk-redirect-secret-0123456789abcdef"
 HELLO = [{"role": "user", "content": "hi"}]
 ANY = re.compile(".*")
 # provider, the path a call takes (see ci_evals.llm.transport), the URL suffix the provider expects
-PATHS = [("openai", "aiohttp"), ("openai", "httpx"), ("openai", "sdk"), ("anthropic", "sdk"),
-         ("google", "aiohttp"), ("google", "httpx")]
+PATHS = [
+    ("openai", "aiohttp"),
+    ("openai", "httpx"),
+    ("openai", "sdk"),
+    ("anthropic", "sdk"),
+    ("google", "aiohttp"),
+    ("google", "httpx"),
+]
 
 
 @pytest.fixture(autouse=True)
 def no_proxy_env(monkeypatch):
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "no_proxy",
-                 "NO_PROXY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL"):
+    for name in (
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+        "GOOGLE_GEMINI_BASE_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("REDIRECT_KEY", KEY)
 
@@ -62,7 +79,9 @@ def _call(base: str, provider: str) -> str:
     """The LLMError's message of one chat call (the test fails if the call succeeds)."""
 
     async def go():
-        llm = LLM(base_url=base, api_key_env="REDIRECT_KEY", provider=provider, max_retries=2, timeout=10)
+        llm = LLM(
+            base_url=base, api_key_env="REDIRECT_KEY", provider=provider, max_retries=2, timeout=10
+        )
         try:
             await llm.chat(model="m", messages=HELLO)
         except LLMError as exc:
@@ -80,35 +99,54 @@ def _base(server: HTTPServer, provider: str) -> str:
 
 @pytest.mark.parametrize("status", [307, 302])
 @pytest.mark.parametrize(("provider", "way"), PATHS)
-def test_a_redirect_to_another_origin_is_not_followed_and_no_key_leaves(servers, monkeypatch, provider, way, status):
+def test_a_redirect_to_another_origin_is_not_followed_and_no_key_leaves(
+    servers, monkeypatch, provider, way, status
+):
     first, other = servers
     _use(monkeypatch, provider, way)
     target = other.url_for("/steal?token=abc")
     # Its body is a usable answer of every provider: taking a 3xx's body for the answer is wrong too.
-    answer = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
-              "content": [{"type": "text", "text": "ok"}],
-              "candidates": [{"content": {"parts": [{"text": "ok"}], "role": "model"}}]}
+    answer = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+        "content": [{"type": "text", "text": "ok"}],
+        "candidates": [{"content": {"parts": [{"text": "ok"}], "role": "model"}}],
+    }
     first.expect_request(ANY, method="POST").respond_with_response(
-        Response(json.dumps(answer), status=status, headers={"Location": target}, content_type="application/json"))
+        Response(
+            json.dumps(answer),
+            status=status,
+            headers={"Location": target},
+            content_type="application/json",
+        )
+    )
     other.expect_request("/steal").respond_with_data("{}")
     message = _call(_base(first, provider), provider)
-    assert f"HTTP {status}: the server redirects to http://localhost:{other.port}/steal; LLM calls follow no " \
-           "redirect (the key goes to base_url's host alone): set base_url to the address it names" in message
+    assert (
+        f"HTTP {status}: the server redirects to http://localhost:{other.port}/steal; LLM calls follow no "
+        "redirect (the key goes to base_url's host alone): set base_url to the address it names"
+        in message
+    )
     assert "token=abc" not in message and KEY not in message
     assert other.log == []  # no request at all: no key, no prompt
     assert len(first.log) == 1  # systematic: not retried
     [(request, _)] = first.log
     sent = {k.lower(): v for k, v in request.headers.items()}
-    assert KEY in (sent.get("authorization", "") + sent.get("x-api-key", "") + sent.get("x-goog-api-key", ""))
+    assert KEY in (
+        sent.get("authorization", "") + sent.get("x-api-key", "") + sent.get("x-goog-api-key", "")
+    )
 
 
 @pytest.mark.parametrize(("provider", "way"), PATHS)
-def test_a_body_nested_200000_deep_is_a_malformed_answer_not_a_recursion_error(servers, monkeypatch, provider, way):
+def test_a_body_nested_200000_deep_is_a_malformed_answer_not_a_recursion_error(
+    servers, monkeypatch, provider, way
+):
     """Retried as any malformed body is, then one LLMError; never a bare RecursionError."""
     first, _ = servers
     _use(monkeypatch, provider, way)
     deep = b'{"choices": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
-    first.expect_request(ANY, method="POST").respond_with_data(deep, content_type="application/json")
+    first.expect_request(ANY, method="POST").respond_with_data(
+        deep, content_type="application/json"
+    )
     message = _call(_base(first, provider), provider)
     assert "(after 2 retries)" in message
     assert len(first.log) == 3

@@ -25,10 +25,16 @@ N = 6
 def done(sd, monkeypatch):
     """A finished run of N samples in sd.root/out (one process)."""
     monkeypatch.setenv("CI_EVALS_WORKERS", "1")
-    sd.write("dataset.jsonl", [{"id": i, "input": f"q{i}", "ground_truth": str(i)} for i in range(N)])
+    sd.write(
+        "dataset.jsonl", [{"id": i, "input": f"q{i}", "ground_truth": str(i)} for i in range(N)]
+    )
     sd.write("outputs.jsonl", [{"id": i, "output": str(i)} for i in range(N)])
-    sd.suite(replay_suite({"exact": {"kind": "tool", "function": "exact_match"}},
-                          {"metric_key": "exact", "op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite(
+            {"exact": {"kind": "tool", "function": "exact_match"}},
+            {"metric_key": "exact", "op": "gte", "value": 0.5},
+        )
+    )
     assert main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out"), "-q"]) == 0
     return sd.root / "out"
 
@@ -45,15 +51,23 @@ def _line(out, **changes) -> str:
     return json.dumps(rec)
 
 
-@pytest.mark.parametrize(("planted", "problem"), [
-    ("garbage", "not valid JSON: Expecting value: line 1 column 1 (char 0)"),
-    ("nan", "NaN is not valid JSON (numbers must be finite)"),
-    ("other sample", None),
-])
-def test_a_bad_part_file_is_one_line_exit_2_and_results_jsonl_is_untouched(done, capsys, planted, problem):
+@pytest.mark.parametrize(
+    ("planted", "problem"),
+    [
+        ("garbage", "not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+        ("nan", "NaN is not valid JSON (numbers must be finite)"),
+        ("other sample", None),
+    ],
+)
+def test_a_bad_part_file_is_one_line_exit_2_and_results_jsonl_is_untouched(
+    done, capsys, planted, problem
+):
     good = _line(done, sample_id=1)
-    bad = {"garbage": "garbage", "nan": _line(done, sample_id=2).replace('"score": 1.0', '"score": NaN'),
-           "other sample": _line(done, sample_id=999)}[planted]
+    bad = {
+        "garbage": "garbage",
+        "nan": _line(done, sample_id=2).replace('"score": 1.0', '"score": NaN'),
+        "other sample": _line(done, sample_id=999),
+    }[planted]
     assert "NaN" in bad or planted != "nan"
     part = done / ".results.worker-1.jsonl"
     part.write_text(good + "\n" + bad + "\n")
@@ -61,8 +75,10 @@ def test_a_bad_part_file_is_one_line_exit_2_and_results_jsonl_is_untouched(done,
     rc, err = _resume(done, capsys)
     assert rc == 2
     if problem is None:
-        problem = ("cannot resume: a record of sample '999' (model 'None', run 0), whose sample this run does not "
-                   "have (dataset and selection, models, num_runs); run again without --resume")
+        problem = (
+            "cannot resume: a record of sample '999' (model 'None', run 0), whose sample this run does not "
+            "have (dataset and selection, models, num_runs); run again without --resume"
+        )
     else:
         problem = f".results.worker-1.jsonl: {problem}"
     assert err == f"error: {part}:2: {problem}\n"
@@ -79,11 +95,15 @@ def test_a_record_of_a_sample_not_in_the_dataset_is_not_counted(done, capsys):
     before = (done / "results.jsonl").read_bytes()
     rc, err = _resume(done, capsys)
     assert rc == 2
-    assert err == (f"error: {done / 'results.jsonl'}: cannot resume: a record of sample 'stranger' (model 'None', "
-                   "run 0), whose sample this run does not have (dataset and selection, models, num_runs); run "
-                   "again without --resume\n")
+    assert err == (
+        f"error: {done / 'results.jsonl'}: cannot resume: a record of sample 'stranger' (model 'None', "
+        "run 0), whose sample this run does not have (dataset and selection, models, num_runs); run "
+        "again without --resume\n"
+    )
     assert (done / "results.jsonl").read_bytes() == before
-    (done / "results.jsonl").write_text(_line(done, run=1) + "\n")  # a run number past num_runs: refused too
+    (done / "results.jsonl").write_text(
+        _line(done, run=1) + "\n"
+    )  # a run number past num_runs: refused too
     rc, err = _resume(done, capsys)
     assert rc == 2 and "whose run number this run does not have" in err
 
@@ -95,15 +115,36 @@ def test_a_state_file_that_is_a_folder_is_left_alone_not_an_internal_error(done,
     assert json.loads((done / "summary.json").read_text())["records"] == N
     (done / ".results.worker-1.jsonl").write_text(_line(done, sample_id=3) + "\n")
     capsys.readouterr()
-    assert main(["run", str(done.parent / "suite.yaml"), "--output", str(done), "-q"]) == 0  # a new run
-    assert sorted(p.name for p in done.iterdir() if p.name.startswith(".results")) == [".results.worker-1.state.json"]
+    assert (
+        main(["run", str(done.parent / "suite.yaml"), "--output", str(done), "-q"]) == 0
+    )  # a new run
+    assert sorted(p.name for p in done.iterdir() if p.name.startswith(".results")) == [
+        ".results.worker-1.state.json"
+    ]
 
 
 def test_a_split_run_refuses_a_folder_where_a_worker_writes(done):
     """A split run needs those names: one line naming the folder, exit 2 (fork only in a fresh process)."""
     (done / ".results.worker-1.state.json").mkdir()
     env = {**os.environ, "CI_EVALS_WORKERS": "2"}
-    proc = subprocess.run([sys.executable, "-m", "ci_evals", "run", str(done.parent / "suite.yaml"), "--output",
-                           str(done), "-q"], env=env, capture_output=True, text=True, timeout=120)
-    assert (proc.returncode, proc.stderr) == (2, f"error: {done / '.results.worker-1.state.json'}: is a folder "
-                                                 "where a worker process writes its records: remove it\n")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ci_evals",
+            "run",
+            str(done.parent / "suite.yaml"),
+            "--output",
+            str(done),
+            "-q",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        f"error: {done / '.results.worker-1.state.json'}: is a folder "
+        "where a worker process writes its records: remove it\n",
+    )

@@ -30,9 +30,16 @@ def test_asyncio_reaping_noise_does_not_reach_stderr(tmp_path):
     sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "a"}])
     sd.write("outputs.jsonl", [{"id": 1, "output": "a"}])
     sd.write("g.py", REAPS_FIRST)
-    sd.suite(replay_suite({"g": {"kind": "tool", "function": "g.py:g"}}, {"op": "gte", "value": 0.5}))
-    proc = subprocess.run([sys.executable, "-m", "ci_evals", "run", "suite.yaml", "-o", "out", "-q", "--no-cache"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    sd.suite(
+        replay_suite({"g": {"kind": "tool", "function": "g.py:g"}}, {"op": "gte", "value": 0.5})
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "ci_evals", "run", "suite.yaml", "-o", "out", "-q", "--no-cache"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert sd.summary()["verdict"] == "passed"

@@ -21,8 +21,13 @@ from tests.test_letta_judge import grade, make
 
 def _validate(root: Path, *args: str) -> tuple[int, list[str], float]:
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ci_evals", *args], cwd=root, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ci_evals", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     return proc.returncode, lines, time.monotonic() - t0
 
@@ -30,13 +35,16 @@ def _validate(root: Path, *args: str) -> tuple[int, list[str], float]:
 def _suite(root: Path, **changes) -> None:
     (root / "dataset.jsonl").write_text('{"id": 1, "input": "q", "ground_truth": "a"}\n')
     (root / "outputs.jsonl").write_text('{"id": 1, "output": "a"}\n')
-    spec = replay_suite({"acc": {"kind": "tool", "function": "exact_match"}}, {"op": "gte", "value": 0.5})
+    spec = replay_suite(
+        {"acc": {"kind": "tool", "function": "exact_match"}}, {"op": "gte", "value": 0.5}
+    )
     spec.update(changes)
     (root / "suite.yaml").write_text(json.dumps(spec))
 
 
-@pytest.mark.parametrize(("name", "kind"), [("dataset.jsonl", "a FIFO"), ("outputs.jsonl", "a FIFO"),
-                                            ("g.py", "a FIFO")])
+@pytest.mark.parametrize(
+    ("name", "kind"), [("dataset.jsonl", "a FIFO"), ("outputs.jsonl", "a FIFO"), ("g.py", "a FIFO")]
+)
 def test_a_fifo_in_place_of_a_file_is_refused_without_waiting(tmp_path, name, kind):
     extra = {"graders": {"acc": {"kind": "tool", "function": "g.py:g"}}} if name == "g.py" else {}
     _suite(tmp_path, **extra)
@@ -45,8 +53,11 @@ def test_a_fifo_in_place_of_a_file_is_refused_without_waiting(tmp_path, name, ki
     rc, lines, took = _validate(tmp_path, "validate", "suite.yaml")
     what = {"dataset.jsonl": "dataset", "outputs.jsonl": "replay outputs", "g.py": "file"}[name]
     assert (rc, len(lines)) == (2, 1), lines
-    assert lines[0].startswith("error: ") and f"{name}" in lines[0] and f"{what} is {kind}, expected a regular file" in \
-        lines[0], lines
+    assert (
+        lines[0].startswith("error: ")
+        and f"{name}" in lines[0]
+        and f"{what} is {kind}, expected a regular file" in lines[0]
+    ), lines
     assert took < 10
 
 
@@ -70,21 +81,31 @@ def test_a_100000_deep_agent_file_is_one_line(tmp_path, bracket):
     (tmp_path / "deep.af").write_text(bracket * 100_000 + "1" + close * 100_000)
     _suite(tmp_path, target={"kind": "letta_agent", "agent_file": "deep.af"})
     rc, lines, _ = _validate(tmp_path, "validate", "suite.yaml")
-    assert (rc, lines) == (2, ["error: suite.yaml:1: target.agent_file: agent file deep.af is nested too deeply to "
-                               "be an agent export"])
+    assert (rc, lines) == (
+        2,
+        [
+            "error: suite.yaml:1: target.agent_file: agent file deep.af is nested too deeply to "
+            "be an agent export"
+        ],
+    )
 
 
 @pytest.mark.parametrize("raw", ['"1e999"', "1e999", '"-1e999"', '"inf"'])
 def test_a_judge_score_of_1e999_is_an_error_not_a_pass(letta_fake, tmp_path, raw):
     args = '{"score": ' + raw + ', "rationale": "perfect"}'
-    letta_fake.behaviours["judge"] = lambda fake, agent, text: [tool_call("submit_grade", args, "c1")]
+    letta_fake.behaviours["judge"] = lambda fake, agent, text: [
+        tool_call("submit_grade", args, "c1")
+    ]
     result = grade(make(tmp_path, letta_fake), "4")
     assert (result.score, result.rationale) == (0.0, "perfect")
     shown = {"1e999": "inf"}.get(raw, raw.strip('"'))  # a bare 1e999 arrives as the float inf
-    assert result.error == f"the judge called submit_grade with a score that is not finite (score={shown})"
+    assert (
+        result.error
+        == f"the judge called submit_grade with a score that is not finite (score={shown})"
+    )
 
 
-@pytest.mark.parametrize("text", ['{"score": 1e999}', '[1.5e400]', '{"a": -1E+999}'])
+@pytest.mark.parametrize("text", ['{"score": 1e999}', "[1.5e400]", '{"a": -1E+999}'])
 def test_bounded_json_refuses_literals_too_large_for_a_float(text):
     with pytest.raises(ValueError, match="is not a finite number"):
         bounds.loads(text)

@@ -15,9 +15,19 @@ from tests.conftest import custom_grade_suite, replay_suite
 
 
 def _two_samples(sd):
-    sd.write("dataset.jsonl", [{"id": 1, "input": "a", "ground_truth": "a"}, {"id": 2, "input": "b", "ground_truth": "b"}])
+    sd.write(
+        "dataset.jsonl",
+        [
+            {"id": 1, "input": "a", "ground_truth": "a"},
+            {"id": 2, "input": "b", "ground_truth": "b"},
+        ],
+    )
     sd.write("outputs.jsonl", [{"id": 1, "output": "a"}, {"id": 2, "output": "b"}])
-    sd.suite(replay_suite({"e": {"kind": "tool", "function": "exact_match"}}, {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite(
+            {"e": {"kind": "tool", "function": "exact_match"}}, {"op": "gte", "value": 0.5}
+        )
+    )
 
 
 def test_an_empty_shard_succeeds_and_merge_accepts_it(sd, capsys):
@@ -26,12 +36,18 @@ def test_an_empty_shard_succeeds_and_merge_accepts_it(sd, capsys):
     empty = next(k for k in range(1, 6) if k - 1 not in used)
     assert sd.run("--shard", f"{empty}/5", out="empty") == 0
     out = capsys.readouterr().out
-    assert f"t: shard {empty}/5 selects no sample, nothing to gate here (merge the shards for the verdict)." in out
+    assert (
+        f"t: shard {empty}/5 selects no sample, nothing to gate here (merge the shards for the verdict)."
+        in out
+    )
     assert (sd.root / "empty" / "results.jsonl").read_text() == ""
     summary = sd.summary("empty")
     assert (summary["n_samples"], summary["verdict"], summary["verdict_reason"]) == (
-        0, "passed", f"shard {empty}/5 holds none of the 2 selected samples: nothing to gate here; "
-                     "the merged shards carry the verdict")
+        0,
+        "passed",
+        f"shard {empty}/5 holds none of the 2 selected samples: nothing to gate here; "
+        "the merged shards carry the verdict",
+    )
     for k in range(1, 6):
         if k != empty:
             sd.run("--shard", f"{k}/5", out=f"s{k}")
@@ -42,12 +58,22 @@ def test_an_empty_shard_succeeds_and_merge_accepts_it(sd, capsys):
 
 
 def test_csv_with_a_utf8_bom_keeps_its_id_column(sd):
-    (sd.root / "dataset.csv").write_bytes("\ufeffid,input,ground_truth\nq1,hello,hello\nq2,bye,bye\n".encode())
+    (sd.root / "dataset.csv").write_bytes(
+        "\ufeffid,input,ground_truth\nq1,hello,hello\nq2,bye,bye\n".encode()
+    )
     sd.write("outputs.jsonl", [{"id": "q1", "output": "hello"}, {"id": "q2", "output": "bye"}])
-    sd.suite(replay_suite({"e": {"kind": "tool", "function": "exact_match"}}, {"op": "gte", "value": 0.5},
-                          dataset="dataset.csv"))
+    sd.suite(
+        replay_suite(
+            {"e": {"kind": "tool", "function": "exact_match"}},
+            {"op": "gte", "value": 0.5},
+            dataset="dataset.csv",
+        )
+    )
     assert sd.run() == 0
-    assert [(r["sample_id"], r["grades"]["e"]["score"]) for r in sd.results()] == [("q1", 1.0), ("q2", 1.0)]
+    assert [(r["sample_id"], r["grades"]["e"]["score"]) for r in sd.results()] == [
+        ("q1", 1.0),
+        ("q2", 1.0),
+    ]
 
 
 def test_csv_cells_over_131072_characters_are_accepted(sd):
@@ -55,16 +81,25 @@ def test_csv_cells_over_131072_characters_are_accepted(sd):
     with (sd.root / "dataset.csv").open("w", newline="", encoding="utf-8") as fh:
         csv.writer(fh).writerows([["id", "input", "ground_truth"], ["1", big, "word"]])
     sd.write("outputs.jsonl", [{"id": 1, "output": "word"}])
-    sd.suite(replay_suite({"e": {"kind": "tool", "function": "exact_match"}}, {"op": "gte", "value": 0.5},
-                          dataset="dataset.csv"))
+    sd.suite(
+        replay_suite(
+            {"e": {"kind": "tool", "function": "exact_match"}},
+            {"op": "gte", "value": 0.5},
+            dataset="dataset.csv",
+        )
+    )
     assert sd.run() == 0
-    rec = sd.results()[0]  # read whole; stored under the results file's per-field cap, with its length
+    rec = sd.results()[
+        0
+    ]  # read whole; stored under the results file's per-field cap, with its length
     assert rec["input"].endswith("… [truncated by ci-evals: 300,000 characters in all]")
     assert rec["input"].startswith("word word ") and rec["truncated"] == {"input": 300_000}
 
 
 def test_summary_json_stays_valid_json_when_a_grade_holds_nan(sd):
-    custom_grade_suite(sd, "GradeResult(score=1.0, metadata={'ratio': float('nan'), 'big': float('inf')})")
+    custom_grade_suite(
+        sd, "GradeResult(score=1.0, metadata={'ratio': float('nan'), 'big': float('inf')})"
+    )
     assert sd.run() == 0
     line = (sd.root / "out" / "results.jsonl").read_text().strip()
     assert "NaN" not in line and "Infinity" not in line
@@ -84,7 +119,9 @@ def test_non_ascii_digits_in_action_inputs_are_input_errors(name, value):
     assert repr(value) in str(info.value)
 
 
-@pytest.mark.parametrize("case", ["yaml_alias_bomb", "yaml_nesting_too_deep", "dataset_jsonl_nesting_too_deep"])
+@pytest.mark.parametrize(
+    "case", ["yaml_alias_bomb", "yaml_nesting_too_deep", "dataset_jsonl_nesting_too_deep"]
+)
 def test_hostile_files_fail_in_under_a_second(case, capsys):
     from pathlib import Path
 

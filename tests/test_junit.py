@@ -49,13 +49,22 @@ def test_suite_times_are_the_run_wall_time_and_cases_keep_their_own(tmp_path):
     xml = JUnitXml.fromfile(str(path))
     suites = suites_by_name(path)
     assert xml.time == 12.0  # duration_s, not the 1.75 s the concurrent samples add up to
-    assert {s.name: s.time for s in suites.values()} == {"qa.quality": 12.0, "qa.exact": 12.0, "qa.gates": 12.0}
+    assert {s.name: s.time for s in suites.values()} == {
+        "qa.quality": 12.0,
+        "qa.exact": 12.0,
+        "qa.gates": 12.0,
+    }
     assert [c.time for c in suites["qa.quality"]] == [0.25] * 5 + [0.5]
 
 
 def test_verdict_testcase_fails_unless_the_run_passed(tmp_path):
-    gates = suites_by_name(write(tmp_path, data.summary(verdict="errored",
-                                                         verdict_reason="no sample ran"), data.results()))["qa.gates"]
+    gates = suites_by_name(
+        write(
+            tmp_path,
+            data.summary(verdict="errored", verdict_reason="no sample ran"),
+            data.results(),
+        )
+    )["qa.gates"]
     case = next(c for c in gates if c.name == "verdict")
     (failure,) = case.result
     assert (failure.type, failure.message) == ("errored", "errored: no sample ran")
@@ -139,8 +148,10 @@ def test_gate_cases_failed_inconclusive_and_no_baseline(tmp_path):
         "inconclusive: avg_score 0.5833, 0.95 interval [0.3500, 0.8000] straddles >= 0.5; "
         "1 of 6 samples errored (within max_errors 1)",
     )
-    assert results["Answer quality (quality) avg_score max_drop 0.05"][0].message == \
-        "no baseline: run without --baseline (on_missing_baseline: pass)"
+    assert (
+        results["Answer quality (quality) avg_score max_drop 0.05"][0].message
+        == "no baseline: run without --baseline (on_missing_baseline: pass)"
+    )
     assert {p.name: p.value for p in gates.properties()}["gate.passed"] == "false"
 
 
@@ -165,12 +176,25 @@ def test_junit_stays_near_its_budget_with_many_graders_and_long_texts(tmp_path, 
 
     monkeypatch.setattr(junit, "BUDGET", 1_000_000)
     graders = [f"g{i}" for i in range(40)]
-    summary = {"suite": "big", "num_runs": 1, "gates": [], "gate": {"passed": False},
-               "metrics": {g: {"n": 500, "pass_rule": "score >= 1", "kind": "tool"} for g in graders}}
-    rows = ({"sample_id": i, "input": "i" * 5000, "duration_s": 0.1,
-             "submission": {g: "s" * 5000 for g in graders},
-             "grades": {g: {"score": 0.0, "passed": False, "rationale": "r" * 5000} for g in graders}}
-            for i in range(500))
+    summary = {
+        "suite": "big",
+        "num_runs": 1,
+        "gates": [],
+        "gate": {"passed": False},
+        "metrics": {g: {"n": 500, "pass_rule": "score >= 1", "kind": "tool"} for g in graders},
+    }
+    rows = (
+        {
+            "sample_id": i,
+            "input": "i" * 5000,
+            "duration_s": 0.1,
+            "submission": {g: "s" * 5000 for g in graders},
+            "grades": {
+                g: {"score": 0.0, "passed": False, "rationale": "r" * 5000} for g in graders
+            },
+        }
+        for i in range(500)
+    )
     path = tmp_path / "junit.xml"
     write_junit(summary, rows, path)
     size = path.stat().st_size

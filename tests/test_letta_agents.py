@@ -32,18 +32,25 @@ def _cli(args):
     return main(args)
 
 
-def write_suite(tmp_path: Path, url: str, *, n: int = 2, target: str = "", judge: bool = False) -> Path:
+def write_suite(
+    tmp_path: Path, url: str, *, n: int = 2, target: str = "", judge: bool = False
+) -> Path:
     write_agent_file(tmp_path / "echo.af", agent_file("echo-agent", blocks={"human": ""}))
     write_agent_file(tmp_path / "judge.af", agent_file("judge", tools=[SUBMIT_GRADE]))
-    rows = [{"id": f"s{i}", "input": f"question {i}", "ground_truth": f"question {i}"} for i in range(n)]
+    rows = [
+        {"id": f"s{i}", "input": f"question {i}", "ground_truth": f"question {i}"} for i in range(n)
+    ]
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     graders = "  echo:\n    kind: tool\n    function: contains\n    extractor: last_assistant\n"
     if judge:
-        graders += ("  judge:\n    kind: rubric\n    agent_file: judge.af\n    prompt: Grade it.\n"
-                    f"    extractor: last_assistant\n    base_url: {url}\n")
+        graders += (
+            "  judge:\n    kind: rubric\n    agent_file: judge.af\n    prompt: Grade it.\n"
+            f"    extractor: last_assistant\n    base_url: {url}\n"
+        )
     (tmp_path / "suite.yaml").write_text(
         f"name: agents\ndataset: data.jsonl\ntarget:\n  kind: agent\n  base_url: {url}\n"
-        f"{target or '  agent_file: echo.af'}\ngraders:\n{graders}")
+        f"{target or '  agent_file: echo.af'}\ngraders:\n{graders}"
+    )
     return tmp_path / "suite.yaml"
 
 
@@ -55,15 +62,19 @@ def test_a_hand_written_af_without_its_system_message_errors_every_sample(letta_
     with pytest.raises(SampleError) as err:
         run(make(letta_fake, tmp_path, agent_file=str(path)), sample("hi"))
     agent = letta_fake.created[0]
-    assert str(err.value) == (f"Letta agent run failed: Letta returned HTTP 500 for POST /v1/agents/{agent}/messages: "
-                              "An unknown error occurred")
+    assert str(err.value) == (
+        f"Letta agent run failed: Letta returned HTTP 500 for POST /v1/agents/{agent}/messages: "
+        "An unknown error occurred"
+    )
     assert letta_fake.live() == []
 
 
 def test_an_imported_agent_is_named_like_the_af(letta_fake, tmp_path):
     [traj] = run(make(letta_fake, tmp_path), sample("hi"))
     assert letta_fake.agents == {}
-    assert letta_fake.imports == [{"override_name": "echo-agent", "override_existing_tools": "false"}]  # else echo-agent_copy
+    assert letta_fake.imports == [
+        {"override_name": "echo-agent", "override_existing_tools": "false"}
+    ]  # else echo-agent_copy
 
 
 def test_deadlocked_imports_are_retried_counted_and_leave_nothing(letta_fake, tmp_path):
@@ -78,10 +89,14 @@ def test_an_import_that_keeps_deadlocking_is_one_target_error(letta_fake, tmp_pa
     letta_fake.deadlock_imports(times=100)
     with pytest.raises(SampleError) as err:
         run(make(letta_fake, tmp_path, max_retries=2, retry_backoff=0), sample("hi"))
-    assert str(err.value).startswith("Letta agent run failed: Letta returned HTTP 400 for POST /v1/agents/import: "
-                                     "Import failed: (sqlalchemy.dialects.postgresql.asyncpg.Error) deadlock detected")
+    assert str(err.value).startswith(
+        "Letta agent run failed: Letta returned HTTP 400 for POST /v1/agents/import: "
+        "Import failed: (sqlalchemy.dialects.postgresql.asyncpg.Error) deadlock detected"
+    )
     assert err.value.retries == 5
-    assert letta_fake.count("POST", "/v1/agents/import") == 6  # no fresh attempt after the import's own retries
+    assert (
+        letta_fake.count("POST", "/v1/agents/import") == 6
+    )  # no fresh attempt after the import's own retries
 
 
 def test_import_backoff_doubles_with_jitter_and_is_capped(monkeypatch):
@@ -93,8 +108,16 @@ def test_import_backoff_doubles_with_jitter_and_is_capped(monkeypatch):
 def test_retries_of_target_and_judge_are_counted_in_the_summary(letta_fake, tmp_path):
     letta_fake.deadlock_imports(times=2)
     out = tmp_path / "out"
-    rc = _cli(["run", str(write_suite(tmp_path, letta_fake.url, n=1, judge=True)), "--output", str(out),
-               "--max-concurrent", "1"])
+    rc = _cli(
+        [
+            "run",
+            str(write_suite(tmp_path, letta_fake.url, n=1, judge=True)),
+            "--output",
+            str(out),
+            "--max-concurrent",
+            "1",
+        ]
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert (rc, summary["errors"]["total"], summary["retries"]) == (0, 0, 2)
     assert "letta" not in summary
@@ -106,19 +129,34 @@ def test_retries_of_target_and_judge_are_counted_in_the_summary(letta_fake, tmp_
 def test_agents_whose_delete_fails_are_reported_everywhere(letta_fake, tmp_path, capsys):
     letta_fake.fail("DELETE", r"/v1/agents/.*", status=503, times=1000, detail="maintenance")
     out = tmp_path / "out"
-    rc = _cli(["run", str(write_suite(tmp_path, letta_fake.url)), "--output", str(out), "--dry-run",
-               "--max-concurrent", "1"])
+    rc = _cli(
+        [
+            "run",
+            str(write_suite(tmp_path, letta_fake.url)),
+            "--output",
+            str(out),
+            "--dry-run",
+            "--max-concurrent",
+            "1",
+        ]
+    )
     summary = json.loads((out / "summary.json").read_text())
     ids = letta_fake.created
     why = "Letta returned HTTP 503 for DELETE /v1/agents/{}: maintenance"
     assert rc == 0 and len(ids) == 2 and letta_fake.live() == ids
     assert summary["letta"] == {
-        "leftover_agents": [{"id": i, "name": "echo-agent", "error": why.format(i)} for i in sorted(ids)],
-        "kept_agents": [], "base_url": letta_fake.url}
+        "leftover_agents": [
+            {"id": i, "name": "echo-agent", "error": why.format(i)} for i in sorted(ids)
+        ],
+        "kept_agents": [],
+        "base_url": letta_fake.url,
+    }
     printed = capsys.readouterr().out
     command = delete_command(letta_fake.url, sorted(ids))
-    assert (f"Letta: 2 agent(s) the run created could not be deleted; still on {letta_fake.url}:\n"
-            f"  {sorted(ids)[0]} (echo-agent): {why.format(sorted(ids)[0])}\n") in printed
+    assert (
+        f"Letta: 2 agent(s) the run created could not be deleted; still on {letta_fake.url}:\n"
+        f"  {sorted(ids)[0]} (echo-agent): {why.format(sorted(ids)[0])}\n"
+    ) in printed
     assert f"  delete them: {command}\n" in printed
     comment = printed.split("--- PR comment (dry run: not posted) ---")[1]
     assert "⚠️ **2 Letta agent(s) could not be deleted**" in comment
@@ -130,21 +168,33 @@ def test_the_delete_command_deletes_the_agents(letta_fake, tmp_path):
 
     ids = [letta_fake.add_agent("a"), letta_fake.add_agent("b")]
     cmd = delete_command(letta_fake.url, ids)
-    done = subprocess.run(["bash", "-c", cmd], env={"PATH": "/usr/bin:/bin", "LETTA_API_KEY": "k"},
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["bash", "-c", cmd],
+        env={"PATH": "/usr/bin:/bin", "LETTA_API_KEY": "k"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     assert letta_fake.agents == {}
     assert {h.get("authorization") for h in letta_fake.headers} == {"Bearer k"}
 
 
 def test_ids_from_the_server_cannot_inject_into_the_command_or_the_comment():
-    summary = {"letta": {"leftover_agents": [{"id": "x; rm -rf ~ `y`", "name": "<b>@team</b>", "error": "e"}],
-                         "kept_agents": [], "base_url": "http://h:1"}}
+    summary = {
+        "letta": {
+            "leftover_agents": [{"id": "x; rm -rf ~ `y`", "name": "<b>@team</b>", "error": "e"}],
+            "kept_agents": [],
+            "base_url": "http://h:1",
+        }
+    }
     cmd = delete_command("http://h:1", ["x; rm -rf ~ `y`"])
     assert cmd.startswith("for id in 'x; rm -rf ~ `y`'; do curl ")  # one single-quoted word
     text = "\n".join(comment_lines(summary))
     assert "<b>" not in text and "@team" not in text
-    assert "\n- x; rm -rf \\~ \\`y\\` (&lt;b&gt;@\u200dteam&lt;/b&gt;): e" in text  # escaped, the mention broken
+    assert (
+        "\n- x; rm -rf \\~ \\`y\\` (&lt;b&gt;@\u200dteam&lt;/b&gt;): e" in text
+    )  # escaped, the mention broken
 
 
 def test_kept_agents_are_printed_with_their_ids(letta_fake, tmp_path, capsys):
@@ -156,14 +206,29 @@ def test_kept_agents_are_printed_with_their_ids(letta_fake, tmp_path, capsys):
     assert summary["letta"]["kept_agents"] == [{"id": i, "name": "echo-agent"} for i in ids]
     assert summary["letta"]["leftover_agents"] == []
     printed = capsys.readouterr().out
-    assert f"Letta: 2 agent(s) kept on {letta_fake.url} (cleanup: false):\n  {ids[0]} (echo-agent)\n" in printed
-    assert comment_lines(summary) == [f"2 Letta agent(s) kept (`cleanup: false`): {ids[0]}, {ids[1]}", ""]
+    assert (
+        f"Letta: 2 agent(s) kept on {letta_fake.url} (cleanup: false):\n  {ids[0]} (echo-agent)\n"
+        in printed
+    )
+    assert comment_lines(summary) == [
+        f"2 Letta agent(s) kept (`cleanup: false`): {ids[0]}, {ids[1]}",
+        "",
+    ]
 
 
 def test_the_comment_lists_leftovers_beside_the_results():
-    summary = {"suite": "s", "gate": {"passed": True}, "gates": [], "metrics": {}, "errors": {"total": 0},
-               "letta": {"leftover_agents": [{"id": "agent-1", "name": "j", "error": "gone"}],
-                         "kept_agents": [], "base_url": "http://127.0.0.1:8283"}}
+    summary = {
+        "suite": "s",
+        "gate": {"passed": True},
+        "gates": [],
+        "metrics": {},
+        "errors": {"total": 0},
+        "letta": {
+            "leftover_agents": [{"id": "agent-1", "name": "j", "error": "gone"}],
+            "kept_agents": [],
+            "base_url": "http://127.0.0.1:8283",
+        },
+    }
     body = render_comment(summary, [], run_url=None, marker_key="s")
     assert "- agent-1 (j): gone" in body
 

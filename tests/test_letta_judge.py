@@ -39,7 +39,9 @@ def _no_import_backoff(monkeypatch):
 
 
 def judge_file(tmp_path: Path, *tools: str, name: str = "judge.af", **kw) -> str:
-    write_agent_file(tmp_path / name, agent_file("judge", tools=list(tools or [SUBMIT_GRADE]), **kw))
+    write_agent_file(
+        tmp_path / name, agent_file("judge", tools=list(tools or [SUBMIT_GRADE]), **kw)
+    )
     return name
 
 
@@ -78,14 +80,16 @@ def test_a_missing_judge_tool_fails_with_the_seed_message(tmp_path):
     af = judge_file(tmp_path, FETCH, SEARCH)
     assert config_error(tmp_path, agent_file=af) == (
         "Judge tool 'submit_grade' not found in agent file judge.af. "
-        "Available tools: ['fetch_webpage', 'search_documents']")
+        "Available tools: ['fetch_webpage', 'search_documents']"
+    )
 
 
 def test_a_judge_tool_must_take_score_float_and_rationale_str(tmp_path):
     af = judge_file(tmp_path, "def submit_grade(score: int, notes: str) -> str:\n    return ''\n")
     assert config_error(tmp_path, agent_file=af) == (
         "Judge tool 'submit_grade' in agent file judge.af must take parameters score: float and "
-        "rationale: str; it takes (score: int, notes: str)")
+        "rationale: str; it takes (score: int, notes: str)"
+    )
 
 
 def test_the_json_schema_is_checked_too(tmp_path):
@@ -94,7 +98,8 @@ def test_the_json_schema_is_checked_too(tmp_path):
     write_agent_file(tmp_path / "judge.af", doc)
     assert config_error(tmp_path, agent_file="judge.af") == (
         "Judge tool 'submit_grade' in agent file judge.af must take parameters score: float and "
-        "rationale: str; it takes (score: int, rationale: str)")
+        "rationale: str; it takes (score: int, rationale: str)"
+    )
 
 
 def test_a_judge_tool_must_be_attached_and_callable(tmp_path):
@@ -103,11 +108,17 @@ def test_a_judge_tool_must_be_attached_and_callable(tmp_path):
     write_agent_file(tmp_path / "detached.af", doc)
     assert config_error(tmp_path, agent_file="detached.af") == (
         "Judge tool 'submit_grade' is in agent file detached.af but not attached to its agent "
-        "(its id 'tool-0' is not in the agent's tool_ids)")
-    af = judge_file(tmp_path, name="approval.af", tool_rules=[{"type": "requires_approval", "tool_name": "submit_grade"}])
+        "(its id 'tool-0' is not in the agent's tool_ids)"
+    )
+    af = judge_file(
+        tmp_path,
+        name="approval.af",
+        tool_rules=[{"type": "requires_approval", "tool_name": "submit_grade"}],
+    )
     assert config_error(tmp_path, agent_file=af) == (
         "Judge tool 'submit_grade' in agent file approval.af requires approval, so the judge could never "
-        "submit a grade")
+        "submit a grade"
+    )
 
 
 def test_a_judge_tool_with_nothing_to_check_is_rejected(tmp_path):
@@ -116,27 +127,44 @@ def test_a_judge_tool_with_nothing_to_check_is_rejected(tmp_path):
     write_agent_file(tmp_path / "judge.af", doc)
     assert config_error(tmp_path, agent_file="judge.af") == (
         "Judge tool 'submit_grade' in agent file judge.af has neither source code defining submit_grade() "
-        "nor a JSON schema, so its parameters cannot be checked")
+        "nor a JSON schema, so its parameters cannot be checked"
+    )
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ({"agent_file": "nope.af"}, "agent file not found: {tmp}/nope.af"),
-    ({"agent_file": "judge.json"}, "agent file must have the .af extension: judge.json"),
-    ({"prompt_path": "missing.txt", "prompt": None}, "cannot read rubric {tmp}/missing.txt: file not found"),
-    ({"rubric_vars": ["submission"]},
-     "rubric variable 'submission' clashes with a built-in placeholder (input, submission, ground_truth)"),
-    ({"model": "gpt-4o-mini"},
-     "model on an agent judge is a Letta model handle like 'openai/gpt-4o-mini', got 'gpt-4o-mini'"),
-    ({"kind": "letta_judge", "judge_tool_name": "grade"},
-     "judge_tool_name can only be changed together with agent_file: the built-in judge's tool is submit_grade"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"agent_file": "nope.af"}, "agent file not found: {tmp}/nope.af"),
+        ({"agent_file": "judge.json"}, "agent file must have the .af extension: judge.json"),
+        (
+            {"prompt_path": "missing.txt", "prompt": None},
+            "cannot read rubric {tmp}/missing.txt: file not found",
+        ),
+        (
+            {"rubric_vars": ["submission"]},
+            "rubric variable 'submission' clashes with a built-in placeholder (input, submission, ground_truth)",
+        ),
+        (
+            {"model": "gpt-4o-mini"},
+            "model on an agent judge is a Letta model handle like 'openai/gpt-4o-mini', got 'gpt-4o-mini'",
+        ),
+        (
+            {"kind": "letta_judge", "judge_tool_name": "grade"},
+            "judge_tool_name can only be changed together with agent_file: the built-in judge's tool is submit_grade",
+        ),
+    ],
+)
 def test_invalid_judges_fail_at_construction(tmp_path, raw, message):
     assert config_error(tmp_path, **raw) == message.format(tmp=tmp_path)
 
 
 def test_prompt_and_prompt_path_are_exclusive(tmp_path):
-    with pytest.raises(ValueError, match=r"give exactly one of 'prompt' or 'prompt_path' \(both given\)"):
-        LettaJudgeSpec.model_validate({"kind": "rubric", "prompt": "a", "prompt_path": "b", "agent_file": "j.af"})
+    with pytest.raises(
+        ValueError, match=r"give exactly one of 'prompt' or 'prompt_path' \(both given\)"
+    ):
+        LettaJudgeSpec.model_validate(
+            {"kind": "rubric", "prompt": "a", "prompt_path": "b", "agent_file": "j.af"}
+        )
 
 
 def test_letta_judge_without_agent_file_uses_the_built_in_judge(tmp_path):
@@ -150,33 +178,56 @@ def test_kind_rubric_with_agent_file_resolves_to_the_agent_judge(tmp_path):
     ctx = Context(tmp_path)
     judge = build_grader("agent_judge", {"kind": "rubric", "agent_file": af, "prompt": "x"}, ctx)
     assert type(judge) is LettaJudgeGrader
-    assert type(build_grader("j", {"kind": "letta_judge", "agent_file": af, "prompt": "x"}, ctx)) is LettaJudgeGrader
+    assert (
+        type(build_grader("j", {"kind": "letta_judge", "agent_file": af, "prompt": "x"}, ctx))
+        is LettaJudgeGrader
+    )
 
 
 def test_check_samples_requires_the_declared_rubric_vars(tmp_path):
     judge = make(tmp_path, rubric_vars=["country"], prompt="About {country}.")
     judge.check_samples([Sample(id=0, input="q", rubric_vars={"country": "Peru"})])
     with pytest.raises(ConfigError) as err:
-        judge.check_samples([Sample(id=0, input="q", rubric_vars={"country": "Peru"}), Sample(id=1, input="q")])
-    assert err.value.message == "sample 1 is missing rubric variable 'country' required by grader 'agent_judge'"
-    assert (judge.checks_samples(), make(tmp_path, prompt="Fine?").checks_samples()) == (True, False)
+        judge.check_samples(
+            [Sample(id=0, input="q", rubric_vars={"country": "Peru"}), Sample(id=1, input="q")]
+        )
+    assert (
+        err.value.message
+        == "sample 1 is missing rubric variable 'country' required by grader 'agent_judge'"
+    )
+    assert (judge.checks_samples(), make(tmp_path, prompt="Fine?").checks_samples()) == (
+        True,
+        False,
+    )
 
 
 # -- grading --------------------------------------------------------------------------------------
 
 
 def test_the_judge_tool_call_is_the_grade_and_the_judge_is_deleted(letta_fake, tmp_path):
-    judge = make(tmp_path, letta_fake, prompt="Country: {country}. Input: {input}", rubric_vars=["country"])
+    judge = make(
+        tmp_path, letta_fake, prompt="Country: {country}. Input: {input}", rubric_vars=["country"]
+    )
     sample = Sample(id=0, input="q?", ground_truth="4", rubric_vars={"country": "Peru"})
     result = grade(judge, "it is score=0.8", sample)
     judge_id = letta_fake.created[0]
-    assert result == GradeResult(score=0.8, rationale="found score=0.8", metadata={
-        "agent_file": "judge.af", "usage": {"prompt_tokens": 20, "completion_tokens": 10},
-        "cache_hits": 0, "retries": 0, "judge_agent_id": judge_id})
+    assert result == GradeResult(
+        score=0.8,
+        rationale="found score=0.8",
+        metadata={
+            "agent_file": "judge.af",
+            "usage": {"prompt_tokens": 20, "completion_tokens": 10},
+            "cache_hits": 0,
+            "retries": 0,
+            "judge_agent_id": judge_id,
+        },
+    )
     [(agent, prompt)] = letta_fake.sent
     assert agent == judge_id and prompt == judge.build_prompt(sample, "it is score=0.8")
     assert "## Evaluation Rubric\nCountry: Peru. Input: q?\n" in prompt
-    assert prompt.endswith("Do NOT respond with text - you MUST call the submit_grade tool to complete the evaluation.")
+    assert prompt.endswith(
+        "Do NOT respond with text - you MUST call the submit_grade tool to complete the evaluation."
+    )
     assert letta_fake.deleted == [judge_id] and letta_fake.live() == []
 
 
@@ -197,7 +248,10 @@ def test_a_judge_that_never_calls_the_tool_scores_zero_with_an_error(letta_fake,
     letta_fake.behaviours["judge"] = lambda fake, agent, text: [assistant("Looks right to me.")]
     result = grade(make(tmp_path, letta_fake), "4")
     assert (result.score, result.rationale, result.error) == (
-        0.0, "Looks right to me.", "the judge agent did not call the submit_grade tool")
+        0.0,
+        "Looks right to me.",
+        "the judge agent did not call the submit_grade tool",
+    )
     assert letta_fake.live() == []
 
 
@@ -205,27 +259,40 @@ def test_a_failed_judge_run_says_why(letta_fake, tmp_path):
     letta_fake.behaviours["judge"] = lambda fake, agent, text: []
     letta_fake.stop_reason = "llm_api_error"
     result = grade(make(tmp_path, letta_fake), "4")
-    assert result.error == "the judge agent did not call the submit_grade tool (the run stopped with 'llm_api_error')"
+    assert (
+        result.error
+        == "the judge agent did not call the submit_grade tool (the run stopped with 'llm_api_error')"
+    )
 
 
 def test_a_non_numeric_score_is_an_error(letta_fake, tmp_path):
     letta_fake.judge_rule = lambda text: ("high", "meh")
     result = grade(make(tmp_path, letta_fake), "4")
     assert (result.score, result.rationale, result.error) == (
-        0.0, "meh", "the judge called submit_grade without a numeric score (score='high')")
+        0.0,
+        "meh",
+        "the judge called submit_grade without a numeric score (score='high')",
+    )
 
 
 def test_arguments_that_are_not_json_are_an_error(letta_fake, tmp_path):
-    letta_fake.behaviours["judge"] = lambda fake, agent, text: [tool_call("submit_grade", "score: 1", "c1")]
+    letta_fake.behaviours["judge"] = lambda fake, agent, text: [
+        tool_call("submit_grade", "score: 1", "c1")
+    ]
     result = grade(make(tmp_path, letta_fake), "4")
-    assert result.error == "the judge called submit_grade with arguments that are not a JSON object: score: 1"
+    assert (
+        result.error
+        == "the judge called submit_grade with arguments that are not a JSON object: score: 1"
+    )
 
 
 def test_an_import_failure_is_an_error_grade_after_the_retries(letta_fake, tmp_path):
     letta_fake.fail("POST", "/v1/agents/import", status=500, times=100)
     result = grade(make(tmp_path, letta_fake, api_key="sk-judge-secret"), "4")
     assert (result.score, result.error) == (
-        0.0, "Letta judge failed: Letta returned HTTP 500 for POST /v1/agents/import: injected fault")
+        0.0,
+        "Letta judge failed: Letta returned HTTP 500 for POST /v1/agents/import: injected fault",
+    )
     assert result.metadata["retries"] == 5  # the import's own retries; no fresh judge after them
     assert letta_fake.count("POST", "/v1/agents/import") == 6
     assert "sk-judge-secret" not in result.model_dump_json()
@@ -235,7 +302,10 @@ def test_an_import_failure_is_an_error_grade_after_the_retries(letta_fake, tmp_p
 def test_a_client_error_on_import_is_not_retried(letta_fake, tmp_path):
     letta_fake.fail("POST", "/v1/agents/import", status=422, detail="bad file")
     result = grade(make(tmp_path, letta_fake), "4")
-    assert result.error == "Letta judge failed: Letta returned HTTP 422 for POST /v1/agents/import: bad file"
+    assert (
+        result.error
+        == "Letta judge failed: Letta returned HTTP 422 for POST /v1/agents/import: bad file"
+    )
     assert (result.metadata["retries"], letta_fake.count("POST", "/v1/agents/import")) == (0, 1)
 
 
@@ -251,8 +321,14 @@ def test_the_judge_is_deleted_when_its_run_fails(letta_fake, tmp_path):
     letta_fake.fail("POST", r"/v1/agents/[^/]+/messages", status=502, times=3)
     result = grade(make(tmp_path, letta_fake, retry_backoff=0), "4")
     judge_id = letta_fake.created[-1]
-    assert result.error == f"Letta judge failed: Letta returned HTTP 502 for POST /v1/agents/{judge_id}/messages: injected fault"
-    assert (result.metadata["retries"], len(letta_fake.created)) == (2, 3)  # a fresh judge per attempt
+    assert (
+        result.error
+        == f"Letta judge failed: Letta returned HTTP 502 for POST /v1/agents/{judge_id}/messages: injected fault"
+    )
+    assert (result.metadata["retries"], len(letta_fake.created)) == (
+        2,
+        3,
+    )  # a fresh judge per attempt
     assert letta_fake.live() == []
 
 
@@ -265,11 +341,15 @@ def test_a_judge_whose_messages_fail_once_is_retried_with_a_fresh_judge(letta_fa
 
 
 def test_a_judge_af_without_its_system_message_fails_as_on_a_real_server(letta_fake, tmp_path):
-    path = write_agent_file(tmp_path / "bare.af", agent_file("judge", tools=[SUBMIT_GRADE], with_messages=False))
+    path = write_agent_file(
+        tmp_path / "bare.af", agent_file("judge", tools=[SUBMIT_GRADE], with_messages=False)
+    )
     result = grade(make(tmp_path, letta_fake, agent_file=str(path), max_retries=0), "4")
     judge_id = letta_fake.created[0]
-    assert result.error == (f"Letta judge failed: Letta returned HTTP 500 for POST /v1/agents/{judge_id}/messages: "
-                            "An unknown error occurred")
+    assert result.error == (
+        f"Letta judge failed: Letta returned HTTP 500 for POST /v1/agents/{judge_id}/messages: "
+        "An unknown error occurred"
+    )
     assert letta_fake.live() == []
 
 
@@ -281,8 +361,13 @@ def test_a_missing_rubric_var_at_grade_time_is_an_error_grade(letta_fake, tmp_pa
 
 def test_the_model_handle_is_applied_to_the_judge(letta_fake, tmp_path):
     grade(make(tmp_path, letta_fake, model="openai-proxy/gpt-4o-mini"), "score=1")
-    assert letta_fake.imports == [{"override_name": "judge", "override_existing_tools": "false",
-                                   "override_model_handle": "openai-proxy/gpt-4o-mini"}]
+    assert letta_fake.imports == [
+        {
+            "override_name": "judge",
+            "override_existing_tools": "false",
+            "override_model_handle": "openai-proxy/gpt-4o-mini",
+        }
+    ]
     assert letta_fake.agents == {} and letta_fake.patches == []
 
 
@@ -318,8 +403,10 @@ def test_validate_reports_a_bad_judge_file_with_the_seed_message(tmp_path, capsy
     doc["tools"][0]["name"] = "fetch_webpage"
     (suite / "judge.af").write_text(json.dumps(doc))
     assert _cli(["validate", str(suite / "suite.yaml")]) == 2
-    assert ("Judge tool 'submit_grade' not found in agent file judge.af. Available tools: ['fetch_webpage']"
-            in capsys.readouterr().err)
+    assert (
+        "Judge tool 'submit_grade' not found in agent file judge.af. Available tools: ['fetch_webpage']"
+        in capsys.readouterr().err
+    )
 
 
 def test_the_example_runs_against_the_fake_and_passes_its_gate(letta_fake, tmp_path, monkeypatch):
@@ -327,11 +414,17 @@ def test_the_example_runs_against_the_fake_and_passes_its_gate(letta_fake, tmp_p
     out = tmp_path / "out"
     rc = _cli(["run", str(EXAMPLE / "suite.yaml"), "--output", str(out)])
     summary = json.loads((out / "summary.json").read_text())
-    rows = {r["sample_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    rows = {
+        r["sample_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    }
     assert rc == 0
     assert [(g["description"], g["actual"], g["passed"]) for g in summary["gates"]] == [
-        ("agent_judge avg_score gte 0.75", 0.8, True)]
-    assert {k: v["mean"] for k, v in summary["metrics"].items()} == {"answer_contains": 0.8, "agent_judge": 0.8}
+        ("agent_judge avg_score gte 0.75", 0.8, True)
+    ]
+    assert {k: v["mean"] for k, v in summary["metrics"].items()} == {
+        "answer_contains": 0.8,
+        "agent_judge": 0.8,
+    }
     assert rows["australia"]["grades"]["agent_judge"]["score"] == 0.0
     assert rows["australia"]["submission"]["agent_judge"] == "The capital of Australia is Sydney."
     assert len(letta_fake.created) == 10  # 5 target agents + 5 judges
@@ -348,7 +441,9 @@ def test_the_example_fails_its_gate_when_the_judge_is_harsh(letta_fake, tmp_path
     assert letta_fake.live() == []
 
 
-def test_an_unreachable_judge_server_trips_the_breaker_and_later_samples_are_not_sent(tmp_path, capsys):
+def test_an_unreachable_judge_server_trips_the_breaker_and_later_samples_are_not_sent(
+    tmp_path, capsys
+):
     fake = FakeLetta()
     fake.url = "http://127.0.0.1:9"  # discard port: nothing listens
     judge = make(tmp_path, fake)
@@ -357,16 +452,23 @@ def test_an_unreachable_judge_server_trips_the_breaker_and_later_samples_are_not
     async def go():
         await judge.start()
         try:
-            return [await judge.grade(Sample(id=i, input="q", ground_truth="4"), "4", Trajectory.from_text("4"))
-                    for i in range(5)]
+            return [
+                await judge.grade(
+                    Sample(id=i, input="q", ground_truth="4"), "4", Trajectory.from_text("4")
+                )
+                for i in range(5)
+            ]
         finally:
             await judge.aclose()
 
     results = asyncio.run(go())
-    stop = (f"stopped calling the Letta server at http://127.0.0.1:9: {cause} "
-            "(is the Letta server running? check base_url / LETTA_BASE_URL)")
-    assert [(r.score, r.error, r.metadata["retries"]) for r in results] == \
-        [(0.0, f"Letta judge failed: {cause}", 5)] * 3 + [(0.0, f"not sent: {stop}", 0)] * 2
+    stop = (
+        f"stopped calling the Letta server at http://127.0.0.1:9: {cause} "
+        "(is the Letta server running? check base_url / LETTA_BASE_URL)"
+    )
+    assert [(r.score, r.error, r.metadata["retries"]) for r in results] == [
+        (0.0, f"Letta judge failed: {cause}", 5)
+    ] * 3 + [(0.0, f"not sent: {stop}", 0)] * 2
     # 5: the import's own retries of a dropped connection (letta.agents); no fresh judge after them
     assert capsys.readouterr().err == f"error: {stop}\n"
 
@@ -377,16 +479,23 @@ def test_a_judge_server_that_answered_once_is_not_stopped_by_later_failures(lett
     async def go():
         await judge.start()
         try:
-            first = await judge.grade(Sample(id=0, input="q", ground_truth="4"), "4", Trajectory.from_text("4"))
+            first = await judge.grade(
+                Sample(id=0, input="q", ground_truth="4"), "4", Trajectory.from_text("4")
+            )
             letta_fake.fail("POST", "/v1/agents/import", status=404, detail="gone", times=100)
-            rest = [await judge.grade(Sample(id=i, input="q", ground_truth="4"), "4", Trajectory.from_text("4"))
-                    for i in range(1, 5)]
+            rest = [
+                await judge.grade(
+                    Sample(id=i, input="q", ground_truth="4"), "4", Trajectory.from_text("4")
+                )
+                for i in range(1, 5)
+            ]
             return first, rest
         finally:
             await judge.aclose()
 
     first, rest = asyncio.run(go())
     assert (first.score, first.error) == (1.0, None)
-    assert [r.error for r in rest] == \
-        ["Letta judge failed: Letta returned HTTP 404 for POST /v1/agents/import: gone"] * 4
+    assert [r.error for r in rest] == [
+        "Letta judge failed: Letta returned HTTP 404 for POST /v1/agents/import: gone"
+    ] * 4
     assert letta_fake.count("POST", "/v1/agents/import") == 5

@@ -30,8 +30,11 @@ pytestmark = pytest.mark.letta_server
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "letta"
-SHIPPED = [EXAMPLES / "agent-judge" / "capital-agent.af", EXAMPLES / "agent-judge" / "judge.af",
-           REPO / "src" / "ci_evals" / "data" / "letta_judge.af"]
+SHIPPED = [
+    EXAMPLES / "agent-judge" / "capital-agent.af",
+    EXAMPLES / "agent-judge" / "judge.af",
+    REPO / "src" / "ci_evals" / "data" / "letta_judge.af",
+]
 BASE = os.environ.get("LETTA_BASE_URL", "")
 MODEL = os.environ.get("LETTA_TEST_MODEL", "openai-proxy/gpt-4o-mini")
 MODELS = os.environ.get("LETTA_TEST_MODELS", MODEL).split()
@@ -42,7 +45,9 @@ EMBEDDING = os.environ.get("LETTA_TEST_EMBEDDING", "openai/text-embedding-3-smal
 @pytest.fixture(scope="module")
 def client():
     if not BASE:
-        pytest.fail('no Letta server: run scripts/letta-server.sh start && eval "$(scripts/letta-server.sh env)"')
+        pytest.fail(
+            'no Letta server: run scripts/letta-server.sh start && eval "$(scripts/letta-server.sh env)"'
+        )
     from letta_client import Letta
 
     c = Letta(base_url=BASE, api_key="ci-evals-tests", timeout=300, max_retries=0)
@@ -107,15 +112,33 @@ def make_af(client, tmp_path: Path, name: str, **create) -> Path:
 
 def suite_20(client, tmp_path: Path, n: int = 20) -> Path:
     """n samples: an echo agent exported from the server, graded by the shipped judge.af."""
-    make_af(client, tmp_path, "echo-agent", include_base_tools=False, memory_blocks=[{"label": "human", "value": ""}])
+    make_af(
+        client,
+        tmp_path,
+        "echo-agent",
+        include_base_tools=False,
+        memory_blocks=[{"label": "human", "value": ""}],
+    )
     shutil.copy(EXAMPLES / "agent-judge" / "judge.af", tmp_path / "judge.af")
-    rows = [{"id": f"q{i}", "input": f"question {i}", "ground_truth": f"question {i}"} for i in range(n)]
+    rows = [
+        {"id": f"q{i}", "input": f"question {i}", "ground_truth": f"question {i}"} for i in range(n)
+    ]
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    suite = {"name": "twenty", "dataset": "data.jsonl",
-             "target": {"kind": "agent", "agent_file": "echo-agent.af", "model_handles": [MODEL]},
-             "graders": {"judge": {"kind": "rubric", "agent_file": "judge.af", "model": MODEL,
-                                   "prompt": "Does the answer repeat the question?", "extractor": "last_assistant"}},
-             "gate": {"metric_key": "judge", "op": "gte", "value": 1.0}}
+    suite = {
+        "name": "twenty",
+        "dataset": "data.jsonl",
+        "target": {"kind": "agent", "agent_file": "echo-agent.af", "model_handles": [MODEL]},
+        "graders": {
+            "judge": {
+                "kind": "rubric",
+                "agent_file": "judge.af",
+                "model": MODEL,
+                "prompt": "Does the answer repeat the question?",
+                "extractor": "last_assistant",
+            }
+        },
+        "gate": {"metric_key": "judge", "op": "gte", "value": 1.0},
+    }
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
     return tmp_path / "suite.yaml"
 
@@ -129,12 +152,19 @@ def test_every_shipped_af_is_a_real_export_that_answers(server, path):
     [agent] = doc["agents"]
     assert [m["role"] for m in agent["messages"]] == ["system"]
     assert agent["in_context_message_ids"] == [agent["messages"][0]["id"]]
-    resp = server.agents.import_file(file=(path.name, path.read_bytes(), "application/json"),
-                                     override_model_handle=MODEL)
+    resp = server.agents.import_file(
+        file=(path.name, path.read_bytes(), "application/json"), override_model_handle=MODEL
+    )
     [agent_id] = resp.agent_ids
-    text = "What is the capital of France?" if path.name == "capital-agent.af" else "Grade it: [[score=0.7]]"
+    text = (
+        "What is the capital of France?"
+        if path.name == "capital-agent.af"
+        else "Grade it: [[score=0.7]]"
+    )
     try:
-        reply = server.agents.messages.create(agent_id=agent_id, messages=[{"role": "user", "content": text}])
+        reply = server.agents.messages.create(
+            agent_id=agent_id, messages=[{"role": "user", "content": text}]
+        )
     finally:
         server.agents.delete(agent_id=agent_id)
     kinds = [m.message_type for m in reply.messages]
@@ -143,7 +173,11 @@ def test_every_shipped_af_is_a_real_export_that_answers(server, path):
         assert reply.messages[-1].content == "The capital of France is Paris."
     else:
         call = reply.messages[0].tool_call
-        assert (kinds[0], call.name, json.loads(call.arguments)["score"]) == ("tool_call_message", "submit_grade", 0.7)
+        assert (kinds[0], call.name, json.loads(call.arguments)["score"]) == (
+            "tool_call_message",
+            "submit_grade",
+            0.7,
+        )
 
 
 # -- the examples --------------------------------------------------------------------------------
@@ -152,15 +186,27 @@ def test_every_shipped_af_is_a_real_export_that_answers(server, path):
 def test_agent_judge_example_with_the_shipped_judge(server, tmp_path):
     ex = copy_examples(tmp_path)
     suite = ex / "agent-judge" / "suite.yaml"
-    edit(suite, lambda d: (d["target"].update(model_handles=[MODEL]), d["graders"]["agent_judge"].update(model=MODEL)))
+    edit(
+        suite,
+        lambda d: (
+            d["target"].update(model_handles=[MODEL]),
+            d["graders"]["agent_judge"].update(model=MODEL),
+        ),
+    )
     out = tmp_path / "out"
     assert cli("run", str(suite), "--output", str(out), "--quiet") == 0
     summary, rows = results(out)
     assert summary["errors"]["total"] == 0
-    assert {k: m["mean"] for k, m in summary["metrics"].items()} == {"answer_contains": 0.8, "agent_judge": 0.8}
+    assert {k: m["mean"] for k, m in summary["metrics"].items()} == {
+        "answer_contains": 0.8,
+        "agent_judge": 0.8,
+    }
     by_id = {r["sample_id"]: r for r in rows}
     assert by_id["australia"]["submission"]["agent_judge"] == "The capital of Australia is Sydney."
-    assert by_id["australia"]["grades"]["agent_judge"]["rationale"] == "the submission does not contain 'Canberra'"
+    assert (
+        by_id["australia"]["grades"]["agent_judge"]["rationale"]
+        == "the submission does not contain 'Canberra'"
+    )
     assert {r["target"]["model"] for r in rows} == {MODEL}
     assert "letta" not in summary
 
@@ -168,16 +214,41 @@ def test_agent_judge_example_with_the_shipped_judge(server, tmp_path):
 def test_letta_evals_05_suite_with_the_built_in_judge_on_two_model_handles(server, tmp_path):
     ex = copy_examples(tmp_path)
     suite = ex / "letta-evals-0.5" / "suite.yaml"
-    edit(suite, lambda d: (d["target"].update(model_handles=MODELS), d["graders"]["judge"].update(model=MODEL)))
+    edit(
+        suite,
+        lambda d: (
+            d["target"].update(model_handles=MODELS),
+            d["graders"]["judge"].update(model=MODEL),
+        ),
+    )
     before = llm_stats()["models"]
     out = tmp_path / "out"
-    assert cli("run", str(suite), "--output", str(out), "--quiet", "--max-samples", "2", "--num-runs", "1") == 0
+    assert (
+        cli(
+            "run",
+            str(suite),
+            "--output",
+            str(out),
+            "--quiet",
+            "--max-samples",
+            "2",
+            "--num-runs",
+            "1",
+        )
+        == 0
+    )
     summary, rows = results(out)
     assert summary["errors"]["total"] == 0
     assert sorted(summary["models"]) == sorted(MODELS)
     assert {k: m["mean"] for k, m in summary["metrics"].items()} == {
-        "exact": 1.0, "capital_named": 1.0, "lookup_args": 1.0, "judge": 1.0}
-    assert {r["grades"]["judge"]["metadata"]["agent_file"] for r in rows} == {"built-in letta_judge.af"}
+        "exact": 1.0,
+        "capital_named": 1.0,
+        "lookup_args": 1.0,
+        "judge": 1.0,
+    }
+    assert {r["grades"]["judge"]["metadata"]["agent_file"] for r in rows} == {
+        "built-in letta_judge.af"
+    }
     after = llm_stats()["models"]
     for handle in MODELS:  # the server really called each model
         name = handle.split("/", 1)[1]
@@ -196,55 +267,126 @@ def test_factory_suite_multi_turn_and_memory_block_extractor(server, tmp_path):
     writer.writerows(rows)
     data.write_text(buf.getvalue())
     out = tmp_path / "out"
-    assert cli("run", str(ex / "letta-evals-0.5" / "suite-factory.yaml"), "--output", str(out), "--quiet") == 0
+    assert (
+        cli(
+            "run",
+            str(ex / "letta-evals-0.5" / "suite-factory.yaml"),
+            "--output",
+            str(out),
+            "--quiet",
+        )
+        == 0
+    )
     summary, recs = results(out)
     assert (summary["errors"]["total"], summary["metrics"]["remembers_name"]["mean"]) == (0, 1.0)
-    assert sorted(r["submission"]["remembers_name"] for r in recs) == ["Name: Ada\n", "Name: Grace\n"]
-    assert [r["target"]["stop_reasons"] for r in recs] == [["end_turn"] * 3] * 2  # one message per turn
+    assert sorted(r["submission"]["remembers_name"] for r in recs) == [
+        "Name: Ada\n",
+        "Name: Grace\n",
+    ]
+    assert [r["target"]["stop_reasons"] for r in recs] == [
+        ["end_turn"] * 3
+    ] * 2  # one message per turn
 
 
 def test_agent_args_and_memory_blocks_on_an_af_target_and_kept_agents(server, tmp_path, capsys):
     shutil.copy(EXAMPLES / "agent-judge" / "capital-agent.af", tmp_path)
-    row = {"id": "peru", "input": "What is the capital of Peru?", "ground_truth": "Zed",
-           "agent_args": {"memory_blocks": {"human": "Name: Zed"}, "tags": ["ci-evals-test"]}}
+    row = {
+        "id": "peru",
+        "input": "What is the capital of Peru?",
+        "ground_truth": "Zed",
+        "agent_args": {"memory_blocks": {"human": "Name: Zed"}, "tags": ["ci-evals-test"]},
+    }
     (tmp_path / "data.jsonl").write_text(json.dumps(row) + "\n")
-    suite = {"name": "args", "dataset": "data.jsonl",
-             "target": {"kind": "agent", "agent_file": "capital-agent.af", "model_handles": [MODEL], "cleanup": False},
-             "graders": {"memory": {"kind": "tool", "function": "contains", "extractor": "memory_block",
-                                    "extractor_config": {"block_label": "human"}}}}
+    suite = {
+        "name": "args",
+        "dataset": "data.jsonl",
+        "target": {
+            "kind": "agent",
+            "agent_file": "capital-agent.af",
+            "model_handles": [MODEL],
+            "cleanup": False,
+        },
+        "graders": {
+            "memory": {
+                "kind": "tool",
+                "function": "contains",
+                "extractor": "memory_block",
+                "extractor_config": {"block_label": "human"},
+            }
+        },
+    }
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
     out = tmp_path / "out"
     assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(out), "--quiet") == 0
     summary, [rec] = results(out)
     agent_id = rec["target"]["agent_id"]
-    assert summary["letta"] == {"leftover_agents": [], "kept_agents": [{"id": agent_id, "name": "capital-agent"}],
-                                "base_url": BASE}
-    state = server.agents.retrieve(agent_id=agent_id, include=["agent.tags"])  # tags only when asked
+    assert summary["letta"] == {
+        "leftover_agents": [],
+        "kept_agents": [{"id": agent_id, "name": "capital-agent"}],
+        "base_url": BASE,
+    }
+    state = server.agents.retrieve(
+        agent_id=agent_id, include=["agent.tags"]
+    )  # tags only when asked
     blocks = {b.label: b.value for b in server.agents.blocks.list(agent_id=agent_id)}
-    assert (state.name, state.tags, blocks["human"]) == ("capital-agent", ["ci-evals-test"], "Name: Zed")
+    assert (state.name, state.tags, blocks["human"]) == (
+        "capital-agent",
+        ["ci-evals-test"],
+        "Name: Zed",
+    )
     printed = capsys.readouterr().out
-    assert f"Letta: 1 agent(s) kept on {BASE} (cleanup: false):\n  {agent_id} (capital-agent)\n" in printed
+    assert (
+        f"Letta: 1 agent(s) kept on {BASE} (cleanup: false):\n  {agent_id} (capital-agent)\n"
+        in printed
+    )
     server.agents.delete(agent_id=agent_id)
 
 
 def test_agent_id_target_shares_one_agent_and_reports_queue_time(server, tmp_path):
-    agent = server.agents.create(name="shared-agent", model=MODEL, embedding=EMBEDDING, include_base_tools=False)
+    agent = server.agents.create(
+        name="shared-agent", model=MODEL, embedding=EMBEDDING, include_base_tools=False
+    )
     try:
-        rows = [{"id": f"s{i}", "input": f"question {i}", "ground_truth": f"question {i}"} for i in range(4)]
+        rows = [
+            {"id": f"s{i}", "input": f"question {i}", "ground_truth": f"question {i}"}
+            for i in range(4)
+        ]
         (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        suite = {"name": "shared", "dataset": "data.jsonl", "target": {"kind": "agent", "agent_id": agent.id},
-                 "graders": {"echo": {"kind": "tool", "function": "contains", "extractor": "last_assistant"}}}
+        suite = {
+            "name": "shared",
+            "dataset": "data.jsonl",
+            "target": {"kind": "agent", "agent_id": agent.id},
+            "graders": {
+                "echo": {"kind": "tool", "function": "contains", "extractor": "last_assistant"}
+            },
+        }
         (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
         out = tmp_path / "out"
         t0 = time.perf_counter()
-        assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(out), "--quiet", "--max-concurrent", "4") == 0
+        assert (
+            cli(
+                "run",
+                str(tmp_path / "suite.yaml"),
+                "--output",
+                str(out),
+                "--quiet",
+                "--max-concurrent",
+                "4",
+            )
+            == 0
+        )
         wall = time.perf_counter() - t0
         summary, recs = results(out)
         assert (summary["errors"]["total"], summary["metrics"]["echo"]["mean"]) == (0, 1.0)
         assert sum(1 for r in recs if r.get("queued_s", 0) > 0) == 3  # all but the first waited
-        assert sum(r["duration_s"] for r in recs) < wall  # own work only: the waits are not counted twice
-        sent = [m.content for m in server.agents.messages.list(agent_id=agent.id, limit=100)
-                if m.message_type == "user_message"]
+        assert (
+            sum(r["duration_s"] for r in recs) < wall
+        )  # own work only: the waits are not counted twice
+        sent = [
+            m.content
+            for m in server.agents.messages.list(agent_id=agent.id, limit=100)
+            if m.message_type == "user_message"
+        ]
         assert sorted(sent) == [f"question {i}" for i in range(4)]
     finally:
         server.agents.delete(agent_id=agent.id)
@@ -257,7 +399,10 @@ def test_a_judge_af_without_submit_grade_fails_before_any_agent_is_made(server, 
     imports = llm_stats()["requests"]
     assert cli("run", str(suite), "--output", str(tmp_path / "out")) == 2
     err = capsys.readouterr().err
-    assert "Judge tool 'submit_grade' not found in agent file no-tool-judge.af. Available tools: []" in err
+    assert (
+        "Judge tool 'submit_grade' not found in agent file no-tool-judge.af. Available tools: []"
+        in err
+    )
     assert llm_stats()["requests"] == imports and not (tmp_path / "out" / "summary.json").exists()
 
 
@@ -280,31 +425,62 @@ def test_an_af_import_keeps_the_servers_tool_unless_the_suite_overrides(server, 
     tool = server.tools.upsert(source_code=SERVER_TOOL)
     try:
         shutil.copy(EXAMPLES / "agent-judge" / "capital-agent.af", tmp_path)
-        (tmp_path / "data.jsonl").write_text(json.dumps({"id": "peru", "input": "What is the capital of Peru?",
-                                                         "ground_truth": "Lima"}) + "\n")
-        suite = {"name": "tools", "dataset": "data.jsonl",
-                 "target": {"kind": "agent", "agent_file": "capital-agent.af", "model_handles": [MODEL]},
-                 "graders": {"out": {"kind": "tool", "function": "contains", "extractor": "tool_output",
-                                     "extractor_config": {"tool_name": "lookup_capital"}}}}
+        (tmp_path / "data.jsonl").write_text(
+            json.dumps(
+                {"id": "peru", "input": "What is the capital of Peru?", "ground_truth": "Lima"}
+            )
+            + "\n"
+        )
+        suite = {
+            "name": "tools",
+            "dataset": "data.jsonl",
+            "target": {"kind": "agent", "agent_file": "capital-agent.af", "model_handles": [MODEL]},
+            "graders": {
+                "out": {
+                    "kind": "tool",
+                    "function": "contains",
+                    "extractor": "tool_output",
+                    "extractor_config": {"tool_name": "lookup_capital"},
+                }
+            },
+        }
         (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
-        assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(tmp_path / "a"), "--quiet") == 0
+        assert (
+            cli("run", str(tmp_path / "suite.yaml"), "--output", str(tmp_path / "a"), "--quiet")
+            == 0
+        )
         _, [rec] = results(tmp_path / "a")
         assert (rec["submission"]["out"], rec["grades"]["out"]["score"]) == (
-            "server version of lookup_capital for Peru", 0.0)
-        assert server.tools.retrieve(tool.id).source_code == SERVER_TOOL  # the server's tool is untouched
+            "server version of lookup_capital for Peru",
+            0.0,
+        )
+        assert (
+            server.tools.retrieve(tool.id).source_code == SERVER_TOOL
+        )  # the server's tool is untouched
 
         edit(tmp_path / "suite.yaml", lambda d: d["target"].update(override_existing_tools=True))
-        assert cli("run", str(tmp_path / "suite.yaml"), "--output", str(tmp_path / "b"), "--quiet") == 0
+        assert (
+            cli("run", str(tmp_path / "suite.yaml"), "--output", str(tmp_path / "b"), "--quiet")
+            == 0
+        )
         _, [rec] = results(tmp_path / "b")
-        assert (rec["submission"]["out"], rec["grades"]["out"]["score"]) == ("The capital of Peru is Lima.", 1.0)
-        af_source = json.loads((tmp_path / "capital-agent.af").read_text())["tools"][1]["source_code"]
+        assert (rec["submission"]["out"], rec["grades"]["out"]["score"]) == (
+            "The capital of Peru is Lima.",
+            1.0,
+        )
+        af_source = json.loads((tmp_path / "capital-agent.af").read_text())["tools"][1][
+            "source_code"
+        ]
         assert server.tools.retrieve(tool.id).source_code == af_source  # asked for: replaced
     finally:
         if tool.id not in before:
             server.tools.delete(tool.id)
         else:  # it existed before this test: leave it with the .af's source, as the other tests expect
-            server.tools.upsert(source_code=json.loads((EXAMPLES / "agent-judge" / "capital-agent.af").read_text())
-                                ["tools"][1]["source_code"])
+            server.tools.upsert(
+                source_code=json.loads((EXAMPLES / "agent-judge" / "capital-agent.af").read_text())[
+                    "tools"
+                ][1]["source_code"]
+            )
 
 
 def _graded(messages) -> list[tuple]:
@@ -315,8 +491,13 @@ def _graded(messages) -> list[tuple]:
         if d["message_type"] == "user_message":
             continue
         call = d.get("tool_call") or {}
-        out.append((d["message_type"], call.get("name") or d.get("name"),
-                    d.get("content") or d.get("tool_return") or call.get("arguments")))
+        out.append(
+            (
+                d["message_type"],
+                call.get("name") or d.get("name"),
+                d.get("content") or d.get("tool_return") or call.get("arguments"),
+            )
+        )
     return out
 
 
@@ -324,13 +505,26 @@ def _graded(messages) -> list[tuple]:
 def test_sync_post_and_letta_evals_streaming_send_give_the_same_trajectory(server, question):
     """ci-evals posts synchronously; letta-evals 0.18 streams in the background and reads the run back."""
     data = (EXAMPLES / "agent-judge" / "capital-agent.af").read_bytes()
-    ids = [server.agents.import_file(file=("capital-agent.af", data, "application/json"), override_model_handle=MODEL,
-                                     override_existing_tools=False).agent_ids[0] for _ in range(2)]
+    ids = [
+        server.agents.import_file(
+            file=("capital-agent.af", data, "application/json"),
+            override_model_handle=MODEL,
+            override_existing_tools=False,
+        ).agent_ids[0]
+        for _ in range(2)
+    ]
     try:
-        sync = server.agents.messages.create(agent_id=ids[0], messages=[{"role": "user", "content": question}])
-        stream = server.agents.messages.create(agent_id=ids[1], messages=[{"role": "user", "content": question}],
-                                               streaming=True, background=True, stream_tokens=True,
-                                               include_pings=True)
+        sync = server.agents.messages.create(
+            agent_id=ids[0], messages=[{"role": "user", "content": question}]
+        )
+        stream = server.agents.messages.create(
+            agent_id=ids[1],
+            messages=[{"role": "user", "content": question}],
+            streaming=True,
+            background=True,
+            stream_tokens=True,
+            include_pings=True,
+        )
         run_ids = {c.run_id for c in stream if getattr(c, "run_id", None)}
         [run_id] = run_ids
         streamed = list(server.runs.messages.list(run_id))
@@ -338,7 +532,11 @@ def test_sync_post_and_letta_evals_streaming_send_give_the_same_trajectory(serve
         for agent_id in ids:
             server.agents.delete(agent_id=agent_id)
     assert _graded(sync.messages) == _graded(streamed)
-    assert [k for k, _, _ in _graded(streamed)] == ["tool_call_message", "tool_return_message", "assistant_message"]
+    assert [k for k, _, _ in _graded(streamed)] == [
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
 
 
 # -- under load, and when the server goes away -------------------------------------------------------
@@ -352,9 +550,18 @@ def test_twenty_samples_with_a_judge_at_concurrency_8_three_times(server, tmp_pa
         t0 = time.perf_counter()
         rc = cli("run", str(suite), "--output", str(out), "--quiet", "--max-concurrent", "8")
         summary, rows = results(out)
-        report.append({"s": round(time.perf_counter() - t0, 1), "errors": summary["errors"]["total"],
-                       "retries": summary["retries"]})
-        assert (rc, summary["errors"]["total"], summary["metrics"]["judge"]["mean"]) == (0, 0, 1.0), report
+        report.append(
+            {
+                "s": round(time.perf_counter() - t0, 1),
+                "errors": summary["errors"]["total"],
+                "retries": summary["retries"],
+            }
+        )
+        assert (rc, summary["errors"]["total"], summary["metrics"]["judge"]["mean"]) == (
+            0,
+            0,
+            1.0,
+        ), report
         assert len(rows) == 20 and "letta" not in summary
     print(f"20 samples + judge at concurrency 8: {report}", file=sys.stderr)
 
@@ -365,13 +572,32 @@ def test_a_server_stopped_mid_run_lists_what_it_left_and_nothing_else(client, tm
     before = agent_ids(client)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    run = subprocess.Popen([sys.executable, "-m", "ci_evals", "run", str(suite), "--output", str(out), "--quiet",
-                            "--max-concurrent", "8"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ci_evals",
+            "run",
+            str(suite),
+            "--output",
+            str(out),
+            "--quiet",
+            "--max-concurrent",
+            "8",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     script = str(REPO / "scripts" / "letta-server.sh")
     try:
         deadline = time.monotonic() + 300
-        while len(agent_ids(client) - before) < 4 and time.monotonic() < deadline and run.poll() is None:
+        while (
+            len(agent_ids(client) - before) < 4
+            and time.monotonic() < deadline
+            and run.poll() is None
+        ):
             time.sleep(0.2)
         assert run.poll() is None, "the run ended before the server was stopped"
         subprocess.run([script, "stop"], check=True, capture_output=True, timeout=180)
@@ -385,9 +611,12 @@ def test_a_server_stopped_mid_run_lists_what_it_left_and_nothing_else(client, tm
     assert summary["errors"]["total"] > 0 and len(rows) == 20
     reported = {a["id"] for a in summary["letta"]["leftover_agents"]}
     assert {a["error"] for a in summary["letta"]["leftover_agents"]} == {
-        f"cannot reach the Letta server at {BASE}: nothing listens there (connection refused)"}
+        f"cannot reach the Letta server at {BASE}: nothing listens there (connection refused)"
+    }
     left = agent_ids(client) - before
     assert left == reported  # every agent still there is reported, and only those
-    [command] = [line.split("delete them: ", 1)[1] for line in stdout.splitlines() if "delete them: " in line]
+    [command] = [
+        line.split("delete them: ", 1)[1] for line in stdout.splitlines() if "delete them: " in line
+    ]
     subprocess.run(["bash", "-c", command], check=True, capture_output=True, timeout=120)
     assert agent_ids(client) == before

@@ -25,9 +25,9 @@ from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provid
 )
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "letta"
-LOOKUP = '''def lookup_capital(country: str) -> str:
+LOOKUP = """def lookup_capital(country: str) -> str:
     return {"France": "Paris"}.get(country, "unknown")
-'''
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +40,9 @@ def _no_import_backoff(monkeypatch):
 
 def make(fake: FakeLetta, tmp_path: Path, **raw) -> LettaTarget:
     if not any(k in raw for k in ("agent_file", "agent_id", "agent_script")):
-        raw["agent_file"] = str(write_agent_file(tmp_path / "echo.af", agent_file(blocks={"human": ""})))
+        raw["agent_file"] = str(
+            write_agent_file(tmp_path / "echo.af", agent_file(blocks={"human": ""}))
+        )
     spec = LettaTargetSpec.model_validate({"kind": "agent", "base_url": fake.url, **raw})
     return LettaTarget(spec, Context(tmp_path))
 
@@ -69,21 +71,29 @@ def dicts(turn) -> list[dict]:
 
 def test_single_turn_maps_reasoning_and_assistant(letta_fake, tmp_path):
     [traj] = run(make(letta_fake, tmp_path), sample("hello"))
-    assert [dicts(t) for t in traj.turns] == [[
-        {"role": "user", "content": "hello"},
-        {"role": "reasoning", "content": "The user said: hello"},
-        {"role": "assistant", "content": "ECHO: hello"},
-    ]]
+    assert [dicts(t) for t in traj.turns] == [
+        [
+            {"role": "user", "content": "hello"},
+            {"role": "reasoning", "content": "The user said: hello"},
+            {"role": "assistant", "content": "ECHO: hello"},
+        ]
+    ]
     assert traj.usage.to_dict() == {"prompt_tokens": 10, "completion_tokens": 5}
-    assert traj.metadata == {"agent_id": letta_fake.created[0], "model": "openai/gpt-4o-mini",
-                             "stop_reasons": ["end_turn"]}
+    assert traj.metadata == {
+        "agent_id": letta_fake.created[0],
+        "model": "openai/gpt-4o-mini",
+        "stop_reasons": ["end_turn"],
+    }
 
 
 def test_multi_turn_sends_one_message_per_turn_to_one_agent(letta_fake, tmp_path):
     [traj] = run(make(letta_fake, tmp_path), sample(["hi", "and again"]))
     agent = letta_fake.created[0]
     assert letta_fake.sent == [(agent, "hi"), (agent, "and again")]
-    assert [[m.content for m in t if m.role == "assistant"] for t in traj.turns] == [["ECHO: hi"], ["ECHO: and again"]]
+    assert [[m.content for m in t if m.role == "assistant"] for t in traj.turns] == [
+        ["ECHO: hi"],
+        ["ECHO: and again"],
+    ]
     assert traj.usage.to_dict() == {"prompt_tokens": 20, "completion_tokens": 10}
     assert traj.metadata["stop_reasons"] == ["end_turn", "end_turn"]
 
@@ -96,8 +106,13 @@ def test_tool_call_and_return_become_assistant_calls_and_tool_messages(letta_fak
     assert dicts(turn) == [
         {"role": "user", "content": "Capital of France?"},
         {"role": "reasoning", "content": "I should call lookup_capital."},
-        {"role": "assistant", "content": "",
-         "tool_calls": [{"id": call_id, "name": "lookup_capital", "arguments": '{"country": "France"}'}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": call_id, "name": "lookup_capital", "arguments": '{"country": "France"}'}
+            ],
+        },
         {"role": "tool", "content": "Paris", "tool_call_id": call_id, "name": "lookup_capital"},
         {"role": "assistant", "content": "Paris"},
     ]
@@ -109,15 +124,23 @@ def test_tool_calls_of_the_same_step_join_its_assistant_message(letta_fake, tmp_
         a, b = tool_call("f", {"x": 1}, "c1"), tool_call("g", {}, "c2")
         both = dict(a, tool_calls=a["tool_calls"] + b["tool_calls"])
         ret = tool_return("c1", "one")
-        ret["tool_returns"] = tool_return("c1", "one")["tool_returns"] + tool_return("c2", "two")["tool_returns"]
+        ret["tool_returns"] = (
+            tool_return("c1", "one")["tool_returns"] + tool_return("c2", "two")["tool_returns"]
+        )
         return [assistant("Let me check."), both, ret, assistant("Done.")]
 
     letta_fake.behaviours["echo-agent"] = parallel
     [traj] = run(make(letta_fake, tmp_path), sample("go"))
     assert dicts(traj.turns[0]) == [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": "Let me check.", "tool_calls": [
-            {"id": "c1", "name": "f", "arguments": '{"x": 1}'}, {"id": "c2", "name": "g", "arguments": "{}"}]},
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [
+                {"id": "c1", "name": "f", "arguments": '{"x": 1}'},
+                {"id": "c2", "name": "g", "arguments": "{}"},
+            ],
+        },
         {"role": "tool", "content": "one", "tool_call_id": "c1", "name": "f"},
         {"role": "tool", "content": "two", "tool_call_id": "c2", "name": "g"},
         {"role": "assistant", "content": "Done."},
@@ -130,7 +153,10 @@ def test_message_mapping_keeps_other_user_and_system_messages_and_drops_the_echo
         {"message_type": "system_message", "content": "summary"},
         {"message_type": "user_message", "content": [{"type": "text", "text": "heartbeat"}]},
         {"message_type": "hidden_reasoning_message", "state": "omitted", "hidden_reasoning": None},
-        {"message_type": "tool_call_message", "tool_call": {"name": "t", "arguments": "{}", "tool_call_id": "x"}},
+        {
+            "message_type": "tool_call_message",
+            "tool_call": {"name": "t", "arguments": "{}", "tool_call_id": "x"},
+        },
         {"message_type": "event_message", "event_type": "compaction"},
     ]
     assert dicts(to_turn(msgs, "hi")) == [
@@ -138,7 +164,11 @@ def test_message_mapping_keeps_other_user_and_system_messages_and_drops_the_echo
         {"role": "system", "content": "summary"},
         {"role": "user", "content": "heartbeat"},
         {"role": "reasoning", "content": ""},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "x", "name": "t", "arguments": "{}"}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "x", "name": "t", "arguments": "{}"}],
+        },
     ]
 
 
@@ -151,9 +181,19 @@ def test_memory_blocks_are_read_only_when_needed(letta_fake, tmp_path):
 
 
 def test_agent_file_is_imported_fresh_per_sample(letta_fake, tmp_path):
-    trajs = run(make(letta_fake, tmp_path), sample("one", 0), sample("two", 1), sample("three", 2), need_memory=True)
+    trajs = run(
+        make(letta_fake, tmp_path),
+        sample("one", 0),
+        sample("two", 1),
+        sample("three", 2),
+        need_memory=True,
+    )
     assert len(letta_fake.created) == 3
-    assert [t.memory_blocks for t in trajs] == [{"human": "- one\n"}, {"human": "- two\n"}, {"human": "- three\n"}]
+    assert [t.memory_blocks for t in trajs] == [
+        {"human": "- one\n"},
+        {"human": "- two\n"},
+        {"human": "- three\n"},
+    ]
     assert [a for a, _ in letta_fake.sent] == letta_fake.created
     assert letta_fake.live() == []
     assert sorted(letta_fake.deleted) == sorted(letta_fake.created)
@@ -177,7 +217,12 @@ def test_agent_args_update_the_imported_agent_and_its_blocks(letta_fake, tmp_pat
 
 def test_existing_agent_id_is_shared_and_never_deleted(letta_fake, tmp_path):
     agent = letta_fake.add_agent(blocks={"human": ""})
-    trajs = run(make(letta_fake, tmp_path, agent_id=agent), sample("one", 0), sample("two", 1), need_memory=True)
+    trajs = run(
+        make(letta_fake, tmp_path, agent_id=agent),
+        sample("one", 0),
+        sample("two", 1),
+        need_memory=True,
+    )
     assert letta_fake.sent == [(agent, "one"), (agent, "two")]
     assert trajs[1].memory_blocks == {"human": "- one\n- two\n"}
     assert letta_fake.created == [] and letta_fake.deleted == [] and agent in letta_fake.agents
@@ -187,8 +232,10 @@ def test_existing_agent_id_refuses_agent_args(letta_fake, tmp_path):
     agent = letta_fake.add_agent()
     with pytest.raises(SampleError) as err:
         run(make(letta_fake, tmp_path, agent_id=agent), sample("x", agent_args={"system": "s"}))
-    assert str(err.value) == ("agent_args cannot be applied to an existing agent (agent_id); "
-                              "use agent_file or agent_script")
+    assert str(err.value) == (
+        "agent_args cannot be applied to an existing agent (agent_id); "
+        "use agent_file or agent_script"
+    )
 
 
 def test_agent_script_factory_gets_client_and_sample_and_its_agent_is_deleted(letta_fake, tmp_path):
@@ -196,7 +243,8 @@ def test_agent_script_factory_gets_client_and_sample_and_its_agent_is_deleted(le
         "async def make(client, sample):\n"
         "    agent = await client.agents.create(name='made', memory_blocks=[\n"
         "        {'label': 'human', 'value': 'Name: ' + sample.agent_args['name'] + '\\n'}])\n"
-        "    return agent.id\n")
+        "    return agent.id\n"
+    )
     target = make(letta_fake, tmp_path, agent_script="factory.py:make")
     [traj] = run(target, sample("hi", agent_args={"name": "Ada"}), need_memory=True)
     assert traj.memory_blocks == {"human": "Name: Ada\n- hi\n"}
@@ -216,8 +264,13 @@ def test_model_handles_are_the_models_and_applied_to_each_agent(letta_fake, tmp_
     target = make(letta_fake, tmp_path, model_handles=["openai/gpt-4.1", "anthropic/claude-x"])
     assert target.models() == ["openai/gpt-4.1", "anthropic/claude-x"]
     [traj] = run(target, sample("hi"), model="anthropic/claude-x")
-    assert letta_fake.imports == [{"override_name": "echo-agent", "override_existing_tools": "false",
-                                   "override_model_handle": "anthropic/claude-x"}]
+    assert letta_fake.imports == [
+        {
+            "override_name": "echo-agent",
+            "override_existing_tools": "false",
+            "override_model_handle": "anthropic/claude-x",
+        }
+    ]
     assert letta_fake.patches == []  # the import itself applies the handle
     assert traj.metadata["model"] == "anthropic/claude-x"
     assert make(letta_fake, tmp_path).models() == [None]
@@ -238,10 +291,15 @@ def test_a_failed_attempt_is_retried_with_a_fresh_agent_and_deleted(letta_fake, 
 def test_exhausted_retries_raise_a_target_error_and_leave_nothing(letta_fake, tmp_path):
     letta_fake.fail("POST", r"/v1/agents/[^/]+/messages", status=503, times=3)
     with pytest.raises(SampleError) as err:
-        run(make(letta_fake, tmp_path, max_retries=2, retry_backoff=0, api_key="sk-secret-123"), sample("hi"))
+        run(
+            make(letta_fake, tmp_path, max_retries=2, retry_backoff=0, api_key="sk-secret-123"),
+            sample("hi"),
+        )
     agent = letta_fake.created[2]
-    assert str(err.value) == (f"Letta agent run failed after 3 attempts: Letta returned HTTP 503 for "
-                              f"POST /v1/agents/{agent}/messages: injected fault")
+    assert str(err.value) == (
+        f"Letta agent run failed after 3 attempts: Letta returned HTTP 503 for "
+        f"POST /v1/agents/{agent}/messages: injected fault"
+    )
     assert err.value.category == "target"
     assert "sk-secret-123" not in repr(err.value.__dict__)
     assert letta_fake.live() == []
@@ -251,8 +309,9 @@ def test_client_errors_are_not_retried(letta_fake, tmp_path):
     letta_fake.fail("POST", "/v1/agents/import", status=422, times=5)
     with pytest.raises(SampleError) as err:
         run(make(letta_fake, tmp_path, max_retries=3, retry_backoff=0), sample("hi"))
-    assert str(err.value) == ("Letta agent run failed: Letta returned HTTP 422 for POST /v1/agents/import: "
-                              "injected fault")
+    assert str(err.value) == (
+        "Letta agent run failed: Letta returned HTTP 422 for POST /v1/agents/import: injected fault"
+    )
     assert letta_fake.count("POST", "/v1/agents/import") == 1
 
 
@@ -269,8 +328,10 @@ def test_an_unreachable_server_is_a_clear_error(tmp_path):
     fake.url = "http://127.0.0.1:9"  # discard port: nothing listens
     with pytest.raises(SampleError) as err:
         run(make(fake, tmp_path), sample("hi"))
-    assert str(err.value) == ("Letta agent run failed: cannot reach the Letta server at http://127.0.0.1:9: "
-                              "nothing listens there (connection refused)")
+    assert str(err.value) == (
+        "Letta agent run failed: cannot reach the Letta server at http://127.0.0.1:9: "
+        "nothing listens there (connection refused)"
+    )
 
 
 def test_a_run_stopped_by_an_llm_error_is_a_target_error(letta_fake, tmp_path):
@@ -305,16 +366,22 @@ def test_aclose_deletes_agents_of_a_cancelled_sample(letta_fake, tmp_path):
 
 def test_override_existing_tools_is_sent_only_when_the_suite_asks(letta_fake, tmp_path):
     run(make(letta_fake, tmp_path, override_existing_tools=True), sample("hi"))
-    assert letta_fake.imports == [{"override_name": "echo-agent", "override_existing_tools": "true"}]
-    assert LettaTargetSpec.model_validate({"kind": "agent", "agent_id": "a"}).override_existing_tools is False
+    assert letta_fake.imports == [
+        {"override_name": "echo-agent", "override_existing_tools": "true"}
+    ]
+    assert (
+        LettaTargetSpec.model_validate({"kind": "agent", "agent_id": "a"}).override_existing_tools
+        is False
+    )
 
 
 def test_api_key_and_project_are_sent(letta_fake, tmp_path):
     run(make(letta_fake, tmp_path, api_key="sk-secret-123", project_id="proj-1"), sample("hi"))
     assert {h.get("authorization") for h in letta_fake.headers} == {"Bearer sk-secret-123"}
     assert {h.get("x-project-id") for h in letta_fake.headers} == {"proj-1"}
-    assert letta_fake.imports == [{"override_name": "echo-agent", "override_existing_tools": "false",
-                                   "project_id": "proj-1"}]
+    assert letta_fake.imports == [
+        {"override_name": "echo-agent", "override_existing_tools": "false", "project_id": "proj-1"}
+    ]
 
 
 def test_base_url_comes_from_the_env_when_not_in_yaml(letta_fake, tmp_path, monkeypatch):
@@ -331,23 +398,41 @@ def test_base_url_comes_from_the_env_when_not_in_yaml(letta_fake, tmp_path, monk
 # -- validation (offline) -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ({}, "an agent target needs one of agent_file, agent_id or agent_script"),
-    ({"agent_id": "a", "agent_script": "f.py:g"},
-     "an agent target takes only one of agent_file, agent_id, agent_script; got agent_id and agent_script"),
-    ({"agent_file": "missing.af"}, "agent file not found: {tmp}/missing.af"),
-    ({"agent_file": "agent.json"}, "agent file must have the .af extension: agent.json"),
-    ({"agent_file": "bad.af"}, "agent file bad.af is not valid JSON: Expecting value: line 1 column 1 (char 0)"),
-    ({"agent_file": "two.af"}, "agent file two.af must hold exactly one agent, found 2"),
-    ({"agent_id": "a", "model_handles": ["openai/x"]},
-     "model_handles cannot be used with agent_id: it would change the model of an agent shared by all "
-     "samples; use agent_file or agent_script so each sample gets its own agent"),
-    ({"agent_id": "a", "model_handles": []}, "model_handles must be a non-empty list of distinct handles"),
-    ({"agent_id": "a", "model_configs": ["gpt-4o-mini"]},
-     "model_configs (letta-evals' bundled LLM config files) is not supported; list Letta model handles in "
-     "model_handles, e.g. [openai/gpt-4o-mini]"),
-    ({"agent_script": "fac.py:two"}, "agent factory 'fac.py:two' must take (client, sample), it takes 1 parameters"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({}, "an agent target needs one of agent_file, agent_id or agent_script"),
+        (
+            {"agent_id": "a", "agent_script": "f.py:g"},
+            "an agent target takes only one of agent_file, agent_id, agent_script; got agent_id and agent_script",
+        ),
+        ({"agent_file": "missing.af"}, "agent file not found: {tmp}/missing.af"),
+        ({"agent_file": "agent.json"}, "agent file must have the .af extension: agent.json"),
+        (
+            {"agent_file": "bad.af"},
+            "agent file bad.af is not valid JSON: Expecting value: line 1 column 1 (char 0)",
+        ),
+        ({"agent_file": "two.af"}, "agent file two.af must hold exactly one agent, found 2"),
+        (
+            {"agent_id": "a", "model_handles": ["openai/x"]},
+            "model_handles cannot be used with agent_id: it would change the model of an agent shared by all "
+            "samples; use agent_file or agent_script so each sample gets its own agent",
+        ),
+        (
+            {"agent_id": "a", "model_handles": []},
+            "model_handles must be a non-empty list of distinct handles",
+        ),
+        (
+            {"agent_id": "a", "model_configs": ["gpt-4o-mini"]},
+            "model_configs (letta-evals' bundled LLM config files) is not supported; list Letta model handles in "
+            "model_handles, e.g. [openai/gpt-4o-mini]",
+        ),
+        (
+            {"agent_script": "fac.py:two"},
+            "agent factory 'fac.py:two' must take (client, sample), it takes 1 parameters",
+        ),
+    ],
+)
 def test_invalid_targets_fail_at_construction(tmp_path, raw, message):
     (tmp_path / "bad.af").write_text("not json")
     write_agent_file(tmp_path / "two.af", agent_file(agents=2))
@@ -381,17 +466,26 @@ def test_letta_evals_05_suite_runs_per_model_against_the_fake(letta_fake, tmp_pa
     assert len(rows) == 5 * 2 * 2  # samples x model handles x num_runs
     assert sorted(summary["models"]) == ["openai/gpt-4.1-mini", "openai/gpt-4o-mini"]
     assert {k: v["mean"] for k, v in summary["metrics"].items()} == {
-        "exact": 0.8, "capital_named": 0.8, "lookup_args": 1.0, "judge": 0.8}
+        "exact": 0.8,
+        "capital_named": 0.8,
+        "lookup_args": 1.0,
+        "judge": 0.8,
+    }
     assert summary["errors"]["total"] == 0
     assert letta_fake.live() == []
     targets = [i for i in letta_fake.imports if i["override_name"] == "capital-agent"]
-    assert sorted(i["override_model_handle"] for i in targets) == ["openai/gpt-4.1-mini"] * 10 + ["openai/gpt-4o-mini"] * 10
+    assert (
+        sorted(i["override_model_handle"] for i in targets)
+        == ["openai/gpt-4.1-mini"] * 10 + ["openai/gpt-4o-mini"] * 10
+    )
 
 
 def test_letta_evals_05_factory_suite_runs_against_the_fake(letta_fake, tmp_path, monkeypatch):
     monkeypatch.setenv("LETTA_BASE_URL", letta_fake.url)
     out = tmp_path / "out"
-    rc = _cli(["run", str(EXAMPLES / "letta-evals-0.5" / "suite-factory.yaml"), "--output", str(out)])
+    rc = _cli(
+        ["run", str(EXAMPLES / "letta-evals-0.5" / "suite-factory.yaml"), "--output", str(out)]
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert rc == 0
     assert summary["metrics"]["remembers_name"]["mean"] == 1.0

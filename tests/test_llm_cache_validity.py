@@ -16,7 +16,9 @@ def fast_backoff(monkeypatch):
     monkeypatch.setattr(llm_client, "BACKOFF_BASE", 0.01)
 
 
-@pytest.mark.parametrize("entry", [{}, {"choices": []}, {"choices": [None]}, {"choices": [{"text": "x"}]}, []])
+@pytest.mark.parametrize(
+    "entry", [{}, {"choices": []}, {"choices": [None]}, {"choices": [{"text": "x"}]}, []]
+)
 def test_an_unusable_cache_entry_is_a_miss_and_is_overwritten(openai_env, tmp_path, entry):  # noqa: F811
     first = chat(openai_env, cache_dir=tmp_path)
     (path,) = tmp_path.rglob("*.json")
@@ -39,5 +41,7 @@ def test_a_response_without_choices_is_retried_and_never_cached(openai_env, tmp_
 def test_a_response_without_choices_fails_for_good_and_leaves_no_entry(openai_env, tmp_path):  # noqa: F811
     openai_env.script({"id": "c1", "choices": []})
     err = chat_error(openai_env, cache_dir=tmp_path, max_retries=0)
-    assert err.message == f"{openai_env.url}/chat/completions: the response has no choices[0].message"
+    assert (
+        err.message == f"{openai_env.url}/chat/completions: the response has no choices[0].message"
+    )
     assert list(tmp_path.rglob("*.json")) == []

@@ -26,8 +26,18 @@ from ci_evals.gating.summary import summarize
 # --- the statistics, against scipy and statsmodels -------------------------------------------------
 
 
-@pytest.mark.parametrize("a, b, x", [(0.5, 0.5, 0.3), (3, 7, 0.2), (50, 80, 0.41), (100, 0.5, 0.99),
-                                     (1, 1, 0.5), (12, 13, 0.5), (2000, 2001, 0.5)])
+@pytest.mark.parametrize(
+    "a, b, x",
+    [
+        (0.5, 0.5, 0.3),
+        (3, 7, 0.2),
+        (50, 80, 0.41),
+        (100, 0.5, 0.99),
+        (1, 1, 0.5),
+        (12, 13, 0.5),
+        (2000, 2001, 0.5),
+    ],
+)
 def test_betainc_matches_scipy(a, b, x):
     assert noise.betainc(a, b, x) == pytest.approx(float(sp_betainc(a, b, x)), rel=1e-9, abs=1e-14)
 
@@ -41,16 +51,26 @@ def test_t_tail_and_quantile_match_scipy(t, df):
 
 @pytest.mark.parametrize("k, n", [(0, 10), (7, 10), (16, 24), (24, 24), (25, 24), (530, 1000)])
 def test_binomial_tail_matches_scipy(k, n):
-    assert noise.binom_sf(k, n) == pytest.approx(float(sps.binom.sf(k - 1, n, 0.5)), rel=1e-9, abs=1e-15)
+    assert noise.binom_sf(k, n) == pytest.approx(
+        float(sps.binom.sf(k - 1, n, 0.5)), rel=1e-9, abs=1e-15
+    )
 
 
 @pytest.mark.parametrize("reg, imp", [(12, 11), (16, 8), (20, 2), (3, 0), (0, 0), (1, 9)])
 def test_mcnemar_is_the_exact_one_sided_test(reg, imp):
-    expected = float(sps.binomtest(reg, reg + imp, 0.5, alternative="greater").pvalue) if reg + imp else 1.0
+    expected = (
+        float(sps.binomtest(reg, reg + imp, 0.5, alternative="greater").pvalue)
+        if reg + imp
+        else 1.0
+    )
     assert noise.mcnemar_p(reg, imp) == pytest.approx(expected, rel=1e-9)
-    if reg + imp:  # statsmodels' exact McNemar is the two-sided one: twice the smaller tail, at most 1
+    if (
+        reg + imp
+    ):  # statsmodels' exact McNemar is the two-sided one: twice the smaller tail, at most 1
         two = sm_mcnemar([[50, reg], [imp, 50]], exact=True).pvalue
-        assert min(1.0, 2 * min(noise.mcnemar_p(reg, imp), noise.mcnemar_p(imp, reg))) == pytest.approx(two, rel=1e-9)
+        assert min(
+            1.0, 2 * min(noise.mcnemar_p(reg, imp), noise.mcnemar_p(imp, reg))
+        ) == pytest.approx(two, rel=1e-9)
 
 
 def test_the_paired_change_is_scipys_paired_t_test():
@@ -76,7 +96,10 @@ def test_samples_needed_is_the_smallest_n_with_the_power_asked():
         return float(sps.norm.sf(z - 0.05 * math.sqrt(k) / 0.45))
 
     assert power(n) >= 0.8 > power(n - 1)
-    assert noise.samples_needed(0.0, 0.4, 0.95) is None and noise.samples_needed(0.05, 0.0, 0.95) is None
+    assert (
+        noise.samples_needed(0.0, 0.4, 0.95) is None
+        and noise.samples_needed(0.05, 0.0, 0.95) is None
+    )
 
 
 def test_stability_is_the_normal_chance_of_the_same_side():
@@ -89,8 +112,10 @@ def test_stability_is_the_normal_chance_of_the_same_side():
 
 EASY, BORDER, HARD = 0.95, 0.6, 0.15
 N_EACH = (96, 72, 72)  # N = 240 (above 200 the mean's interval is the normal one: fast)
-GATES = [{"metric_key": "quality", "metric": "avg_score", "max_drop": 0.05},
-         {"metric_key": "quality", "metric": "avg_score", "max_regressions": 3}]
+GATES = [
+    {"metric_key": "quality", "metric": "avg_score", "max_drop": 0.05},
+    {"metric_key": "quality", "metric": "avg_score", "max_regressions": 3},
+]
 
 
 def probabilities(border: float = BORDER) -> list[float]:
@@ -98,8 +123,13 @@ def probabilities(border: float = BORDER) -> list[float]:
 
 
 def config(kind: str = "rubric") -> dict:
-    return {"graders": {"quality": {"label": "quality", "kind": kind, "rule": ["gte", 0.5]}}, "gates": GATES,
-            "num_runs": 1, "reducer": "mean", "target": {"kind": "model"}}
+    return {
+        "graders": {"quality": {"label": "quality", "kind": kind, "rule": ["gte", 0.5]}},
+        "gates": GATES,
+        "num_runs": 1,
+        "reducer": "mean",
+        "target": {"kind": "model"},
+    }
 
 
 def judged(seed: int, probs: list[float], kind: str = "rubric") -> Aggregator:
@@ -108,20 +138,51 @@ def judged(seed: int, probs: list[float], kind: str = "rubric") -> Aggregator:
     agg = Aggregator(config(kind), keep_outcomes=True)
     for i, p in enumerate(probs):
         ok = rng.random() < p
-        agg.add({"sample_id": f"s{i}", "run": 0, "model": None, "error": None,
-                 "grades": {"quality": {"score": float(ok), "passed": ok, "error": None, "metadata": {}}}})
+        agg.add(
+            {
+                "sample_id": f"s{i}",
+                "run": 0,
+                "model": None,
+                "error": None,
+                "grades": {
+                    "quality": {"score": float(ok), "passed": ok, "error": None, "metadata": {}}
+                },
+            }
+        )
     return agg
 
 
 def write_baseline(folder: Path, agg: Aggregator) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    summary = summarize(None, agg.config, agg, started=datetime.now(UTC), duration=1.0, partial=False,
-                        extra={"suite": "noisy"})
+    summary = summarize(
+        None,
+        agg.config,
+        agg,
+        started=datetime.now(UTC),
+        duration=1.0,
+        partial=False,
+        extra={"suite": "noisy"},
+    )
     (folder / "summary.json").write_text(json.dumps(summary))
-    lines = [{"sample_id": sid, "run": 0, "model": model, "error": None, "input": "q", "tags": [],
-              "grades": {"quality": {"score": o["quality"][0], "passed": o["quality"][1], "error": None,
-                                     "metadata": {}}}}
-             for (model, sid), o in agg.outcomes.items()]
+    lines = [
+        {
+            "sample_id": sid,
+            "run": 0,
+            "model": model,
+            "error": None,
+            "input": "q",
+            "tags": [],
+            "grades": {
+                "quality": {
+                    "score": o["quality"][0],
+                    "passed": o["quality"][1],
+                    "error": None,
+                    "metadata": {},
+                }
+            },
+        }
+        for (model, sid), o in agg.outcomes.items()
+    ]
     (folder / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     return folder
 
@@ -129,8 +190,16 @@ def write_baseline(folder: Path, agg: Aggregator) -> Path:
 def gate_against(folder: Path, agg: Aggregator) -> list[dict]:
     baseline = Baseline(folder)
     baseline.attach(agg, "noisy")
-    return summarize(None, agg.config, agg, started=datetime.now(UTC), duration=1.0, partial=False,
-                     extra={"suite": "noisy"}, baseline=baseline)["gates"]
+    return summarize(
+        None,
+        agg.config,
+        agg,
+        started=datetime.now(UTC),
+        duration=1.0,
+        partial=False,
+        extra={"suite": "noisy"},
+        baseline=baseline,
+    )["gates"]
 
 
 BASELINE_SEED = 7
@@ -140,8 +209,9 @@ costs a third of the power. No test can be immune; the rates over many baselines
 in test_over_many_baselines_the_rates_hold."""
 
 
-def reruns(tmp_path: Path, probs: list[float], kind: str = "rubric", n: int = 40,
-           seed: int = BASELINE_SEED) -> list[list[dict]]:
+def reruns(
+    tmp_path: Path, probs: list[float], kind: str = "rubric", n: int = 40, seed: int = BASELINE_SEED
+) -> list[list[dict]]:
     folder = write_baseline(tmp_path / f"main{seed}", judged(seed + 10_000, probabilities(), kind))
     return [gate_against(folder, judged(seed, probs, kind)) for seed in range(n)]
 
@@ -166,11 +236,17 @@ def test_nothing_changed_the_regression_gates_rarely_cry_wolf(tmp_path):
     for i in (0, 1):
         statuses = [r[i]["status"] for r in runs]
         mean_stability = sum(r[i]["stability"] for r in runs) / len(runs)
-        assert abs(mean_stability - agreement(statuses)) <= 0.15, (i, mean_stability, agreement(statuses))
+        assert abs(mean_stability - agreement(statuses)) <= 0.15, (
+            i,
+            mean_stability,
+            agreement(statuses),
+        )
 
 
 def test_a_real_drop_on_the_borderline_samples_goes_red(tmp_path):
-    runs = reruns(tmp_path, probabilities(border=0.2))  # 60 of 200 samples 40 points worse: 12 points
+    runs = reruns(
+        tmp_path, probabilities(border=0.2)
+    )  # 60 of 200 samples 40 points worse: 12 points
     drop_fails = sum(r[0]["status"] == "failed" for r in runs)
     reg_fails = sum(r[1]["status"] == "failed" for r in runs)
     assert drop_fails >= 36 and reg_fails >= 36, (drop_fails, reg_fails)
@@ -181,7 +257,9 @@ def test_a_real_drop_on_the_borderline_samples_goes_red(tmp_path):
 
 def test_within_noise_past_the_limit_is_undecided_passes_and_says_what_would_decide(tmp_path):
     folder = write_baseline(tmp_path / "main", judged(BASELINE_SEED + 10_000, probabilities()))
-    for seed in range(300):  # a small real drop (borderline 0.6 -> 0.5, 3 points): some reruns land in between
+    for seed in range(
+        300
+    ):  # a small real drop (borderline 0.6 -> 0.5, 3 points): some reruns land in between
         gates = gate_against(folder, judged(seed, probabilities(border=0.5)))
         if gates[0]["status"] == "undecided":
             break
@@ -189,7 +267,10 @@ def test_within_noise_past_the_limit_is_undecided_passes_and_says_what_would_dec
         pytest.fail("no rerun dropped past max_drop within noise")
     g = gates[0]
     assert (g["passed"], g["drop"] > 0.05) == (True, True)
-    assert "but within noise" in g["reason"] and "samples would tell a 5-point drop at 95%" in g["reason"]
+    assert (
+        "but within noise" in g["reason"]
+        and "samples would tell a 5-point drop at 95%" in g["reason"]
+    )
 
 
 def test_over_many_baselines_the_rates_hold(tmp_path):
@@ -206,14 +287,26 @@ def test_over_many_baselines_the_rates_hold(tmp_path):
 def test_deterministic_graders_stay_exact(tmp_path):
     same = judged(3, probabilities(), kind="tool")
     folder = write_baseline(tmp_path / "main", same)
-    assert [g["status"] for g in gate_against(folder, judged(3, probabilities(), kind="tool"))] == ["passed", "passed"]
+    assert [g["status"] for g in gate_against(folder, judged(3, probabilities(), kind="tool"))] == [
+        "passed",
+        "passed",
+    ]
     one = judged(3, probabilities(), kind="tool")  # exactly one sample passed before and fails now
     sid, outcome = next((k, o) for k, o in one.outcomes.items() if o["quality"][1])
     flipped = Aggregator(config("tool"), keep_outcomes=True)
     for (model, s), o in one.outcomes.items():
         ok = o["quality"][1] and (model, s) != sid
-        flipped.add({"sample_id": s, "run": 0, "model": model, "error": None,
-                     "grades": {"quality": {"score": float(ok), "passed": ok, "error": None, "metadata": {}}}})
+        flipped.add(
+            {
+                "sample_id": s,
+                "run": 0,
+                "model": model,
+                "error": None,
+                "grades": {
+                    "quality": {"score": float(ok), "passed": ok, "error": None, "metadata": {}}
+                },
+            }
+        )
     gates = gate_against(folder, flipped)
     assert gates[1]["noisy"] is False
     assert (gates[1]["regressions"], gates[1]["status"]) == (1, "passed")  # max_regressions 3
@@ -223,31 +316,60 @@ def test_deterministic_graders_stay_exact(tmp_path):
     flipped.config = cfg
     (strict,) = gate_against(folder, flipped)
     assert (strict["status"], strict["regressions"], strict["tests"][0]["test"]) == (
-        "failed", 1, "exact (deterministic grader)")
+        "failed",
+        1,
+        "exact (deterministic grader)",
+    )
 
 
 def test_every_gate_carries_a_stability_in_0_1(tmp_path):
-    gates = gate_against(write_baseline(tmp_path / "main", judged(BASELINE_SEED + 10_000, probabilities())),
-                         judged(5, probabilities()))
+    gates = gate_against(
+        write_baseline(tmp_path / "main", judged(BASELINE_SEED + 10_000, probabilities())),
+        judged(5, probabilities()),
+    )
     assert all(isinstance(g["stability"], float) and 0 <= g["stability"] <= 1 for g in gates)
 
 
 # --- bad input: one line, exit 2 -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("gate, line", [
-    ({"metric_key": "q", "max_drop": 0.05, "confidence": 1.5}, "'confidence' must be between 0 and 1"),
-    ({"metric_key": "q", "max_regressions": 3, "confidence": 0}, "'confidence' must be between 0 and 1"),
-    ({"metric_key": "q", "max_drop": 0.05}, "dataset.jsonl:2: this row has no 'id', and a regression gate "
-                                            "(max_drop, max_regressions) pairs each sample with the baseline's by its id"),
-])
-def test_a_regression_gate_that_cannot_pair_or_a_bad_confidence_is_one_line_exit_2(sd, capsys, gate, line):
+@pytest.mark.parametrize(
+    "gate, line",
+    [
+        (
+            {"metric_key": "q", "max_drop": 0.05, "confidence": 1.5},
+            "'confidence' must be between 0 and 1",
+        ),
+        (
+            {"metric_key": "q", "max_regressions": 3, "confidence": 0},
+            "'confidence' must be between 0 and 1",
+        ),
+        (
+            {"metric_key": "q", "max_drop": 0.05},
+            "dataset.jsonl:2: this row has no 'id', and a regression gate "
+            "(max_drop, max_regressions) pairs each sample with the baseline's by its id",
+        ),
+    ],
+)
+def test_a_regression_gate_that_cannot_pair_or_a_bad_confidence_is_one_line_exit_2(
+    sd, capsys, gate, line
+):
     from ci_evals.cli.app import main
 
-    sd.write("dataset.jsonl", [{"id": "a", "input": "q", "ground_truth": "x"}, {"input": "q", "ground_truth": "x"}])
+    sd.write(
+        "dataset.jsonl",
+        [{"id": "a", "input": "q", "ground_truth": "x"}, {"input": "q", "ground_truth": "x"}],
+    )
     sd.write("outputs.jsonl", [{"id": "a", "output": "x"}, {"id": 1, "output": "x"}])
-    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"q": {"kind": "tool", "function": "contains"}}, "gates": [gate]})
+    sd.suite(
+        {
+            "name": "t",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {"q": {"kind": "tool", "function": "contains"}},
+            "gates": [gate],
+        }
+    )
     assert main(["validate", str(sd.root / "suite.yaml")]) == 2
     (only,) = capsys.readouterr().err.strip().splitlines()
     assert line in only
@@ -258,15 +380,56 @@ def test_letta_evals_typed_gates_carry_a_stability_too(sd):
 
     sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "yes"} for i in range(40)])
     sd.write("outputs.jsonl", [{"id": i, "output": "yes" if i % 4 else "no"} for i in range(40)])
-    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"a": {"kind": "tool", "function": "contains"}, "b": {"kind": "tool", "function": "contains"}},
-              "gate": {"kind": "logical", "operator": "and", "conditions": [
-                  {"kind": "simple", "metric_key": "a", "aggregation": "accuracy", "op": "gte", "value": 70},
-                  {"kind": "simple", "metric_key": "b", "aggregation": "avg_score", "op": "gte", "value": 0.2}]}})
-    assert main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out"), "--no-cache", "-q"]) == 0
+    sd.suite(
+        {
+            "name": "t",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {
+                "a": {"kind": "tool", "function": "contains"},
+                "b": {"kind": "tool", "function": "contains"},
+            },
+            "gate": {
+                "kind": "logical",
+                "operator": "and",
+                "conditions": [
+                    {
+                        "kind": "simple",
+                        "metric_key": "a",
+                        "aggregation": "accuracy",
+                        "op": "gte",
+                        "value": 70,
+                    },
+                    {
+                        "kind": "simple",
+                        "metric_key": "b",
+                        "aggregation": "avg_score",
+                        "op": "gte",
+                        "value": 0.2,
+                    },
+                ],
+            },
+        }
+    )
+    assert (
+        main(
+            [
+                "run",
+                str(sd.root / "suite.yaml"),
+                "--output",
+                str(sd.root / "out"),
+                "--no-cache",
+                "-q",
+            ]
+        )
+        == 0
+    )
     (gate,) = sd.summary()["gates"]
     accuracy, mean = gate["children"]
     # 0.75 against 0.7 over 40 samples: se sqrt(.75 * .25 / 40) = 0.0685, predictive x sqrt 2
-    assert accuracy["stability"] == pytest.approx(round(float(sps.norm.cdf(0.05 / (0.0685 * math.sqrt(2)))), 4),
-                                                  abs=2e-3)
-    assert mean["stability"] > 0.99 and gate["stability"] == min(accuracy["stability"], mean["stability"])
+    assert accuracy["stability"] == pytest.approx(
+        round(float(sps.norm.cdf(0.05 / (0.0685 * math.sqrt(2)))), 4), abs=2e-3
+    )
+    assert mean["stability"] > 0.99 and gate["stability"] == min(
+        accuracy["stability"], mean["stability"]
+    )

@@ -44,12 +44,22 @@ def test_prepare_runs_before_start_and_outside_the_runs_clock(sd, monkeypatch):
     monkeypatch.setattr(Grader, "start", grader_start)
     sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "4"}])
     sd.write("outputs.jsonl", [{"id": 1, "output": "4"}])
-    sd.suite(replay_suite({
-        "exact": {"kind": "tool", "function": "exact_match"},
-        "both": {"kind": "multi", "graders": {"a": {"kind": "tool", "function": "contains"},
-                                             "b": {"kind": "tool", "function": "exact_match"}},
-                 "calculate_output": "a * b"},
-    }, {"metric_key": "exact", "op": "gte", "value": 1.0}))
+    sd.suite(
+        replay_suite(
+            {
+                "exact": {"kind": "tool", "function": "exact_match"},
+                "both": {
+                    "kind": "multi",
+                    "graders": {
+                        "a": {"kind": "tool", "function": "contains"},
+                        "b": {"kind": "tool", "function": "exact_match"},
+                    },
+                    "calculate_output": "a * b",
+                },
+            },
+            {"metric_key": "exact", "op": "gte", "value": 1.0},
+        )
+    )
     assert sd.run() == 0
     assert calls[:4] == ["prepare target", "prepare exact", "prepare both.a", "prepare both.b"]
     assert set(calls[4:]) == {"start target", "start exact", "start both.a", "start both.b"}
@@ -59,7 +69,9 @@ def test_prepare_runs_before_start_and_outside_the_runs_clock(sd, monkeypatch):
 def test_an_openai_llm_prepares_aiohttp_and_a_vendor_llm_its_sdk(monkeypatch):
     seen: list[str] = []
     monkeypatch.setattr(transport, "preload_sdk", seen.append)
-    monkeypatch.setitem(sys.modules, "aiohttp", None)  # importing it raises: prepare() swallows that
+    monkeypatch.setitem(
+        sys.modules, "aiohttp", None
+    )  # importing it raises: prepare() swallows that
     LLM().prepare()
     LLM(provider="anthropic").prepare()
     LLM(provider="google").prepare()

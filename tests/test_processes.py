@@ -23,7 +23,7 @@ def alive(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return False
-    return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
+    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
 
 
 def wait_for_pids(folder: Path, count: int, limit: float = 20.0) -> list[int]:
@@ -66,10 +66,20 @@ def command_suite(sd, *, setsid: bool, leave: bool, timeout: float, n: int = 1) 
     pids.mkdir()
     sd.write("agent.py", AGENT.format(setsid=setsid, leave=leave, pids=str(pids)))
     sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "yes"} for i in range(n)])
-    sd.suite({"name": "hang", "dataset": "dataset.jsonl",
-              "target": {"kind": "command", "command": [sys.executable, "agent.py"], "timeout": timeout},
-              "graders": {"c": {"kind": "tool", "function": "contains"}},
-              "gate": {"op": "gte", "value": 0.5}, "max_concurrent": n})
+    sd.suite(
+        {
+            "name": "hang",
+            "dataset": "dataset.jsonl",
+            "target": {
+                "kind": "command",
+                "command": [sys.executable, "agent.py"],
+                "timeout": timeout,
+            },
+            "graders": {"c": {"kind": "tool", "function": "contains"}},
+            "gate": {"op": "gte", "value": 0.5},
+            "max_concurrent": n,
+        }
+    )
     return pids
 
 
@@ -79,8 +89,10 @@ def test_timeout_kills_every_agent_process_and_does_not_wait_for_held_pipes(sd, 
     t0 = time.monotonic()
     assert sd.run() == 1
     took = time.monotonic() - t0
-    assert sd.results()[0]["error"] == {"category": "target",
-                                        "message": "command timed out after 1 s; stderr: "}
+    assert sd.results()[0]["error"] == {
+        "category": "target",
+        "message": "command timed out after 1 s; stderr: ",
+    }
     assert took < 4, f"{took:.1f} s"
     assert gone(wait_for_pids(pids, 1))
 
@@ -99,8 +111,14 @@ def test_an_answer_is_taken_although_a_leftover_child_holds_stdout(sd):
 def test_sigint_exits_within_2_seconds_and_kills_every_agent_process(sd):
     pids = command_suite(sd, setsid=False, leave=False, timeout=300, n=3)
     # a second agent child that also left the session
-    (sd.root / "agent.py").write_text((sd.root / "agent.py").read_text().replace(
-        'time.sleep(120)\n', 'subprocess.Popen(["sleep", "121"], start_new_session=True)\ntime.sleep(120)\n'))
+    (sd.root / "agent.py").write_text(
+        (sd.root / "agent.py")
+        .read_text()
+        .replace(
+            "time.sleep(120)\n",
+            'subprocess.Popen(["sleep", "121"], start_new_session=True)\ntime.sleep(120)\n',
+        )
+    )
     started: list[int] = []
 
     def ready() -> bool:
@@ -114,22 +132,32 @@ def test_sigint_exits_within_2_seconds_and_kills_every_agent_process(sd):
     assert took < 2, f"{took:.2f} s"
     assert "interrupted: partial results written" in err
     assert gone(started)
-    leftovers = subprocess.run(["pgrep", "-f", "sleep 121"], capture_output=True, text=True).stdout.split()
+    leftovers = subprocess.run(
+        ["pgrep", "-f", "sleep 121"], capture_output=True, text=True
+    ).stdout.split()
     assert not [p for p in leftovers if alive(int(p))]
 
 
 def test_python_grader_children_that_call_setsid_are_reaped(sd, tmp_path):
     pidfile = tmp_path / "grandchild.pid"
-    source = ("import subprocess\n"
-              "def grade(sample, item):\n"
-              "    p = subprocess.Popen(['sleep', '120'], start_new_session=True)\n"
-              f"    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
-              "    return 1.0\n")
+    source = (
+        "import subprocess\n"
+        "def grade(sample, item):\n"
+        "    p = subprocess.Popen(['sleep', '120'], start_new_session=True)\n"
+        f"    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "    return 1.0\n"
+    )
     sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "a"}])
     sd.write("outputs.jsonl", [{"id": 1, "output": "a"}])
-    sd.suite({"name": "py", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"p": {"kind": "python", "source": source, "workers": 1}},
-              "gate": {"op": "gte", "value": 0.5}})
+    sd.suite(
+        {
+            "name": "py",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {"p": {"kind": "python", "source": source, "workers": 1}},
+            "gate": {"op": "gte", "value": 0.5},
+        }
+    )
     assert sd.run() == 0
     pid = int(pidfile.read_text())
     assert gone([pid]), f"grandchild {pid} outlived the run"
@@ -137,20 +165,34 @@ def test_python_grader_children_that_call_setsid_are_reaped(sd, tmp_path):
 
 def test_command_in_a_missing_cwd_is_a_load_time_error(sd, capsys):
     sd.write("dataset.jsonl", [{"id": 1, "input": "q"}])
-    sd.suite({"name": "c", "dataset": "dataset.jsonl",
-              "target": {"kind": "command", "command": "true", "cwd": "nowhere"},
-              "graders": {"c": {"kind": "tool", "function": "contains"}}})
+    sd.suite(
+        {
+            "name": "c",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "command", "command": "true", "cwd": "nowhere"},
+            "graders": {"c": {"kind": "tool", "function": "contains"}},
+        }
+    )
     assert main(["validate", str(sd.root / "suite.yaml")]) == 2
     err = capsys.readouterr().err
-    assert err == f"error: {sd.root / 'suite.yaml'}:6: target.cwd: folder not found: {sd.root / 'nowhere'}\n"
+    assert (
+        err
+        == f"error: {sd.root / 'suite.yaml'}:6: target.cwd: folder not found: {sd.root / 'nowhere'}\n"
+    )
 
 
 def test_a_program_that_ignores_a_large_input_still_answers(sd, caplog):
     sd.write("agent.py", "print('yes')\n")
     sd.write("dataset.jsonl", [{"id": 1, "input": "x" * 3_000_000, "ground_truth": "yes"}])
-    sd.suite({"name": "c", "dataset": "dataset.jsonl",
-              "target": {"kind": "command", "command": [sys.executable, "agent.py"], "timeout": 20},
-              "graders": {"c": {"kind": "tool", "function": "contains"}}, "gate": {"op": "gte", "value": 0.5}})
+    sd.suite(
+        {
+            "name": "c",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "command", "command": [sys.executable, "agent.py"], "timeout": 20},
+            "graders": {"c": {"kind": "tool", "function": "contains"}},
+            "gate": {"op": "gte", "value": 0.5},
+        }
+    )
     assert sd.run() == 0
     row = sd.results()[0]
     assert (row["error"], row["submission"]["c"]) == (None, "yes")

@@ -78,13 +78,24 @@ def grade(sample, item) -> float:
 
 
 def test_seed_syntax_example_returns_one():
-    g = run_grader({"type": "python", "source": "def grade(sample, item) -> float:\n    return 1.0",
-                    "image_tag": "2025-05-08"}, "anything")
+    g = run_grader(
+        {
+            "type": "python",
+            "source": "def grade(sample, item) -> float:\n    return 1.0",
+            "image_tag": "2025-05-08",
+        },
+        "anything",
+    )
     assert (g.score, g.error, g.rationale) == (1.0, None, "grade() returned 1")
 
 
 def test_seed_validate_example_without_annotation():
-    assert run_grader({"type": "python", "source": "def grade(sample, item):\n    return 1.0"}, "x").score == 1.0
+    assert (
+        run_grader(
+            {"type": "python", "source": "def grade(sample, item):\n    return 1.0"}, "x"
+        ).score
+        == 1.0
+    )
 
 
 def test_seed_word_count():
@@ -100,12 +111,21 @@ def test_seed_json_format_validation():
     raw = py(JSON_FORMAT)
     fields = ["name", "email", "phone", "city"]
     assert run_grader(raw, "not json", required_fields=fields).score == 0.0
-    assert run_grader(raw, '{"name": 1, "email": 2, "phone": 3, "city": 4}', required_fields=fields).score == 1.0
+    assert (
+        run_grader(
+            raw, '{"name": 1, "email": 2, "phone": 3, "city": 4}', required_fields=fields
+        ).score
+        == 1.0
+    )
     assert run_grader(raw, '{"name": 1}', required_fields=fields).score == 0.25
 
 
 def test_seed_fuzzy_match_with_rapidfuzz():
-    g = run_grader(py(FUZZY), "The capital of France is Paris.", reference_answer="Paris is the capital of France.")
+    g = run_grader(
+        py(FUZZY),
+        "The capital of France is Paris.",
+        reference_answer="Paris is the capital of France.",
+    )
     assert g.score == 0.95
 
 
@@ -159,13 +179,22 @@ def email(greeting: str, words: int, closing: str) -> str:
     return f"{greeting} " + " ".join(["word"] * (words - 1)) + f"\n\n{closing}"
 
 
-@pytest.mark.parametrize("text,expected", [
-    (email("Hello Sam,", 60, "Best regards,\nAlex"), {"greeting": 1.0, "word_count": 1.0, "signature": 1.0}),
-    (email("Hi there,", 40, "Thanks,\nJo"), {"greeting": 1.0, "word_count": 0.5, "signature": 0.5}),
-    (email("Dear Sam,", 10, "Alex"), {"greeting": 0.0, "word_count": 0.0, "signature": 0.5}),
-    (email("Yo,", 220, "Cheers"), {"greeting": 0.0, "word_count": 0.5, "signature": 0.0}),
-    ("hi", {"greeting": 1.0, "word_count": 0.0, "signature": 0.0}),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        (
+            email("Hello Sam,", 60, "Best regards,\nAlex"),
+            {"greeting": 1.0, "word_count": 1.0, "signature": 1.0},
+        ),
+        (
+            email("Hi there,", 40, "Thanks,\nJo"),
+            {"greeting": 1.0, "word_count": 0.5, "signature": 0.5},
+        ),
+        (email("Dear Sam,", 10, "Alex"), {"greeting": 0.0, "word_count": 0.0, "signature": 0.5}),
+        (email("Yo,", 220, "Cheers"), {"greeting": 0.0, "word_count": 0.5, "signature": 0.0}),
+        ("hi", {"greeting": 1.0, "word_count": 0.0, "signature": 0.0}),
+    ],
+)
 def test_seed_exercise(text, expected):
     got = {k: run_grader(raw, text, sender_name="Alex").score for k, raw in EXERCISE.items()}
     assert got == expected
@@ -173,38 +202,74 @@ def test_seed_exercise(text, expected):
 
 # --- what grade() sees ------------------------------------------------------------------------
 
+
 def test_sample_and_item_shapes():
     src = "import json\ndef grade(sample, item):\n    print(json.dumps([sample, item], sort_keys=True))\n    return 1"
-    traj = Trajectory(turns=[[Message(role="assistant", content='{"a": 1}', tool_calls=[
-        ToolCall(id="c1", name="lookup", arguments='{"q": "x"}')])]])
+    traj = Trajectory(
+        turns=[
+            [
+                Message(
+                    role="assistant",
+                    content='{"a": 1}',
+                    tool_calls=[ToolCall(id="c1", name="lookup", arguments='{"q": "x"}')],
+                )
+            ]
+        ]
+    )
     g = run_grader(py(src), '{"a": 1}', traj, id="s1", ground_truth="gt", topic="t")
     sample, item = json.loads(g.metadata["output"])
-    tools = [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "x"}'}}]
+    tools = [
+        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "x"}'}}
+    ]
     assert sample == {
-        "output_text": '{"a": 1}', "output_json": {"a": 1}, "output_tools": tools,
-        "choices": [{"index": 0, "finish_reason": "tool_calls",
-                     "message": {"role": "assistant", "content": '{"a": 1}', "tool_calls": tools}}],
+        "output_text": '{"a": 1}',
+        "output_json": {"a": 1},
+        "output_tools": tools,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": '{"a": 1}', "tool_calls": tools},
+            }
+        ],
     }
-    assert item == {"id": "s1", "input": "q", "ground_truth": "gt", "metadata": {}, "tags": [], "topic": "t"}
+    assert item == {
+        "id": "s1",
+        "input": "q",
+        "ground_truth": "gt",
+        "metadata": {},
+        "tags": [],
+        "topic": "t",
+    }
 
 
 def test_output_json_is_none_when_not_json():
-    g = run_grader(py("def grade(sample, item):\n    return 1.0 if sample['output_json'] is None else 0.0"), "plain")
+    g = run_grader(
+        py("def grade(sample, item):\n    return 1.0 if sample['output_json'] is None else 0.0"),
+        "plain",
+    )
     assert g.score == 1.0
 
 
 # --- results that are errors, and values that are not -----------------------------------------
 
-@pytest.mark.parametrize("body,error", [
-    ("raise ValueError('boom')", "python grader: ValueError: boom (line 2)"),
-    ("return 'high'", "python grader: grade() returned str, expected a number"),
-    ("return None", "python grader: grade() returned NoneType, expected a number"),
-    ("return float('nan')", "python grader: grade() returned nan, expected a finite number"),
-    ("return float('inf')", "python grader: grade() returned inf, expected a finite number"),
-    ("return 10 ** 400", "python grader: grade() returned an invalid number: int too large to convert to float"),
-    ("return item['missing']", "python grader: KeyError: 'missing' (line 2)"),
-    ("import sys; sys.exit(3)", "python grader: SystemExit: 3 (line 2)"),
-])
+
+@pytest.mark.parametrize(
+    "body,error",
+    [
+        ("raise ValueError('boom')", "python grader: ValueError: boom (line 2)"),
+        ("return 'high'", "python grader: grade() returned str, expected a number"),
+        ("return None", "python grader: grade() returned NoneType, expected a number"),
+        ("return float('nan')", "python grader: grade() returned nan, expected a finite number"),
+        ("return float('inf')", "python grader: grade() returned inf, expected a finite number"),
+        (
+            "return 10 ** 400",
+            "python grader: grade() returned an invalid number: int too large to convert to float",
+        ),
+        ("return item['missing']", "python grader: KeyError: 'missing' (line 2)"),
+        ("import sys; sys.exit(3)", "python grader: SystemExit: 3 (line 2)"),
+    ],
+)
 def test_error_results(body, error):
     g = run_grader(py(f"def grade(sample, item):\n    {body}"), "x")
     assert (g.score, g.error, g.rationale) == (0.0, error, error)
@@ -213,11 +278,21 @@ def test_error_results(body, error):
 def test_traceback_shows_the_users_line():
     g = run_grader(py("def grade(sample, item):\n    return 1 / 0"), "x")
     assert g.error == "python grader: ZeroDivisionError: division by zero (line 2)"
-    assert g.metadata["traceback"].startswith('Traceback (most recent call last):\n  File "<python grader g>", line 2, in grade\n    return 1 / 0\n')
+    assert g.metadata["traceback"].startswith(
+        'Traceback (most recent call last):\n  File "<python grader g>", line 2, in grade\n    return 1 / 0\n'
+    )
 
 
-@pytest.mark.parametrize("body,score", [("return True", 1.0), ("return 0", 0.0), ("return 1.5", 1.0),
-                                        ("return -2", 0.0), ("return 0.25", 0.25)])
+@pytest.mark.parametrize(
+    "body,score",
+    [
+        ("return True", 1.0),
+        ("return 0", 0.0),
+        ("return 1.5", 1.0),
+        ("return -2", 0.0),
+        ("return 0.25", 0.25),
+    ],
+)
 def test_numbers_are_accepted_and_clamped(body, score):
     g = run_grader(py(f"def grade(sample, item):\n    {body}"), "x")
     assert (g.score, g.error) == (score, None)
@@ -235,43 +310,67 @@ def test_numpy_float_is_a_number():
 
 
 def test_prints_are_kept_not_protocol():
-    g = run_grader(py("import sys, os\ndef grade(sample, item):\n    print('hello')\n    os.write(1, b'raw fd')\n    return 0.5"), "x")
+    g = run_grader(
+        py(
+            "import sys, os\ndef grade(sample, item):\n    print('hello')\n    os.write(1, b'raw fd')\n    return 0.5"
+        ),
+        "x",
+    )
     assert (g.score, g.metadata["output"]) == (0.5, "hello\n")
 
 
 def test_top_level_error_fails_every_sample_and_the_run_goes_on():
-    grades = grade_many(py("import not_a_module_xyz\ndef grade(sample, item):\n    return 1"), ["a", "b"])
+    grades = grade_many(
+        py("import not_a_module_xyz\ndef grade(sample, item):\n    return 1"), ["a", "b"]
+    )
     assert [g.error for g in grades] == [
-        "python grader: running the source failed: ModuleNotFoundError: No module named 'not_a_module_xyz' (line 1)"] * 2
+        "python grader: running the source failed: ModuleNotFoundError: No module named 'not_a_module_xyz' (line 1)"
+    ] * 2
 
 
 def test_grade_defined_only_conditionally_is_a_sample_error():
-    grades = grade_many(py("if False:\n    def grade(sample, item):\n        return 1\nelse:\n    grade = None"), ["a"])
-    assert grades[0].error == "python grader: running the source failed: the source defines no function 'grade(sample, item)'"
+    grades = grade_many(
+        py("if False:\n    def grade(sample, item):\n        return 1\nelse:\n    grade = None"),
+        ["a"],
+    )
+    assert (
+        grades[0].error
+        == "python grader: running the source failed: the source defines no function 'grade(sample, item)'"
+    )
 
 
 # --- limits ----------------------------------------------------------------------------------
+
 
 def test_timeout_errors_that_sample_and_later_samples_work():
     src = "def grade(sample, item):\n    if sample['output_text'] == 'loop':\n        while True: pass\n    return 1.0"
     grades = grade_many(py(src, timeout=0.5, workers=1), ["loop", "ok", "ok"])
     assert [(g.score, g.error) for g in grades] == [
-        (0.0, "python grader: timed out after 0.5 s"), (1.0, None), (1.0, None)]
+        (0.0, "python grader: timed out after 0.5 s"),
+        (1.0, None),
+        (1.0, None),
+    ]
 
 
 def test_memory_limit_errors_that_sample_and_later_samples_work():
-    src = ("def grade(sample, item):\n    if sample['output_text'] == 'big':\n"
-           "        block = bytearray(1024 ** 3)\n    return 1.0")
+    src = (
+        "def grade(sample, item):\n    if sample['output_text'] == 'big':\n"
+        "        block = bytearray(1024 ** 3)\n    return 1.0"
+    )
     grades = grade_many(py(src, memory_limit_mb=256, workers=1), ["big", "ok"])
     assert [(g.score, g.error) for g in grades] == [
-        (0.0, "python grader: MemoryError (line 3)"), (1.0, None)]
+        (0.0, "python grader: MemoryError (line 3)"),
+        (1.0, None),
+    ]
 
 
 def test_killed_worker_errors_that_sample_only():
     src = "import os\ndef grade(sample, item):\n    if sample['output_text'] == 'die':\n        os._exit(7)\n    return 1.0"
     grades = grade_many(py(src, workers=1), ["die", "ok"])
     assert [(g.score, g.error) for g in grades] == [
-        (0.0, "python grader: the grader process exited with code 7"), (1.0, None)]
+        (0.0, "python grader: the grader process exited with code 7"),
+        (1.0, None),
+    ]
 
 
 def test_segfault_like_death_names_the_signal():
@@ -281,8 +380,10 @@ def test_segfault_like_death_names_the_signal():
 
 
 def test_workers_are_reused_and_replaced_after_a_failure():
-    src = ("import os\ndef grade(sample, item):\n    print(os.getpid())\n"
-           "    if sample['output_text'] == 'fail':\n        raise RuntimeError('x')\n    return 1")
+    src = (
+        "import os\ndef grade(sample, item):\n    print(os.getpid())\n"
+        "    if sample['output_text'] == 'fail':\n        raise RuntimeError('x')\n    return 1"
+    )
     grades = grade_many(py(src, workers=1), ["a", "b", "fail", "c", "d"])
     pids = [g.metadata["output"] for g in grades]
     assert pids[0] == pids[1] == pids[2] != pids[3] == pids[4]
@@ -290,9 +391,11 @@ def test_workers_are_reused_and_replaced_after_a_failure():
 
 def test_cwd_is_a_fresh_temporary_folder_and_env_has_no_secrets(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-do-not-leak-123")
-    src = ("import os, json\ndef grade(sample, item):\n"
-           "    print(json.dumps([os.getcwd(), os.listdir('.'), sorted(os.environ)]))\n"
-           "    open('scratch.txt', 'w').write('x')\n    return 1")
+    src = (
+        "import os, json\ndef grade(sample, item):\n"
+        "    print(json.dumps([os.getcwd(), os.listdir('.'), sorted(os.environ)]))\n"
+        "    open('scratch.txt', 'w').write('x')\n    return 1"
+    )
     g = run_grader(py(src), "x")
     cwd, listing, env = json.loads(g.metadata["output"])
     assert os.path.basename(cwd).startswith("ci-evals-python-")
@@ -302,8 +405,10 @@ def test_cwd_is_a_fresh_temporary_folder_and_env_has_no_secrets(monkeypatch):
 
 
 def test_many_samples_concurrently():
-    grades = grade_many(py("def grade(sample, item):\n    return len(sample['output_text']) / 10"),
-                        [str(i) for i in range(100)])
+    grades = grade_many(
+        py("def grade(sample, item):\n    return len(sample['output_text']) / 10"),
+        [str(i) for i in range(100)],
+    )
     assert [g.score for g in grades] == [len(str(i)) / 10 for i in range(100)]
 
 
@@ -321,25 +426,44 @@ def test_pool_survives_a_new_event_loop():
 
 # --- load-time errors ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("source,message", [
-    ("def grade(sample, item)\n    return 1", "source: syntax error at line 1: expected ':'"),
-    ("def score(sample, item):\n    return 1", "source: no top-level function 'grade(sample, item)' is defined"),
-    ("def grade(sample):\n    return 1", "source: 'grade' must take two positional arguments: grade(sample, item)"),
-    ("def grade(a, b, c):\n    return 1", "source: 'grade' must take two positional arguments: grade(sample, item)"),
-    ("async def grade(sample, item):\n    return 1", "source: 'grade' must be a plain function, not async"),
-])
+
+@pytest.mark.parametrize(
+    "source,message",
+    [
+        ("def grade(sample, item)\n    return 1", "source: syntax error at line 1: expected ':'"),
+        (
+            "def score(sample, item):\n    return 1",
+            "source: no top-level function 'grade(sample, item)' is defined",
+        ),
+        (
+            "def grade(sample):\n    return 1",
+            "source: 'grade' must take two positional arguments: grade(sample, item)",
+        ),
+        (
+            "def grade(a, b, c):\n    return 1",
+            "source: 'grade' must take two positional arguments: grade(sample, item)",
+        ),
+        (
+            "async def grade(sample, item):\n    return 1",
+            "source: 'grade' must be a plain function, not async",
+        ),
+    ],
+)
 def test_bad_source_is_config_error(source, message):
     with pytest.raises(ConfigError) as exc:
         make(py(source))
     assert (exc.value.key, exc.value.message) == ("graders.g", message)
 
 
-@pytest.mark.parametrize("source", [
-    "def grade(sample, item, extra=None):\n    return 1",
-    "def grade(*args):\n    return 1",
-    "from math import floor as grade",
-    "grade = lambda sample, item: 1.0",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def grade(sample, item, extra=None):\n    return 1",
+        "def grade(*args):\n    return 1",
+        "from math import floor as grade",
+        "grade = lambda sample, item: 1.0",
+    ],
+)
 def test_other_ways_to_define_grade_load(source):
     make(py(source))
 
@@ -370,27 +494,74 @@ def test_exercise_suite_runs_end_to_end(tmp_path):
     out = tmp_path / "out"
     assert main(["run", str(EXAMPLE), "--output", str(out), "--quiet", "--no-cache"]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    results = {r["sample_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    results = {
+        r["sample_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    }
     scores = {sid: {k: g["score"] for k, g in r["grades"].items()} for sid, r in results.items()}
     expected = {
-        "welcome": {"greeting": 1.0, "word_count": 1.0, "signature": 1.0, "mentions_product": 1.0, "email_quality": 1.0},
-        "follow-up": {"greeting": 1.0, "word_count": 0.5, "signature": 1.0, "mentions_product": 1.0, "email_quality": 1.0},
-        "complaint": {"greeting": 0.0, "word_count": 1.0, "signature": 0.5, "mentions_product": 1.0, "email_quality": 0.25},
-        "reminder": {"greeting": 0.0, "word_count": 0.0, "signature": 0.0, "mentions_product": 0.0, "email_quality": 0.0},
+        "welcome": {
+            "greeting": 1.0,
+            "word_count": 1.0,
+            "signature": 1.0,
+            "mentions_product": 1.0,
+            "email_quality": 1.0,
+        },
+        "follow-up": {
+            "greeting": 1.0,
+            "word_count": 0.5,
+            "signature": 1.0,
+            "mentions_product": 1.0,
+            "email_quality": 1.0,
+        },
+        "complaint": {
+            "greeting": 0.0,
+            "word_count": 1.0,
+            "signature": 0.5,
+            "mentions_product": 1.0,
+            "email_quality": 0.25,
+        },
+        "reminder": {
+            "greeting": 0.0,
+            "word_count": 0.0,
+            "signature": 0.0,
+            "mentions_product": 0.0,
+            "email_quality": 0.0,
+        },
     }
-    assert {sid: {k: v for k, v in s.items() if k != "similarity"} for sid, s in scores.items()} == expected
+    assert {
+        sid: {k: v for k, v in s.items() if k != "similarity"} for sid, s in scores.items()
+    } == expected
 
     # ROUGE-L equals rouge-score called directly on the replayed email and the reference.
-    rows = {r["id"]: r for r in map(json.loads, (EXAMPLE.parent / "dataset.jsonl").read_text().splitlines())}
-    emails = {r["id"]: r["output"] for r in map(json.loads, (EXAMPLE.parent / "outputs.jsonl").read_text().splitlines())}
+    rows = {
+        r["id"]: r
+        for r in map(json.loads, (EXAMPLE.parent / "dataset.jsonl").read_text().splitlines())
+    }
+    emails = {
+        r["id"]: r["output"]
+        for r in map(json.loads, (EXAMPLE.parent / "outputs.jsonl").read_text().splitlines())
+    }
     scorer = RougeScorer(["rougeL"])
-    rouge = {sid: scorer.score(rows[sid]["reference_email"], emails[sid])["rougeL"].fmeasure for sid in rows}
-    assert {sid: s["similarity"] for sid, s in scores.items()} == pytest.approx(rouge, abs=1e-9, rel=0)
+    rouge = {
+        sid: scorer.score(rows[sid]["reference_email"], emails[sid])["rougeL"].fmeasure
+        for sid in rows
+    }
+    assert {sid: s["similarity"] for sid, s in scores.items()} == pytest.approx(
+        rouge, abs=1e-9, rel=0
+    )
 
     metrics = summary["metrics"]
-    assert {k: m["mean"] for k, m in metrics.items()} == pytest.approx({
-        "greeting": 0.5, "word_count": 0.625, "signature": 0.625, "mentions_product": 0.75,
-        "similarity": sum(rouge.values()) / 4, "email_quality": 0.5625}, abs=1e-12)
+    assert {k: m["mean"] for k, m in metrics.items()} == pytest.approx(
+        {
+            "greeting": 0.5,
+            "word_count": 0.625,
+            "signature": 0.625,
+            "mentions_product": 0.75,
+            "similarity": sum(rouge.values()) / 4,
+            "email_quality": 0.5625,
+        },
+        abs=1e-12,
+    )
     assert {k: m["label"] for k, m in metrics.items()}["email_quality"] == "Greeting and signature"
     assert all(m["errors"] == 0 for m in metrics.values())
     assert summary["gate"] == {"passed": True}

@@ -25,10 +25,19 @@ WORKFLOWS = re.findall(r"```yaml\n(.*?)```", README, flags=re.S)
 def test_the_readme_reads_in_the_order_a_new_user_needs():
     heads = re.findall(r"^## (.+)$", README, flags=re.M)
     assert heads[:4] == ["Quick start", "Add it to your repository", "Reference", "GitHub Action"]
-    assert README.startswith("# ci-evals\n\nA CI-native evaluation gate for LLM agents and prompts.")
+    assert README.startswith(
+        "# ci-evals\n\nA CI-native evaluation gate for LLM agents and prompts."
+    )
     walkthrough = README.split("## Add it to your repository", 1)[1].split("## Reference", 1)[0]
-    for fact in ("ci-evals init", "Secrets and variables", "OPENAI_API_KEY", "`ci-evals-results/`",
-                 "`.ci-evals-cache/`", "gh run list --workflow\n   evals.yml", "--only-failed"):
+    for fact in (
+        "ci-evals init",
+        "Secrets and variables",
+        "OPENAI_API_KEY",
+        "`ci-evals-results/`",
+        "`.ci-evals-cache/`",
+        "gh run list --workflow\n   evals.yml",
+        "--only-failed",
+    ):
         assert fact in walkthrough, fact
 
 
@@ -45,8 +54,11 @@ def test_every_readme_workflow_lints_clean(tmp_path, index):
     path.write_text(WORKFLOWS[index], encoding="utf-8")
     lint = subprocess.run([str(BIN / "actionlint"), str(path)], capture_output=True, text=True)
     assert (lint.returncode, lint.stdout) == (0, ""), lint.stdout
-    schema = subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(path)],
-                            capture_output=True, text=True)
+    schema = subprocess.run(
+        [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+    )
     assert schema.returncode == 0, schema.stdout
 
 
@@ -64,11 +76,26 @@ def test_links_into_the_reference_land_on_a_heading(doc):
     anchors = {_anchor(h) for h in re.findall(r"^#+ (.+)$", REFERENCE, flags=re.M)}
     target = "docs/reference.md#" if doc == "README.md" else "#"
     links = re.findall(r"\]\(" + re.escape(target) + r"([^)]+)\)", text)
-    assert links and all(link in anchors for link in links), [link for link in links if link not in anchors]
+    assert links and all(link in anchors for link in links), [
+        link for link in links if link not in anchors
+    ]
 
 
 def test_the_reference_keeps_every_section_the_readme_had():
     heads = re.findall(r"^##+ (.+)$", REFERENCE, flags=re.M)
-    assert heads == ["A suite file", "Top-level keys", "Targets", "Graders", "Extractors", "Gates", "Dataset",
-                     "Command line", "Outputs", "report.html", "Security", "Performance", "Coming from letta-evals",
-                     "Coming from OpenAI Evals"]
+    assert heads == [
+        "A suite file",
+        "Top-level keys",
+        "Targets",
+        "Graders",
+        "Extractors",
+        "Gates",
+        "Dataset",
+        "Command line",
+        "Outputs",
+        "report.html",
+        "Security",
+        "Performance",
+        "Coming from letta-evals",
+        "Coming from OpenAI Evals",
+    ]

@@ -21,20 +21,32 @@ from tests.browser_driver import driver_executable, driver_problem
 pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("CI_EVALS_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 SHOTS = Path(os.environ.get("CI_EVALS_ARTIFACTS") or "build/screenshots")
 
 
 @pytest.fixture(scope="module")
 def browser():
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"chromium not found at {CHROMIUM}: run `bash scripts/install-chromium.sh` "
-                    "(or set CI_EVALS_CHROMIUM to a Chromium binary)", pytrace=False)
+        pytest.fail(
+            f"chromium not found at {CHROMIUM}: run `bash scripts/install-chromium.sh` "
+            "(or set CI_EVALS_CHROMIUM to a Chromium binary)",
+            pytrace=False,
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("the browser tests need Playwright's Python package: pip install -e '.[test]'", pytrace=False)
+        pytest.fail(
+            "the browser tests need Playwright's Python package: pip install -e '.[test]'",
+            pytrace=False,
+        )
     problem = driver_problem(driver_executable())
     if problem:
         pytest.fail(problem, pytrace=False)
@@ -112,9 +124,19 @@ def test_the_baseline_column_shows_the_baselines_scores(tab, report):
     tab.open(report)
     head = tab.page.locator("#sample-head th[data-key=baseline]").inner_text()
     assert head == "Baseline: Answer correct / Style"
-    cells = [tab.page.locator("#sample-body tr").nth(i).locator("td").nth(6).inner_text() for i in range(6)]
+    cells = [
+        tab.page.locator("#sample-body tr").nth(i).locator("td").nth(6).inner_text()
+        for i in range(6)
+    ]
     # s1 run 1 falls back to the baseline's run 0; gpt-b and s4 were not in the baseline
-    assert cells == ["1.000 / 0.500", "1.000 / 0.500", "new", "1.000 / 0.500", "0.000 / 0.500", "new"]
+    assert cells == [
+        "1.000 / 0.500",
+        "1.000 / 0.500",
+        "new",
+        "1.000 / 0.500",
+        "0.000 / 0.500",
+        "new",
+    ]
     tab.close(report)
 
 
@@ -130,7 +152,10 @@ def test_filters_narrow_the_rows_and_say_how_many(tab, report):
     tab.page.uncheck("#f-failing")
     tab.page.uncheck("#f-errored")
     tab.page.check("#f-regressed")
-    assert [tab.page.locator("#sample-body tr").nth(i).get_attribute("data-id") for i in range(tab.rows())] == ["s2"]
+    assert [
+        tab.page.locator("#sample-body tr").nth(i).get_attribute("data-id")
+        for i in range(tab.rows())
+    ] == ["s2"]
     tab.page.uncheck("#f-regressed")
     tab.page.select_option("#f-model", "gpt-b")
     assert tab.text("#count") == "Showing 2 of 6 rows"
@@ -149,13 +174,19 @@ def test_filters_narrow_the_rows_and_say_how_many(tab, report):
 def test_sorting_by_a_score_orders_the_rows(tab, report):
     tab.open(report)
     tab.page.click("#sample-head th[data-key=answer]")
-    scores = [tab.page.locator("#sample-body tr").nth(i).locator("td").nth(4).inner_text() for i in range(6)]
+    scores = [
+        tab.page.locator("#sample-body tr").nth(i).locator("td").nth(4).inner_text()
+        for i in range(6)
+    ]
     assert scores == ["error", "0.000", "0.000", "0.000", "1.000", "1.000"]
     tab.page.focus("#sample-head th[data-key=answer]")
     tab.page.keyboard.press("Enter")  # the keyboard sorts too: the same column again, descending
     first = tab.page.locator("#sample-body tr").nth(0).locator("td").nth(4).inner_text()
     assert first == "1.000"
-    assert tab.page.locator("#sample-head th[data-key=answer]").get_attribute("class") == "sortable desc"
+    assert (
+        tab.page.locator("#sample-head th[data-key=answer]").get_attribute("class")
+        == "sortable desc"
+    )
     tab.close(report)
 
 
@@ -186,8 +217,11 @@ def test_models_and_repeats_side_by_side_and_a_link_per_sample(tab, report):
     # the browser was already warm from an earlier test of this file).
     cols = tab.page.locator("#detail .side-by-side > .col")
     expect(cols).to_have_count(3)
-    assert [cols.nth(i).locator("h4").inner_text() for i in range(3)] == ["gpt-a · run 0", "gpt-a · run 1",
-                                                                          "gpt-b · run 0"]
+    assert [cols.nth(i).locator("h4").inner_text() for i in range(3)] == [
+        "gpt-a · run 0",
+        "gpt-a · run 1",
+        "gpt-b · run 0",
+    ]
     assert tab.page.evaluate("location.hash") == "#sample=s1"
     tab.close(report)
 
@@ -266,12 +300,20 @@ def test_row_limit_keeps_failing_rows_and_says_so(tab, tmp_path):
     recs += [rd.record(f"f{i}", score=0.0, tool=False) for i in range(20)]
     folder = rd.write_folder(tmp_path / "big", rd.summary(n=len(recs)), recs)
     page = folder / "report.html"
-    page.write_text(html.render_report(json.loads((folder / "summary.json").read_text()),
-                                       folder / "results.jsonl", max_rows=100), encoding="utf-8")
+    page.write_text(
+        html.render_report(
+            json.loads((folder / "summary.json").read_text()),
+            folder / "results.jsonl",
+            max_rows=100,
+        ),
+        encoding="utf-8",
+    )
     tab.open(page)
-    assert tab.text("#row-limit") == ("This report holds 100 of 320 result lines (at most 100 lines and 20 MB "
-                                      "of data): all 20 failing, errored or regressed lines and a random 80 "
-                                      "of the 300 others. results.jsonl has them all.")
+    assert tab.text("#row-limit") == (
+        "This report holds 100 of 320 result lines (at most 100 lines and 20 MB "
+        "of data): all 20 failing, errored or regressed lines and a random 80 "
+        "of the 300 others. results.jsonl has them all."
+    )
     assert tab.text("#count") == "Showing 100 of 100 rows (this report holds 100 of 320)"
     tab.page.check("#f-failing")
     assert tab.text("#count").startswith("Showing 20 of 100 rows")
@@ -281,8 +323,13 @@ def test_row_limit_keeps_failing_rows_and_says_so(tab, tmp_path):
 def _big_folder(tmp: Path, n: int) -> Path:
     recs = []
     for i in range(n):
-        rec = rd.record(f"sample-{i:05d}", model=("gpt-a", "gpt-b")[i % 2], score=(i % 7) / 6,
-                        answer=f"answer {i} " + "lorem ipsum dolor sit amet " * 20, tags=(f"t{i % 5}",))
+        rec = rd.record(
+            f"sample-{i:05d}",
+            model=("gpt-a", "gpt-b")[i % 2],
+            score=(i % 7) / 6,
+            answer=f"answer {i} " + "lorem ipsum dolor sit amet " * 20,
+            tags=(f"t{i % 5}",),
+        )
         rec["grades"]["answer"]["rationale"] = "the judge explains at some length " * 10
         recs.append(rec)
     return rd.write_folder(tmp, rd.summary(n=n), recs)
@@ -305,8 +352,12 @@ def test_large_reports_open_fast_and_stay_small(browser, tmp_path, n, capsys):
         tab.page.click("#sample-body tr:first-child a")
         tab.page.wait_for_selector("#detail:not([hidden])")
         detail.append(time.perf_counter() - t0)
-        loaded.append(tab.page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
-                      / 1000)
+        loaded.append(
+            tab.page.evaluate(
+                "performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"
+            )
+            / 1000
+        )
         assert tab.text("#detail-title") == "Sample sample-00000"
         t1 = time.perf_counter()
         tab.page.check("#f-failing")
@@ -320,8 +371,10 @@ def test_large_reports_open_fast_and_stay_small(browser, tmp_path, n, capsys):
         return ", ".join(f"{x:.2f}" for x in xs)
 
     with capsys.disabled():
-        print(f"\nreport.html with {n:,} samples: {size / 1e6:.1f} MB; table drawn in {fmt(table)} s, "
-              f"file read in {fmt(loaded)} s, a detail shown in {fmt(detail)} s; "
-              f"'failing only' filter in {filter_s:.2f} s")
+        print(
+            f"\nreport.html with {n:,} samples: {size / 1e6:.1f} MB; table drawn in {fmt(table)} s, "
+            f"file read in {fmt(loaded)} s, a detail shown in {fmt(detail)} s; "
+            f"'failing only' filter in {filter_s:.2f} s"
+        )
     assert size < 25_000_000
     assert min(table) < 2.0

@@ -35,10 +35,18 @@ def runs(tmp_path_factory) -> Path:
     with FakeOpenAI(answers=answers) as fake:
         env = {**os.environ, "OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "sk-test-cache-0000"}
         for out in ("first", "second"):
-            proc = subprocess.run([sys.executable, "-m", "ci_evals", "run", str(SUITE), "-o", out, "-q"],
-                                  cwd=root, env=env, capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(
+                [sys.executable, "-m", "ci_evals", "run", str(SUITE), "-o", out, "-q"],
+                cwd=root,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert proc.returncode == 0, proc.stderr
-            assert fake.count("/v1/chat/completions") == 8  # 4 answers + 4 judgements, the first time only
+            assert (
+                fake.count("/v1/chat/completions") == 8
+            )  # 4 answers + 4 judgements, the first time only
     return root
 
 
@@ -52,14 +60,21 @@ def test_cached_samples_and_calls_say_cached_instead_of_zero_tokens(tab, runs):
     tab.open(report)
     cells = [tab.page.locator("#sample-body tr").nth(i).locator("td").last for i in range(4)]
     assert [c.inner_text() for c in cells] == ["cached"] * 4
-    assert cells[0].get_attribute("title") == "2 LLM calls answered from the cache (no tokens spent)"
-    assert tab.text("#fact-tokens") == "0 prompt + 0 completion · 8 LLM calls answered from the cache cached"
+    assert (
+        cells[0].get_attribute("title") == "2 LLM calls answered from the cache (no tokens spent)"
+    )
+    assert (
+        tab.text("#fact-tokens")
+        == "0 prompt + 0 completion · 8 LLM calls answered from the cache cached"
+    )
     sid = tab.page.locator("#sample-body tr").first.get_attribute("data-id")
     tab.open(report, "#sample=" + quote(sid))
     tab.page.wait_for_selector("#detail:not([hidden])")
     detail = tab.page.locator("#detail")
-    assert "cached\n2 LLM calls answered from the cache (no tokens spent): the target's 1, the graders' 1" \
+    assert (
+        "cached\n2 LLM calls answered from the cache (no tokens spent): the target's 1, the graders' 1"
         in detail.inner_text()
+    )
     grader = detail.locator("table.grades tbody tr").first.locator("td").first
     assert grader.inner_text() == "Answer quality cached"
     tab.shot("report-cached")
@@ -69,7 +84,9 @@ def test_cached_samples_and_calls_say_cached_instead_of_zero_tokens(tab, runs):
 def test_a_run_that_called_the_model_shows_its_tokens_and_no_cached_mark(tab, runs):
     report = runs / "first" / "report.html"
     tab.open(report)
-    tokens = [tab.page.locator("#sample-body tr").nth(i).locator("td").last.inner_text() for i in range(4)]
+    tokens = [
+        tab.page.locator("#sample-body tr").nth(i).locator("td").last.inner_text() for i in range(4)
+    ]
     assert all(t.isdigit() and int(t) > 0 for t in tokens), tokens
     assert tab.page.locator(".badge.cached").count() == 0
     tab.close(report)
@@ -88,9 +105,15 @@ def test_histograms_have_labelled_axes(tab, runs):
     tab.open(report)
     svg = tab.page.locator("#metrics svg.hist").first
     assert svg.locator("line.axis").count() == 2
-    assert [svg.locator(f"text.{c}").inner_html() for c in ("x-min", "x-max", "y-max")] == ["0", "1", "4"]
+    assert [svg.locator(f"text.{c}").inner_html() for c in ("x-min", "x-max", "y-max")] == [
+        "0",
+        "1",
+        "4",
+    ]
     assert svg.locator("rect").count() == 10
     heights = [float(svg.locator("rect").nth(i).get_attribute("height")) for i in range(10)]
-    assert heights == [0.0] * 9 + [36.0]  # all 4 judged 1.0: the last bucket, as tall as the axis says
+    assert heights == [0.0] * 9 + [
+        36.0
+    ]  # all 4 judged 1.0: the last bucket, as tall as the axis says
     assert svg.locator("rect").last.locator("title").inner_html() == "0.9–1.0: 4 samples"
     tab.close(report)

@@ -31,7 +31,12 @@ def merged(data_text: str, details_text: str) -> dict:
 
 
 def page_data(text: str) -> dict:
-    return merged(*(re.search(BLOCK.format(b), text, re.S).group(1) for b in ("report-data", "report-details")))
+    return merged(
+        *(
+            re.search(BLOCK.format(b), text, re.S).group(1)
+            for b in ("report-data", "report-details")
+        )
+    )
 
 
 def build(*args, **kwargs) -> tuple[dict, dict]:
@@ -58,13 +63,23 @@ def test_report_embeds_every_row_with_its_baseline_and_regressions(tmp_path: Pat
     text = html.write_report(folder, json.loads((folder / "summary.json").read_text())).read_text()
     data = page_data(text)
     assert [(r["id"], r["model"], r["run"]) for r in data["rows"]] == [
-        ("s1", "gpt-a", 0), ("s1", "gpt-a", 1), ("s1", "gpt-b", 0), ("s2", "gpt-a", 0), ("s3", "gpt-a", 0),
-        ("s4", "gpt-b", 0)]
+        ("s1", "gpt-a", 0),
+        ("s1", "gpt-a", 1),
+        ("s1", "gpt-b", 0),
+        ("s2", "gpt-a", 0),
+        ("s3", "gpt-a", 0),
+        ("s4", "gpt-b", 0),
+    ]
     s2 = data["rows"][3]
     assert s2["regressed"] == ["answer"]
-    assert s2["baseline"]["answer"] == {"score": 1.0, "passed": True, "rationale": "baseline said Paris"}
-    assert s2["turns"][0][2]["tool_calls"] == [{"id": "call_1", "name": "web_search",
-                                                "arguments": '{"query": "capital of France"}'}]
+    assert s2["baseline"]["answer"] == {
+        "score": 1.0,
+        "passed": True,
+        "rationale": "baseline said Paris",
+    }
+    assert s2["turns"][0][2]["tool_calls"] == [
+        {"id": "call_1", "name": "web_search", "arguments": '{"query": "capital of France"}'}
+    ]
     assert data["rows"][5]["error"] == {"category": "target", "message": "boom: agent crashed"}
     assert data["has_baseline"] is True and data["total_rows"] == 6
 
@@ -79,9 +94,13 @@ def test_csp_allows_only_the_reports_own_script_and_style_by_hash(tmp_path: Path
     def digest(s: str) -> str:
         return "sha256-" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()
 
-    assert csp == (f"default-src 'none'; script-src '{digest(script)}'; style-src '{digest(style)}'; "
-                   "img-src data:; base-uri 'none'; form-action 'none'")
-    assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)  # nothing to fetch from anywhere
+    assert csp == (
+        f"default-src 'none'; script-src '{digest(script)}'; style-src '{digest(style)}'; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
+    assert not re.search(
+        r"""(src|href)=["']?(https?:)?//""", text
+    )  # nothing to fetch from anywhere
 
 
 def test_the_summary_text_is_escaped_by_the_template(tmp_path: Path):
@@ -101,27 +120,40 @@ def test_an_older_summary_without_the_new_fields_still_renders(tmp_path: Path):
     assert "<td>answer</td>" in text  # no label: the metric key
     assert '<td class="num">5</td>' in text  # graded = n - errors
     # errors.groups absent: grouped from results.jsonl
-    assert re.search(r"<td>target</td><td>–</td><td class=\"msg\">boom: agent crashed</td><td class=\"num\">1</td>", text)
+    assert re.search(
+        r"<td>target</td><td>–</td><td class=\"msg\">boom: agent crashed</td><td class=\"num\">1</td>",
+        text,
+    )
 
 
 def test_text_cap_shrinks_until_the_data_fits(tmp_path: Path):
     recs = [rd.record(f"s{i}", answer="y" * 5000, tool=False) for i in range(20)]
     folder = rd.write_folder(tmp_path / "big", rd.summary(n=20), recs)
-    text, details, _ = data_mod.build_data(rd.summary(n=20), folder / "results.jsonl", max_bytes=60_000)
+    text, details, _ = data_mod.build_data(
+        rd.summary(n=20), folder / "results.jsonl", max_bytes=60_000
+    )
     data = merged(text, details)
     assert len(text.encode()) + len(details.encode()) <= 60_000
     assert data["text_cap"] < 5000
-    assert data["rows"][0]["grades"]["answer"]["submission"] == {"text": "y" * data["text_cap"], "length": 5000}
+    assert data["rows"][0]["grades"]["answer"]["submission"] == {
+        "text": "y" * data["text_cap"],
+        "length": 5000,
+    }
 
 
 def test_when_even_the_smallest_cut_does_not_fit_failing_rows_stay_first(tmp_path: Path):
     recs = [rd.record(f"p{i}", score=1.0, answer="y" * 5000) for i in range(40)]
     recs += [rd.record(f"f{i}", score=0.0, answer="y" * 5000) for i in range(5)]
     folder = rd.write_folder(tmp_path / "big", rd.summary(n=45), recs)
-    text, details, scan = data_mod.build_data(rd.summary(n=45), folder / "results.jsonl", max_bytes=20_000)
+    text, details, scan = data_mod.build_data(
+        rd.summary(n=45), folder / "results.jsonl", max_bytes=20_000
+    )
     data = merged(text, details)
     ids = {r["id"] for r in data["rows"]}
-    assert len(text.encode()) + len(details.encode()) <= 20_000 and data["text_cap"] == data_mod.MIN_TEXT_CAP
+    assert (
+        len(text.encode()) + len(details.encode()) <= 20_000
+        and data["text_cap"] == data_mod.MIN_TEXT_CAP
+    )
     assert {f"f{i}" for i in range(5)} <= ids and 5 < len(ids) < 45
     assert (scan["shown"], scan["failing_shown"], scan["limit"]) == (len(ids), 5, len(ids))
 
@@ -133,23 +165,43 @@ def test_beyond_the_row_limit_failing_rows_stay_and_the_rest_is_sampled(tmp_path
     data, scan = build(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
     ids = [r["id"] for r in data["rows"]]
     assert len(ids) == 20 and {f"f{i}" for i in range(5)} <= set(ids)
-    assert (scan["total"], scan["failing_total"], scan["failing_shown"], scan["others_total"]) == (55, 5, 5, 50)
+    assert (scan["total"], scan["failing_total"], scan["failing_shown"], scan["others_total"]) == (
+        55,
+        5,
+        5,
+        50,
+    )
     again, _ = build(rd.summary(n=55), folder / "results.jsonl", max_rows=20)
     assert [r["id"] for r in again["rows"]] == ids  # seeded: the same sample every time
 
 
 def test_every_run_and_merge_write_report_html(sd):
-    sd.write("dataset.jsonl", [{"id": f"s{i}", "input": f"q{i}", "ground_truth": "yes"} for i in range(6)])
-    sd.write("outputs.jsonl", [{"id": f"s{i}", "output": "yes" if i % 2 else "no"} for i in range(6)])
+    sd.write(
+        "dataset.jsonl",
+        [{"id": f"s{i}", "input": f"q{i}", "ground_truth": "yes"} for i in range(6)],
+    )
+    sd.write(
+        "outputs.jsonl", [{"id": f"s{i}", "output": "yes" if i % 2 else "no"} for i in range(6)]
+    )
     sd.suite(replay_suite({"c": {"kind": "tool", "function": "contains"}}, None))
     for k in (1, 2):
         sd.run("--shard", f"{k}/2", out=f"shard{k}")
     assert (sd.root / "shard1" / "report.html").is_file()
-    rc = main(["merge", str(sd.root / "shard1"), str(sd.root / "shard2"), "--output", str(sd.root / "merged")])
+    rc = main(
+        [
+            "merge",
+            str(sd.root / "shard1"),
+            str(sd.root / "shard2"),
+            "--output",
+            str(sd.root / "merged"),
+        ]
+    )
     assert rc == 0
     data = page_data((sd.root / "merged" / "report.html").read_text())
     assert sorted(r["id"] for r in data["rows"]) == [f"s{i}" for i in range(6)]
-    assert data["rows"][0]["turns"][0][-1]["role"] == "assistant"  # results.jsonl keeps the trajectory
+    assert (
+        data["rows"][0]["turns"][0][-1]["role"] == "assistant"
+    )  # results.jsonl keeps the trajectory
 
 
 def test_report_command_rebuilds_the_page(tmp_path: Path, capsys):
@@ -169,17 +221,26 @@ def test_report_command_takes_a_baseline_folder(tmp_path: Path):
 
 def test_report_command_bad_folders_are_one_line_exit_2(tmp_path: Path, capsys):
     assert main(["report", str(tmp_path / "nope")]) == 2
-    assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no summary.json in this folder\n"
+    assert (
+        capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no summary.json in this folder\n"
+    )
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "summary.json").write_text("{oops")
     assert main(["report", str(tmp_path / "bad")]) == 2
-    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'bad' / 'summary.json'}: summary.json is not valid JSON")
+    assert capsys.readouterr().err.startswith(
+        f"error: {tmp_path / 'bad' / 'summary.json'}: summary.json is not valid JSON"
+    )
     (tmp_path / "bad" / "summary.json").write_text("{}")
     assert main(["report", str(tmp_path / "bad")]) == 2
-    assert capsys.readouterr().err == f"error: {tmp_path / 'bad'}: no results.jsonl in this folder\n"
+    assert (
+        capsys.readouterr().err == f"error: {tmp_path / 'bad'}: no results.jsonl in this folder\n"
+    )
     folder = rd.write_folder(tmp_path / "run", rd.summary(), rd.records())
     assert main(["report", str(folder), "--baseline", str(tmp_path / "nope")]) == 2
-    assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no results.jsonl in the baseline folder\n"
+    assert (
+        capsys.readouterr().err
+        == f"error: {tmp_path / 'nope'}: no results.jsonl in the baseline folder\n"
+    )
 
 
 def test_report_open_hands_the_file_to_the_local_browser(tmp_path: Path, monkeypatch, capsys):
@@ -218,15 +279,31 @@ def test_a_text_said_twice_is_stored_once(tmp_path: Path):
 def test_empty_entries_are_left_out_of_the_rows(tmp_path: Path):
     folder = rd.write_folder(tmp_path / "run", rd.summary(), [rd.record("s1", score=0.0, tags=())])
     row = build(rd.summary(), folder / "results.jsonl")[0]["rows"][0]
-    assert row["grades"]["answer"] == {"score": 0.0, "rationale": "answer rationale s1", "submission": "Paris"}
+    assert row["grades"]["answer"] == {
+        "score": 0.0,
+        "rationale": "answer rationale s1",
+        "submission": "Paris",
+    }
     assert not {"model", "tags", "error", "regressed", "baseline", "cost", "target"} & set(row)
 
 
 def test_the_table_part_holds_no_text_of_the_run(tmp_path: Path):
-    folder = rd.write_folder(tmp_path / "run", rd.summary(), [rd.record("s1", error="agent crashed")])
+    folder = rd.write_folder(
+        tmp_path / "run", rd.summary(), [rd.record("s1", error="agent crashed")]
+    )
     data, details, _ = data_mod.build_data(rd.summary(), folder / "results.jsonl")
-    assert json.loads(data)["rows"] == [{"id": "s1", "run": 0, "tags": ["geo"], "tokens": 0, "duration": 0.25,
-                                         "grades": {"answer": {"score": 0.0, "error": True},
-                                                    "style": {"score": 0.0, "error": True}},
-                                         "error": {"category": "target"}}]
+    assert json.loads(data)["rows"] == [
+        {
+            "id": "s1",
+            "run": 0,
+            "tags": ["geo"],
+            "tokens": 0,
+            "duration": 0.25,
+            "grades": {
+                "answer": {"score": 0.0, "error": True},
+                "style": {"score": 0.0, "error": True},
+            },
+            "error": {"category": "target"},
+        }
+    ]
     assert "agent crashed" in details

@@ -25,14 +25,22 @@ sys.stdout.write(html.render_report(json.loads((folder / "summary.json").read_te
 """
 
 
-def render(cache: Path | str, folder: Path, no_compile: bool = False, **env_cwd) -> subprocess.CompletedProcess:
+def render(
+    cache: Path | str, folder: Path, no_compile: bool = False, **env_cwd
+) -> subprocess.CompletedProcess:
     cwd = env_cwd.pop("cwd", None)
     env = {**os.environ, "XDG_CACHE_HOME": str(cache), "FOLDER": str(folder), **env_cwd}
     env.pop("NO_COMPILE", None)
     if no_compile:
         env["NO_COMPILE"] = "1"
-    return subprocess.run([sys.executable, "-c", RENDER], env=env, capture_output=True, text=True, timeout=120,
-                          cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-c", RENDER],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
 
 
 def test_the_second_run_loads_the_compiled_page_and_writes_the_same_text(tmp_path):
@@ -80,6 +88,8 @@ def test_a_relative_cache_home_is_ignored_and_nothing_is_made_in_the_current_fol
     assert done.returncode == 0, done.stderr
     assert list((tmp_path / "work").iterdir()) == []
     assert len(list((tmp_path / "home" / ".cache" / "ci-evals" / "templates").iterdir())) == 1
-    none = render("", folder, cwd=tmp_path / "work", HOME="nohome")  # no absolute place at all: compiled
+    none = render(
+        "", folder, cwd=tmp_path / "work", HOME="nohome"
+    )  # no absolute place at all: compiled
     assert (none.returncode, none.stdout) == (0, done.stdout)
     assert list((tmp_path / "work").iterdir()) == []

@@ -81,15 +81,18 @@ def test_verdicts():
     assert verdict(data.summary(verdict="errored")) == ("❌", "errored")
     no_gate = data.summary(verdict=None, gates=[], gate={"passed": True})
     assert verdict(no_gate) == ("❌", "errored")  # one sample errored, and the run's budget is 0
-    assert verdict_line(no_gate) == ("**Verdict: errored**: 1 of 6 samples errored (max_errors 0); "
-                                     "no gate configured")
+    assert verdict_line(no_gate) == (
+        "**Verdict: errored**: 1 of 6 samples errored (max_errors 0); no gate configured"
+    )
 
 
 def test_summary_md_heading_gates_and_metrics():
     md = render_summary_md(data.summary(), data.results())
     assert md.splitlines()[:3] == [
-        "## ❌ ci-evals · qa: failed", "",
-        "**Verdict: failed**: Answer quality (quality): avg_score 0.5833, needs &gt;= 0.75"]
+        "## ❌ ci-evals · qa: failed",
+        "",
+        "**Verdict: failed**: Answer quality (quality): avg_score 0.5833, needs &gt;= 0.75",
+    ]
     assert section(md, "### Gates") == [
         "| Gate | Actual | 95% interval | Graded | Errors | Status | Why |",
         "|---|---:|---:|---:|---:|---|---|",

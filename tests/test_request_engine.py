@@ -21,14 +21,32 @@ KEY = "sk-engine-test-key-1234567890"
 
 def llm_suite(sd, n: int, *, base_url: str, extra: dict | None = None, judge: bool = True) -> None:
     """``n`` samples, a model target and (optionally) a rubric judge, both on ``base_url``."""
-    sd.write("dataset.jsonl", [{"id": f"s{i}", "input": f"what is {i} + {i}?", "ground_truth": str(2 * i)}
-                               for i in range(n)])
-    graders = {"quality": {"kind": "rubric", "model": "gpt-4o-mini", "base_url": base_url,
-                           "prompt": "Score 1 if right.\nQ: {input}\nA: {submission}"}} if judge else {
-        "has": {"kind": "tool", "function": "contains", "extractor": "last_assistant"}}
-    spec = {"name": "engine", "dataset": "dataset.jsonl",
-            "target": {"kind": "model", "model": "gpt-4o-mini", "base_url": base_url},
-            "graders": graders, **(extra or {})}
+    sd.write(
+        "dataset.jsonl",
+        [
+            {"id": f"s{i}", "input": f"what is {i} + {i}?", "ground_truth": str(2 * i)}
+            for i in range(n)
+        ],
+    )
+    graders = (
+        {
+            "quality": {
+                "kind": "rubric",
+                "model": "gpt-4o-mini",
+                "base_url": base_url,
+                "prompt": "Score 1 if right.\nQ: {input}\nA: {submission}",
+            }
+        }
+        if judge
+        else {"has": {"kind": "tool", "function": "contains", "extractor": "last_assistant"}}
+    )
+    spec = {
+        "name": "engine",
+        "dataset": "dataset.jsonl",
+        "target": {"kind": "model", "model": "gpt-4o-mini", "base_url": base_url},
+        "graders": graders,
+        **(extra or {}),
+    }
     sd.suite(spec)
 
 
@@ -46,7 +64,9 @@ def closed_port() -> int:
     return port
 
 
-def timed_run(sd, server: FakeOpenAI, n: int, *args: str, judge: bool = True) -> tuple[int, float, int]:
+def timed_run(
+    sd, server: FakeOpenAI, n: int, *args: str, judge: bool = True
+) -> tuple[int, float, int]:
     """An ``n``-sample suite against ``server``, run with ``args``: (exit code, seconds taken,
     requests the server saw)."""
     llm_suite(sd, n, base_url=server.url, judge=judge)
@@ -74,10 +94,17 @@ def test_under_a_request_limit_no_sample_errors_and_few_calls_are_rejected(sd, k
     summary = sd.summary()
     assert (code, summary["verdict"], summary["errors"]["total"]) == (0, "passed", 0)
     assert stats["accepted"] == 80
-    assert stats["rejected"] <= 4  # the first burst before the limit is known; never a quarter of calls
+    assert (
+        stats["rejected"] <= 4
+    )  # the first burst before the limit is known; never a quarter of calls
     ep = endpoint(summary)
     assert (ep["calls"], ep["rejected"], ep["rpm"], ep["rpm_from"], ep["max_concurrent"]) == (
-        80 + stats["rejected"], stats["rejected"], 1200.0, "server", 20)
+        80 + stats["rejected"],
+        stats["rejected"],
+        1200.0,
+        "server",
+        20,
+    )
     assert 1 <= ep["concurrency"] <= 20
     # pacing holds calls back no longer than the limit needs: 60 calls past the first bucket at
     # 97 % of 20 a second is 3.1 s (less when the machine is slower than the limit)
@@ -98,18 +125,39 @@ def test_a_known_limit_paces_from_the_first_call_without_a_rejection(sd, key_env
 
 def test_cli_rpm_wins_over_the_suite_and_names_its_source(sd, key_env):
     with FakeOpenAI() as server:
-        llm_suite(sd, 3, base_url=server.url, judge=False, extra={"rate_limits": {"*": {"rpm": 10}}})
+        llm_suite(
+            sd, 3, base_url=server.url, judge=False, extra={"rate_limits": {"*": {"rpm": 10}}}
+        )
         assert sd.run("--rpm", f"{server.url}=6000", "--tpm", "openai=90000") == 0
     ep = endpoint(sd.summary())
-    assert (ep["rpm"], ep["rpm_from"], ep["tpm"], ep["tpm_from"]) == (6000.0, "settings", 90000.0, "settings")
+    assert (ep["rpm"], ep["rpm_from"], ep["tpm"], ep["tpm_from"]) == (
+        6000.0,
+        "settings",
+        90000.0,
+        "settings",
+    )
 
 
 def test_429s_never_use_the_retry_budget_and_show_in_the_summary(sd, key_env, capsys):
     with FakeOpenAI() as server:
         server.fault("429", first=6, retry_after="0.1")
-        llm_suite(sd, 2, base_url=server.url, judge=False, extra={"target": {
-            "kind": "model", "model": "gpt-4o-mini", "base_url": server.url, "max_retries": 0}})
-        code = main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out"), "--no-cache"])
+        llm_suite(
+            sd,
+            2,
+            base_url=server.url,
+            judge=False,
+            extra={
+                "target": {
+                    "kind": "model",
+                    "model": "gpt-4o-mini",
+                    "base_url": server.url,
+                    "max_retries": 0,
+                }
+            },
+        )
+        code = main(
+            ["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out"), "--no-cache"]
+        )
     summary = sd.summary()
     assert (code, summary["errors"]["total"]) == (0, 0)
     ep = endpoint(summary)
@@ -129,7 +177,9 @@ def test_an_absurd_retry_after_stops_the_endpoint_instead_of_freezing_the_run(sd
     assert endpoint(summary)["stopped"] == why
     messages = {r["error"]["message"] for r in sd.results()}
     assert any(m.endswith(why) and "HTTP 429" in m for m in messages)
-    assert f"model call failed on turn 1: {server.url}/chat/completions: not sent: {why}" in messages
+    assert (
+        f"model call failed on turn 1: {server.url}/chat/completions: not sent: {why}" in messages
+    )
 
 
 def test_max_wait_bounds_a_call_that_stays_throttled_and_says_so(sd, key_env):
@@ -139,8 +189,12 @@ def test_max_wait_bounds_a_call_that_stays_throttled_and_says_so(sd, key_env):
     (rec,) = sd.results()
     # it gives up as soon as the next 0.2 s wait would pass max_wait: after 4 of them, 0.8 s
     assert code == 1 and 0.8 < elapsed < 4
-    assert rec["error"]["message"].startswith(f"model call failed on turn 1: {server.url}/chat/completions: HTTP 429:")
-    assert rec["error"]["message"].endswith("rate limited: still throttled after 1 s (max_wait 1 s)")
+    assert rec["error"]["message"].startswith(
+        f"model call failed on turn 1: {server.url}/chat/completions: HTTP 429:"
+    )
+    assert rec["error"]["message"].endswith(
+        "rate limited: still throttled after 1 s (max_wait 1 s)"
+    )
 
 
 def test_a_transient_burst_of_503s_does_not_trip_the_breaker(sd, key_env):
@@ -164,7 +218,9 @@ def run_breaker(sd, base_url: str, n: int = 40) -> tuple[int, dict, float, str]:
     return code, sd.summary(), time.monotonic() - t0, base_url
 
 
-def assert_stopped(sd, code, summary, elapsed, cause: str, hint: str, url: str, n: int = 40, sent: int = 6) -> None:
+def assert_stopped(
+    sd, code, summary, elapsed, cause: str, hint: str, url: str, n: int = 40, sent: int = 6
+) -> None:
     line = f"stopped calling {url} after its first calls all failed: {cause} ({hint})"
     assert (code, summary["verdict"], summary["errors"]["total"]) == (1, "errored", n)
     assert summary["verdict_reason"].startswith(line + "; ")
@@ -182,11 +238,20 @@ def test_breaker_dns_failure_names_the_host(sd, key_env, capsys):
     url = "http://no-such-host.invalid/v1"
     code, summary, elapsed, _ = run_breaker(sd, url)
     line = endpoint(summary)["stopped"]
-    assert line.startswith(f"stopped calling {url} after its first calls all failed: "
-                           "could not resolve host 'no-such-host.invalid' (DNS: ")
+    assert line.startswith(
+        f"stopped calling {url} after its first calls all failed: "
+        "could not resolve host 'no-such-host.invalid' (DNS: "
+    )
     assert line.endswith(" (check the host name in base_url (or OPENAI_BASE_URL))")
-    assert_stopped(sd, code, summary, elapsed, line.split("failed: ", 1)[1].rsplit(" (check", 1)[0],
-                   "check the host name in base_url (or OPENAI_BASE_URL)", url)
+    assert_stopped(
+        sd,
+        code,
+        summary,
+        elapsed,
+        line.split("failed: ", 1)[1].rsplit(" (check", 1)[0],
+        "check the host name in base_url (or OPENAI_BASE_URL)",
+        url,
+    )
     err = capsys.readouterr().err
     assert err.count("error: stopped calling") == 1
 
@@ -195,17 +260,33 @@ def test_breaker_connection_refused_names_host_and_port(sd, key_env):
     port = closed_port()
     url = f"http://127.0.0.1:{port}/v1"
     code, summary, elapsed, _ = run_breaker(sd, url)
-    assert_stopped(sd, code, summary, elapsed, f"nothing listens on 127.0.0.1:{port} (connection refused)",
-                   "is the server running? check the host and port in base_url (or OPENAI_BASE_URL)", url)
+    assert_stopped(
+        sd,
+        code,
+        summary,
+        elapsed,
+        f"nothing listens on 127.0.0.1:{port} (connection refused)",
+        "is the server running? check the host and port in base_url (or OPENAI_BASE_URL)",
+        url,
+    )
 
 
-@pytest.mark.parametrize("status,message,hint", [
-    ("401", "Incorrect API key provided", "check the API key in OPENAI_API_KEY"),
-    ("403", "Project does not have access to model", "check that the key in OPENAI_API_KEY may use this model "
-                                                     "and endpoint"),
-    ("404", "The model `gpt-x` does not exist", "check the model name and that base_url ends where the API "
-                                               "starts (…/v1)"),
-])
+@pytest.mark.parametrize(
+    "status,message,hint",
+    [
+        ("401", "Incorrect API key provided", "check the API key in OPENAI_API_KEY"),
+        (
+            "403",
+            "Project does not have access to model",
+            "check that the key in OPENAI_API_KEY may use this model and endpoint",
+        ),
+        (
+            "404",
+            "The model `gpt-x` does not exist",
+            "check the model name and that base_url ends where the API starts (…/v1)",
+        ),
+    ],
+)
 def test_breaker_auth_and_model_errors(sd, key_env, status, message, hint):
     with FakeOpenAI() as server:
         server.fault(status, message=message)
@@ -221,23 +302,48 @@ def test_breaker_needs_eight_400s_for_a_bad_request(sd, key_env):
         code, summary, elapsed, url = run_breaker(sd, server.url)
         sent = server.count()
     assert 8 <= sent <= 4 + 8 - 1
-    assert_stopped(sd, code, summary, elapsed, "HTTP 400: Unsupported parameter",
-                   "the server rejects every request: check the model and its parameters", url, sent=4 + 8 - 1)
+    assert_stopped(
+        sd,
+        code,
+        summary,
+        elapsed,
+        "HTTP 400: Unsupported parameter",
+        "the server rejects every request: check the model and its parameters",
+        url,
+        sent=4 + 8 - 1,
+    )
 
 
-QUOTA = json.dumps({"error": {"message": "You exceeded your current quota, please check your plan and billing "
-                                      "details.", "type": "insufficient_quota", "param": None,
-                           "code": "insufficient_quota"}}).encode()
+QUOTA = json.dumps(
+    {
+        "error": {
+            "message": "You exceeded your current quota, please check your plan and billing "
+            "details.",
+            "type": "insufficient_quota",
+            "param": None,
+            "code": "insufficient_quota",
+        }
+    }
+).encode()
 
 
 def test_an_exhausted_quota_429_is_not_a_wait_but_a_breaker_cause(sd, key_env):
-    raw = (f"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nretry-after: 20\r\n"
-           f"Content-Length: {len(QUOTA)}\r\n\r\n").encode() + QUOTA
+    raw = (
+        f"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nretry-after: 20\r\n"
+        f"Content-Length: {len(QUOTA)}\r\n\r\n"
+    ).encode() + QUOTA
     with FakeOpenAI(responder=lambda req: raw) as server:
         code, summary, elapsed, url = run_breaker(sd, server.url)
     assert elapsed < 5  # the retry-after of 20 s is not waited for
-    assert_stopped(sd, code, summary, elapsed, "HTTP 429: You exceeded your current quota, please check your "
-                   "plan and billing details.", "the account's quota is used up: check its plan and billing", url)
+    assert_stopped(
+        sd,
+        code,
+        summary,
+        elapsed,
+        "HTTP 429: You exceeded your current quota, please check your plan and billing details.",
+        "the account's quota is used up: check its plan and billing",
+        url,
+    )
 
 
 def test_the_breaker_never_trips_once_the_endpoint_answered(sd, key_env):
@@ -257,29 +363,51 @@ def test_the_breaker_never_trips_once_the_endpoint_answered(sd, key_env):
     assert (code, sent, summary["errors"]["total"]) == (1, 12, 11)
     assert "stopped" not in endpoint(summary)
     assert {r["error"]["message"] for r in sd.results() if r["error"]} == {
-        f"model call failed on turn 1: {server.url}/chat/completions: HTTP 401: key revoked"}
+        f"model call failed on turn 1: {server.url}/chat/completions: HTTP 401: key revoked"
+    }
 
 
-def test_an_anthropic_judge_under_its_limit_reads_anthropic_headers_and_loses_nothing(sd, monkeypatch):
+def test_an_anthropic_judge_under_its_limit_reads_anthropic_headers_and_loses_nothing(
+    sd, monkeypatch
+):
     from tests.fakes.vendor_servers import FakeAnthropic
 
     reply = json.dumps({"score": 0.75, "rationale": "fine"})
     with FakeAnthropic(responder=lambda view: reply) as server:
         server.rate_limit(rpm=1200)  # 20 a second
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-engine-test-0123456789")
-        sd.write("dataset.jsonl", [{"id": f"s{i}", "input": "q", "ground_truth": "a"} for i in range(40)])
+        sd.write(
+            "dataset.jsonl", [{"id": f"s{i}", "input": "q", "ground_truth": "a"} for i in range(40)]
+        )
         sd.write("outputs.jsonl", [{"id": f"s{i}", "output": "a"} for i in range(40)])
-        sd.suite({"name": "ant", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-                  "graders": {"q": {"kind": "model_judge", "provider": "anthropic", "model": "claude-haiku-4-5",
-                                    "base_url": server.url, "prompt": "ok?"}}})
+        sd.suite(
+            {
+                "name": "ant",
+                "dataset": "dataset.jsonl",
+                "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+                "graders": {
+                    "q": {
+                        "kind": "model_judge",
+                        "provider": "anthropic",
+                        "model": "claude-haiku-4-5",
+                        "base_url": server.url,
+                        "prompt": "ok?",
+                    }
+                },
+            }
+        )
         code = sd.run("--max-concurrent", "10")
         stats = server.rate_stats
     summary = sd.summary()
     ep = endpoint(summary)
     assert (code, summary["errors"]["total"], stats["accepted"]) == (0, 0, 40)
     assert stats["rejected"] <= 4  # paced from the first answer's anthropic-ratelimit-* headers
-    assert (ep["provider"], ep["rpm"], ep["rpm_from"], ep["rejected"]) == ("anthropic", 1200.0, "server",
-                                                                           stats["rejected"])
+    assert (ep["provider"], ep["rpm"], ep["rpm_from"], ep["rejected"]) == (
+        "anthropic",
+        1200.0,
+        "server",
+        stats["rejected"],
+    )
 
 
 @pytest.mark.parametrize("announced", ["length", "unannounced", "gzip"])
@@ -288,19 +416,31 @@ def test_an_llm_body_past_16_mib_is_an_error_read_no_further(sd, key_env, announ
 
     from ci_evals.llm.transport import MAX_RESPONSE_BYTES
 
-    body = b'{"choices": [{"message": {"role": "assistant", "content": "' + b"x" * (MAX_RESPONSE_BYTES + 10) + b'"}}]}'
+    body = (
+        b'{"choices": [{"message": {"role": "assistant", "content": "'
+        + b"x" * (MAX_RESPONSE_BYTES + 10)
+        + b'"}}]}'
+    )
     head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
     if announced == "gzip":  # a small announced length that inflates past the cap
         body = gzip.compress(body)
         assert len(body) < 1 << 20
         head += b"Content-Encoding: gzip\r\n"
-    raw = head + (b"Content-Length: %d\r\n\r\n" % len(body) if announced != "unannounced"
-                  else b"Connection: close\r\n\r\n") + body
+    raw = (
+        head
+        + (
+            b"Content-Length: %d\r\n\r\n" % len(body)
+            if announced != "unannounced"
+            else b"Connection: close\r\n\r\n"
+        )
+        + body
+    )
     with FakeOpenAI(responder=lambda req: raw) as server:
         llm_suite(sd, 1, base_url=server.url, judge=False)
         assert sd.run() == 1
         sent = server.count()
     (rec,) = sd.results()
     assert rec["error"]["message"].startswith(
-        f"model call failed on turn 1: {server.url}/chat/completions: the response body is larger than 16 MiB")
+        f"model call failed on turn 1: {server.url}/chat/completions: the response body is larger than 16 MiB"
+    )
     assert sent == 1  # not retried: the same answer would come again

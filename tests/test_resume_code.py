@@ -10,32 +10,52 @@ import pytest
 from ci_evals.cli.app import main
 from tests.conftest import replay_suite
 
-REFUSED = ("cannot resume: the suite's code (graders, extractors, reward composer, setup script, rubric or prompt "
-           "files) changed since this folder was written (its grades would not match); run again without --resume")
+REFUSED = (
+    "cannot resume: the suite's code (graders, extractors, reward composer, setup script, rubric or prompt "
+    "files) changed since this folder was written (its grades would not match); run again without --resume"
+)
 
 
 def _suite(sd) -> None:
     sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "a"} for i in range(4)])
     sd.write("outputs.jsonl", [{"id": i, "output": "a"} for i in range(4)])
     sd.write("helper.py", "THRESHOLD = 0.0\n")
-    sd.write("g.py", "from ci_evals import grader, GradeResult\nfrom helper import THRESHOLD\n\n@grader\n"
-                     "def g(sample, submission):\n    return GradeResult(score=1.0 if THRESHOLD == 0.0 else 0.0)\n")
-    sd.write("rewards.py", "from ci_evals import reward_composer\n\n@reward_composer\ndef r(ctx):\n    return 1.0\n")
-    sd.suite(replay_suite({"g": {"kind": "tool", "function": "g.py:g"}}, {"metric_key": "g", "op": "gte", "value": 1.0},
-                          reward={"kind": "custom", "function": "rewards.py:r"}))
+    sd.write(
+        "g.py",
+        "from ci_evals import grader, GradeResult\nfrom helper import THRESHOLD\n\n@grader\n"
+        "def g(sample, submission):\n    return GradeResult(score=1.0 if THRESHOLD == 0.0 else 0.0)\n",
+    )
+    sd.write(
+        "rewards.py",
+        "from ci_evals import reward_composer\n\n@reward_composer\ndef r(ctx):\n    return 1.0\n",
+    )
+    sd.suite(
+        replay_suite(
+            {"g": {"kind": "tool", "function": "g.py:g"}},
+            {"metric_key": "g", "op": "gte", "value": 1.0},
+            reward={"kind": "custom", "function": "rewards.py:r"},
+        )
+    )
 
 
 def _resume(sd) -> int:
-    return main(["run", str(sd.root / "suite.yaml"), "--resume", str(sd.root / "out"), "-q", "--no-cache"])
+    return main(
+        ["run", str(sd.root / "suite.yaml"), "--resume", str(sd.root / "out"), "-q", "--no-cache"]
+    )
 
 
-@pytest.mark.parametrize(("name", "change"), [
-    ("g.py", ("score=1.0 if", "score=0.5 if")),          # the grader itself
-    ("helper.py", ("0.0", "0.25")),                      # a module it imports from beside it
-    ("rewards.py", ("return 1.0", "return 0.5")),        # the reward composer
-])
+@pytest.mark.parametrize(
+    ("name", "change"),
+    [
+        ("g.py", ("score=1.0 if", "score=0.5 if")),  # the grader itself
+        ("helper.py", ("0.0", "0.25")),  # a module it imports from beside it
+        ("rewards.py", ("return 1.0", "return 0.5")),  # the reward composer
+    ],
+)
 def test_resume_refuses_when_the_suites_code_changed(sd, capsys, monkeypatch, name, change):
-    monkeypatch.delitem(sys.modules, "helper", raising=False)  # in-process: another test's helper.py
+    monkeypatch.delitem(
+        sys.modules, "helper", raising=False
+    )  # in-process: another test's helper.py
     _suite(sd)
     assert sd.run() == 0
     before = (sd.root / "out" / "results.jsonl").read_bytes()
@@ -45,7 +65,9 @@ def test_resume_refuses_when_the_suites_code_changed(sd, capsys, monkeypatch, na
     path.write_text(path.read_text().replace(*change))
     assert _resume(sd) == 2
     assert capsys.readouterr().err == f"error: {sd.root / 'out'}: {REFUSED}\n"
-    assert (sd.root / "out" / "results.jsonl").read_bytes() == before  # nothing graded by the new code
+    assert (
+        sd.root / "out" / "results.jsonl"
+    ).read_bytes() == before  # nothing graded by the new code
     assert (sd.root / "out" / "summary.json").read_bytes() == summary
 
 
@@ -57,10 +79,14 @@ def test_resume_with_unchanged_code_goes_on(sd, capsys):
 
 
 def test_resume_refuses_when_a_rubric_file_changed(sd, capsys):
-    sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "a", "rubric_path": "rubric.txt"}])
+    sd.write(
+        "dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "a", "rubric_path": "rubric.txt"}]
+    )
     sd.write("outputs.jsonl", [{"id": 1, "output": "a"}])
     sd.write("rubric.txt", "Say a.")
-    sd.suite(replay_suite({"g": {"kind": "tool", "function": "contains"}}, {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite({"g": {"kind": "tool", "function": "contains"}}, {"op": "gte", "value": 0.5})
+    )
     assert sd.run() == 0
     (sd.root / "rubric.txt").write_text("Say b.")
     capsys.readouterr()

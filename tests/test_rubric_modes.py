@@ -17,7 +17,9 @@ from tests.fakes.openai_server import openai_env, openai_server  # noqa: F401
 from tests.test_rubric_grader import grade
 
 REPLY = {"score": 1, "rationale": "ok"}
-SAMPLE = Sample(id=3, input="Name a dog breed.", ground_truth="beagle", rubric_vars={"tone": "friendly"})
+SAMPLE = Sample(
+    id=3, input="Name a dog breed.", ground_truth="beagle", rubric_vars={"tone": "friendly"}
+)
 
 
 def make(raw: dict, tmp_path):
@@ -33,18 +35,36 @@ def judge(grader, sample: Sample = SAMPLE):
 
 
 def test_format_braces_fills_once_and_keeps_doubled_braces_literal():
-    out = format_braces('Q: {input}\nA: {submission}\nJSON: {{"score": 1}}', {"input": "{submission}", "submission": "x"})
+    out = format_braces(
+        'Q: {input}\nA: {submission}\nJSON: {{"score": 1}}',
+        {"input": "{submission}", "submission": "x"},
+    )
     assert out == 'Q: {submission}\nA: x\nJSON: {"score": 1}'
 
 
-@pytest.mark.parametrize(("template", "message"), [
-    ("A {missing}", "rubric references {missing} but no value was given (available: input)"),
-    ("A {input.upper}", "rubric placeholder {input.upper} is not a plain name; write {{ and }} for literal braces"),
-    ("A {input!r}", "rubric placeholder {input!r} is not a plain name; write {{ and }} for literal braces"),
-    ("A {}", "rubric placeholder {} is not a plain name; write {{ and }} for literal braces"),
-    ('A {"score": 1}', "rubric placeholder {\"score\": 1} is not a plain name; write {{ and }} for literal braces"),
-    ("A } B", "rubric template: Single '}' encountered in format string; write {{ and }} for literal braces"),
-])
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("A {missing}", "rubric references {missing} but no value was given (available: input)"),
+        (
+            "A {input.upper}",
+            "rubric placeholder {input.upper} is not a plain name; write {{ and }} for literal braces",
+        ),
+        (
+            "A {input!r}",
+            "rubric placeholder {input!r} is not a plain name; write {{ and }} for literal braces",
+        ),
+        ("A {}", "rubric placeholder {} is not a plain name; write {{ and }} for literal braces"),
+        (
+            'A {"score": 1}',
+            'rubric placeholder {"score": 1} is not a plain name; write {{ and }} for literal braces',
+        ),
+        (
+            "A } B",
+            "rubric template: Single '}' encountered in format string; write {{ and }} for literal braces",
+        ),
+    ],
+)
 def test_format_braces_rejects_what_str_format_would(template, message):
     with pytest.raises(TemplateError) as info:
         format_braces(template, {"input": "q"})
@@ -56,20 +76,37 @@ def test_format_braces_rejects_what_str_format_would(template, message):
 
 def test_verbatim_sends_the_filled_rubric_alone_with_the_json_schema(openai_env, tmp_path):  # noqa: F811
     openai_env.script(REPLY)
-    rubric = "Q: {input}\nExpected: {ground_truth}\nTone: {tone}\nAnswer: {submission}\nReply {{\"score\": s}}"
+    rubric = 'Q: {input}\nExpected: {ground_truth}\nTone: {tone}\nAnswer: {submission}\nReply {{"score": s}}'
     g = judge(make({"prompt": rubric, "rubric_mode": "verbatim"}, tmp_path))
     [body] = openai_env.bodies()
-    assert body["messages"] == [{"role": "user", "content": (
-        'Q: Name a dog breed.\nExpected: beagle\nTone: friendly\nAnswer: A beagle {x}.\nReply {"score": s}')}]
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": (
+                'Q: Name a dog breed.\nExpected: beagle\nTone: friendly\nAnswer: A beagle {x}.\nReply {"score": s}'
+            ),
+        }
+    ]
     assert body["response_format"] == SCHEMA_FORMAT and body["temperature"] == 0.0
     assert (g.score, g.error) == (1.0, None)
 
 
 def test_verbatim_system_prompt_is_sent_as_given(openai_env, tmp_path):  # noqa: F811
     openai_env.script(REPLY)
-    judge(make({"prompt": "Judge: {submission}", "rubric_mode": "verbatim", "system_prompt": "Be strict."}, tmp_path))
-    assert openai_env.bodies()[0]["messages"] == [{"role": "system", "content": "Be strict."},
-                                                   {"role": "user", "content": "Judge: A beagle {x}."}]
+    judge(
+        make(
+            {
+                "prompt": "Judge: {submission}",
+                "rubric_mode": "verbatim",
+                "system_prompt": "Be strict.",
+            },
+            tmp_path,
+        )
+    )
+    assert openai_env.bodies()[0]["messages"] == [
+        {"role": "system", "content": "Be strict."},
+        {"role": "user", "content": "Judge: A beagle {x}."},
+    ]
 
 
 def test_wrapped_system_prompt_replaces_the_standard_one(openai_env, tmp_path):  # noqa: F811
@@ -107,16 +144,48 @@ def test_schema_is_letta_evals_judge_response():
 TYPED = {"gate": {"kind": "simple", "metric_key": "quality"}}
 
 
-@pytest.mark.parametrize(("mode", "system", "rubric", "suite", "expected"), [
-    (None, None, "Answer: {submission}", {"gate": {"metric_key": "quality"}},
-     ("wrapped", "default: not a letta-evals 0.7+ suite")),
-    (None, None, "Answer: {submission}", TYPED, ("verbatim", "default: letta-evals 0.7+ suite, rubric has {submission}")),
-    (None, None, "Answer: {{submission}}", TYPED, ("wrapped", "default: rubric has no {submission}")),
-    (None, None, "Rate it.", {"reward": {"kind": "metric"}}, ("wrapped", "default: rubric has no {submission}")),
-    (None, "Judge.", "Rate it.", {"reward": {}}, ("verbatim", "default: letta-evals 0.7+ suite, system_prompt set")),
-    ("wrapped", None, "Answer: {submission}", TYPED, ("wrapped", "rubric_mode")),
-    ("verbatim", None, "Rate it.", {}, ("verbatim", "rubric_mode")),
-])
+@pytest.mark.parametrize(
+    ("mode", "system", "rubric", "suite", "expected"),
+    [
+        (
+            None,
+            None,
+            "Answer: {submission}",
+            {"gate": {"metric_key": "quality"}},
+            ("wrapped", "default: not a letta-evals 0.7+ suite"),
+        ),
+        (
+            None,
+            None,
+            "Answer: {submission}",
+            TYPED,
+            ("verbatim", "default: letta-evals 0.7+ suite, rubric has {submission}"),
+        ),
+        (
+            None,
+            None,
+            "Answer: {{submission}}",
+            TYPED,
+            ("wrapped", "default: rubric has no {submission}"),
+        ),
+        (
+            None,
+            None,
+            "Rate it.",
+            {"reward": {"kind": "metric"}},
+            ("wrapped", "default: rubric has no {submission}"),
+        ),
+        (
+            None,
+            "Judge.",
+            "Rate it.",
+            {"reward": {}},
+            ("verbatim", "default: letta-evals 0.7+ suite, system_prompt set"),
+        ),
+        ("wrapped", None, "Answer: {submission}", TYPED, ("wrapped", "rubric_mode")),
+        ("verbatim", None, "Rate it.", {}, ("verbatim", "rubric_mode")),
+    ],
+)
 def test_default_mode_rule(mode, system, rubric, suite, expected):
     assert default_mode(mode, system, rubric, suite) == expected
 
@@ -127,35 +196,62 @@ def test_default_mode_rule(mode, system, rubric, suite, expected):
 def write_suite(sd, grader: dict, rows: list[dict]):
     sd.write("dataset.jsonl", rows)
     sd.write("outputs.jsonl", [{"id": r.get("id", i), "output": "x"} for i, r in enumerate(rows)])
-    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"quality": {"kind": "model_judge", **grader}}})
+    sd.suite(
+        {
+            "name": "t",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {"quality": {"kind": "model_judge", **grader}},
+        }
+    )
 
 
 def test_validate_prints_provider_model_and_mode(sd, capsys):
-    write_suite(sd, {"prompt": "Rate {submission}", "provider": "google", "model": "gemini-2.5-flash"},
-                [{"input": "q"}])
+    write_suite(
+        sd,
+        {"prompt": "Rate {submission}", "provider": "google", "model": "gemini-2.5-flash"},
+        [{"input": "q"}],
+    )
     assert main(["validate", str(sd.root / "suite.yaml")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"{sd.root / 'suite.yaml'}: valid. 1 samples (1 in dataset.jsonl), target replay, "
-                          "graders: quality (model_judge, last_assistant, pass score >= 1")
-    assert out.endswith(", google gemini-2.5-flash, rubric wrapped (default: not a letta-evals 0.7+ suite)); "
-                        "gates: none (add one with --gate)\n")
+    assert out.startswith(
+        f"{sd.root / 'suite.yaml'}: valid. 1 samples (1 in dataset.jsonl), target replay, "
+        "graders: quality (model_judge, last_assistant, pass score >= 1"
+    )
+    assert out.endswith(
+        ", google gemini-2.5-flash, rubric wrapped (default: not a letta-evals 0.7+ suite)); "
+        "gates: none (add one with --gate)\n"
+    )
 
 
-@pytest.mark.parametrize(("grader", "rows", "message"), [
-    ({"prompt": "Tone {tone}: {submission}", "rubric_mode": "verbatim"}, [{"input": "q", "rubric_vars": {"tone": "a"}},
-                                                                          {"id": "b", "input": "q"}],
-     "graders.quality: sample b has no value for rubric placeholder {tone} of grader 'quality' "
-     "(add it to the sample's rubric_vars)"),
-    ({"prompt": "ok {submission}", "rubric_mode": "verbatim"}, [{"input": "q", "rubric": "Own {level}"}],
-     "graders.quality: sample 0's own rubric has no value for rubric placeholder {level} of grader 'quality' "
-     "(add it to the sample's rubric_vars)"),
-    ({"prompt": "ok {submission}", "rubric_mode": "verbatim"}, [{"input": "q", "rubric_vars": {"input": "x"}}],
-     "graders.quality: sample 0: rubric_vars key 'input' collides with a built-in placeholder "
-     "(input, submission, ground_truth)"),
-    ({"prompt": "Reply {\"score\": 1} for {submission}", "rubric_mode": "verbatim"}, [{"input": "q"}],
-     "graders.quality.prompt: rubric placeholder {\"score\": 1} is not a plain name; write {{ and }} for literal braces"),
-])
+@pytest.mark.parametrize(
+    ("grader", "rows", "message"),
+    [
+        (
+            {"prompt": "Tone {tone}: {submission}", "rubric_mode": "verbatim"},
+            [{"input": "q", "rubric_vars": {"tone": "a"}}, {"id": "b", "input": "q"}],
+            "graders.quality: sample b has no value for rubric placeholder {tone} of grader 'quality' "
+            "(add it to the sample's rubric_vars)",
+        ),
+        (
+            {"prompt": "ok {submission}", "rubric_mode": "verbatim"},
+            [{"input": "q", "rubric": "Own {level}"}],
+            "graders.quality: sample 0's own rubric has no value for rubric placeholder {level} of grader 'quality' "
+            "(add it to the sample's rubric_vars)",
+        ),
+        (
+            {"prompt": "ok {submission}", "rubric_mode": "verbatim"},
+            [{"input": "q", "rubric_vars": {"input": "x"}}],
+            "graders.quality: sample 0: rubric_vars key 'input' collides with a built-in placeholder "
+            "(input, submission, ground_truth)",
+        ),
+        (
+            {"prompt": 'Reply {"score": 1} for {submission}', "rubric_mode": "verbatim"},
+            [{"input": "q"}],
+            'graders.quality.prompt: rubric placeholder {"score": 1} is not a plain name; write {{ and }} for literal braces',
+        ),
+    ],
+)
 def test_validate_fails_before_any_call_on_unfillable_rubrics(sd, capsys, grader, rows, message):
     write_suite(sd, grader, rows)
     assert main(["validate", str(sd.root / "suite.yaml")]) == 2
@@ -165,7 +261,9 @@ def test_validate_fails_before_any_call_on_unfillable_rubrics(sd, capsys, grader
 
 def test_wrapped_mode_leaves_unknown_braces_alone_and_validates(sd):
     write_suite(sd, {"prompt": 'Reply {"score": 1} for {submission}'}, [{"input": "q"}])
-    assert load_suite(sd.root / "suite.yaml", offline=True).graders["quality"].grader.mode == "wrapped"
+    assert (
+        load_suite(sd.root / "suite.yaml", offline=True).graders["quality"].grader.mode == "wrapped"
+    )
 
 
 # --- per-sample rubric / rubric_path in the dataset ---------------------------------------------
@@ -173,25 +271,52 @@ def test_wrapped_mode_leaves_unknown_braces_alone_and_validates(sd):
 
 def test_rubric_path_is_relative_to_the_dataset_file(sd):
     sd.write("data/rubrics/dog.txt", "Dog rubric: {submission}")
-    sd.write("data/set.jsonl", [{"input": "q", "rubric_path": "rubrics/dog.txt"}, {"input": "r", "rubric": "Inline"},
-                                {"input": "s"}])
+    sd.write(
+        "data/set.jsonl",
+        [
+            {"input": "q", "rubric_path": "rubrics/dog.txt"},
+            {"input": "r", "rubric": "Inline"},
+            {"input": "s"},
+        ],
+    )
     sd.write("outputs.jsonl", [{"id": i, "output": "x"} for i in range(3)])
-    sd.suite({"name": "t", "dataset": "data/set.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"quality": {"kind": "model_judge", "prompt": "Grader"}}})
+    sd.suite(
+        {
+            "name": "t",
+            "dataset": "data/set.jsonl",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {"quality": {"kind": "model_judge", "prompt": "Grader"}},
+        }
+    )
     suite = load_suite(sd.root / "suite.yaml", offline=True)
     assert [s.rubric for s in suite.dataset] == ["Dog rubric: {submission}", "Inline", None]
 
 
-@pytest.mark.parametrize(("row", "message"), [
-    ({"input": "q", "rubric": "a", "rubric_path": "b.txt"}, "give 'rubric' or 'rubric_path', not both"),
-    ({"input": "q", "rubric_path": "nope.txt"}, "cannot read rubric_path 'nope.txt' ({dir}/nope.txt): file not found"),
-    ({"input": "q", "rubric": 5}, "'rubric' must be a string"),
-])
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (
+            {"input": "q", "rubric": "a", "rubric_path": "b.txt"},
+            "give 'rubric' or 'rubric_path', not both",
+        ),
+        (
+            {"input": "q", "rubric_path": "nope.txt"},
+            "cannot read rubric_path 'nope.txt' ({dir}/nope.txt): file not found",
+        ),
+        ({"input": "q", "rubric": 5}, "'rubric' must be a string"),
+    ],
+)
 def test_bad_per_sample_rubrics_name_file_and_line(sd, capsys, row, message):
     sd.write("dataset.jsonl", [{"input": "fine"}, row])
     sd.write("outputs.jsonl", [{"id": 0, "output": "x"}, {"id": 1, "output": "x"}])
-    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"quality": {"kind": "model_judge", "prompt": "Grader"}}})
+    sd.suite(
+        {
+            "name": "t",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {"quality": {"kind": "model_judge", "prompt": "Grader"}},
+        }
+    )
     with pytest.raises(ConfigError) as info:
         load_suite(sd.root / "suite.yaml", offline=True)
     assert str(info.value) == f"{sd.root / 'dataset.jsonl'}:2: " + message.format(dir=sd.root)
@@ -201,6 +326,16 @@ def test_csv_rubric_columns(sd):
     sd.write("r.txt", "From file")
     sd.write("dataset.csv", "input,rubric,rubric_path\nq1,Inline,\nq2,,r.txt\nq3,,\n")
     sd.write("outputs.jsonl", [{"id": i, "output": "x"} for i in range(3)])
-    sd.suite({"name": "t", "dataset": "dataset.csv", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"quality": {"kind": "model_judge", "prompt": "Grader"}}})
-    assert [s.rubric for s in load_suite(sd.root / "suite.yaml", offline=True).dataset] == ["Inline", "From file", None]
+    sd.suite(
+        {
+            "name": "t",
+            "dataset": "dataset.csv",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {"quality": {"kind": "model_judge", "prompt": "Grader"}},
+        }
+    )
+    assert [s.rubric for s in load_suite(sd.root / "suite.yaml", offline=True).dataset] == [
+        "Inline",
+        "From file",
+        None,
+    ]

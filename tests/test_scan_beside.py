@@ -17,8 +17,10 @@ import pytest
 
 from tests.conftest import exited, in_fresh_process, replay_suite
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
-                                reason="forks on Linux with 2 cores")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+    reason="forks on Linux with 2 cores",
+)
 
 LOAD = """
     import json, os, sys
@@ -63,23 +65,46 @@ LOAD = """
 
 
 def _load(sd, limit: int, **kw) -> dict:
-    return json.loads(in_fresh_process(LOAD, {"LIMIT": str(limit), "KW": json.dumps(kw), "CI_EVALS_WORKERS": "",
-                                              "SUITE": str(sd.root / "suite.yaml")}))
+    return json.loads(
+        in_fresh_process(
+            LOAD,
+            {
+                "LIMIT": str(limit),
+                "KW": json.dumps(kw),
+                "CI_EVALS_WORKERS": "",
+                "SUITE": str(sd.root / "suite.yaml"),
+            },
+        )
+    )
 
 
 def _suite(sd, rows: list, graders: dict | None = None) -> None:
-    sd.write("dataset.jsonl", "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    sd.write(
+        "dataset.jsonl", "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+    )
     sd.write("outputs.jsonl", [{"id": i, "output": "a"} for i in range(len(rows))])
     sd.suite(replay_suite(graders or {"has": {"kind": "tool", "function": "contains"}}))
 
 
-ROWS = [{"id": i, "input": f"q{i}", "ground_truth": "a", "tags": ["odd" if i % 2 else "even"]} for i in range(400)]
+ROWS = [
+    {"id": i, "input": f"q{i}", "ground_truth": "a", "tags": ["odd" if i % 2 else "even"]}
+    for i in range(400)
+]
 
 
-@pytest.mark.parametrize("kw, selected", [({}, 400), ({"sample_tags": ["odd"]}, 200), ({"max_samples": 50}, 50),
-                                           ({"shard": [2, 3]}, 400),
-                                           ({"sample_tags": ["even"], "max_samples": 120, "shard": [1, 2]}, 120)])
-def test_a_dataset_scanned_beside_gives_the_counts_and_samples_of_one_scanned_in_order(sd, kw, selected):
+@pytest.mark.parametrize(
+    "kw, selected",
+    [
+        ({}, 400),
+        ({"sample_tags": ["odd"]}, 200),
+        ({"max_samples": 50}, 50),
+        ({"shard": [2, 3]}, 400),
+        ({"sample_tags": ["even"], "max_samples": 120, "shard": [1, 2]}, 120),
+    ],
+)
+def test_a_dataset_scanned_beside_gives_the_counts_and_samples_of_one_scanned_in_order(
+    sd, kw, selected
+):
     _suite(sd, ROWS)
     beside, inline = _load(sd, 0, **kw), _load(sd, 1 << 40, **kw)
     assert beside["forked"] == [True] and beside["warmed"] == 1
@@ -91,12 +116,26 @@ def test_a_dataset_scanned_beside_gives_the_counts_and_samples_of_one_scanned_in
     assert beside["children"] == "none"
 
 
-@pytest.mark.parametrize("bad, error", [
-    ('{"id": 3, "input": "again"}', "dataset.jsonl:301: duplicate sample id 3 (first on line 4)"),
-    ("{not json", "dataset.jsonl:301: invalid JSON at column 2: Expecting property name enclosed in double quotes"),
-    ('{"id": 900, "input": 5}', "dataset.jsonl:301: 'input' must be a string or a list of strings, got int"),
-])
-def test_a_bad_row_found_by_the_process_beside_is_reported_as_the_scan_in_order_reports_it(sd, bad, error):
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        (
+            '{"id": 3, "input": "again"}',
+            "dataset.jsonl:301: duplicate sample id 3 (first on line 4)",
+        ),
+        (
+            "{not json",
+            "dataset.jsonl:301: invalid JSON at column 2: Expecting property name enclosed in double quotes",
+        ),
+        (
+            '{"id": 900, "input": 5}',
+            "dataset.jsonl:301: 'input' must be a string or a list of strings, got int",
+        ),
+    ],
+)
+def test_a_bad_row_found_by_the_process_beside_is_reported_as_the_scan_in_order_reports_it(
+    sd, bad, error
+):
     _suite(sd, ROWS[:300] + [bad] + ROWS[300:])
     beside, inline = _load(sd, 0), _load(sd, 1 << 40)
     assert beside["forked"] == [True] and beside["error"].endswith(error)
@@ -105,24 +144,50 @@ def test_a_bad_row_found_by_the_process_beside_is_reported_as_the_scan_in_order_
 
 def test_an_error_before_the_dataset_is_reported_first_and_the_process_beside_is_stopped(sd):
     _suite(sd, ROWS[:300] + ["{not json"])
-    (sd.root / "outputs.jsonl").write_text('{"id": 1}\n')  # the target's error comes first, as in order
+    (sd.root / "outputs.jsonl").write_text(
+        '{"id": 1}\n'
+    )  # the target's error comes first, as in order
     beside = _load(sd, 0)
     assert beside["forked"] == [True] and beside["children"] == "none"
-    assert beside["error"].endswith("outputs.jsonl:1: target: a record needs 'output' or 'messages'")
+    assert beside["error"].endswith(
+        "outputs.jsonl:1: target: a record needs 'output' or 'messages'"
+    )
     assert beside["error"] == _load(sd, 1 << 40)["error"]
 
 
 def test_graders_that_check_every_sample_are_given_them_by_a_scan_here(sd):
-    _suite(sd, [{**r, "rubric_vars": {"x": "1"}} for r in ROWS[:50]],
-           {"j": {"kind": "rubric", "prompt": "Is {submission} right for {x}?", "model": "gpt-4o-mini",
-                  "rubric_vars": ["x"]}})
+    _suite(
+        sd,
+        [{**r, "rubric_vars": {"x": "1"}} for r in ROWS[:50]],
+        {
+            "j": {
+                "kind": "rubric",
+                "prompt": "Is {submission} right for {x}?",
+                "model": "gpt-4o-mini",
+                "rubric_vars": ["x"],
+            }
+        },
+    )
     beside = _load(sd, 0)
     assert beside["forked"] == [True] and beside["warmed"] == 0 and beside["children"] == "none"
     assert beside["counts"] == [50, 50, 50]
-    assert beside["events"] == ["cancel", "scan", "cancel"]  # the process beside is stopped before the scan here
-    _suite(sd, [{**r, "rubric_vars": {"x": "1"}} for r in ROWS[:50]] + [{"id": 99, "input": "q"}],
-           {"j": {"kind": "rubric", "prompt": "Is {submission} right for {x}?", "model": "gpt-4o-mini",
-                  "rubric_vars": ["x"]}})
+    assert beside["events"] == [
+        "cancel",
+        "scan",
+        "cancel",
+    ]  # the process beside is stopped before the scan here
+    _suite(
+        sd,
+        [{**r, "rubric_vars": {"x": "1"}} for r in ROWS[:50]] + [{"id": 99, "input": "q"}],
+        {
+            "j": {
+                "kind": "rubric",
+                "prompt": "Is {submission} right for {x}?",
+                "model": "gpt-4o-mini",
+                "rubric_vars": ["x"],
+            }
+        },
+    )
     assert "rubric_vars" in _load(sd, 0)["error"]
 
 
@@ -168,10 +233,16 @@ def test_beside_returns_the_childs_value_or_computes_it_here_and_cancel_stops_th
 
 
 def test_a_process_beside_dies_with_the_process_that_forked_it():
-    code = "import time\nfrom ci_evals._util import forks\nside = forks.Beside(lambda: time.sleep(60))\n" \
-           "print(side.pid, flush=True)\ntime.sleep(60)\n"
-    first = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "CI_EVALS_WORKERS": ""})
+    code = (
+        "import time\nfrom ci_evals._util import forks\nside = forks.Beside(lambda: time.sleep(60))\n"
+        "print(side.pid, flush=True)\ntime.sleep(60)\n"
+    )
+    first = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CI_EVALS_WORKERS": ""},
+    )
     child = None
     try:
         child = int(first.stdout.readline())

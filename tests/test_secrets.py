@@ -54,10 +54,18 @@ class Reflector:
                     self.rfile.read(n)
                 headers = {k: v for k, v in self.headers.items()}
                 reflector.seen.append(headers)
-                text = (reflector.echo(self.headers) if reflector.echo else
-                        f"invalid credentials; you sent {json.dumps(headers)}")
-                body = json.dumps({"error": {"message": text, "type": "invalid_request_error"},
-                                   "detail": text, "message": text}).encode()
+                text = (
+                    reflector.echo(self.headers)
+                    if reflector.echo
+                    else f"invalid credentials; you sent {json.dumps(headers)}"
+                )
+                body = json.dumps(
+                    {
+                        "error": {"message": text, "type": "invalid_request_error"},
+                        "detail": text,
+                        "message": text,
+                    }
+                ).encode()
                 self.send_response(reflector.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -69,7 +77,9 @@ class Reflector:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
 
     def url(self, path: str = "", userinfo: str = "") -> str:
         return f"http://{userinfo}127.0.0.1:{self.port}{path}"
@@ -93,9 +103,19 @@ def openai_fake():
 
 
 def env_with(**extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LETTA_", "INPUT_", "GITHUB_"))}
-    base.update({"OPENAI_API_KEY": OPENAI_KEY, "LETTA_API_KEY": LETTA_KEY, "AGENT_TOKEN": AGENT_TOKEN,
-                 "PYTHONUNBUFFERED": "1"})
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "LETTA_", "INPUT_", "GITHUB_"))
+    }
+    base.update(
+        {
+            "OPENAI_API_KEY": OPENAI_KEY,
+            "LETTA_API_KEY": LETTA_KEY,
+            "AGENT_TOKEN": AGENT_TOKEN,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     base.update(extra)
     return base
 
@@ -103,16 +123,30 @@ def env_with(**extra: str) -> dict[str, str]:
 def write_case(root: Path, target: dict[str, Any], graders: dict[str, Any], n: int = 3) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     rows = [{"id": i, "input": f"Say w{i}", "ground_truth": f"w{i}"} for i in range(n)]
-    (root / "dataset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    suite = {"name": "secrets", "dataset": "dataset.jsonl", "cache": False, "target": target, "graders": graders,
-             "gate": {"op": "gte", "value": 0.5}}
+    (root / "dataset.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+    )
+    suite = {
+        "name": "secrets",
+        "dataset": "dataset.jsonl",
+        "cache": False,
+        "target": target,
+        "graders": graders,
+        "gate": {"op": "gte", "value": 0.5},
+    }
     (root / "suite.yaml").write_text(json.dumps(suite), encoding="utf-8")
     return root / "suite.yaml"
 
 
 def run_cli(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ci_evals", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "ci_evals", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 WINDOW = 12
@@ -120,13 +154,18 @@ WINDOW = 12
 
 def windows(secret: str) -> set[str]:
     """Every 12-character piece of a secret: a part that long is a leak too."""
-    return {secret[i:i + WINDOW] for i in range(max(1, len(secret) - WINDOW + 1))}
+    return {secret[i : i + WINDOW] for i in range(max(1, len(secret) - WINDOW + 1))}
 
 
 def leaks(texts: dict[str, str], secrets: tuple[str, ...] = SECRETS) -> list[str]:
     """``where: piece`` for every secret, or 12-character piece of one, found in any of the texts."""
-    return [f"{where}: {piece}" for where, text in texts.items() for s in secrets for piece in windows(s)
-            if piece in text]
+    return [
+        f"{where}: {piece}"
+        for where, text in texts.items()
+        for s in secrets
+        for piece in windows(s)
+        if piece in text
+    ]
 
 
 def outputs(out: Path) -> dict[str, str]:
@@ -148,24 +187,43 @@ def test_openai_key_reflected_by_judge_errors_is_scrubbed(tmp_path, openai_fake,
     failing = Reflector(500)
     try:
         suite_dir = tmp_path / "case"
-        write_case(suite_dir, {"kind": "model", "model": "gpt-4o-mini", "base_url": openai_fake.url},
-                   {"judge401": {"kind": "rubric", "prompt": "Correct?", "base_url": reflector.url("/v1")},
-                    "judge500": {"type": "score_model", "name": "j", "base_url": failing.url("/v1"),
-                                 "max_retries": 1, "timeout": 5,
-                                 "input": [{"role": "user", "content": "Grade {{ sample.output_text }}"}]}})
+        write_case(
+            suite_dir,
+            {"kind": "model", "model": "gpt-4o-mini", "base_url": openai_fake.url},
+            {
+                "judge401": {
+                    "kind": "rubric",
+                    "prompt": "Correct?",
+                    "base_url": reflector.url("/v1"),
+                },
+                "judge500": {
+                    "type": "score_model",
+                    "name": "j",
+                    "base_url": failing.url("/v1"),
+                    "max_retries": 1,
+                    "timeout": 5,
+                    "input": [{"role": "user", "content": "Grade {{ sample.output_text }}"}],
+                },
+            },
+        )
         texts, summary = run_and_collect(suite_dir, env_with())
     finally:
         failing.close()
     assert summary["errors"]["by_category"]["grading"] == 6
-    assert OPENAI_KEY in json.dumps(reflector.seen) and OPENAI_KEY in json.dumps(failing.seen)  # it was sent
+    assert OPENAI_KEY in json.dumps(reflector.seen) and OPENAI_KEY in json.dumps(
+        failing.seen
+    )  # it was sent
     assert "HTTP 401" in texts["results.jsonl"] and "HTTP 500" in texts["results.jsonl"]
     assert not leaks(texts), leaks(texts)
 
 
 def test_openai_key_reflected_to_the_model_target_is_scrubbed(tmp_path, reflector):
     suite_dir = tmp_path / "case"
-    write_case(suite_dir, {"kind": "model", "model": "gpt-4o-mini", "base_url": reflector.url("/v1")},
-               {"acc": {"kind": "tool", "function": "contains"}})
+    write_case(
+        suite_dir,
+        {"kind": "model", "model": "gpt-4o-mini", "base_url": reflector.url("/v1")},
+        {"acc": {"kind": "tool", "function": "contains"}},
+    )
     texts, summary = run_and_collect(suite_dir, env_with())
     assert summary["errors"]["by_category"]["target"] == 3
     assert "HTTP 401" in texts["results.jsonl"]
@@ -177,8 +235,12 @@ def test_password_in_the_base_url_is_not_shown(tmp_path):
     failing = Reflector(502)  # a server error (503 would be an overload: waited out up to max_wait)
     try:
         suite_dir = tmp_path / "case"
-        write_case(suite_dir, {"kind": "model", "model": "gpt-4o-mini", "max_retries": 0},
-                   {"acc": {"kind": "tool", "function": "contains"}}, n=1)
+        write_case(
+            suite_dir,
+            {"kind": "model", "model": "gpt-4o-mini", "max_retries": 0},
+            {"acc": {"kind": "tool", "function": "contains"}},
+            n=1,
+        )
         env = env_with(OPENAI_BASE_URL=failing.url("/v1", userinfo=f"ci:{URL_PASSWORD}@"))
         texts, summary = run_and_collect(suite_dir, env)
     finally:
@@ -191,9 +253,15 @@ def test_password_in_the_base_url_is_not_shown(tmp_path):
 def test_http_target_header_from_env_is_not_echoed(tmp_path, reflector):
     """An agent service that echoes the Authorization header in its 401 body."""
     suite_dir = tmp_path / "case"
-    write_case(suite_dir, {"kind": "http", "url": reflector.url("/agent"),
-                           "headers": {"Authorization": {"env": "AGENT_TOKEN", "prefix": "Bearer "}}},
-               {"acc": {"kind": "tool", "function": "contains"}})
+    write_case(
+        suite_dir,
+        {
+            "kind": "http",
+            "url": reflector.url("/agent"),
+            "headers": {"Authorization": {"env": "AGENT_TOKEN", "prefix": "Bearer "}},
+        },
+        {"acc": {"kind": "tool", "function": "contains"}},
+    )
     texts, summary = run_and_collect(suite_dir, env_with())
     assert reflector.seen[0]["Authorization"] == f"Bearer {AGENT_TOKEN}"
     assert summary["errors"]["by_category"]["target"] == 3
@@ -205,8 +273,11 @@ def test_letta_key_reflected_by_the_server_is_scrubbed(tmp_path, reflector):
     suite_dir = tmp_path / "case"
     suite_dir.mkdir()
     write_agent_file(suite_dir / "agent.af", agent_file("echo-agent"))
-    write_case(suite_dir, {"kind": "agent", "agent_file": "agent.af", "base_url": reflector.url()},
-               {"acc": {"kind": "tool", "function": "contains"}})
+    write_case(
+        suite_dir,
+        {"kind": "agent", "agent_file": "agent.af", "base_url": reflector.url()},
+        {"acc": {"kind": "tool", "function": "contains"}},
+    )
     texts, summary = run_and_collect(suite_dir, env_with())
     assert any(LETTA_KEY in json.dumps(h) for h in reflector.seen)
     assert summary["errors"]["by_category"]["target"] == 3
@@ -214,27 +285,46 @@ def test_letta_key_reflected_by_the_server_is_scrubbed(tmp_path, reflector):
     assert not leaks(texts), leaks(texts)
 
 
-def _action(tmp_path: Path, suite: Path, api_url: str, env_extra: dict[str, str] | None = None
-            ) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+def _action(
+    tmp_path: Path, suite: Path, api_url: str, env_extra: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"pull_request": {"number": 3}}), encoding="utf-8")
-    env = env_with(**{"INPUT_SUITE": str(suite), "INPUT_OUTPUT-DIR": str(tmp_path / "out"),
-                      "INPUT_GITHUB-TOKEN": GITHUB_TOKEN, "GITHUB_EVENT_NAME": "pull_request",
-                      "GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": "octo/widgets", "GITHUB_API_URL": api_url,
-                      "GITHUB_STEP_SUMMARY": str(tmp_path / "step.md"), "GITHUB_OUTPUT": str(tmp_path / "gh_out.txt"),
-                      "GITHUB_ACTIONS": "true", **(env_extra or {})})
+    env = env_with(
+        **{
+            "INPUT_SUITE": str(suite),
+            "INPUT_OUTPUT-DIR": str(tmp_path / "out"),
+            "INPUT_GITHUB-TOKEN": GITHUB_TOKEN,
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_REPOSITORY": "octo/widgets",
+            "GITHUB_API_URL": api_url,
+            "GITHUB_STEP_SUMMARY": str(tmp_path / "step.md"),
+            "GITHUB_OUTPUT": str(tmp_path / "gh_out.txt"),
+            "GITHUB_ACTIONS": "true",
+            **(env_extra or {}),
+        }
+    )
     proc = run_cli(tmp_path, env, "action")
     # ``::add-mask::VALUE`` is how the action tells GitHub to mask a secret: the runner never shows it.
     stdout = "\n".join(ln for ln in proc.stdout.splitlines() if not ln.startswith("::add-mask::"))
-    texts = {"stdout": stdout, "stderr": proc.stderr, "step summary": (tmp_path / "step.md").read_text(encoding="utf-8"),
-             "outputs": (tmp_path / "gh_out.txt").read_text(encoding="utf-8"), **outputs(tmp_path / "out")}
+    texts = {
+        "stdout": stdout,
+        "stderr": proc.stderr,
+        "step summary": (tmp_path / "step.md").read_text(encoding="utf-8"),
+        "outputs": (tmp_path / "gh_out.txt").read_text(encoding="utf-8"),
+        **outputs(tmp_path / "out"),
+    }
     return proc, texts
 
 
 def test_action_mode_posts_a_comment_without_any_secret(tmp_path, openai_fake, reflector):
     """Action mode with a GitHub token: the failing judge echoes the OpenAI key, the comment is posted."""
-    suite = write_case(tmp_path / "suite", {"kind": "model", "model": "gpt-4o-mini", "base_url": openai_fake.url},
-                       {"judge": {"kind": "rubric", "prompt": "Correct?", "base_url": reflector.url("/v1")}})
+    suite = write_case(
+        tmp_path / "suite",
+        {"kind": "model", "model": "gpt-4o-mini", "base_url": openai_fake.url},
+        {"judge": {"kind": "rubric", "prompt": "Correct?", "base_url": reflector.url("/v1")}},
+    )
     gh = FakeGitHub(token=GITHUB_TOKEN)
     server = start_github(gh)
     try:
@@ -243,7 +333,9 @@ def test_action_mode_posts_a_comment_without_any_secret(tmp_path, openai_fake, r
         server.shutdown()
         server.server_close()
     assert proc.returncode == 1, proc.stderr
-    assert f"::add-mask::{GITHUB_TOKEN}" in proc.stdout and f"::add-mask::{OPENAI_KEY}" in proc.stdout
+    assert (
+        f"::add-mask::{GITHUB_TOKEN}" in proc.stdout and f"::add-mask::{OPENAI_KEY}" in proc.stdout
+    )
     posted = [r for r in gh.log if r.method == "POST"]
     assert len(posted) == 1 and posted[0].authorization == f"Bearer {GITHUB_TOKEN}"
     texts["PR comment"] = posted[0].body["body"]
@@ -256,7 +348,12 @@ def test_action_mode_github_error_reflecting_the_token_is_scrubbed(tmp_path, ref
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "outputs.jsonl").write_text('{"id": 0, "output": "w0"}\n', encoding="utf-8")
-    path = write_case(suite, {"kind": "replay", "outputs": "outputs.jsonl"}, {"acc": {"kind": "tool", "function": "contains"}}, n=1)
+    path = write_case(
+        suite,
+        {"kind": "replay", "outputs": "outputs.jsonl"},
+        {"acc": {"kind": "tool", "function": "contains"}},
+        n=1,
+    )
     proc, texts = _action(tmp_path, path, reflector.url())
     assert proc.returncode == 0, proc.stderr
     assert any(GITHUB_TOKEN in json.dumps(h) for h in reflector.seen)
@@ -269,9 +366,16 @@ def test_http_target_secret_split_by_the_cut_is_scrubbed_whole(tmp_path):
     server = Reflector(401, echo=lambda h: "denied: " + h["X-Agent-Auth"] + "z" * 480)
     try:
         suite_dir = tmp_path / "case"
-        write_case(suite_dir, {"kind": "http", "url": server.url("/agent"),
-                               "headers": {"X-Agent-Auth": {"env": "AGENT_TOKEN"}}},
-                   {"acc": {"kind": "tool", "function": "contains"}}, n=1)
+        write_case(
+            suite_dir,
+            {
+                "kind": "http",
+                "url": server.url("/agent"),
+                "headers": {"X-Agent-Auth": {"env": "AGENT_TOKEN"}},
+            },
+            {"acc": {"kind": "tool", "function": "contains"}},
+            n=1,
+        )
         texts, summary = run_and_collect(suite_dir, env_with())
     finally:
         server.close()
@@ -286,9 +390,20 @@ def test_judge_key_split_by_the_cut_is_scrubbed_whole(tmp_path, openai_fake):
     server = Reflector(400, echo=lambda h: "y" * 270 + " you sent " + h["Authorization"])
     try:
         suite_dir = tmp_path / "case"
-        write_case(suite_dir, {"kind": "model", "model": "gpt-4o-mini", "base_url": openai_fake.url},
-                   {"judge": {"kind": "rubric", "prompt": "Correct?", "base_url": server.url("/v1"),
-                              "api_key_env": "JUDGE_CREDENTIAL", "max_retries": 0}}, n=1)
+        write_case(
+            suite_dir,
+            {"kind": "model", "model": "gpt-4o-mini", "base_url": openai_fake.url},
+            {
+                "judge": {
+                    "kind": "rubric",
+                    "prompt": "Correct?",
+                    "base_url": server.url("/v1"),
+                    "api_key_env": "JUDGE_CREDENTIAL",
+                    "max_retries": 0,
+                }
+            },
+            n=1,
+        )
         # The reflected headers come first; the key sits near character 300 of the message.
         texts, summary = run_and_collect(suite_dir, env_with(JUDGE_CREDENTIAL=judge_key))
     finally:
@@ -303,8 +418,12 @@ def test_letta_judge_401_echoing_the_key_is_scrubbed(tmp_path, reflector):
     suite_dir = tmp_path / "case"
     suite_dir.mkdir()
     (suite_dir / "outputs.jsonl").write_text('{"id": 0, "output": "w0"}\n', encoding="utf-8")
-    write_case(suite_dir, {"kind": "replay", "outputs": "outputs.jsonl"},
-               {"judge": {"kind": "letta_judge", "prompt": "Correct?", "base_url": reflector.url()}}, n=1)
+    write_case(
+        suite_dir,
+        {"kind": "replay", "outputs": "outputs.jsonl"},
+        {"judge": {"kind": "letta_judge", "prompt": "Correct?", "base_url": reflector.url()}},
+        n=1,
+    )
     texts, summary = run_and_collect(suite_dir, env_with())
     assert any(LETTA_KEY in json.dumps(h) for h in reflector.seen)
     assert summary["errors"]["by_category"]["grading"] == 1
@@ -312,7 +431,7 @@ def test_letta_judge_401_echoing_the_key_is_scrubbed(tmp_path, reflector):
     assert not leaks(texts), leaks(texts)
 
 
-SNOOP = r'''
+SNOOP = r"""
 import glob, os, sys
 token = os.environ["SNOOP_FOR"].encode()
 sys.stdin.read()
@@ -336,7 +455,7 @@ for pid in [os.getppid()]:
         finally:
             os.close(handle)
 print("LEAKED " + ", ".join(found) if found else "CLEAN")
-'''
+"""
 
 
 def test_user_programs_cannot_read_the_token_through_proc(tmp_path):
@@ -344,9 +463,16 @@ def test_user_programs_cannot_read_the_token_through_proc(tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "snoop.py").write_text(SNOOP, encoding="utf-8")
-    path = write_case(suite, {"kind": "command", "command": [sys.executable, "snoop.py"],
-                              "env": {"SNOOP_FOR": GITHUB_TOKEN[4:]}},
-                      {"clean": {"kind": "tool", "function": "exact_match"}}, n=1)
+    path = write_case(
+        suite,
+        {
+            "kind": "command",
+            "command": [sys.executable, "snoop.py"],
+            "env": {"SNOOP_FOR": GITHUB_TOKEN[4:]},
+        },
+        {"clean": {"kind": "tool", "function": "exact_match"}},
+        n=1,
+    )
     rows = [{"id": 0, "input": "x", "ground_truth": "CLEAN"}]
     (suite / "dataset.jsonl").write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
     proc, texts = _action(tmp_path, path, "http://127.0.0.1:9", {"INPUT_COMMENT": "never"})
@@ -365,11 +491,21 @@ def test_in_process_user_code_sees_no_token_in_its_environment(tmp_path):
         f"    token = {GITHUB_TOKEN[4:]!r}\n"
         "    raw = open('/proc/self/environ', 'rb').read().decode()\n"
         "    seen = [k for k, v in os.environ.items() if token in v] + (['/proc'] if token in raw else [])\n"
-        "    return GradeResult(score=0.0 if seen else 1.0, rationale='seen in ' + repr(seen))\n", encoding="utf-8")
-    path = write_case(suite, {"kind": "replay", "outputs": "outputs.jsonl"},
-                      {"env": {"kind": "tool", "function": "g.py:env_dump"}}, n=1)
-    proc, texts = _action(tmp_path, path, "http://127.0.0.1:9",
-                          {"INPUT_COMMENT": "never", "GITHUB_TOKEN": GITHUB_TOKEN})
+        "    return GradeResult(score=0.0 if seen else 1.0, rationale='seen in ' + repr(seen))\n",
+        encoding="utf-8",
+    )
+    path = write_case(
+        suite,
+        {"kind": "replay", "outputs": "outputs.jsonl"},
+        {"env": {"kind": "tool", "function": "g.py:env_dump"}},
+        n=1,
+    )
+    proc, texts = _action(
+        tmp_path,
+        path,
+        "http://127.0.0.1:9",
+        {"INPUT_COMMENT": "never", "GITHUB_TOKEN": GITHUB_TOKEN},
+    )
     assert json.loads(texts["results.jsonl"])["grades"]["env"]["rationale"] == "seen in []"
     assert proc.returncode == 0, texts["stdout"]
 
@@ -381,8 +517,12 @@ def test_python_grader_output_cut_inside_a_secret_is_scrubbed_whole(tmp_path):
     suite_dir.mkdir()
     (suite_dir / "outputs.jsonl").write_text('{"id": 0, "output": "w0"}\n', encoding="utf-8")
     source = f"def grade(sample, item):\n    print({OPENAI_KEY!r} + 'y' * 1990)\n    return 1.0\n"
-    write_case(suite_dir, {"kind": "replay", "outputs": "outputs.jsonl"},
-               {"py": {"type": "python", "name": "py", "source": source}}, n=1)
+    write_case(
+        suite_dir,
+        {"kind": "replay", "outputs": "outputs.jsonl"},
+        {"py": {"type": "python", "name": "py", "source": source}},
+        n=1,
+    )
     texts, summary = run_and_collect(suite_dir, env_with())
     meta = json.loads(texts["results.jsonl"])["grades"]["py"]["metadata"]
     assert meta["output"] == "***" + "y" * 1990 + "\n"

@@ -55,7 +55,9 @@ class EchoAgent:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/agent"
 
     def close(self) -> None:
@@ -72,19 +74,38 @@ def test_a_whole_run_against_echoing_servers_leaks_no_secret_anywhere(tmp_path, 
         return json.dumps({"score": 1.0, "rationale": f"graded; the key was {auth}"})
 
     judge.responder = echo_grade
-    letta_fake.judge_rule = lambda text: (1.0, f"the key was {letta_fake.headers[-1].get('authorization')}")
+    letta_fake.judge_rule = lambda text: (
+        1.0,
+        f"the key was {letta_fake.headers[-1].get('authorization')}",
+    )
     letta_fake.fail("POST", r"/v1/agents/import", status=401, times=1, echo=True)
     github = start_github(gh)
     try:
         with judge:
-            suite = write_case(tmp_path / "suite", {
-                "kind": "http", "url": agent.url,
-                "headers": {"Authorization": {"env": "AGENT_TOKEN", "prefix": "Bearer "}}}, {
-                "judge": {"kind": "rubric", "prompt": "Correct?", "base_url": judge.url},
-                "judge401": {"kind": "rubric", "prompt": "Correct?", "base_url": refl.url("/v1"),
-                             "api_key_env": "JUDGE_CREDENTIAL", "max_retries": 0},
-                "letta": {"kind": "letta_judge", "prompt": "Correct?", "base_url": letta_fake.url},
-            }, n=2)
+            suite = write_case(
+                tmp_path / "suite",
+                {
+                    "kind": "http",
+                    "url": agent.url,
+                    "headers": {"Authorization": {"env": "AGENT_TOKEN", "prefix": "Bearer "}},
+                },
+                {
+                    "judge": {"kind": "rubric", "prompt": "Correct?", "base_url": judge.url},
+                    "judge401": {
+                        "kind": "rubric",
+                        "prompt": "Correct?",
+                        "base_url": refl.url("/v1"),
+                        "api_key_env": "JUDGE_CREDENTIAL",
+                        "max_retries": 0,
+                    },
+                    "letta": {
+                        "kind": "letta_judge",
+                        "prompt": "Correct?",
+                        "base_url": letta_fake.url,
+                    },
+                },
+                n=2,
+            )
             spec = json.loads(suite.read_text())
             spec.update({"cache": "llm-cache", "max_concurrent": 1})
             suite.write_text(json.dumps(spec))
@@ -115,6 +136,15 @@ def test_a_whole_run_against_echoing_servers_leaks_no_secret_anywhere(tmp_path, 
     assert "Letta returned HTTP 401" in next(g["error"] for g in letta if g["error"])
     assert next(g["rationale"] for g in letta if not g["error"]) == "the key was Bearer ***"
     assert not leaks(texts, SECRETS + (JUDGE_KEY,)), leaks(texts, SECRETS + (JUDGE_KEY,))
-    assert set(texts) >= {"stdout", "stderr", "step summary", "outputs", "results.jsonl", "summary.json",
-                          "summary.md", "junit.xml", "PR comment"}
+    assert set(texts) >= {
+        "stdout",
+        "stderr",
+        "step summary",
+        "outputs",
+        "results.jsonl",
+        "summary.json",
+        "summary.md",
+        "junit.xml",
+        "PR comment",
+    }
     assert Path(tmp_path / "out" / "summary.json").exists()

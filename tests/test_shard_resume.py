@@ -13,7 +13,9 @@ from ci_evals.cli.app import main
 from tests.conftest import replay_suite
 
 N = 40
-DATA = [{"id": f"s{i}", "input": f"q{i}", "ground_truth": "yes" if i % 3 else "no"} for i in range(N)]
+DATA = [
+    {"id": f"s{i}", "input": f"q{i}", "ground_truth": "yes" if i % 3 else "no"} for i in range(N)
+]
 OUTS = [{"id": f"s{i}", "output": "yes" if i % 4 else "no"} for i in range(N)]
 GATES = [{"metric_key": "c", "metric": "accuracy", "op": "gte", "value": 0.5}]
 COMPARED = ("metrics", "gate", "gates", "n_samples", "errors", "flaky", "records")
@@ -22,8 +24,16 @@ COMPARED = ("metrics", "gate", "gates", "n_samples", "errors", "flaky", "records
 def setup(sd):
     sd.write("dataset.jsonl", DATA)
     sd.write("outputs.jsonl", OUTS)
-    sd.suite(replay_suite({"c": {"kind": "tool", "function": "contains"},
-                           "a": {"kind": "tool", "function": "ascii_printable_only"}}, None, gates=GATES))
+    sd.suite(
+        replay_suite(
+            {
+                "c": {"kind": "tool", "function": "contains"},
+                "a": {"kind": "tool", "function": "ascii_printable_only"},
+            },
+            None,
+            gates=GATES,
+        )
+    )
 
 
 def test_merging_shards_equals_one_unsharded_run(sd):
@@ -33,11 +43,20 @@ def test_merging_shards_equals_one_unsharded_run(sd):
         sd.run("--shard", f"{k}/3", out=f"shard{k}")
     counts = [len(sd.results(f"shard{k}")) for k in (1, 2, 3)]
     assert sum(counts) == N and all(c > 0 for c in counts)
-    rc = main(["merge", *(str(sd.root / f"shard{k}") for k in (1, 2, 3)), "--output", str(sd.root / "merged")])
+    rc = main(
+        [
+            "merge",
+            *(str(sd.root / f"shard{k}") for k in (1, 2, 3)),
+            "--output",
+            str(sd.root / "merged"),
+        ]
+    )
     assert rc == whole_rc
     whole, merged = sd.summary("whole"), sd.summary("merged")
     assert {k: merged[k] for k in COMPARED} == {k: whole[k] for k in COMPARED}
-    assert (sd.root / "merged" / "junit.xml").exists() and (sd.root / "merged" / "summary.md").exists()
+    assert (sd.root / "merged" / "junit.xml").exists() and (
+        sd.root / "merged" / "summary.md"
+    ).exists()
 
 
 def test_merge_rejects_overlapping_shards(sd, capsys):
@@ -49,20 +68,42 @@ def test_merge_rejects_overlapping_shards(sd, capsys):
 
 
 def _slow_suite(sd, n=12):
-    sd.write("agent.py", "import json, sys, time\ns = json.load(sys.stdin)\ntime.sleep(0.25)\n"
-                         "print('yes' if int(s['id']) % 2 else 'no')\n")
+    sd.write(
+        "agent.py",
+        "import json, sys, time\ns = json.load(sys.stdin)\ntime.sleep(0.25)\n"
+        "print('yes' if int(s['id']) % 2 else 'no')\n",
+    )
     sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "yes"} for i in range(n)])
-    sd.suite({"name": "slow", "dataset": "dataset.jsonl",
-              "target": {"kind": "command", "command": [sys.executable, "agent.py"]},
-              "graders": {"c": {"kind": "tool", "function": "contains"}},
-              "gate": {"metric": "accuracy", "op": "gte", "value": 0.4}, "max_concurrent": 2})
+    sd.suite(
+        {
+            "name": "slow",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "command", "command": [sys.executable, "agent.py"]},
+            "graders": {"c": {"kind": "tool", "function": "contains"}},
+            "gate": {"metric": "accuracy", "op": "gte", "value": 0.4},
+            "max_concurrent": 2,
+        }
+    )
 
 
 def _interrupt(sd, sig, out="out"):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "ci_evals", "run", str(sd.root / "suite.yaml"),
-                             "--output", str(sd.root / out), "-q"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ci_evals",
+            "run",
+            str(sd.root / "suite.yaml"),
+            "--output",
+            str(sd.root / out),
+            "-q",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     results = sd.root / out / "results.jsonl"
     deadline = time.time() + 20
     while time.time() < deadline:
@@ -82,7 +123,10 @@ def test_sigint_flushes_results_and_writes_partial_summary(sd):
     assert s["partial"] is True and s["interrupted_by"] == "SIGINT"
     assert (s["verdict"], s["gate"]["passed"]) == ("interrupted", False)
     rows = sd.results()
-    assert out.splitlines()[0] == f"slow: INTERRUPTED (interrupted by SIGINT after {len(rows)} samples)"
+    assert (
+        out.splitlines()[0]
+        == f"slow: INTERRUPTED (interrupted by SIGINT after {len(rows)} samples)"
+    )
     assert 3 <= len(rows) < 12
     assert s["records"] == len(rows)
     assert "--resume" in err
@@ -125,11 +169,18 @@ def test_resume_after_a_hard_kill_cuts_a_torn_last_line_before_appending(sd):
     sd.run()
     path = sd.root / "out" / "results.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
-    path.write_bytes(b"".join(lines[:25]) + lines[25][:40])  # 25 whole lines, then one a kill cut short
-    assert main(["run", str(sd.root / "suite.yaml"), "--resume", str(sd.root / "out"), "-q"]) == full_rc
+    path.write_bytes(
+        b"".join(lines[:25]) + lines[25][:40]
+    )  # 25 whole lines, then one a kill cut short
+    assert (
+        main(["run", str(sd.root / "suite.yaml"), "--resume", str(sd.root / "out"), "-q"])
+        == full_rc
+    )
     text = path.read_bytes()
     assert text.startswith(b"".join(lines[:25])) and text.endswith(b"\n")
-    rows = [json.loads(x) for x in text.splitlines()]  # every line whole: none glued to the torn one
+    rows = [
+        json.loads(x) for x in text.splitlines()
+    ]  # every line whole: none glued to the torn one
     assert sorted(r["sample_id"] for r in rows) == sorted(f"s{i}" for i in range(N))
     resumed, full = sd.summary(), sd.summary("full")
     assert {k: resumed[k] for k in COMPARED} == {k: full[k] for k in COMPARED}

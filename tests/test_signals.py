@@ -29,7 +29,9 @@ def test_a_signal_held_before_the_run_handler_is_handed_to_it():
             assert got == [signal.SIGINT, signal.SIGTERM]
         os.kill(os.getpid(), signal.SIGTERM)  # after the run handler: held again, never fatal
         assert held.received == [signal.SIGINT, signal.SIGTERM]
-    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # a signal came: the rest of the exit ignores more
+    assert (
+        signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    )  # a signal came: the rest of the exit ignores more
 
 
 def test_without_signals_the_previous_handlers_come_back():

@@ -20,17 +20,23 @@ def make(raw: dict[str, Any], ctx: Context | None = None) -> Grader:
     return build_grader("g", raw, ctx or Context(Path(".")))
 
 
-async def grade_all(grader: Grader, cases: list[tuple[Sample, str, Trajectory | None]]) -> list[GradeResult]:
+async def grade_all(
+    grader: Grader, cases: list[tuple[Sample, str, Trajectory | None]]
+) -> list[GradeResult]:
     await grader.start()
     try:
-        return list(await asyncio.gather(*(
-            grader.grade(s, sub, t or Trajectory.from_text(sub)) for s, sub, t in cases)))
+        return list(
+            await asyncio.gather(
+                *(grader.grade(s, sub, t or Trajectory.from_text(sub)) for s, sub, t in cases)
+            )
+        )
     finally:
         await grader.aclose()
 
 
-def run_grader(raw: dict[str, Any] | Grader, submission: str, trajectory: Trajectory | None = None,
-               **row: Any) -> GradeResult:
+def run_grader(
+    raw: dict[str, Any] | Grader, submission: str, trajectory: Trajectory | None = None, **row: Any
+) -> GradeResult:
     """Grade one submission against a dataset row given as keyword arguments."""
     grader = raw if isinstance(raw, Grader) else make(raw)
     row.setdefault("input", "q")
@@ -40,8 +46,16 @@ def run_grader(raw: dict[str, Any] | Grader, submission: str, trajectory: Trajec
 
 
 def check(operation: str, text: str, reference: str) -> float:
-    return run_grader({"type": "string_check", "name": "n", "input": text, "operation": operation,
-                       "reference": reference}, "unused").score
+    return run_grader(
+        {
+            "type": "string_check",
+            "name": "n",
+            "input": text,
+            "operation": operation,
+            "reference": reference,
+        },
+        "unused",
+    ).score
 
 
 # --- the seed's examples, pasted verbatim ----------------------------------------------------
@@ -76,7 +90,10 @@ def test_seed_exact_match_classification():
 
 
 def test_seed_contains_keyword_ignores_case():
-    assert run_grader(MENTIONS_PRODUCT, "Try the ACME Widget today", product_name="acme widget").score == 1.0
+    assert (
+        run_grader(MENTIONS_PRODUCT, "Try the ACME Widget today", product_name="acme widget").score
+        == 1.0
+    )
     assert run_grader(MENTIONS_PRODUCT, "Try our gadget", product_name="acme widget").score == 0.0
 
 
@@ -92,23 +109,27 @@ def test_seed_display_name_comes_from_name():
 
 # --- operations ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("operation,text,reference,expected", [
-    ("eq", "Paris", "Paris", 1.0),
-    ("eq", "Paris", "paris", 0.0),
-    ("eq", "", "", 1.0),
-    ("ne", "Paris", "paris", 1.0),
-    ("ne", "Paris", "Paris", 0.0),
-    ("neq", "a", "b", 1.0),
-    ("like", "The capital is Paris.", "Paris", 1.0),
-    ("like", "The capital is paris.", "Paris", 0.0),
-    ("like", "100% sure", "%", 1.0),
-    ("like", "abc", "a%c", 0.0),  # no SQL wildcards
-    ("like", "anything", "", 1.0),  # an empty reference is a substring of everything
-    ("ilike", "The capital is PARIS.", "paris", 1.0),
-    ("ilike", "STRASSE", "straße", 1.0),  # casefold
-    ("ilike", "東京は首都", "東京", 1.0),
-    ("ilike", "Lyon", "paris", 0.0),
-])
+
+@pytest.mark.parametrize(
+    "operation,text,reference,expected",
+    [
+        ("eq", "Paris", "Paris", 1.0),
+        ("eq", "Paris", "paris", 0.0),
+        ("eq", "", "", 1.0),
+        ("ne", "Paris", "paris", 1.0),
+        ("ne", "Paris", "Paris", 0.0),
+        ("neq", "a", "b", 1.0),
+        ("like", "The capital is Paris.", "Paris", 1.0),
+        ("like", "The capital is paris.", "Paris", 0.0),
+        ("like", "100% sure", "%", 1.0),
+        ("like", "abc", "a%c", 0.0),  # no SQL wildcards
+        ("like", "anything", "", 1.0),  # an empty reference is a substring of everything
+        ("ilike", "The capital is PARIS.", "paris", 1.0),
+        ("ilike", "STRASSE", "straße", 1.0),  # casefold
+        ("ilike", "東京は首都", "東京", 1.0),
+        ("ilike", "Lyon", "paris", 0.0),
+    ],
+)
 def test_operation(operation, text, reference, expected):
     assert check(operation, text, reference) == expected
 
@@ -130,19 +151,46 @@ def test_rationale_shows_both_sides():
 
 # --- templating ----------------------------------------------------------------------------
 
+
 def test_output_json_path():
-    raw = {"type": "string_check", "name": "a", "input": "{{ sample.output_json.answer }}",
-           "operation": "eq", "reference": "{{ item.correct_answer }}"}
+    raw = {
+        "type": "string_check",
+        "name": "a",
+        "input": "{{ sample.output_json.answer }}",
+        "operation": "eq",
+        "reference": "{{ item.correct_answer }}",
+    }
     assert run_grader(raw, '{"answer": "42"}', correct_answer="42").score == 1.0
 
 
 def test_output_tools_path():
-    traj = Trajectory(turns=[[Message(role="user", content="q"), Message(
-        role="assistant", tool_calls=[ToolCall(id="c1", name="get_weather", arguments='{"city": "Oslo"}')])]])
-    name = {"type": "string_check", "name": "fn", "input": "{{ sample.output_tools[0].function.name }}",
-            "operation": "eq", "reference": "get_weather"}
-    args = {"type": "string_check", "name": "args", "input": "{{ sample.output_tools[0].function.arguments }}",
-            "operation": "eq", "reference": '{"city": "{{ item.city }}"}'}
+    traj = Trajectory(
+        turns=[
+            [
+                Message(role="user", content="q"),
+                Message(
+                    role="assistant",
+                    tool_calls=[
+                        ToolCall(id="c1", name="get_weather", arguments='{"city": "Oslo"}')
+                    ],
+                ),
+            ]
+        ]
+    )
+    name = {
+        "type": "string_check",
+        "name": "fn",
+        "input": "{{ sample.output_tools[0].function.name }}",
+        "operation": "eq",
+        "reference": "get_weather",
+    }
+    args = {
+        "type": "string_check",
+        "name": "args",
+        "input": "{{ sample.output_tools[0].function.arguments }}",
+        "operation": "eq",
+        "reference": '{"city": "{{ item.city }}"}',
+    }
     assert run_grader(name, "", traj).score == 1.0
     assert run_grader(args, "", traj, city="Oslo").score == 1.0
 
@@ -155,16 +203,28 @@ def test_nested_item_path():
 def test_missing_variable_is_a_sample_error_not_empty_string():
     g = run_grader(CORRECT_CATEGORY, "")
     assert g.score == 0.0
-    assert g.error == "template variable {{ item.correct_label }} is missing ('correct_label' not found)"
+    assert (
+        g.error
+        == "template variable {{ item.correct_label }} is missing ('correct_label' not found)"
+    )
 
 
 def test_output_json_missing_when_not_json():
-    raw = {"kind": "string_check", "input": "{{ sample.output_json.answer }}", "operation": "eq", "reference": "x"}
+    raw = {
+        "kind": "string_check",
+        "input": "{{ sample.output_json.answer }}",
+        "operation": "eq",
+        "reference": "x",
+    }
     g = run_grader(raw, "not json")
-    assert (g.score, g.error) == (0.0, "template variable {{ sample.output_json.answer }} is missing ('output_json' not found)")
+    assert (g.score, g.error) == (
+        0.0,
+        "template variable {{ sample.output_json.answer }} is missing ('output_json' not found)",
+    )
 
 
 # --- load-time errors ----------------------------------------------------------------------
+
 
 def test_unknown_operation_is_config_error():
     with pytest.raises(ConfigError) as exc:
@@ -174,14 +234,26 @@ def test_unknown_operation_is_config_error():
 
 def test_unknown_template_namespace_is_config_error():
     with pytest.raises(ConfigError) as exc:
-        make({"type": "string_check", "name": "n", "operation": "eq", "reference": "{{ row.label }}"})
-    assert str(exc.value) == ("graders.g: reference: bad template variable '{{ row.label }}'; use "
-                              "'{{ item.<column> }}' or '{{ sample.output_text }}' (namespaces: item, sample)")
+        make(
+            {"type": "string_check", "name": "n", "operation": "eq", "reference": "{{ row.label }}"}
+        )
+    assert str(exc.value) == (
+        "graders.g: reference: bad template variable '{{ row.label }}'; use "
+        "'{{ item.<column> }}' or '{{ sample.output_text }}' (namespaces: item, sample)"
+    )
 
 
 def test_unknown_key_is_config_error():
     with pytest.raises(ConfigError) as exc:
-        make({"type": "string_check", "name": "n", "operation": "eq", "reference": "x", "refrence": "y"})
+        make(
+            {
+                "type": "string_check",
+                "name": "n",
+                "operation": "eq",
+                "reference": "x",
+                "refrence": "y",
+            }
+        )
     assert exc.value.message == "unknown key 'refrence' (did you mean 'reference'?)"
 
 

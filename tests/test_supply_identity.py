@@ -30,8 +30,19 @@ RID = "req_abc123"
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "no_proxy",
-                 "NO_PROXY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
+    for name in (
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+        "OPENAI_BASE_URL",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("IDENTITY_KEY", KEY)
     monkeypatch.setattr(llm_client, "BACKOFF_BASE", 0.01)
@@ -77,7 +88,9 @@ def test_a_whole_run_names_ci_evals_to_the_server(tmp_path):
         write_suite(tmp_path, 2, server.url)
         code, _, err = run_cli(tmp_path)
         agents = {r.headers.get("user-agent") for r in server.requests}
-        stainless = [k for r in server.requests for k in r.headers if k.lower().startswith("x-stainless")]
+        stainless = [
+            k for r in server.requests for k in r.headers if k.lower().startswith("x-stainless")
+        ]
     assert code in (0, 1), err
     assert (agents, stainless) == ({f"ci-evals/{__version__}"}, [])
 
@@ -87,12 +100,27 @@ def _erring(req: dict) -> bytes:
     object (code 502); sample 2: a right answer."""
     i = int(req["messages"][-1]["content"].split()[2])
     if i == 0:
-        body = json.dumps({"error": {"message": "The server had an error while processing your request.",
-                                     "type": "server_error", "code": None}})
+        body = json.dumps(
+            {
+                "error": {
+                    "message": "The server had an error while processing your request.",
+                    "type": "server_error",
+                    "code": None,
+                }
+            }
+        )
         return raw_answer(body, {"x-request-id": RID}, status="500 Internal Server Error")
     if i == 1:
-        body = json.dumps({"error": {"message": "Provider returned error", "code": 502,
-                                     "metadata": {"provider_name": "Upstream"}}, "user_id": "u1"})
+        body = json.dumps(
+            {
+                "error": {
+                    "message": "Provider returned error",
+                    "code": 502,
+                    "metadata": {"provider_name": "Upstream"},
+                },
+                "user_id": "u1",
+            }
+        )
         return raw_answer(body, {"x-request-id": "gen-or-777"})
     return raw_answer(completion(str(2 * i)))
 
@@ -108,10 +136,14 @@ def test_the_servers_message_and_request_id_reach_results_jsonl(tmp_path):
     by_id = {r["sample_id"]: r for r in results(tmp_path)}
     assert code == 1, err
     s0, s1 = by_id["s0"]["error"]["message"], by_id["s1"]["error"]["message"]
-    assert s0.endswith("/v1/chat/completions: HTTP 500: The server had an error while processing your request. "
-                       "(request req_abc123) (after 1 retries)"), s0
-    assert s1.endswith("/v1/chat/completions: HTTP 200 with error 502: Provider returned error "
-                       "(request gen-or-777) (after 1 retries)"), s1
+    assert s0.endswith(
+        "/v1/chat/completions: HTTP 500: The server had an error while processing your request. "
+        "(request req_abc123) (after 1 retries)"
+    ), s0
+    assert s1.endswith(
+        "/v1/chat/completions: HTTP 200 with error 502: Provider returned error "
+        "(request gen-or-777) (after 1 retries)"
+    ), s1
     assert by_id["s2"]["error"] is None
     assert sent == 2 + 2 + 1  # both failures were transient: retried once each
     assert KEY not in (tmp_path / "out" / "results.jsonl").read_text()
@@ -120,16 +152,35 @@ def test_the_servers_message_and_request_id_reach_results_jsonl(tmp_path):
 def test_an_error_in_a_200_is_a_failure_of_its_code():
     path = "/chat/completions"
     throttle = error_in_200(path, {"error": {"message": "slow down", "code": 429}}, {})
-    assert (throttle.status, throttle.retry, throttle.problem) == (429, True, "HTTP 200 with error 429: slow down")
-    auth = error_in_200(path, {"error": {"message": "No auth credentials found", "code": "401"}}, None)
+    assert (throttle.status, throttle.retry, throttle.problem) == (
+        429,
+        True,
+        "HTTP 200 with error 429: slow down",
+    )
+    auth = error_in_200(
+        path, {"error": {"message": "No auth credentials found", "code": "401"}}, None
+    )
     assert (auth.status, auth.retry, auth.kind) == (401, False, "http_401")
-    odd = error_in_200(path, {"error": {"message": "upstream said no", "code": "weird"}}, {"request-id": "r-9"})
-    assert (odd.status, odd.retry, odd.problem) == (None, True,
-                                                   "HTTP 200 with an error (code weird): upstream said no (request r-9)")
-    assert error_in_200(path, {"error": "flat text"}, {}).problem == "HTTP 200 with an error: flat text"
-    usable = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}], "error": None}
+    odd = error_in_200(
+        path, {"error": {"message": "upstream said no", "code": "weird"}}, {"request-id": "r-9"}
+    )
+    assert (odd.status, odd.retry, odd.problem) == (
+        None,
+        True,
+        "HTTP 200 with an error (code weird): upstream said no (request r-9)",
+    )
+    assert (
+        error_in_200(path, {"error": "flat text"}, {}).problem
+        == "HTTP 200 with an error: flat text"
+    )
+    usable = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+        "error": None,
+    }
     assert error_in_200(path, usable, {}) is None
-    assert error_in_200(path, {**usable, "error": {"message": "partial"}}, {}) is None  # the answer is there
+    assert (
+        error_in_200(path, {**usable, "error": {"message": "partial"}}, {}) is None
+    )  # the answer is there
     assert error_in_200("/embeddings", {"error": {"message": "x", "code": 503}}, {}).retry is True
 
 
@@ -138,7 +189,10 @@ def test_a_long_message_is_scrubbed_then_cut_and_the_request_id_survives():
     said = server_says("bad key " + secret + " " + "x" * 5000, {"x-request-id": RID})
     assert secret not in said and said.endswith(f"(request {RID})")
     assert len(said) <= SERVER_TEXT + len(f" (request {RID})")
-    assert server_says(None, {"request-id": "req_anthropic_1"}) == "no details (request req_anthropic_1)"
+    assert (
+        server_says(None, {"request-id": "req_anthropic_1"})
+        == "no details (request req_anthropic_1)"
+    )
 
 
 def test_an_anthropic_error_names_its_request_id():
@@ -149,10 +203,19 @@ def test_an_anthropic_error_names_its_request_id():
     server = HTTPServer(host="127.0.0.1", port=0)
     server.start()
     try:
-        body = {"type": "error", "error": {"type": "api_error", "message": "Internal server error"},
-                "request_id": "req_011CAnthropic"}
-        server.expect_request("/v1/messages", method="POST").respond_with_response(Response(
-            json.dumps(body), status=500, headers={"request-id": "req_011CAnthropic"}, content_type="application/json"))
+        body = {
+            "type": "error",
+            "error": {"type": "api_error", "message": "Internal server error"},
+            "request_id": "req_011CAnthropic",
+        }
+        server.expect_request("/v1/messages", method="POST").respond_with_response(
+            Response(
+                json.dumps(body),
+                status=500,
+                headers={"request-id": "req_011CAnthropic"},
+                content_type="application/json",
+            )
+        )
         (message,), _ = _calls(server.url_for("/").rstrip("/"), provider="anthropic", max_retries=0)
     finally:
         server.clear()
@@ -164,8 +227,10 @@ def test_a_redirect_that_stops_the_breaker_says_to_point_base_url_at_the_final_a
     moved = b"HTTP/1.1 302 Found\r\nLocation: https://elsewhere.example/v1/chat/completions\r\nContent-Length: 0\r\n\r\n"
     with FakeOpenAI(responder=lambda req: moved) as server:
         messages, stopped = _calls(server.url, n=4)
-    assert all("HTTP 302: the server redirects to https://elsewhere.example/v1/chat/completions" in m
-               for m in messages)
+    assert all(
+        "HTTP 302: the server redirects to https://elsewhere.example/v1/chat/completions" in m
+        for m in messages
+    )
     assert stopped.endswith(f"({REDIRECT_HINT})")
     assert "not sent: stopped calling" in messages[3] and REDIRECT_HINT in messages[3]
     assert REDIRECT_HINT in capsys.readouterr().err

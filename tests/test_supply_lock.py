@@ -38,29 +38,41 @@ def pins(path: Path) -> dict[str, list[tuple[Version, str, list[str]]]]:
         (pinned,) = req.specifier
         assert pinned.operator == "==", line
         hashes = re.findall(r"--hash=sha256:([0-9a-f]{64})", line)
-        out.setdefault(canonicalize_name(req.name), []).append((Version(pinned.version), str(req.marker or ""), hashes))
+        out.setdefault(canonicalize_name(req.name), []).append(
+            (Version(pinned.version), str(req.marker or ""), hashes)
+        )
     return out
 
 
-@pytest.mark.parametrize(("lock", "extras"), [
-    ("requirements-lock.txt", ["anthropic", "google", "text"]),
-    ("requirements-test-lock.txt", ["anthropic", "google", "text", "test"]),
-])
+@pytest.mark.parametrize(
+    ("lock", "extras"),
+    [
+        ("requirements-lock.txt", ["anthropic", "google", "text"]),
+        ("requirements-test-lock.txt", ["anthropic", "google", "text", "test"]),
+    ],
+)
 def test_each_lock_pins_every_dependency_with_hashes_inside_pyprojects_ranges(lock, extras):
     locked = pins(ROOT / lock)
     assert len(locked) > 40
     for name, entries in locked.items():
         for _version, _marker, hashes in entries:
             assert hashes, f"{lock}: {name} has no --hash"
-    wanted = PROJECT["dependencies"] + [r for e in extras for r in EXTRAS[e] if not r.startswith("ci-evals[")]
+    wanted = PROJECT["dependencies"] + [
+        r for e in extras for r in EXTRAS[e] if not r.startswith("ci-evals[")
+    ]
     for python in ("3.11", "3.12"):
         env = {"python_version": python, "python_full_version": f"{python}.0"}
         for raw in wanted:
             req = Requirement(raw)
-            chosen = [v for v, marker, _ in locked[canonicalize_name(req.name)]
-                      if not marker or Marker(marker).evaluate(env)]
+            chosen = [
+                v
+                for v, marker, _ in locked[canonicalize_name(req.name)]
+                if not marker or Marker(marker).evaluate(env)
+            ]
             assert len(chosen) == 1, (lock, raw, python)
-            assert req.specifier.contains(chosen[0], prereleases=True), f"{lock}: {raw} locked at {chosen[0]}"
+            assert req.specifier.contains(chosen[0], prereleases=True), (
+                f"{lock}: {raw} locked at {chosen[0]}"
+            )
 
 
 def test_the_image_lock_is_the_test_locks_runtime_part():
@@ -75,7 +87,10 @@ def test_users_still_get_ranges_and_the_text_libraries_are_an_extra():
     core = {canonicalize_name(Requirement(r).name) for r in PROJECT["dependencies"]}
     assert {"aiohttp", "markupsafe", "rapidfuzz"} <= core
     assert not {"rouge-score", "nltk"} & core
-    assert {canonicalize_name(Requirement(r).name) for r in EXTRAS["text"]} == {"rouge-score", "nltk"}
+    assert {canonicalize_name(Requirement(r).name) for r in EXTRAS["text"]} == {
+        "rouge-score",
+        "nltk",
+    }
     assert "ci-evals[text]" in EXTRAS["test"]
 
 
@@ -85,7 +100,9 @@ def test_the_docker_build_installs_the_lock_with_hashes_on_a_base_pinned_by_dige
     assert DIGEST.match(default), default
     froms = re.findall(r"^FROM (\S+)", docker, re.M)
     # Dependabot updates the first FROM line only (never an ARG): it must stay BASE_IMAGE's default.
-    assert froms[0] == default, "copy the digest Dependabot wrote on the first FROM line to ARG BASE_IMAGE"
+    assert froms[0] == default, (
+        "copy the digest Dependabot wrote on the first FROM line to ARG BASE_IMAGE"
+    )
     assert all(f in (default, "${BASE_IMAGE}", "scratch") for f in froms), froms
     assert "pip install --no-compile --require-hashes -r requirements-lock.txt" in docker
     assert "COPY requirements-lock.txt ./" in docker
@@ -95,7 +112,11 @@ def test_the_docker_build_installs_the_lock_with_hashes_on_a_base_pinned_by_dige
 def test_dependabot_proposes_pip_docker_and_actions_updates():
     config = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text())
     assert config["version"] == 2
-    assert {u["package-ecosystem"] for u in config["updates"]} == {"pip", "docker", "github-actions"}
+    assert {u["package-ecosystem"] for u in config["updates"]} == {
+        "pip",
+        "docker",
+        "github-actions",
+    }
     assert all(u["directory"] == "/" and u["schedule"]["interval"] for u in config["updates"])
 
 

@@ -36,9 +36,20 @@ from tests.fakes.vendor_servers import FakeAnthropic, FakeGemini
 
 openai_params = pytest.importorskip("openai.types.chat.completion_create_params")
 KEY = "sk-supply-requests-0123456789"
-TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Look a city up.",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                           "required": ["city"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a city up.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+]
 REPLY = {"score": 0.75, "rationale": "mostly right"}
 KNOWN_ANTHROPIC_DEVIATIONS = ("temperature",)
 """Keys ci-evals sends to Anthropic that the installed SDK's definition may lack (see the test)."""
@@ -48,8 +59,18 @@ KNOWN_ANTHROPIC_DEVIATIONS = ("temperature",)
 def env(monkeypatch):
     monkeypatch.setattr(llm_client, "BACKOFF_BASE", 0.01)
     monkeypatch.setenv("SUPPLY_KEY", KEY)
-    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "OPENAI_ORG_ID",
-                 "OPENAI_PROJECT_ID", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+    for name in (
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+        "GOOGLE_GEMINI_BASE_URL",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -85,7 +106,9 @@ def strict(tp: Any) -> TypeAdapter:
         before = {td: td.__dict__.get("__pydantic_config__") for td in seen}
         try:
             for td in seen:
-                td.__pydantic_config__ = ConfigDict(extra="forbid", arbitrary_types_allowed=True)  # (file uploads: IO)
+                td.__pydantic_config__ = ConfigDict(
+                    extra="forbid", arbitrary_types_allowed=True
+                )  # (file uploads: IO)
             _ADAPTERS[tp] = TypeAdapter(tp)
         finally:
             for td, old in before.items():
@@ -145,7 +168,9 @@ def check_gemini(body: dict[str, Any], *, with_model: bool) -> None:
     """A generateContent body against google-genai's models of its parts (they forbid extra keys;
     the REST names are their camelCase aliases). The request as a whole has no published model."""
     genai = pytest.importorskip("google.genai.types")
-    allowed = {"contents", "systemInstruction", "generationConfig"} | ({"model"} if with_model else set())
+    allowed = {"contents", "systemInstruction", "generationConfig"} | (
+        {"model"} if with_model else set()
+    )
     unknown = set(body) - allowed
     assert not unknown, f"keys {sorted(unknown)} are not generateContent fields ci-evals sends"
     assert isinstance(body["contents"], list) and body["contents"]
@@ -185,12 +210,27 @@ def openai_bodies() -> tuple[list[dict], list[dict], list[dict]]:
 
         tmp = Path(tempfile.mkdtemp())
         base = {"base_url": server.url, "api_key_env": "SUPPLY_KEY", "max_retries": 0}
-        server.script({"content": None, "tool_calls": [{"name": "lookup", "arguments": {"city": "Paris"}}]}, "done")
-        target = make_target({**base, "model": "gpt-4o-mini", "system_prompt": "Be brief.", "tools": TOOLS,
-                              "temperature": 0.2, "max_tokens": 64}, tmp)
+        server.script(
+            {"content": None, "tool_calls": [{"name": "lookup", "arguments": {"city": "Paris"}}]},
+            "done",
+        )
+        target = make_target(
+            {
+                **base,
+                "model": "gpt-4o-mini",
+                "system_prompt": "Be brief.",
+                "tools": TOOLS,
+                "temperature": 0.2,
+                "max_tokens": 64,
+            },
+            tmp,
+        )
         run_target(target, Sample(id=1, input=["Where is Paris?", "And then?"]))
         server.script("plain")
-        run_target(make_target({**base, "model": "o3-mini", "max_tokens": 32}, tmp), Sample(id=2, input="hi"))
+        run_target(
+            make_target({**base, "model": "o3-mini", "max_tokens": 32}, tmp),
+            Sample(id=2, input="hi"),
+        )
         server.script(REPLY)
         grade(make_judge({**base, "prompt": "Judge {submission}", "model": "gpt-4o-mini"}, tmp))
         answers = []
@@ -200,10 +240,22 @@ def openai_bodies() -> tuple[list[dict], list[dict], list[dict]]:
             try:
                 for fmt in (SCHEMA_FORMAT, JSON_OBJECT):
                     server.script(REPLY)
-                    answers.append((await llm.chat(model="gpt-4o-mini", messages=[
-                        {"role": "system", "content": "You grade."}, {"role": "user", "content": "Grade it."}],
-                        params={"temperature": 0.0, "max_tokens": None}, response_format=fmt)).data)
-                await llm.embed("text-embedding-3-large", ["Paris is the capital.", "The capital is Paris."])
+                    answers.append(
+                        (
+                            await llm.chat(
+                                model="gpt-4o-mini",
+                                messages=[
+                                    {"role": "system", "content": "You grade."},
+                                    {"role": "user", "content": "Grade it."},
+                                ],
+                                params={"temperature": 0.0, "max_tokens": None},
+                                response_format=fmt,
+                            )
+                        ).data
+                    )
+                await llm.embed(
+                    "text-embedding-3-large", ["Paris is the capital.", "The capital is Paris."]
+                )
             finally:
                 await llm.aclose()
 
@@ -228,7 +280,13 @@ def captured() -> tuple[list[dict], list[dict], list[dict]]:
 def test_every_chat_body_is_a_completion_create_params(captured):
     chats, _, _ = captured
     assert len(chats) == 6
-    shapes = {"tools": 0, "json_schema": 0, "json_object": 0, "tool_message": 0, "max_completion_tokens": 0}
+    shapes = {
+        "tools": 0,
+        "json_schema": 0,
+        "json_object": 0,
+        "tool_message": 0,
+        "max_completion_tokens": 0,
+    }
     for body in chats:
         check(chat_params(), body)
         shapes["tools"] += "tools" in body
@@ -247,19 +305,29 @@ def test_every_embeddings_body_is_an_embedding_create_params(captured):
         check(embedding_params(), body)
 
 
-@pytest.mark.parametrize(("mutation", "where"), [
-    (lambda b: b.update(temprature=0.2), "an unknown top-level key"),
-    (lambda b: b.update(temperature="0.2"), "a float sent as a string"),
-    (lambda b: b.update(max_tokens=1.5), "a fractional max_tokens"),
-    (lambda b: b["messages"][0].update(text="hi"), "an unknown key in a message"),
-    (lambda b: b["messages"][-1].update(content=7), "a message whose content is a number"),
-    (lambda b: b["messages"][-1].update(role="judge"), "an unknown role"),
-    (lambda b: b["tools"][0]["function"].update(parameterz={}), "an unknown key in a tool's function"),
-    (lambda b: b["tools"][0].update(type="fn"), "a tool of an unknown type"),
-    (lambda b: b.update(response_format={"type": "json_schema", "json_schema": {"schema": {}}}),
-     "a json_schema format without its name"),
-    (lambda b: b.update(response_format={"type": "json"}), "an unknown response format"),
-])
+@pytest.mark.parametrize(
+    ("mutation", "where"),
+    [
+        (lambda b: b.update(temprature=0.2), "an unknown top-level key"),
+        (lambda b: b.update(temperature="0.2"), "a float sent as a string"),
+        (lambda b: b.update(max_tokens=1.5), "a fractional max_tokens"),
+        (lambda b: b["messages"][0].update(text="hi"), "an unknown key in a message"),
+        (lambda b: b["messages"][-1].update(content=7), "a message whose content is a number"),
+        (lambda b: b["messages"][-1].update(role="judge"), "an unknown role"),
+        (
+            lambda b: b["tools"][0]["function"].update(parameterz={}),
+            "an unknown key in a tool's function",
+        ),
+        (lambda b: b["tools"][0].update(type="fn"), "a tool of an unknown type"),
+        (
+            lambda b: b.update(
+                response_format={"type": "json_schema", "json_schema": {"schema": {}}}
+            ),
+            "a json_schema format without its name",
+        ),
+        (lambda b: b.update(response_format={"type": "json"}), "an unknown response format"),
+    ],
+)
 def test_a_mutated_chat_body_is_rejected(captured, mutation, where):
     chats, _, _ = captured
     body = copy.deepcopy(next(b for b in chats if "tools" in b and len(b["messages"]) > 2))
@@ -268,8 +336,14 @@ def test_a_mutated_chat_body_is_rejected(captured, mutation, where):
     assert rejects(chat_params(), body), where
 
 
-@pytest.mark.parametrize("mutation", [lambda b: b.update(input=[1.5]), lambda b: b.update(dimensions="3"),
-                                      lambda b: b.update(inputs=["x"])])
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        lambda b: b.update(input=[1.5]),
+        lambda b: b.update(dimensions="3"),
+        lambda b: b.update(inputs=["x"]),
+    ],
+)
 def test_a_mutated_embeddings_body_is_rejected(captured, mutation):
     _, embeds, _ = captured
     body = copy.deepcopy(embeds[0])
@@ -288,20 +362,33 @@ def test_recorded_answers_and_errors_parse_with_the_sdks_response_types(captured
     with FakeOpenAI() as server:
         embedding = _post(server.url + "/embeddings", {"model": "e", "input": ["a", "b"]})
         server.fault("500", first=1)
-        status, error = _post_status(server.url + "/chat/completions", {"model": "m", "messages": []})
+        status, error = _post_status(
+            server.url + "/chat/completions", {"model": "m", "messages": []}
+        )
     CreateEmbeddingResponse.model_validate(embedding)
     assert status == 500
     ErrorObject.model_validate(error["error"])
     with pytest.raises(ValidationError):
-        ChatCompletion.model_validate({**answers[0], "choices": [{"index": 0, "message": {"content": "x"}}]})
+        ChatCompletion.model_validate(
+            {**answers[0], "choices": [{"index": 0, "message": {"content": "x"}}]}
+        )
     with pytest.raises(ValidationError):
         ErrorObject.model_validate({"message": 5})
 
 
 def _post_status(url: str, body: dict) -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
-        "Content-Type": "application/json", "Authorization": f"Bearer {KEY}", "x-api-key": KEY,
-        "anthropic-version": "2023-06-01", "x-goog-api-key": KEY})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {KEY}",
+            "x-api-key": KEY,
+            "anthropic-version": "2023-06-01",
+            "x-goog-api-key": KEY,
+        },
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
@@ -320,15 +407,23 @@ def _post(url: str, body: dict) -> Any:
 
 def anthropic_bodies() -> tuple[list[dict], str]:
     with FakeAnthropic() as server:
+
         async def go():
             llm = _llm(server.url, "anthropic")
             try:
                 for fmt in (SCHEMA_FORMAT, None):
                     server.script(REPLY)
-                    await llm.chat(model="claude-sonnet-4-5", messages=[
-                        {"role": "system", "content": "You grade."}, {"role": "user", "content": "Grade it."},
-                        {"role": "assistant", "content": "Ready."}, {"role": "user", "content": "Now."}],
-                        params={"temperature": 0.0}, response_format=fmt)
+                    await llm.chat(
+                        model="claude-sonnet-4-5",
+                        messages=[
+                            {"role": "system", "content": "You grade."},
+                            {"role": "user", "content": "Grade it."},
+                            {"role": "assistant", "content": "Ready."},
+                            {"role": "user", "content": "Now."},
+                        ],
+                        params={"temperature": 0.0},
+                        response_format=fmt,
+                    )
             finally:
                 await llm.aclose()
 
@@ -348,9 +443,14 @@ def test_every_anthropic_body_is_a_message_create_params(monkeypatch):
     bodies = [{k: v for k, v in b.items() if k not in undefined} for b in bodies]
     for body in bodies:
         check(params, body)
-    for mutate in (lambda b: b.update(max_tokens="4096"), lambda b: b["system"][0].update(cache="ephemeral"),
-                   lambda b: b["output_config"]["format"].update(type="json"), lambda b: b.update(top=1),
-                   lambda b: b["messages"][0].update(role="judge"), lambda b: b["messages"][0].update(content=3)):
+    for mutate in (
+        lambda b: b.update(max_tokens="4096"),
+        lambda b: b["system"][0].update(cache="ephemeral"),
+        lambda b: b["output_config"]["format"].update(type="json"),
+        lambda b: b.update(top=1),
+        lambda b: b["messages"][0].update(role="judge"),
+        lambda b: b["messages"][0].update(content=3),
+    ):
         body = copy.deepcopy(bodies[0])
         mutate(body)
         assert rejects(params, body)
@@ -360,7 +460,11 @@ def test_anthropic_answers_and_errors_parse_with_the_sdks_types():
     pytest.importorskip("anthropic")
     from anthropic.types import ErrorResponse, Message
 
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     with FakeAnthropic() as server:
         Message.model_validate(_post(server.url.rstrip("/") + "/v1/messages", body))
         server.fault("overloaded", first=1)
@@ -368,7 +472,9 @@ def test_anthropic_answers_and_errors_parse_with_the_sdks_types():
     assert status == 529
     ErrorResponse.model_validate(error)
     with pytest.raises(ValidationError):
-        ErrorResponse.model_validate({"type": "error", "error": {"type": "no_such_error", "message": "x"}})
+        ErrorResponse.model_validate(
+            {"type": "error", "error": {"type": "no_such_error", "message": "x"}}
+        )
 
 
 # --- Gemini generateContent ------------------------------------------------------------------------
@@ -377,20 +483,31 @@ def test_anthropic_answers_and_errors_parse_with_the_sdks_types():
 def test_every_gemini_body_is_made_of_google_genais_models(monkeypatch):
     monkeypatch.setenv("SUPPLY_KEY", KEY)
     pytest.importorskip("google.genai")
-    messages = [{"role": "system", "content": "You grade."}, {"role": "user", "content": "Grade it."},
-                {"role": "assistant", "content": "Ready."}, {"role": "user", "content": "Now."}]
-    built = [Google().request("gemini-2.5-flash", messages, {"temperature": 0.0}, fmt)[1]
-             for fmt in (SCHEMA_FORMAT, JSON_OBJECT, None)]
+    messages = [
+        {"role": "system", "content": "You grade."},
+        {"role": "user", "content": "Grade it."},
+        {"role": "assistant", "content": "Ready."},
+        {"role": "user", "content": "Now."},
+    ]
+    built = [
+        Google().request("gemini-2.5-flash", messages, {"temperature": 0.0}, fmt)[1]
+        for fmt in (SCHEMA_FORMAT, JSON_OBJECT, None)
+    ]
     for body in built:  # what ci-evals builds (and keys its cache with)
         check_gemini(body, with_model=True)
     with FakeGemini() as server:
+
         async def go():
             llm = _llm(server.url, "google")
             try:
                 for fmt in (SCHEMA_FORMAT, None):
                     server.script(REPLY)
-                    await llm.chat(model="gemini-2.5-flash", messages=messages, params={"temperature": 0.0},
-                                   response_format=fmt)
+                    await llm.chat(
+                        model="gemini-2.5-flash",
+                        messages=messages,
+                        params={"temperature": 0.0},
+                        response_format=fmt,
+                    )
             finally:
                 await llm.aclose()
 
@@ -399,10 +516,12 @@ def test_every_gemini_body_is_made_of_google_genais_models(monkeypatch):
     assert len(wire) == 2
     for body in wire:  # what goes on the wire (built by the SDK from ci-evals' body)
         check_gemini(body, with_model=False)
-    for mutate in (lambda b: b.update(systemInstructions=b["systemInstruction"]),
-                   lambda b: b["contents"][0]["parts"][0].update(txt="x"),
-                   lambda b: b["generationConfig"].update(temperature="warm"),
-                   lambda b: b["generationConfig"].update(responseMimeTyp="application/json")):
+    for mutate in (
+        lambda b: b.update(systemInstructions=b["systemInstruction"]),
+        lambda b: b["contents"][0]["parts"][0].update(txt="x"),
+        lambda b: b["generationConfig"].update(temperature="warm"),
+        lambda b: b["generationConfig"].update(responseMimeTyp="application/json"),
+    ):
         body = copy.deepcopy(built[0])
         mutate(body)
         with pytest.raises((AssertionError, ValidationError)):
@@ -413,9 +532,13 @@ def test_gemini_answers_parse_with_the_sdks_response_type():
     genai = pytest.importorskip("google.genai.types")
     body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
     with FakeGemini() as server:
-        answer = _post(server.url.rstrip("/") + "/v1beta/models/gemini-2.5-flash:generateContent", body)
+        answer = _post(
+            server.url.rstrip("/") + "/v1beta/models/gemini-2.5-flash:generateContent", body
+        )
         server.fault("500", first=1)
-        status, error = _post_status(server.url.rstrip("/") + "/v1beta/models/gemini-2.5-flash:generateContent", body)
+        status, error = _post_status(
+            server.url.rstrip("/") + "/v1beta/models/gemini-2.5-flash:generateContent", body
+        )
     genai.GenerateContentResponse.model_validate(answer)
     assert status == 500 and set(error["error"]) >= {"code", "message", "status"}
     with pytest.raises(ValidationError):

@@ -38,15 +38,22 @@ gate:
   op: gte
   value: 0.0
 """
-LINE = ("error: suite.yaml:7: graders.sim: evaluation_metric '{metric}' needs {dists}, which {verb} not "
-        "installed: pip install 'ci-evals[text]' (the text extra: rouge-score and nltk)\n")
+LINE = (
+    "error: suite.yaml:7: graders.sim: evaluation_metric '{metric}' needs {dists}, which {verb} not "
+    "installed: pip install 'ci-evals[text]' (the text extra: rouge-score and nltk)\n"
+)
 
 
 def cli(tmp_path: Path, metric: str, blocked: str, *args: str) -> subprocess.CompletedProcess:
     (tmp_path / "suite.yaml").write_text(SUITE.format(python=sys.executable, metric=metric))
     (tmp_path / "data.jsonl").write_text('{"input": "hi", "ground_truth": "hello world"}\n')
-    return subprocess.run([sys.executable, "-c", BLOCKED, blocked, *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKED, blocked, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize("command", [["validate", "suite.yaml"], ["run", "suite.yaml", "-q"]])

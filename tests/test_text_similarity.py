@@ -19,7 +19,9 @@ from tests.fakes.openai_server import EMBEDDINGS, openai_env, openai_server  # n
 from tests.test_string_check import grade_all, make, run_grader
 
 HAVE_WORDNET = wordnet_missing() is None
-needs_wordnet = pytest.mark.skipif(not HAVE_WORDNET, reason="WordNet not installed: run scripts/install-wordnet.sh")
+needs_wordnet = pytest.mark.skipif(
+    not HAVE_WORDNET, reason="WordNet not installed: run scripts/install-wordnet.sh"
+)
 
 # (input, reference): English, punctuation, case, empty strings, non-Latin text.
 PAIRS = [
@@ -56,8 +58,12 @@ def reference(metric: str, text: str, ref: str, tokenizer: str = "default") -> f
     if metric == "bleu":
         from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
-        return sentence_bleu([tok(ref)], tok(text), weights=(0.25, 0.25, 0.25, 0.25),
-                             smoothing_function=SmoothingFunction().method4)
+        return sentence_bleu(
+            [tok(ref)],
+            tok(text),
+            weights=(0.25, 0.25, 0.25, 0.25),
+            smoothing_function=SmoothingFunction().method4,
+        )
     if metric == "gleu":
         from nltk.translate.gleu_score import sentence_gleu
 
@@ -74,24 +80,43 @@ def reference(metric: str, text: str, ref: str, tokenizer: str = "default") -> f
         def tokenize(self, s: str) -> list[str]:
             return unicode_tokens(s)
 
-    scorer = rouge_scorer.RougeScorer([kind], use_stemmer=False,
-                                      tokenizer=Tok() if tokenizer == "unicode" else None)
+    scorer = rouge_scorer.RougeScorer(
+        [kind], use_stemmer=False, tokenizer=Tok() if tokenizer == "unicode" else None
+    )
     return scorer.score(ref, text)[kind].fmeasure
 
 
 def scores(metric: str, tokenizer: str | None = None) -> list[float]:
     """Our grader's scores on every pair (one grader, graded concurrently)."""
-    raw = {"type": "text_similarity", "name": metric, "input": "{{ sample.output_text }}",
-           "reference": "{{ item.reference }}", "evaluation_metric": metric}
+    raw = {
+        "type": "text_similarity",
+        "name": metric,
+        "input": "{{ sample.output_text }}",
+        "reference": "{{ item.reference }}",
+        "evaluation_metric": metric,
+    }
     if tokenizer:
         raw["tokenizer"] = tokenizer
-    cases = [(Sample(id=i, input="q", extra_vars={"reference": r}), t, None) for i, (t, r) in enumerate(PAIRS)]
+    cases = [
+        (Sample(id=i, input="q", extra_vars={"reference": r}), t, None)
+        for i, (t, r) in enumerate(PAIRS)
+    ]
     grades = asyncio.run(grade_all(make(raw), cases))
     assert all(g.error is None for g in grades)
     return [g.score for g in grades]
 
 
-LIB_METRICS = ["fuzzy_match", "bleu", "gleu", "rouge_1", "rouge_2", "rouge_3", "rouge_4", "rouge_5", "rouge_l"]
+LIB_METRICS = [
+    "fuzzy_match",
+    "bleu",
+    "gleu",
+    "rouge_1",
+    "rouge_2",
+    "rouge_3",
+    "rouge_4",
+    "rouge_5",
+    "rouge_l",
+]
 
 
 @pytest.mark.parametrize("metric", LIB_METRICS + [pytest.param("meteor", marks=needs_wordnet)])
@@ -100,8 +125,10 @@ def test_matches_reference_library(metric):
     assert scores(metric) == pytest.approx(expected, abs=1e-9, rel=0)
 
 
-@pytest.mark.parametrize("metric", ["bleu", "gleu", "rouge_1", "rouge_2", "rouge_l",
-                                    pytest.param("meteor", marks=needs_wordnet)])
+@pytest.mark.parametrize(
+    "metric",
+    ["bleu", "gleu", "rouge_1", "rouge_2", "rouge_l", pytest.param("meteor", marks=needs_wordnet)],
+)
 def test_unicode_tokenizer_matches_reference_library(metric):
     expected = [reference(metric, t, r, "unicode") for t, r in PAIRS]
     assert scores(metric, "unicode") == pytest.approx(expected, abs=1e-9, rel=0)
@@ -127,7 +154,8 @@ def test_pinned_scores(metric):
 @needs_wordnet
 def test_pinned_meteor():
     assert scores("meteor")[:4] == pytest.approx(
-        [0.37500000000000006, 0.5, 0.9067055393586005, 0.6233062330623306], abs=1e-12, rel=0)
+        [0.37500000000000006, 0.5, 0.9067055393586005, 0.6233062330623306], abs=1e-12, rel=0
+    )
 
 
 def test_empty_strings_score_zero():
@@ -144,7 +172,16 @@ def test_default_rouge_tokenizer_drops_japanese_and_unicode_keeps_it():
 
 def test_unicode_tokens():
     assert unicode_tokens("東京は首都。 Hello, World_x café") == [
-        "東", "京", "は", "首", "都", "hello", "world", "x", "café"]
+        "東",
+        "京",
+        "は",
+        "首",
+        "都",
+        "hello",
+        "world",
+        "x",
+        "café",
+    ]
     assert unicode_tokens("ภาษา") == ["ภ", "า", "ษ", "า"]
 
 
@@ -175,7 +212,9 @@ SEMANTIC_SEED = {
 
 
 def test_seed_rouge_l_summary():
-    g = run_grader(ROUGE_L_SEED, "The cat sat on the mat.", reference_summary="A cat was sitting on the mat.")
+    g = run_grader(
+        ROUGE_L_SEED, "The cat sat on the mat.", reference_summary="A cat was sitting on the mat."
+    )
     # LCS "cat on the mat" = 4 of 6 and 7 tokens: F1 = 2 * (4/6) * (4/7) / (4/6 + 4/7).
     assert g.score == pytest.approx(8 / 13, abs=1e-12)
     assert g.rationale == "rouge_l = 0.6154"
@@ -184,22 +223,45 @@ def test_seed_rouge_l_summary():
 
 def test_seed_fuzzy_match_equals_seeds_python_example():
     # The seed's Python-grader example: fuzz.WRatio(output, reference, processor=default_process) / 100.
-    raw = {"type": "text_similarity", "name": "f", "reference": "{{ item.reference_answer }}",
-           "evaluation_metric": "fuzzy_match", "pass_threshold": 0.8}
-    g = run_grader(raw, "The capital of France is Paris.", reference_answer="Paris is the capital of France.")
+    raw = {
+        "type": "text_similarity",
+        "name": "f",
+        "reference": "{{ item.reference_answer }}",
+        "evaluation_metric": "fuzzy_match",
+        "pass_threshold": 0.8,
+    }
+    g = run_grader(
+        raw, "The capital of France is Paris.", reference_answer="Paris is the capital of France."
+    )
     assert g.score == 0.95
 
 
 def test_seed_cosine_semantic_match(openai_env):  # noqa: F811
-    openai_env.script({"object": "list", "model": "text-embedding-3-large",
-                       "data": [{"index": 1, "embedding": [0.6, 0.8, 0.0]}, {"index": 0, "embedding": [1.0, 0.0, 0.0]}],
-                       "usage": {"prompt_tokens": 9, "total_tokens": 9}})
+    openai_env.script(
+        {
+            "object": "list",
+            "model": "text-embedding-3-large",
+            "data": [
+                {"index": 1, "embedding": [0.6, 0.8, 0.0]},
+                {"index": 0, "embedding": [1.0, 0.0, 0.0]},
+            ],
+            "usage": {"prompt_tokens": 9, "total_tokens": 9},
+        }
+    )
     g = run_grader(SEMANTIC_SEED, "Paris is the capital.", expected_answer="The capital is Paris.")
     assert g.score == pytest.approx(0.6, abs=1e-15)
-    assert g.metadata == {"metric": "cosine", "usage": {"prompt_tokens": 9, "completion_tokens": 0},
-                          "cache_hits": 0, "retries": 0}
+    assert g.metadata == {
+        "metric": "cosine",
+        "usage": {"prompt_tokens": 9, "completion_tokens": 0},
+        "cache_hits": 0,
+        "retries": 0,
+    }
     assert openai_env.bodies(EMBEDDINGS) == [
-        {"model": "text-embedding-3-large", "input": ["Paris is the capital.", "The capital is Paris."]}]
+        {
+            "model": "text-embedding-3-large",
+            "input": ["Paris is the capital.", "The capital is Paris."],
+        }
+    ]
 
 
 def test_cosine_of_identical_texts_is_one(openai_env):  # noqa: F811
@@ -208,7 +270,9 @@ def test_cosine_of_identical_texts_is_one(openai_env):  # noqa: F811
 
 
 def test_cosine_negative_similarity_floors_at_zero(openai_env):  # noqa: F811
-    openai_env.script({"data": [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [-1.0, 0.0]}]})
+    openai_env.script(
+        {"data": [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [-1.0, 0.0]}]}
+    )
     assert run_grader(SEMANTIC_SEED, "a", expected_answer="b").score == 0.0
 
 
@@ -228,8 +292,12 @@ def test_cosine_endpoint_error_is_a_sample_error(openai_env):  # noqa: F811
 def test_cosine_custom_model_and_endpoint(openai_server, monkeypatch):  # noqa: F811
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("MY_KEY", "sk-other-key-987654")
-    raw = dict(SEMANTIC_SEED, embedding_model="text-embedding-3-small", base_url=openai_server.url,
-               api_key_env="MY_KEY")
+    raw = dict(
+        SEMANTIC_SEED,
+        embedding_model="text-embedding-3-small",
+        base_url=openai_server.url,
+        api_key_env="MY_KEY",
+    )
     run_grader(raw, "x", expected_answer="y")
     req = openai_server.requests[-1]
     assert req.body["model"] == "text-embedding-3-small"
@@ -238,21 +306,46 @@ def test_cosine_custom_model_and_endpoint(openai_server, monkeypatch):  # noqa: 
 
 # --- configuration errors --------------------------------------------------------------------
 
+
 def test_unknown_metric_is_config_error():
     with pytest.raises(ConfigError) as exc:
-        make({"type": "text_similarity", "name": "x", "reference": "r", "evaluation_metric": "rouge_6"})
+        make(
+            {
+                "type": "text_similarity",
+                "name": "x",
+                "reference": "r",
+                "evaluation_metric": "rouge_6",
+            }
+        )
     assert exc.value.key == "graders.g.evaluation_metric"
 
 
 def test_tokenizer_with_fuzzy_match_is_config_error():
     with pytest.raises(ConfigError) as exc:
-        make({"kind": "text_similarity", "reference": "r", "evaluation_metric": "fuzzy_match", "tokenizer": "unicode"})
-    assert exc.value.message == "tokenizer: not used by evaluation_metric 'fuzzy_match' (only bleu, gleu, meteor, rouge_*)"
+        make(
+            {
+                "kind": "text_similarity",
+                "reference": "r",
+                "evaluation_metric": "fuzzy_match",
+                "tokenizer": "unicode",
+            }
+        )
+    assert (
+        exc.value.message
+        == "tokenizer: not used by evaluation_metric 'fuzzy_match' (only bleu, gleu, meteor, rouge_*)"
+    )
 
 
 def test_embedding_model_without_cosine_is_config_error():
     with pytest.raises(ConfigError) as exc:
-        make({"kind": "text_similarity", "reference": "r", "evaluation_metric": "bleu", "embedding_model": "m"})
+        make(
+            {
+                "kind": "text_similarity",
+                "reference": "r",
+                "evaluation_metric": "bleu",
+                "embedding_model": "m",
+            }
+        )
     assert exc.value.message == "embedding_model: only used with evaluation_metric 'cosine'"
 
 
@@ -261,10 +354,14 @@ def test_meteor_without_wordnet_fails_validation(monkeypatch, tmp_path):
 
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
     with pytest.raises(ConfigError) as exc:
-        make({"kind": "text_similarity", "reference": "r", "evaluation_metric": "meteor"},
-             Context(Path("."), offline=True))
+        make(
+            {"kind": "text_similarity", "reference": "r", "evaluation_metric": "meteor"},
+            Context(Path("."), offline=True),
+        )
     msg = exc.value.message
-    assert msg.startswith(f"evaluation_metric 'meteor' needs the WordNet corpus, which NLTK cannot find (searched {tmp_path})")
+    assert msg.startswith(
+        f"evaluation_metric 'meteor' needs the WordNet corpus, which NLTK cannot find (searched {tmp_path})"
+    )
     assert "scripts/install-wordnet.sh" in msg
 
 
@@ -272,20 +369,28 @@ def test_validation_imports_no_similarity_library():
     import subprocess
     import sys
 
-    code = ("import sys; from pathlib import Path; from ci_evals.graders.base import build_grader; "
-            "from ci_evals.config.specs import Context; "
-            "build_grader('g', {'kind': 'text_similarity', 'reference': 'r', 'evaluation_metric': 'rouge_l'}, "
-            "Context(Path('.'), offline=True)); "
-            "print(sorted(m for m in ('nltk', 'rouge_score', 'rapidfuzz', 'openai') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import sys; from pathlib import Path; from ci_evals.graders.base import build_grader; "
+        "from ci_evals.config.specs import Context; "
+        "build_grader('g', {'kind': 'text_similarity', 'reference': 'r', 'evaluation_metric': 'rouge_l'}, "
+        "Context(Path('.'), offline=True)); "
+        "print(sorted(m for m in ('nltk', 'rouge_score', 'rapidfuzz', 'openai') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
 # --- versions ------------------------------------------------------------------------------
 
+
 def test_library_versions():
-    assert library_versions() == {"nltk": version("nltk"), "rouge-score": version("rouge-score"),
-                                  "rapidfuzz": version("rapidfuzz")}
+    assert library_versions() == {
+        "nltk": version("nltk"),
+        "rouge-score": version("rouge-score"),
+        "rapidfuzz": version("rapidfuzz"),
+    }
 
 
 @needs_wordnet
@@ -296,6 +401,14 @@ def test_meteor_grader_versions_include_wordnet():
 
 
 def test_trajectory_is_not_needed_beyond_output_text():
-    g = run_grader({"kind": "text_similarity", "reference": "{{ item.ground_truth }}", "evaluation_metric": "rouge_1"},
-                   "Paris", Trajectory(), ground_truth="Paris")
+    g = run_grader(
+        {
+            "kind": "text_similarity",
+            "reference": "{{ item.ground_truth }}",
+            "evaluation_metric": "rouge_1",
+        },
+        "Paris",
+        Trajectory(),
+        ground_truth="Paris",
+    )
     assert g.score == 1.0

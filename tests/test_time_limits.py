@@ -29,39 +29,67 @@ def cli(root: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProc
 
 def test_catastrophic_regex_match_is_a_bounded_error_grade(sd):
     evil = "a" * 60 + "b"
-    sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "^(a+)+$"},
-                               {"id": 2, "input": "q", "ground_truth": "^(a|aa)+$"},
-                               {"id": 3, "input": "q", "ground_truth": "^a+b$"}])
+    sd.write(
+        "dataset.jsonl",
+        [
+            {"id": 1, "input": "q", "ground_truth": "^(a+)+$"},
+            {"id": 2, "input": "q", "ground_truth": "^(a|aa)+$"},
+            {"id": 3, "input": "q", "ground_truth": "^a+b$"},
+        ],
+    )
     sd.write("outputs.jsonl", [{"id": i, "output": evil} for i in (1, 2, 3)])
-    sd.suite(replay_suite({"r": {"kind": "tool", "function": "regex_match"}}, {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite(
+            {"r": {"kind": "tool", "function": "regex_match"}}, {"op": "gte", "value": 0.5}
+        )
+    )
     t0 = time.monotonic()
     proc = cli(sd.root, "run", "suite.yaml", "--output", "out", "-q", "--no-cache")
     assert time.monotonic() - t0 < 15
     assert proc.returncode == 1, proc.stderr
     grades = {r["sample_id"]: r["grades"]["r"] for r in sd.results()}
     assert (grades[1]["score"], grades[1]["error"]) == (0.0, None)
-    assert grades[2]["error"] == ("regex '^(a|aa)+$' took over 1 s on a 61-character text "
-                                  "(catastrophic backtracking?)")
+    assert grades[2]["error"] == (
+        "regex '^(a|aa)+$' took over 1 s on a 61-character text (catastrophic backtracking?)"
+    )
     assert (grades[3]["score"], grades[3]["error"]) == (1.0, None)
 
 
 def test_catastrophic_pattern_extractor_is_an_extraction_error(sd):
     sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "x"}])
     sd.write("outputs.jsonl", [{"id": 1, "output": "a" * 60 + "b"}])
-    sd.suite(replay_suite({"c": {"kind": "tool", "function": "contains", "extractor": "pattern",
-                                 "extractor_config": {"pattern": "^(a|aa)+$"}}}, {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite(
+            {
+                "c": {
+                    "kind": "tool",
+                    "function": "contains",
+                    "extractor": "pattern",
+                    "extractor_config": {"pattern": "^(a|aa)+$"},
+                }
+            },
+            {"op": "gte", "value": 0.5},
+        )
+    )
     proc = cli(sd.root, "run", "suite.yaml", "--output", "out", "-q", "--no-cache")
     assert proc.returncode == 1, proc.stderr
     grade = sd.results()[0]["grades"]["c"]
     assert grade["error_category"] == "extraction"
-    assert grade["error"] == ("extractor 'pattern' failed: RegexTimeout: regex '^(a|aa)+$' took over 1 s "
-                              "on a 61-character text (catastrophic backtracking?)")
+    assert grade["error"] == (
+        "extractor 'pattern' failed: RegexTimeout: regex '^(a|aa)+$' took over 1 s "
+        "on a 61-character text (catastrophic backtracking?)"
+    )
 
 
 def sigint_when(sd, ready, out: str = "out") -> tuple[int, str, float]:
     """Run the suite in a subprocess, send SIGINT once ``ready()``; (exit code, stderr, seconds to exit)."""
-    proc = subprocess.Popen([*CLI, "run", "suite.yaml", "--output", out, "-q", "--no-cache"], cwd=sd.root,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "run", "suite.yaml", "--output", out, "-q", "--no-cache"],
+        cwd=sd.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not ready():
@@ -80,9 +108,15 @@ def _sigint_during(sd, out: str = "out") -> tuple[int, str, float]:
 
 
 def test_sigint_is_honoured_within_2_seconds_during_catastrophic_regexes(sd):
-    sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "^(a|aa)+$"} for i in range(30)])
+    sd.write(
+        "dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "^(a|aa)+$"} for i in range(30)]
+    )
     sd.write("outputs.jsonl", [{"id": i, "output": "a" * 80 + "b"} for i in range(30)])
-    sd.suite(replay_suite({"r": {"kind": "tool", "function": "regex_match"}}, {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite(
+            {"r": {"kind": "tool", "function": "regex_match"}}, {"op": "gte", "value": 0.5}
+        )
+    )
     rc, err, took = _sigint_during(sd)
     assert rc == 130, err
     assert took < 2, f"{took:.2f} s"
@@ -94,24 +128,40 @@ def test_sigint_is_honoured_within_2_seconds_during_catastrophic_regexes(sd):
 
 
 def _slow_command_suite(sd, n=12):
-    sd.write("agent.py", "import json, sys, time\ns = json.load(sys.stdin)\ntime.sleep(0.2)\nprint('yes')\n")
+    sd.write(
+        "agent.py",
+        "import json, sys, time\ns = json.load(sys.stdin)\ntime.sleep(0.2)\nprint('yes')\n",
+    )
     sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "yes"} for i in range(n)])
-    sd.suite({"name": "slow", "dataset": "dataset.jsonl",
-              "target": {"kind": "command", "command": [sys.executable, "agent.py"]},
-              "graders": {"c": {"kind": "tool", "function": "contains"}},
-              "gate": {"op": "gte", "value": 0.5}, "max_concurrent": 2})
+    sd.suite(
+        {
+            "name": "slow",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "command", "command": [sys.executable, "agent.py"]},
+            "graders": {"c": {"kind": "tool", "function": "contains"}},
+            "gate": {"op": "gte", "value": 0.5},
+            "max_concurrent": 2,
+        }
+    )
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_repeated_signals_do_not_lose_the_partial_summary(sd, sig, code):
     """The first signal stops the run; more of them, every 10 ms, must not stop the flush."""
     _slow_command_suite(sd)
-    proc = subprocess.Popen([*CLI, "run", "suite.yaml", "--output", "out", "-q"], cwd=sd.root,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "run", "suite.yaml", "--output", "out", "-q"],
+        cwd=sd.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         results = sd.root / "out" / "results.jsonl"
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 2):
+        while time.monotonic() < deadline and not (
+            results.exists() and results.read_text().count("\n") >= 2
+        ):
             time.sleep(0.02)
         for _ in range(300):  # at most 3 s of signals
             if proc.poll() is not None:
@@ -155,12 +205,14 @@ class Drip:
         with conn:
             try:
                 conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\n\r\n" % len(self.body))
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n" % len(self.body)
+                )
                 for i in range(len(self.body)):
                     if self.stop.wait(self.every):
                         return
-                    conn.sendall(self.body[i:i + 1])
+                    conn.sendall(self.body[i : i + 1])
             except OSError:
                 return
 
@@ -179,12 +231,22 @@ def drip():
 
 def test_http_target_timeout_is_a_total_deadline(sd, drip):
     sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "yes"}])
-    sd.suite({"name": "h", "dataset": "dataset.jsonl", "target": {"kind": "http", "url": drip.url, "timeout": 1},
-              "graders": {"c": {"kind": "tool", "function": "contains"}}, "gate": {"op": "gte", "value": 0.5}})
+    sd.suite(
+        {
+            "name": "h",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "http", "url": drip.url, "timeout": 1},
+            "graders": {"c": {"kind": "tool", "function": "contains"}},
+            "gate": {"op": "gte", "value": 0.5},
+        }
+    )
     t0 = time.monotonic()
     assert sd.run() == 1
     took = time.monotonic() - t0
-    assert sd.results()[0]["error"] == {"category": "target", "message": "HTTP target timed out after 1 s"}
+    assert sd.results()[0]["error"] == {
+        "category": "target",
+        "message": "HTTP target timed out after 1 s",
+    }
     assert took < 5, f"{took:.1f} s"
 
 
@@ -194,24 +256,49 @@ def test_model_target_timeout_is_a_total_deadline(sd, drip, monkeypatch, aiohttp
 
     monkeypatch.setattr(transport, "USE_AIOHTTP", aiohttp)
     sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "yes"}])
-    sd.suite({"name": "m", "dataset": "dataset.jsonl",
-              "target": {"kind": "model", "model": "m", "base_url": drip.url + "/v1", "timeout": 1, "max_retries": 0},
-              "graders": {"c": {"kind": "tool", "function": "contains"}}, "gate": {"op": "gte", "value": 0.5}})
+    sd.suite(
+        {
+            "name": "m",
+            "dataset": "dataset.jsonl",
+            "target": {
+                "kind": "model",
+                "model": "m",
+                "base_url": drip.url + "/v1",
+                "timeout": 1,
+                "max_retries": 0,
+            },
+            "graders": {"c": {"kind": "tool", "function": "contains"}},
+            "gate": {"op": "gte", "value": 0.5},
+        }
+    )
     t0 = time.monotonic()
     assert sd.run() == 1
     took = time.monotonic() - t0
-    assert sd.results()[0]["error"]["message"] == \
-        f"model call failed on turn 1: {drip.url}/v1/chat/completions: timed out after 1 s"
+    assert (
+        sd.results()[0]["error"]["message"]
+        == f"model call failed on turn 1: {drip.url}/v1/chat/completions: timed out after 1 s"
+    )
     assert took < 5, f"{took:.1f} s"
 
 
 def test_judge_timeout_is_a_total_deadline(sd, drip):
     sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "yes"}])
     sd.write("outputs.jsonl", [{"id": 1, "output": "yes"}])
-    sd.suite(replay_suite({"j": {"kind": "score_model", "model": "judge", "base_url": drip.url + "/v1",
-                                 "timeout": 1, "max_retries": 0,
-                                 "input": [{"role": "user", "content": "Rate {{ sample.output_text }}"}]}},
-                          {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite(
+            {
+                "j": {
+                    "kind": "score_model",
+                    "model": "judge",
+                    "base_url": drip.url + "/v1",
+                    "timeout": 1,
+                    "max_retries": 0,
+                    "input": [{"role": "user", "content": "Rate {{ sample.output_text }}"}],
+                }
+            },
+            {"op": "gte", "value": 0.5},
+        )
+    )
     t0 = time.monotonic()
     assert sd.run() == 1
     took = time.monotonic() - t0
@@ -223,19 +310,23 @@ def test_judge_timeout_is_a_total_deadline(sd, drip):
 
 # ---------------------------------------------------------------- item 10: custom graders and extractors
 
-SLOW_CODE = ("import time\nfrom ci_evals import grader, extractor, GradeResult\n\n"
-             "@grader\ndef slow(sample, submission):\n"
-             "    if sample.input == 'stuck':\n        time.sleep(30)\n"
-             "    return GradeResult(score=1.0)\n\n"
-             "@extractor\ndef slow_ex(trajectory, config):\n"
-             "    text = trajectory[-1][-1].content\n"
-             "    if text == 'stuck':\n        time.sleep(30)\n"
-             "    return text\n")
+SLOW_CODE = (
+    "import time\nfrom ci_evals import grader, extractor, GradeResult\n\n"
+    "@grader\ndef slow(sample, submission):\n"
+    "    if sample.input == 'stuck':\n        time.sleep(30)\n"
+    "    return GradeResult(score=1.0)\n\n"
+    "@extractor\ndef slow_ex(trajectory, config):\n"
+    "    text = trajectory[-1][-1].content\n"
+    "    if text == 'stuck':\n        time.sleep(30)\n"
+    "    return text\n"
+)
 
 
 def _custom_suite(sd, grader: dict, inputs: list[str]):
     sd.write("g.py", SLOW_CODE)
-    sd.write("dataset.jsonl", [{"id": i, "input": x, "ground_truth": "ok"} for i, x in enumerate(inputs)])
+    sd.write(
+        "dataset.jsonl", [{"id": i, "input": x, "ground_truth": "ok"} for i, x in enumerate(inputs)]
+    )
     sd.write("outputs.jsonl", [{"id": i, "output": x} for i, x in enumerate(inputs)])
     sd.suite(replay_suite({"g": grader}, {"op": "gte", "value": 0.5}, max_concurrent=1))
 
@@ -250,30 +341,42 @@ def test_a_stuck_custom_grader_is_abandoned_after_its_time_limit(sd, monkeypatch
     assert time.monotonic() - t0 < 5
     grades = [r["grades"]["g"] for r in sorted(sd.results(), key=lambda r: r["sample_id"])]
     assert [(g["score"], g["error"]) for g in grades] == [
-        (1.0, None), (None, "grader 'g.py:slow' took over 0.5 s and was abandoned"), (1.0, None)]
+        (1.0, None),
+        (None, "grader 'g.py:slow' took over 0.5 s and was abandoned"),
+        (1.0, None),
+    ]
 
 
 def test_a_stuck_custom_extractor_is_abandoned_after_its_time_limit(sd, monkeypatch):
     from ci_evals.usercode import lane as usercode
 
     monkeypatch.setattr(usercode, "USER_CODE_SECONDS", 0.5)
-    _custom_suite(sd, {"kind": "tool", "function": "contains", "extractor": "g.py:slow_ex"}, ["ok", "stuck"])
+    _custom_suite(
+        sd, {"kind": "tool", "function": "contains", "extractor": "g.py:slow_ex"}, ["ok", "stuck"]
+    )
     t0 = time.monotonic()
     assert sd.run() == 1  # the abandoned extraction is an error: verdict errored
     assert time.monotonic() - t0 < 5
     grades = [r["grades"]["g"] for r in sorted(sd.results(), key=lambda r: r["sample_id"])]
     assert grades[0]["score"] == 1.0
     assert (grades[1]["error_category"], grades[1]["error"]) == (
-        "extraction", "extractor 'g.py:slow_ex' failed: UserCodeTimeout: extractor 'g.py:slow_ex' took over 0.5 s "
-                      "and was abandoned")
+        "extraction",
+        "extractor 'g.py:slow_ex' failed: UserCodeTimeout: extractor 'g.py:slow_ex' took over 0.5 s "
+        "and was abandoned",
+    )
 
 
 def test_sigint_is_honoured_within_2_seconds_while_a_custom_grader_spins(sd):
-    sd.write("g.py", "from ci_evals import grader, GradeResult\n\n@grader\ndef spin(sample, submission):\n"
-                     "    while True:\n        pass\n")
+    sd.write(
+        "g.py",
+        "from ci_evals import grader, GradeResult\n\n@grader\ndef spin(sample, submission):\n"
+        "    while True:\n        pass\n",
+    )
     sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "ok"} for i in range(5)])
     sd.write("outputs.jsonl", [{"id": i, "output": "ok"} for i in range(5)])
-    sd.suite(replay_suite({"g": {"kind": "tool", "function": "g.py:spin"}}, {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite({"g": {"kind": "tool", "function": "g.py:spin"}}, {"op": "gte", "value": 0.5})
+    )
     started = time.monotonic()
     rc, err, took = sigint_when(sd, lambda: time.monotonic() - started > 2)  # loaded, and spinning
     assert rc == 130, err

@@ -37,8 +37,13 @@ REPLY = {"score": 0.75, "rationale": "mostly right"}
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
     monkeypatch.setattr(llm_client, "BACKOFF_BASE", 0.01)
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-                 "GOOGLE_GEMINI_BASE_URL"):
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "GOOGLE_GEMINI_BASE_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -57,7 +62,12 @@ def gemini_env(gemini_server, monkeypatch):  # noqa: F811
 
 
 def make(raw: dict, tmp_path, *, cache: bool = False, pricing: dict | None = None):
-    ctx = Context(tmp_path, tmp_path / "suite.yaml", cache_dir=tmp_path / "cache" if cache else None, pricing=pricing)
+    ctx = Context(
+        tmp_path,
+        tmp_path / "suite.yaml",
+        cache_dir=tmp_path / "cache" if cache else None,
+        pricing=pricing,
+    )
     return build_grader("quality", {"kind": "model_judge", "prompt": "Is it right?", **raw}, ctx)
 
 
@@ -78,19 +88,35 @@ def test_anthropic_judge_sends_letta_evals_request_and_scores(anthropic_env, tmp
     anthropic_env.script(REPLY)
     g = judge(make({"provider": "anthropic", "model": "claude-haiku-4-5"}, tmp_path))
     user = build_judge_prompt("Is it right?", CAPITAL, PARIS)
-    assert anthropic_env.bodies(MESSAGES) == [{
-        "model": "claude-haiku-4-5", "max_tokens": 4096, "temperature": 0.0,
-        "messages": [{"role": "user", "content": user}],
-        "system": [{"type": "text", "text": JUDGE_SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}],
-        "output_config": {"format": {"type": "json_schema", "schema": transform_schema(JUDGE_SCHEMA)}},
-    }]
+    assert anthropic_env.bodies(MESSAGES) == [
+        {
+            "model": "claude-haiku-4-5",
+            "max_tokens": 4096,
+            "temperature": 0.0,
+            "messages": [{"role": "user", "content": user}],
+            "system": [
+                {
+                    "type": "text",
+                    "text": JUDGE_SYSTEM_PROMPT,
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+            "output_config": {
+                "format": {"type": "json_schema", "schema": transform_schema(JUDGE_SCHEMA)}
+            },
+        }
+    ]
     headers = anthropic_env.requests[0].headers
     assert headers["authorization"] == f"Bearer {ANT_KEY}"
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", headers["anthropic-version"])
     prompt = words(JUDGE_SYSTEM_PROMPT) + words(user)
     assert (g.score, g.rationale, g.error) == (0.75, "mostly right", None)
-    assert g.metadata == {"model": "claude-haiku-4-5", "usage": {"prompt_tokens": prompt, "completion_tokens": 5},
-                          "cache_hits": 0, "retries": 0}
+    assert g.metadata == {
+        "model": "claude-haiku-4-5",
+        "usage": {"prompt_tokens": prompt, "completion_tokens": 5},
+        "cache_hits": 0,
+        "retries": 0,
+    }
 
 
 def test_anthropic_retries_429_529_and_500_then_succeeds(anthropic_env, tmp_path):
@@ -100,11 +126,18 @@ def test_anthropic_retries_429_529_and_500_then_succeeds(anthropic_env, tmp_path
     anthropic_env.script(REPLY)
     g = judge(make({"provider": "anthropic"}, tmp_path))
     # 429 and 529 are waits (throttled), the 500 a retry
-    assert (g.score, g.error, g.metadata["retries"], g.metadata["throttled"], anthropic_env.count()) == (
-        0.75, None, 1, 2, 4)
+    assert (
+        g.score,
+        g.error,
+        g.metadata["retries"],
+        g.metadata["throttled"],
+        anthropic_env.count(),
+    ) == (0.75, None, 1, 2, 4)
 
 
-def test_anthropic_out_of_retries_is_an_error_grade_with_the_vendor_message(anthropic_env, tmp_path):
+def test_anthropic_out_of_retries_is_an_error_grade_with_the_vendor_message(
+    anthropic_env, tmp_path
+):
     anthropic_env.fault("500", message="Internal")
     g = judge(make({"provider": "anthropic", "max_retries": 2}, tmp_path))
     assert g.error == f"{anthropic_env.url}/v1/messages: HTTP 500: Internal (after 2 retries)"
@@ -115,9 +148,22 @@ def test_anthropic_overloaded_for_longer_than_max_wait_is_an_error_saying_so(ant
     anthropic_env.fault("overloaded", message="Overloaded")
     sd.write("dataset.jsonl", [{"input": "q", "ground_truth": "a"}])
     sd.write("outputs.jsonl", [{"id": 0, "output": "a"}])
-    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"quality": {"kind": "model_judge", "provider": "anthropic", "model": "judge-1",
-                                      "prompt": "ok?", "max_retries": 0}}})
+    sd.suite(
+        {
+            "name": "t",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {
+                "quality": {
+                    "kind": "model_judge",
+                    "provider": "anthropic",
+                    "model": "judge-1",
+                    "prompt": "ok?",
+                    "max_retries": 0,
+                }
+            },
+        }
+    )
     t0 = time.monotonic()
     assert sd.run("--max-wait", "1") == 1
     # it waits out max_wait (1 s) and no longer: well under the default 600 s even on CI's busiest
@@ -125,8 +171,10 @@ def test_anthropic_overloaded_for_longer_than_max_wait_is_an_error_saying_so(ant
     assert 0.9 < time.monotonic() - t0 < 30
     (rec,) = sd.results()
     error = rec["grades"]["quality"]["error"]
-    assert error == (f"{anthropic_env.url}/v1/messages: HTTP 529: Overloaded; rate limited: still "
-                     "throttled after 1 s (max_wait 1 s)")
+    assert error == (
+        f"{anthropic_env.url}/v1/messages: HTTP 529: Overloaded; rate limited: still "
+        "throttled after 1 s (max_wait 1 s)"
+    )
     assert sd.summary()["endpoints"][0]["rejected"] == anthropic_env.count() >= 2
 
 
@@ -148,30 +196,54 @@ def test_anthropic_spec_base_url_and_api_key_env_win(anthropic_server, monkeypat
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("MY_CLAUDE_KEY", "sk-ant-own-key-999999")
     anthropic_server.script(REPLY)
-    g = judge(make({"provider": "anthropic", "base_url": anthropic_server.url, "api_key_env": "MY_CLAUDE_KEY"},
-                   tmp_path))
-    assert g.score == 0.75 and anthropic_server.requests[0].headers["authorization"] == "Bearer sk-ant-own-key-999999"
+    g = judge(
+        make(
+            {
+                "provider": "anthropic",
+                "base_url": anthropic_server.url,
+                "api_key_env": "MY_CLAUDE_KEY",
+            },
+            tmp_path,
+        )
+    )
+    assert (
+        g.score == 0.75
+        and anthropic_server.requests[0].headers["authorization"] == "Bearer sk-ant-own-key-999999"
+    )
 
 
 def test_anthropic_without_key_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError) as info:
         judge(make({"provider": "anthropic"}, tmp_path))
-    assert str(info.value) == ("graders.quality: ANTHROPIC_API_KEY is not set; set it for provider 'anthropic', "
-                               "or point base_url at a compatible server")
+    assert str(info.value) == (
+        "graders.quality: ANTHROPIC_API_KEY is not set; set it for provider 'anthropic', "
+        "or point base_url at a compatible server"
+    )
 
 
 def test_anthropic_cache_and_cost_as_for_openai(anthropic_env, tmp_path):
     pricing = {"claude-haiku-4-5": {"input_per_mtok": 1.0, "output_per_mtok": 5.0}}
-    anthropic_env.script({"text": json.dumps(REPLY), "usage": {"input_tokens": 100, "output_tokens": 20,
-                                                                "cache_creation_input_tokens": 0,
-                                                                "cache_read_input_tokens": 50}})
+    anthropic_env.script(
+        {
+            "text": json.dumps(REPLY),
+            "usage": {
+                "input_tokens": 100,
+                "output_tokens": 20,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 50,
+            },
+        }
+    )
     raw = {"provider": "anthropic", "model": "claude-haiku-4-5"}
     first = judge(make(raw, tmp_path, cache=True, pricing=pricing))
     second = judge(make(raw, tmp_path, cache=True, pricing=pricing))
     assert first.metadata["usage"] == {"prompt_tokens": 150, "completion_tokens": 20}
     assert first.metadata["cost_usd"] == pytest.approx((150 * 1.0 + 20 * 5.0) / 1e6)
     assert (second.score, second.metadata["cache_hits"], second.metadata["usage"]) == (
-        0.75, 1, {"prompt_tokens": 0, "completion_tokens": 0})
+        0.75,
+        1,
+        {"prompt_tokens": 0, "completion_tokens": 0},
+    )
     assert anthropic_env.count() == 1
 
 
@@ -209,40 +281,70 @@ def test_gemini_retries_429_with_retry_info_and_503(gemini_env, tmp_path):
     gemini_env.fault("503", first=1)
     gemini_env.script(REPLY)
     g = judge(make({"provider": "google"}, tmp_path))
-    assert (g.score, g.metadata["retries"], g.metadata["throttled"], gemini_env.count()) == (0.75, 0, 2, 3)
+    assert (g.score, g.metadata["retries"], g.metadata["throttled"], gemini_env.count()) == (
+        0.75,
+        0,
+        2,
+        3,
+    )
 
 
 def test_gemini_400_is_final_with_the_vendor_message(gemini_env, tmp_path):
     gemini_env.fault("400", message="API key not valid. Please pass a valid API key.")
     g = judge(make({"provider": "google", "model": "gemini-x"}, tmp_path))
-    assert g.error == (f"{gemini_env.url.rstrip('/')}/v1/models/gemini-x:generateContent: "
-                       "HTTP 400: API key not valid. Please pass a valid API key.")
+    assert g.error == (
+        f"{gemini_env.url.rstrip('/')}/v1/models/gemini-x:generateContent: "
+        "HTTP 400: API key not valid. Please pass a valid API key."
+    )
     assert gemini_env.count() == 1
 
 
 def test_gemini_connection_refused_before_any_answer_is_an_error_at_once(monkeypatch, tmp_path):
     monkeypatch.setenv("GEMINI_API_KEY", GEM_KEY)
-    g = judge(make({"provider": "google", "model": "m", "base_url": "http://127.0.0.1:9/", "max_retries": 1},
-                   tmp_path))
+    g = judge(
+        make(
+            {
+                "provider": "google",
+                "model": "m",
+                "base_url": "http://127.0.0.1:9/",
+                "max_retries": 1,
+            },
+            tmp_path,
+        )
+    )
     # before any answer a refused connection is not retried (the breaker counts it instead)
-    assert g.error == "http://127.0.0.1:9/v1/models/m:generateContent: nothing listens on 127.0.0.1:9 (connection refused)"
+    assert (
+        g.error
+        == "http://127.0.0.1:9/v1/models/m:generateContent: nothing listens on 127.0.0.1:9 (connection refused)"
+    )
     assert g.metadata["retries"] == 0
 
 
 def test_gemini_without_key_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError) as info:
         judge(make({"provider": "google"}, tmp_path))
-    assert str(info.value) == ("graders.quality: GEMINI_API_KEY or GOOGLE_API_KEY is not set; set it for provider "
-                               "'google', or point base_url at a compatible server")
+    assert str(info.value) == (
+        "graders.quality: GEMINI_API_KEY or GOOGLE_API_KEY is not set; set it for provider "
+        "'google', or point base_url at a compatible server"
+    )
 
 
 # --- missing extras -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("provider", "line"), [
-    ("anthropic", "provider 'anthropic' needs the anthropic SDK: pip install 'anthropic>=0.80' (the ci-evals[anthropic] extra)"),
-    ("google", "provider 'google' needs the google.genai SDK: pip install 'google-genai>=1.30' (the ci-evals[google] extra)"),
-])
+@pytest.mark.parametrize(
+    ("provider", "line"),
+    [
+        (
+            "anthropic",
+            "provider 'anthropic' needs the anthropic SDK: pip install 'anthropic>=0.80' (the ci-evals[anthropic] extra)",
+        ),
+        (
+            "google",
+            "provider 'google' needs the google.genai SDK: pip install 'google-genai>=1.30' (the ci-evals[google] extra)",
+        ),
+    ],
+)
 def test_missing_extra_is_one_line_naming_the_pip_command(provider, line, monkeypatch):
     import importlib.util
 
@@ -255,15 +357,27 @@ def test_missing_extra_is_one_line_naming_the_pip_command(provider, line, monkey
 def test_validate_without_the_anthropic_sdk_exits_2_with_one_line(sd):
     sd.write("dataset.jsonl", [{"input": "q", "ground_truth": "a"}])
     sd.write("outputs.jsonl", [{"id": 0, "output": "a"}])
-    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"quality": {"kind": "model_judge", "prompt": "ok?", "provider": "anthropic"}}})
-    code = ("import sys; sys.modules['anthropic'] = None; from ci_evals.cli.app import main; "
-            f"sys.exit(main(['validate', {str(sd.root / 'suite.yaml')!r}]))")
+    sd.suite(
+        {
+            "name": "t",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {
+                "quality": {"kind": "model_judge", "prompt": "ok?", "provider": "anthropic"}
+            },
+        }
+    )
+    code = (
+        "import sys; sys.modules['anthropic'] = None; from ci_evals.cli.app import main; "
+        f"sys.exit(main(['validate', {str(sd.root / 'suite.yaml')!r}]))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     line = (sd.root / "suite.yaml").read_text().splitlines().index("    provider: anthropic") + 1
     assert proc.returncode == 2
-    assert proc.stderr == (f"error: {sd.root / 'suite.yaml'}:{line}: graders.quality.provider: provider 'anthropic' "
-                           "needs the anthropic SDK: pip install 'anthropic>=0.80' (the ci-evals[anthropic] extra)\n")
+    assert proc.stderr == (
+        f"error: {sd.root / 'suite.yaml'}:{line}: graders.quality.provider: provider 'anthropic' "
+        "needs the anthropic SDK: pip install 'anthropic>=0.80' (the ci-evals[anthropic] extra)\n"
+    )
 
 
 def test_anthropic_timeout_is_retried_then_an_error(anthropic_env, tmp_path):
@@ -273,12 +387,33 @@ def test_anthropic_timeout_is_retried_then_an_error(anthropic_env, tmp_path):
     assert anthropic_env.count() == 2
 
 
-@pytest.mark.parametrize(("details", "seconds"), [
-    ({"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2.5s"}]}}, 2.5),
-    ({"error": {"details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure"}]}}, None),
-    ({"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "soon"}]}}, None),
-    ("not json", None),
-])
+@pytest.mark.parametrize(
+    ("details", "seconds"),
+    [
+        (
+            {
+                "error": {
+                    "details": [
+                        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2.5s"}
+                    ]
+                }
+            },
+            2.5,
+        ),
+        ({"error": {"details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure"}]}}, None),
+        (
+            {
+                "error": {
+                    "details": [
+                        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "soon"}
+                    ]
+                }
+            },
+            None,
+        ),
+        ("not json", None),
+    ],
+)
 def test_gemini_retry_info_delay(details, seconds):
     from ci_evals.llm.providers import _retry_delay
 
@@ -307,19 +442,40 @@ def test_gemini_waits_what_retry_info_asks(gemini_env, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "google"])
-def test_a_run_with_a_vendor_judge_reports_tokens_cost_and_retries(provider, sd, request, monkeypatch):
+def test_a_run_with_a_vendor_judge_reports_tokens_cost_and_retries(
+    provider, sd, request, monkeypatch
+):
     server = request.getfixturevalue("anthropic_env" if provider == "anthropic" else "gemini_env")
-    server.script({"text": json.dumps(REPLY), "usage": (
-        {"input_tokens": 40, "output_tokens": 10} if provider == "anthropic"
-        else {"promptTokenCount": 40, "candidatesTokenCount": 10, "totalTokenCount": 50})})
+    server.script(
+        {
+            "text": json.dumps(REPLY),
+            "usage": (
+                {"input_tokens": 40, "output_tokens": 10}
+                if provider == "anthropic"
+                else {"promptTokenCount": 40, "candidatesTokenCount": 10, "totalTokenCount": 50}
+            ),
+        }
+    )
     server.fault("429", first=1, retry_after="0")
     sd.write("dataset.jsonl", [{"input": "q", "ground_truth": "a"}])
     sd.write("outputs.jsonl", [{"id": 0, "output": "a"}])
-    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"quality": {"kind": "model_judge", "provider": provider, "model": "judge-1",
-                                      "prompt": "ok?"}},
-              "gate": {"metric_key": "quality", "op": "gte", "value": 0.7},
-              "pricing": {"judge-1": {"input_per_mtok": 2.0, "output_per_mtok": 10.0}}})
+    sd.suite(
+        {
+            "name": "t",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {
+                "quality": {
+                    "kind": "model_judge",
+                    "provider": provider,
+                    "model": "judge-1",
+                    "prompt": "ok?",
+                }
+            },
+            "gate": {"metric_key": "quality", "op": "gte", "value": 0.7},
+            "pricing": {"judge-1": {"input_per_mtok": 2.0, "output_per_mtok": 10.0}},
+        }
+    )
     assert sd.run() == 0
     s = sd.summary()
     assert s["metrics"]["quality"]["mean"] == 0.75
@@ -330,34 +486,81 @@ def test_a_run_with_a_vendor_judge_reports_tokens_cost_and_retries(provider, sd,
 
 def test_verbatim_anthropic_has_no_system_block_and_uses_the_schema(anthropic_env, tmp_path):
     anthropic_env.script(REPLY)
-    judge(make({"provider": "anthropic", "prompt": "Rate {submission} for {input}", "rubric_mode": "verbatim"},
-               tmp_path))
+    judge(
+        make(
+            {
+                "provider": "anthropic",
+                "prompt": "Rate {submission} for {input}",
+                "rubric_mode": "verbatim",
+            },
+            tmp_path,
+        )
+    )
     [body] = anthropic_env.bodies(MESSAGES)
     assert "system" not in body and body["output_config"]["format"]["type"] == "json_schema"
-    assert body["messages"] == [{"role": "user", "content": "Rate Paris. for What is the capital of France?"}]
+    assert body["messages"] == [
+        {"role": "user", "content": "Rate Paris. for What is the capital of France?"}
+    ]
 
 
 def test_verbatim_gemini_sends_the_system_prompt_as_system_instruction(gemini_env, tmp_path):
     gemini_env.script(REPLY)
-    judge(make({"provider": "google", "prompt": "Rate {submission}", "rubric_mode": "verbatim",
-                "system_prompt": "You grade."}, tmp_path))
+    judge(
+        make(
+            {
+                "provider": "google",
+                "prompt": "Rate {submission}",
+                "rubric_mode": "verbatim",
+                "system_prompt": "You grade.",
+            },
+            tmp_path,
+        )
+    )
     [req] = gemini_env.requests
     assert req.body["systemInstruction"]["parts"] == [{"text": "You grade."}]
     assert req.body["contents"] == [{"parts": [{"text": "Rate Paris."}], "role": "user"}]
 
 
-@pytest.mark.parametrize("usage", ["lots", [1], {"input_tokens": "x", "output_tokens": float("nan")},
-                                   {"input_tokens": 10**301, "output_tokens": -7}])
-def test_an_anthropic_answer_with_a_malformed_usage_is_graded_and_counts_bounded_tokens(usage, sd, anthropic_env):
+@pytest.mark.parametrize(
+    "usage",
+    [
+        "lots",
+        [1],
+        {"input_tokens": "x", "output_tokens": float("nan")},
+        {"input_tokens": 10**301, "output_tokens": -7},
+    ],
+)
+def test_an_anthropic_answer_with_a_malformed_usage_is_graded_and_counts_bounded_tokens(
+    usage, sd, anthropic_env
+):
     """Issue 37 G1 on the Anthropic path: the answer is used; its token counts are read bounded."""
     anthropic_env.script({"text": json.dumps(REPLY), "usage": usage})
     sd.write("dataset.jsonl", [{"input": "q", "ground_truth": "a"}])
     sd.write("outputs.jsonl", [{"id": 0, "output": "a"}])
-    sd.suite({"name": "t", "dataset": "dataset.jsonl", "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-              "graders": {"quality": {"kind": "model_judge", "provider": "anthropic", "model": "judge-1",
-                                      "prompt": "ok?"}}})
+    sd.suite(
+        {
+            "name": "t",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+            "graders": {
+                "quality": {
+                    "kind": "model_judge",
+                    "provider": "anthropic",
+                    "model": "judge-1",
+                    "prompt": "ok?",
+                }
+            },
+        }
+    )
     assert sd.run() == 0
     s = sd.summary()
     big = usage.get("input_tokens") == 10**301 if isinstance(usage, dict) else False
-    assert (s["metrics"]["quality"]["mean"], s["errors"]["total"], anthropic_env.count()) == (0.75, 0, 1)
-    assert s["usage"]["graders"]["quality"] == {"prompt_tokens": 1_000_000_000 if big else 0, "completion_tokens": 0}
+    assert (s["metrics"]["quality"]["mean"], s["errors"]["total"], anthropic_env.count()) == (
+        0.75,
+        0,
+        1,
+    )
+    assert s["usage"]["graders"]["quality"] == {
+        "prompt_tokens": 1_000_000_000 if big else 0,
+        "completion_tokens": 0,
+    }

@@ -34,20 +34,43 @@ def judge_suite(sd, gate: dict, n: int = 2) -> None:
     """Replay answers graded by an LLM judge on a port where nothing listens."""
     sd.write("dataset.jsonl", DATA[:n])
     sd.write("outputs.jsonl", YES[:n])
-    sd.suite(replay_suite({"quality": {"kind": "rubric", "prompt": "Is {submission} right?", "max_retries": 0,
-                                       "base_url": f"http://127.0.0.1:{closed_port()}/v1",
-                                       "api_key_env": "JUDGE_KEY", "timeout": 5}}, gate))
+    sd.suite(
+        replay_suite(
+            {
+                "quality": {
+                    "kind": "rubric",
+                    "prompt": "Is {submission} right?",
+                    "max_retries": 0,
+                    "base_url": f"http://127.0.0.1:{closed_port()}/v1",
+                    "api_key_env": "JUDGE_KEY",
+                    "timeout": 5,
+                }
+            },
+            gate,
+        )
+    )
 
 
 def console(sd, capsys, *args: str) -> tuple[int, list[str]]:
     from ci_evals.cli.app import main
 
-    rc = main(["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out"), "--no-cache", *args])
+    rc = main(
+        ["run", str(sd.root / "suite.yaml"), "--output", str(sd.root / "out"), "--no-cache", *args]
+    )
     return rc, capsys.readouterr().out.splitlines()
 
 
-@pytest.mark.parametrize(("op", "metric"), [("gte", "avg_score"), ("gt", "avg_score"), ("lte", "max"),
-                                            ("lt", "max"), ("eq", "min"), ("lte", "accuracy")])
+@pytest.mark.parametrize(
+    ("op", "metric"),
+    [
+        ("gte", "avg_score"),
+        ("gt", "avg_score"),
+        ("lte", "max"),
+        ("lt", "max"),
+        ("eq", "min"),
+        ("lte", "accuracy"),
+    ],
+)
 def test_every_operator_fails_when_the_judge_is_unreachable(sd, monkeypatch, capsys, op, metric):
     monkeypatch.setenv("JUDGE_KEY", "sk-test-unreachable-000")
     judge_suite(sd, {"metric": metric, "op": op, "value": 0.0 if op in ("lt", "eq") else 0.2})
@@ -56,21 +79,40 @@ def test_every_operator_fails_when_the_judge_is_unreachable(sd, monkeypatch, cap
     g = s["gates"][0]
     value = "0" if op in ("lt", "eq") else "0.2"
     assert (rc, s["verdict"], s["gate"], g["status"], g["passed"], g["actual"]) == (
-        1, "errored", {"passed": False}, "errored", False, None)
+        1,
+        "errored",
+        {"passed": False},
+        "errored",
+        False,
+        None,
+    )
     assert (g["errors"], g["graded"], g["n"], g["max_errors"]) == (2, 0, 2, 0)
-    assert f"Gate: quality {metric} {op} {value}: 2 of 2 samples errored (max_errors 0) -> FAIL (holds in 100 % of reruns)" in out
+    assert (
+        f"Gate: quality {metric} {op} {value}: 2 of 2 samples errored (max_errors 0) -> FAIL (holds in 100 % of reruns)"
+        in out
+    )
     assert out[-2] == "Verdict: ERRORED (quality: 2 of 2 samples errored (max_errors 0))"
     m = s["metrics"]["quality"]
-    assert (m["mean"], m["max"], m["pass_rate"], m["graded"], m["errors"]) == (None, None, 0.0, 0, 2)
+    assert (m["mean"], m["max"], m["pass_rate"], m["graded"], m["errors"]) == (
+        None,
+        None,
+        0.0,
+        0,
+        2,
+    )
     assert [gr["category"] for gr in s["errors"]["groups"]] == ["grading"]
-    assert s["errors"]["groups"][0]["count"] == 2 and s["errors"]["groups"][0]["grader"] == "quality"
+    assert (
+        s["errors"]["groups"][0]["count"] == 2 and s["errors"]["groups"][0]["grader"] == "quality"
+    )
 
 
 def test_the_judge_error_message_is_on_the_console_once(sd, monkeypatch, capsys):
     monkeypatch.setenv("JUDGE_KEY", "sk-test-unreachable-000")
     judge_suite(sd, {"metric": "max", "op": "lte", "value": 0.2}, n=4)
     _, out = console(sd, capsys)
-    i = out.index("Errors: 4 of 4 result lines errored (grading 4); errored samples have no score and count as failed:")
+    i = out.index(
+        "Errors: 4 of 4 result lines errored (grading 4); errored samples have no score and count as failed:"
+    )
     assert out[i + 1].startswith("  grading error ×4 (quality): ")
     assert "127.0.0.1" in out[i + 1] and "sk-test" not in "\n".join(out)
     assert not out[i + 2].startswith("  ")
@@ -78,8 +120,14 @@ def test_the_judge_error_message_is_on_the_console_once(sd, monkeypatch, capsys)
 
 def test_no_gate_and_every_sample_failing_at_the_target_is_errored(sd, capsys):
     sd.write("dataset.jsonl", DATA)
-    sd.suite({"name": "typo", "dataset": "dataset.jsonl", "target": {"kind": "command", "command": "pyhton3 agent.py"},
-              "graders": {"q": {"kind": "tool", "function": "contains", "display_name": "Quality"}}})
+    sd.suite(
+        {
+            "name": "typo",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "command", "command": "pyhton3 agent.py"},
+            "graders": {"q": {"kind": "tool", "function": "contains", "display_name": "Quality"}},
+        }
+    )
     rc, out = console(sd, capsys)
     s = sd.summary()
     assert (rc, s["verdict"], s["gate"]["passed"]) == (1, "errored", False)
@@ -87,8 +135,14 @@ def test_no_gate_and_every_sample_failing_at_the_target_is_errored(sd, capsys):
     assert out[table_end - 1].startswith("Quality (q)  -       -  ")
     assert "  target error ×4: cannot start 'pyhton3': No such file or directory" in out
     assert out[-2] == "Verdict: ERRORED (4 of 4 samples errored (max_errors 0); no gate configured)"
-    assert s["errors"]["groups"] == [{"category": "target", "grader": None, "count": 4,
-                                      "message": "cannot start 'pyhton3': No such file or directory"}]
+    assert s["errors"]["groups"] == [
+        {
+            "category": "target",
+            "grader": None,
+            "count": 4,
+            "message": "cannot start 'pyhton3': No such file or directory",
+        }
+    ]
 
 
 def test_no_gate_and_no_error_passes(sd, capsys):
@@ -102,50 +156,105 @@ def test_no_gate_and_no_error_passes(sd, capsys):
 
 def test_console_shows_five_groups_and_how_many_more(sd, capsys):
     sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "yes"} for i in range(8)])
-    sd.write("agent.py", "import json, sys\ns = json.load(sys.stdin)\nprint(f'bad {s[\"id\"] % 7}', file=sys.stderr)\n"
-                         "sys.exit(2)\n")
-    sd.suite({"name": "many", "dataset": "dataset.jsonl",
-              "target": {"kind": "command", "command": [sys.executable, "agent.py"]},
-              "graders": {"q": {"kind": "tool", "function": "contains"}}})
+    sd.write(
+        "agent.py",
+        "import json, sys\ns = json.load(sys.stdin)\nprint(f'bad {s[\"id\"] % 7}', file=sys.stderr)\n"
+        "sys.exit(2)\n",
+    )
+    sd.suite(
+        {
+            "name": "many",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "command", "command": [sys.executable, "agent.py"]},
+            "graders": {"q": {"kind": "tool", "function": "contains"}},
+        }
+    )
     _, out = console(sd, capsys)
     i = next(k for k, line in enumerate(out) if line.startswith("Errors: 8 of 8"))
     assert out[i + 1] == "  target error ×2: command exited with code 2; stderr: bad 0"
-    assert [line.split(":")[0] for line in out[i + 2:i + 6]] == ["  target error ×1"] * 4
+    assert [line.split(":")[0] for line in out[i + 2 : i + 6]] == ["  target error ×1"] * 4
     assert out[i + 6] == "  and 2 more distinct messages (summary.json errors.groups)"
 
 
 def test_a_lower_is_better_gate_on_graded_scores(sd, capsys):
     sd.write("dataset.jsonl", DATA)
-    sd.write("outputs.jsonl", [{"id": 0, "output": "yes"}, {"id": 1, "output": "no"}, {"id": 2, "output": "no"},
-                               {"id": 3, "output": "no"}])
-    sd.suite(replay_suite({"wrong": {"kind": "tool", "function": "contains"}},
-                          {"metric": "max", "op": "lte", "value": 0.5}))
+    sd.write(
+        "outputs.jsonl",
+        [
+            {"id": 0, "output": "yes"},
+            {"id": 1, "output": "no"},
+            {"id": 2, "output": "no"},
+            {"id": 3, "output": "no"},
+        ],
+    )
+    sd.suite(
+        replay_suite(
+            {"wrong": {"kind": "tool", "function": "contains"}},
+            {"metric": "max", "op": "lte", "value": 0.5},
+        )
+    )
     rc, out = console(sd, capsys)
     s = sd.summary()
-    assert (rc, s["verdict"], s["gates"][0]["actual"], s["metrics"]["wrong"]["rule"]) == (1, "failed", 1.0, "score <= 0.5")
+    assert (rc, s["verdict"], s["gates"][0]["actual"], s["metrics"]["wrong"]["rule"]) == (
+        1,
+        "failed",
+        1.0,
+        "score <= 0.5",
+    )
     # resampling 4 samples, the max is the one 1.0 again in 1 - 0.75**4 = 68 % of reruns: flagged
-    assert "Gate: wrong max lte 0.5: max 1.0000, needs <= 0.5 -> UNSTABLE: FAIL (holds in 68 % of reruns)" in out
+    assert (
+        "Gate: wrong max lte 0.5: max 1.0000, needs <= 0.5 -> UNSTABLE: FAIL (holds in 68 % of reruns)"
+        in out
+    )
     assert s["metrics"]["wrong"]["pass_rate"] == 0.75  # three samples score 0, which is <= 0.5
 
 
 def test_accuracy_with_pass_op_is_the_metric_pass_rate(sd):
     sd.write("dataset.jsonl", DATA)
-    sd.write("outputs.jsonl", [{"id": 0, "output": "yes"}, {"id": 1, "output": "no"}, {"id": 2, "output": "no"}])
-    sd.suite(replay_suite({"c": {"kind": "tool", "function": "contains"}},
-                          {"metric": "accuracy", "op": "gte", "value": 0.5, "pass_op": "lte", "pass_value": 0.0,
-                           "max_errors": 1}))
+    sd.write(
+        "outputs.jsonl",
+        [{"id": 0, "output": "yes"}, {"id": 1, "output": "no"}, {"id": 2, "output": "no"}],
+    )
+    sd.suite(
+        replay_suite(
+            {"c": {"kind": "tool", "function": "contains"}},
+            {
+                "metric": "accuracy",
+                "op": "gte",
+                "value": 0.5,
+                "pass_op": "lte",
+                "pass_value": 0.0,
+                "max_errors": 1,
+            },
+        )
+    )
     assert sd.run() == 0
     s = sd.summary()
-    assert (s["gates"][0]["actual"], s["metrics"]["c"]["pass_rate"], s["metrics"]["c"]["rule"]) == (0.5, 0.5, "score <= 0")
+    assert (s["gates"][0]["actual"], s["metrics"]["c"]["pass_rate"], s["metrics"]["c"]["rule"]) == (
+        0.5,
+        0.5,
+        "score <= 0",
+    )
 
 
 def test_each_metric_keeps_its_own_rule(sd, capsys):
     sd.write("dataset.jsonl", DATA)
     sd.write("outputs.jsonl", YES)
-    sd.suite(replay_suite({"a": {"kind": "tool", "function": "contains"},
-                           "b": {"kind": "tool", "function": "exact_match", "pass_op": "gte", "pass_value": 0.5},
-                           "c": {"kind": "tool", "function": "ascii_printable_only"}},
-                          {"metric_key": "a", "metric": "max", "op": "lte", "value": 0.2}))
+    sd.suite(
+        replay_suite(
+            {
+                "a": {"kind": "tool", "function": "contains"},
+                "b": {
+                    "kind": "tool",
+                    "function": "exact_match",
+                    "pass_op": "gte",
+                    "pass_value": 0.5,
+                },
+                "c": {"kind": "tool", "function": "ascii_printable_only"},
+            },
+            {"metric_key": "a", "metric": "max", "op": "lte", "value": 0.2},
+        )
+    )
     console(sd, capsys)
     rules = {k: m["rule"] for k, m in sd.summary()["metrics"].items()}
     assert rules == {"a": "score <= 0.2", "b": "score >= 0.5", "c": "score >= 1"}
@@ -154,36 +263,74 @@ def test_each_metric_keeps_its_own_rule(sd, capsys):
 def test_two_rules_for_one_metric_are_a_configuration_error(sd, capsys):
     sd.write("dataset.jsonl", DATA)
     sd.write("outputs.jsonl", YES)
-    sd.suite(replay_suite({"a": {"kind": "tool", "function": "contains", "pass_threshold": 0.5}},
-                          {"metric": "accuracy", "op": "gte", "value": 0.5, "pass_value": 0.8}))
+    sd.suite(
+        replay_suite(
+            {"a": {"kind": "tool", "function": "contains", "pass_threshold": 0.5}},
+            {"metric": "accuracy", "op": "gte", "value": 0.5, "pass_value": 0.8},
+        )
+    )
     assert sd.run() == 2
     assert capsys.readouterr().err.strip() == (
         f"error: {sd.root / 'suite.yaml'}:7: graders.a: metric 'a' has two per-sample pass rules: score >= 0.5 "
-        "(graders.a.pass_threshold) and score >= 0.8 (gates on 'a' #1); keep one")
+        "(graders.a.pass_threshold) and score >= 0.8 (gates on 'a' #1); keep one"
+    )
 
 
-@pytest.mark.parametrize(("gate_budget", "suite_budget", "flag", "rc", "reason"), [
-    ({}, {}, [], 1, "2 of 4 samples errored (max_errors 0)"),
-    ({"max_errors": 2}, {}, [], 0, "avg_score 1.0000 >= 0.5; 2 of 4 samples errored (within max_errors 2)"),
-    ({"max_errors": 1}, {}, [], 1, "2 of 4 samples errored (max_errors 1)"),
-    ({"max_error_rate": 0.5}, {}, [], 0,
-     "avg_score 1.0000 >= 0.5; 2 of 4 samples errored (within max_error_rate 0.5)"),
-    ({"max_error_rate": 0.25}, {}, [], 1, "2 of 4 samples errored (max_error_rate 0.25)"),
-    ({}, {"max_errors": 2}, [], 0, "avg_score 1.0000 >= 0.5; 2 of 4 samples errored (within max_errors 2)"),
-    ({"max_errors": 0}, {"max_errors": 5}, [], 1, "2 of 4 samples errored (max_errors 0)"),
-    ({"max_errors": 0}, {}, ["--max-errors", "2"], 0,
-     "avg_score 1.0000 >= 0.5; 2 of 4 samples errored (within max_errors 2)"),
-    ({"max_errors": 9}, {}, ["--max-errors", "1"], 1, "2 of 4 samples errored (max_errors 1)"),
-])
+@pytest.mark.parametrize(
+    ("gate_budget", "suite_budget", "flag", "rc", "reason"),
+    [
+        ({}, {}, [], 1, "2 of 4 samples errored (max_errors 0)"),
+        (
+            {"max_errors": 2},
+            {},
+            [],
+            0,
+            "avg_score 1.0000 >= 0.5; 2 of 4 samples errored (within max_errors 2)",
+        ),
+        ({"max_errors": 1}, {}, [], 1, "2 of 4 samples errored (max_errors 1)"),
+        (
+            {"max_error_rate": 0.5},
+            {},
+            [],
+            0,
+            "avg_score 1.0000 >= 0.5; 2 of 4 samples errored (within max_error_rate 0.5)",
+        ),
+        ({"max_error_rate": 0.25}, {}, [], 1, "2 of 4 samples errored (max_error_rate 0.25)"),
+        (
+            {},
+            {"max_errors": 2},
+            [],
+            0,
+            "avg_score 1.0000 >= 0.5; 2 of 4 samples errored (within max_errors 2)",
+        ),
+        ({"max_errors": 0}, {"max_errors": 5}, [], 1, "2 of 4 samples errored (max_errors 0)"),
+        (
+            {"max_errors": 0},
+            {},
+            ["--max-errors", "2"],
+            0,
+            "avg_score 1.0000 >= 0.5; 2 of 4 samples errored (within max_errors 2)",
+        ),
+        ({"max_errors": 9}, {}, ["--max-errors", "1"], 1, "2 of 4 samples errored (max_errors 1)"),
+    ],
+)
 def test_error_budgets(sd, gate_budget, suite_budget, flag, rc, reason):
     sd.write("dataset.jsonl", DATA)
     sd.write("outputs.jsonl", YES[:2])
-    sd.suite(replay_suite({"q": {"kind": "tool", "function": "contains"}},
-                          {"op": "gte", "value": 0.5, **gate_budget}, **suite_budget))
+    sd.suite(
+        replay_suite(
+            {"q": {"kind": "tool", "function": "contains"}},
+            {"op": "gte", "value": 0.5, **gate_budget},
+            **suite_budget,
+        )
+    )
     assert sd.run(*flag) == rc
     g = sd.summary()["gates"][0]
     assert (g["reason"], g["status"], sd.summary()["verdict"]) == (
-        reason, "passed" if rc == 0 else "errored", "passed" if rc == 0 else "errored")
+        reason,
+        "passed" if rc == 0 else "errored",
+        "passed" if rc == 0 else "errored",
+    )
 
 
 def test_a_run_without_gates_uses_the_suite_budget(sd):
@@ -191,14 +338,19 @@ def test_a_run_without_gates_uses_the_suite_budget(sd):
     sd.write("outputs.jsonl", YES[:3])
     sd.suite(replay_suite({"q": {"kind": "tool", "function": "contains"}}, max_errors=1))
     assert sd.run() == 0
-    assert sd.summary()["verdict_reason"] == "no gate configured; 1 of 4 samples errored (within the error budget)"
+    assert (
+        sd.summary()["verdict_reason"]
+        == "no gate configured; 1 of 4 samples errored (within the error budget)"
+    )
     assert sd.run("--max-errors", "0") == 1
 
 
 def test_a_measured_failure_is_failed_not_errored(sd):
     sd.write("dataset.jsonl", DATA)
     sd.write("outputs.jsonl", [{"id": i, "output": "no"} for i in range(4)])
-    sd.suite(replay_suite({"q": {"kind": "tool", "function": "contains"}}, {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite({"q": {"kind": "tool", "function": "contains"}}, {"op": "gte", "value": 0.5})
+    )
     assert sd.run() == 1
     s = sd.summary()
     assert (s["verdict"], s["verdict_reason"]) == ("failed", "q: avg_score 0.0000, needs >= 0.5")
@@ -207,7 +359,9 @@ def test_a_measured_failure_is_failed_not_errored(sd):
 def test_intervals_are_always_computed_and_wilson_is_honest_at_the_extremes(sd):
     sd.write("dataset.jsonl", [{"id": i, "input": "q", "ground_truth": "yes"} for i in range(6)])
     sd.write("outputs.jsonl", [{"id": i, "output": "yes"} for i in range(6)])
-    sd.suite(replay_suite({"q": {"kind": "tool", "function": "contains"}}, {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite({"q": {"kind": "tool", "function": "contains"}}, {"op": "gte", "value": 0.5})
+    )
     assert sd.run() == 0
     m = sd.summary()["metrics"]["q"]
     assert m["ci_mean"] == [1.0, 1.0]  # every bootstrap resample of six 1.0 scores is 1.0
@@ -228,9 +382,14 @@ def test_timestamps_have_no_microseconds(sd):
 def test_quiet_mode_prints_the_verdict_word(sd, capsys):
     sd.write("dataset.jsonl", DATA)
     sd.write("outputs.jsonl", YES[:3])
-    sd.suite(replay_suite({"q": {"kind": "tool", "function": "contains"}}, {"op": "gte", "value": 0.5}))
+    sd.suite(
+        replay_suite({"q": {"kind": "tool", "function": "contains"}}, {"op": "gte", "value": 0.5})
+    )
     assert sd.run() == 1
-    assert capsys.readouterr().out.splitlines()[0] == "t: ERRORED (q: 1 of 4 samples errored (max_errors 0))"
+    assert (
+        capsys.readouterr().out.splitlines()[0]
+        == "t: ERRORED (q: 1 of 4 samples errored (max_errors 0))"
+    )
 
 
 # ---------------------------------------------------------------- the property
@@ -239,14 +398,25 @@ def test_quiet_mode_prints_the_verdict_word(sd, capsys):
 @st.composite
 def mixes(draw):
     n = draw(st.integers(1, 25))
-    outcomes = draw(st.lists(st.one_of(st.none(), st.floats(0, 1, allow_nan=False)), min_size=n, max_size=n))
+    outcomes = draw(
+        st.lists(st.one_of(st.none(), st.floats(0, 1, allow_nan=False)), min_size=n, max_size=n)
+    )
     op = draw(st.sampled_from(["gte", "gt", "lte", "lt", "eq"]))
-    metric = draw(st.sampled_from(["avg_score", "accuracy", "min", "max", "median", "p50", "p95", "p99"]))
-    budget = draw(st.one_of(
-        st.fixed_dictionaries({"max_errors": st.integers(0, n)}),
-        st.fixed_dictionaries({"max_error_rate": st.floats(0, 1, allow_nan=False)}),
-        st.fixed_dictionaries({"max_errors": st.integers(0, n), "max_error_rate": st.floats(0, 1, allow_nan=False)}),
-    ))
+    metric = draw(
+        st.sampled_from(["avg_score", "accuracy", "min", "max", "median", "p50", "p95", "p99"])
+    )
+    budget = draw(
+        st.one_of(
+            st.fixed_dictionaries({"max_errors": st.integers(0, n)}),
+            st.fixed_dictionaries({"max_error_rate": st.floats(0, 1, allow_nan=False)}),
+            st.fixed_dictionaries(
+                {
+                    "max_errors": st.integers(0, n),
+                    "max_error_rate": st.floats(0, 1, allow_nan=False),
+                }
+            ),
+        )
+    )
     value = draw(st.sampled_from([0.0, 0.5, 1.0]))
     num_runs = draw(st.integers(1, 2))
     return outcomes, op, metric, budget, value, num_runs
@@ -256,20 +426,30 @@ def mixes(draw):
 @given(mix=mixes())
 def test_a_gate_never_passes_with_more_errors_than_its_budget(mix):
     outcomes, op, metric, budget, value, num_runs = mix
-    config = {"graders": {"m": {"label": "m", "kind": "tool", "rule": ["gte", 0.5]}},
-              "gates": [{"metric_key": "m", "metric": metric, "op": op, "value": value, **budget}],
-              "num_runs": num_runs, "reducer": "mean", "target": {"kind": "replay"}}
+    config = {
+        "graders": {"m": {"label": "m", "kind": "tool", "rule": ["gte", 0.5]}},
+        "gates": [{"metric_key": "m", "metric": metric, "op": op, "value": value, **budget}],
+        "num_runs": num_runs,
+        "reducer": "mean",
+        "target": {"kind": "replay"},
+    }
     agg = Aggregator(config)
     for i, score in enumerate(outcomes):
         for run in range(num_runs):
-            grade = ({"score": None, "passed": False, "error": "boom", "error_category": "grading"} if score is None
-                     else {"score": score, "passed": score >= 0.5, "error": None})
-            agg.add({"sample_id": i, "run": run, "model": None, "error": None, "grades": {"m": grade}})
+            grade = (
+                {"score": None, "passed": False, "error": "boom", "error_category": "grading"}
+                if score is None
+                else {"score": score, "passed": score >= 0.5, "error": None}
+            )
+            agg.add(
+                {"sample_id": i, "run": run, "model": None, "error": None, "grades": {"m": grade}}
+            )
     gate = evaluate_gates(agg, agg.finish(), config, None)[0]
     errors = sum(s is None for s in outcomes)
     n = len(outcomes)
-    over = errors > budget.get("max_errors", n) or \
-        ("max_error_rate" in budget and errors / n > budget["max_error_rate"] + 1e-12)
+    over = errors > budget.get("max_errors", n) or (
+        "max_error_rate" in budget and errors / n > budget["max_error_rate"] + 1e-12
+    )
     assert gate["errors"] == errors and gate["n"] == n
     if over or errors == n:
         assert (gate["passed"], gate["status"]) == (False, "errored")
@@ -281,7 +461,12 @@ def test_a_gate_never_passes_with_more_errors_than_its_budget(mix):
 def test_interrupted_run_is_never_printed_as_passed():
     from ci_evals.gating.verdict import decide, exit_code, word
 
-    summary = {"interrupted_by": "SIGTERM", "n_samples": 3, "gates": [{"passed": True}], "partial": True}
+    summary = {
+        "interrupted_by": "SIGTERM",
+        "n_samples": 3,
+        "gates": [{"passed": True}],
+        "partial": True,
+    }
     assert decide(summary) == ("interrupted", "interrupted by SIGTERM after 3 samples")
     assert (word(summary), exit_code(summary)) == ("INTERRUPTED", 143)
 
@@ -289,15 +474,56 @@ def test_interrupted_run_is_never_printed_as_passed():
 def test_summary_json_is_written_with_the_contract_fields(sd):
     sd.write("dataset.jsonl", DATA)
     sd.write("outputs.jsonl", YES)
-    sd.suite(replay_suite({"q": {"kind": "tool", "function": "contains", "display_name": "Q"}},
-                          {"op": "gte", "value": 0.5}))
-    assert main(["run", str(sd.root / "suite.yaml"), "-o", str(sd.root / "out"), "-q", "--no-cache"]) == 0
+    sd.suite(
+        replay_suite(
+            {"q": {"kind": "tool", "function": "contains", "display_name": "Q"}},
+            {"op": "gte", "value": 0.5},
+        )
+    )
+    assert (
+        main(["run", str(sd.root / "suite.yaml"), "-o", str(sd.root / "out"), "-q", "--no-cache"])
+        == 0
+    )
     s = json.loads((sd.root / "out" / "summary.json").read_text())
-    assert set(s["gates"][0]) >= {"metric_key", "metric", "op", "value", "actual", "passed", "status", "label",
-                                  "max_errors", "max_error_rate", "errors", "graded", "n", "reason", "children"}
-    assert set(s["metrics"]["q"]) >= {"n", "graded", "errors", "mean", "min", "max", "median", "p50", "p95", "p99",
-                                      "pass_rate", "ci_mean", "ci_pass_rate", "label", "rule"}
-    assert (s["verdict"], s["gates"][0]["label"], s["metrics"]["q"]["label"]) == ("passed", "Q", "Q")
+    assert set(s["gates"][0]) >= {
+        "metric_key",
+        "metric",
+        "op",
+        "value",
+        "actual",
+        "passed",
+        "status",
+        "label",
+        "max_errors",
+        "max_error_rate",
+        "errors",
+        "graded",
+        "n",
+        "reason",
+        "children",
+    }
+    assert set(s["metrics"]["q"]) >= {
+        "n",
+        "graded",
+        "errors",
+        "mean",
+        "min",
+        "max",
+        "median",
+        "p50",
+        "p95",
+        "p99",
+        "pass_rate",
+        "ci_mean",
+        "ci_pass_rate",
+        "label",
+        "rule",
+    }
+    assert (s["verdict"], s["gates"][0]["label"], s["metrics"]["q"]["label"]) == (
+        "passed",
+        "Q",
+        "Q",
+    )
 
 
 def test_the_documented_lower_is_better_example(tmp_path, capsys):
@@ -319,14 +545,24 @@ def test_the_documented_lower_is_better_example(tmp_path, capsys):
 def test_gates_on_means_and_pass_rates_always_carry_their_95_interval(sd):
     sd.write("dataset.jsonl", DATA)
     sd.write("outputs.jsonl", [{"id": i, "output": "yes" if i else "no"} for i in range(4)])
-    sd.suite(replay_suite({"q": {"kind": "tool", "function": "contains"}}, None,
-                          gates=[{"op": "gte", "value": 0.5}, {"metric": "accuracy", "op": "gte", "value": 0.5},
-                                 {"metric": "min", "op": "gte", "value": 0.0}]))
+    sd.suite(
+        replay_suite(
+            {"q": {"kind": "tool", "function": "contains"}},
+            None,
+            gates=[
+                {"op": "gte", "value": 0.5},
+                {"metric": "accuracy", "op": "gte", "value": 0.5},
+                {"metric": "min", "op": "gte", "value": 0.0},
+            ],
+        )
+    )
     assert sd.run() == 0
     s = sd.summary()
     m = s["metrics"]["q"]
     assert [g["interval"] for g in s["gates"]] == [m["ci_mean"], m["ci_pass_rate"], None]
     assert [round(x, 4) for x in m["ci_pass_rate"]] == [0.3006, 0.9544]
     md = (sd.root / "out" / "summary.md").read_text()
-    assert ("| q accuracy gte 0.5 | 0.750 | 0.301–0.954 | 4/4 | 0 | ⚠️ unstable: ✅ passed (holds in 79 % of reruns) | "
-            "accuracy 0.7500 &gt;= 0.5 |") in md
+    assert (
+        "| q accuracy gte 0.5 | 0.750 | 0.301–0.954 | 4/4 | 0 | ⚠️ unstable: ✅ passed (holds in 79 % of reruns) | "
+        "accuracy 0.7500 &gt;= 0.5 |"
+    ) in md

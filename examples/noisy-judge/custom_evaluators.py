@@ -36,6 +36,8 @@ def noisy_judge(sample: Sample, submission: str) -> GradeResult:
     if sample.ground_truth and str(sample.ground_truth).lower() not in submission.lower():
         p /= 2  # the answer misses the fix: judged worse
     passed = random.Random(f"{seed}:{sample.id}:{call}").random() < p
-    return GradeResult(score=1.0 if passed else 0.0,
-                       rationale=f"stand-in judge: pass with probability {p:.2f}",
-                       metadata={"pass_probability": p, "call": call})
+    return GradeResult(
+        score=1.0 if passed else 0.0,
+        rationale=f"stand-in judge: pass with probability {p:.2f}",
+        metadata={"pass_probability": p, "call": call},
+    )

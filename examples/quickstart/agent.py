@@ -24,8 +24,21 @@ for text in turns:
     reply = next((a for k, a in ANSWERS.items() if k in text), "Nice to meet you!")
     if "2 + 2" in text or "6 * 7" in text:
         expr = "2 + 2" if "2 + 2" in text else "6 * 7"
-        messages.append({"role": "assistant", "content": "",
-                         "tool_calls": [{"id": "c1", "name": "calculator", "arguments": json.dumps({"expression": expr})}]})
-        messages.append({"role": "tool", "tool_call_id": "c1", "name": "calculator", "content": str(eval(expr))})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "name": "calculator",
+                        "arguments": json.dumps({"expression": expr}),
+                    }
+                ],
+            }
+        )
+        messages.append(
+            {"role": "tool", "tool_call_id": "c1", "name": "calculator", "content": str(eval(expr))}
+        )
     messages.append({"role": "assistant", "content": reply})
 print(json.dumps({"messages": messages}))

@@ -12,14 +12,31 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "grader": "ci_evals.usercode.decorators", "extractor": "ci_evals.usercode.decorators",
-    "suite_setup": "ci_evals.usercode.decorators", "agent_factory": "ci_evals.usercode.decorators",
-    "reward_composer": "ci_evals.usercode.decorators", "RewardOutput": "ci_evals.graders.reward", "RewardContext": "ci_evals.graders.reward",
-    "Grade": "ci_evals.core.sample", "GradeResult": "ci_evals.core.sample", "Sample": "ci_evals.core.sample",
+    "grader": "ci_evals.usercode.decorators",
+    "extractor": "ci_evals.usercode.decorators",
+    "suite_setup": "ci_evals.usercode.decorators",
+    "agent_factory": "ci_evals.usercode.decorators",
+    "reward_composer": "ci_evals.usercode.decorators",
+    "RewardOutput": "ci_evals.graders.reward",
+    "RewardContext": "ci_evals.graders.reward",
+    "Grade": "ci_evals.core.sample",
+    "GradeResult": "ci_evals.core.sample",
+    "Sample": "ci_evals.core.sample",
 }
 
-__all__ = ["Grade", "GradeResult", "RewardContext", "RewardOutput", "Sample", "__version__", "agent_factory",
-           "extractor", "grader", "reward_composer", "suite_setup"]
+__all__ = [
+    "Grade",
+    "GradeResult",
+    "RewardContext",
+    "RewardOutput",
+    "Sample",
+    "__version__",
+    "agent_factory",
+    "extractor",
+    "grader",
+    "reward_composer",
+    "suite_setup",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -30,5 +30,7 @@ def prompt_text(req: dict[str, Any]) -> str:
 
 def section(text: str, heading: str) -> str | None:
     """The text under a ``## heading`` line up to the next ``---`` or ``##`` line."""
-    m = re.search(r"^## " + re.escape(heading) + r"[^\n]*\n(.*?)(?=^---$|^## |\Z)", text, re.M | re.S)
+    m = re.search(
+        r"^## " + re.escape(heading) + r"[^\n]*\n(.*?)(?=^---$|^## |\Z)", text, re.M | re.S
+    )
     return m.group(1).strip() if m else None

@@ -58,8 +58,9 @@ class FakeGitHub:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}{self.prefix}"
 
-    def add_comments(self, number: int, bodies: list[str], author: dict[str, str] | None = None
-                     ) -> list[dict[str, Any]]:
+    def add_comments(
+        self, number: int, bodies: list[str], author: dict[str, str] | None = None
+    ) -> list[dict[str, Any]]:
         """Pre-existing comments on PR ``number``, oldest first; by the token's user unless ``author``."""
         return [self._new(number, b, author) for b in bodies]
 
@@ -135,7 +136,9 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                     return self._send(200, {"number": number, "head": {"sha": state.pulls[number]}})
                 if method == "GET" and parts.path == f"{state.prefix}/user":
                     if state.user_login is None:
-                        return self._send(403, {"message": "Resource not accessible by integration"})
+                        return self._send(
+                            403, {"message": "Resource not accessible by integration"}
+                        )
                     return self._send(200, state.own_user())
                 if method == "GET" and m_list:
                     return self._list(int(m_list.group(1)), query, parts.path)
@@ -150,7 +153,9 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                         for c in comments:
                             if c["id"] == int(m_edit.group(1)):
                                 if c["user"] != state.own_user():
-                                    return self._send(403, {"message": "Resource not accessible by integration"})
+                                    return self._send(
+                                        403, {"message": "Resource not accessible by integration"}
+                                    )
                                 c["body"] = body["body"]
                                 return self._send(200, c)
                 return self._send(404, {"message": "Not Found"})

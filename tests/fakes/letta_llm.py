@@ -46,12 +46,32 @@ from tests.fakes.chat_text import last_user, prompt_text, section, text_of
 
 MODELS = ("gpt-4o-mini", "gpt-4.1-mini")
 # Letta's own tools: never the "custom tool" an agent of the examples is about.
-LETTA_TOOLS = {"send_message", "conversation_search", "archival_memory_search", "archival_memory_insert",
-               "memory_insert", "memory_replace", "memory_rethink", "memory_finish_edits",
-               "core_memory_append", "core_memory_replace", "memory", "web_search", "fetch_webpage",
-               "run_code", "send_message_to_agent_async"}
-STATS: dict[str, Any] = {"requests": 0, "chat": 0, "judge": 0, "tool_calls": 0, "prompt_tokens": 0,
-                         "completion_tokens": 0, "models": {}}
+LETTA_TOOLS = {
+    "send_message",
+    "conversation_search",
+    "archival_memory_search",
+    "archival_memory_insert",
+    "memory_insert",
+    "memory_replace",
+    "memory_rethink",
+    "memory_finish_edits",
+    "core_memory_append",
+    "core_memory_replace",
+    "memory",
+    "web_search",
+    "fetch_webpage",
+    "run_code",
+    "send_message_to_agent_async",
+}
+STATS: dict[str, Any] = {
+    "requests": 0,
+    "chat": 0,
+    "judge": 0,
+    "tool_calls": 0,
+    "prompt_tokens": 0,
+    "completion_tokens": 0,
+    "models": {},
+}
 LOCK = threading.Lock()
 LATENCY = 0.0
 LOG: str | None = None
@@ -92,25 +112,37 @@ def letta_code_answer(user: str) -> str:
 def reply(req: dict[str, Any]) -> tuple[str | None, tuple[str, dict[str, Any]] | None]:
     """(content, tool call) for one chat request."""
     msgs = [m for m in req.get("messages") or [] if isinstance(m, dict)]
-    tools = {(t.get("function") or {}).get("name"): t.get("function") or {} for t in req.get("tools") or []}
+    tools = {
+        (t.get("function") or {}).get("name"): t.get("function") or {}
+        for t in req.get("tools") or []
+    }
     user = last_user(req)
     if msgs and msgs[-1].get("role") == "tool":
         name = msgs[-1].get("name") or ""
-        return ("Grade submitted." if name == "submit_grade" else tool_result_text(text_of(msgs[-1].get("content")))), None
+        return (
+            "Grade submitted."
+            if name == "submit_grade"
+            else tool_result_text(text_of(msgs[-1].get("content")))
+        ), None
     if "Letta Code" in user and "<system-reminder>" in user:
         return letta_code_answer(user), None
     if "submit_grade" in tools:
         score, why = judge_score(prompt_text(req))
         return None, ("submit_grade", {"score": score, "rationale": why})
-    if req.get("response_format") and not tools:  # a model judge (letta-evals' or ci-evals' model_judge)
+    if (
+        req.get("response_format") and not tools
+    ):  # a model judge (letta-evals' or ci-evals' model_judge)
         score, why = judge_score(prompt_text(req))
         return json.dumps({"score": score, "rationale": why}), None
     custom = [n for n in tools if n and n not in LETTA_TOOLS]
     if custom:
         props = (tools[custom[0]].get("parameters") or {}).get("properties") or {}
         found = re.findall(r"[\w'-]+", user)
-        args = {p: (found[-1] if found else "") for p, s in props.items()
-                if isinstance(s, dict) and s.get("type", "string") == "string"}
+        args = {
+            p: (found[-1] if found else "")
+            for p, s in props.items()
+            if isinstance(s, dict) and s.get("type", "string") == "string"
+        }
         return None, (custom[0], args)
     return f"ECHO: {user}", None
 
@@ -136,8 +168,16 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 return self._send(200, json.loads(json.dumps(STATS)))
         if path.endswith("/models"):
-            return self._send(200, {"object": "list", "data": [
-                {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in MODELS]})
+            return self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "fake"}
+                        for m in MODELS
+                    ],
+                },
+            )
         self._send(404, {"error": {"message": "not found"}})
 
     def do_POST(self) -> None:
@@ -156,11 +196,24 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/embeddings"):
             inputs = req.get("input")
             inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
-            data = [{"object": "embedding", "index": i,
-                     "embedding": [(b - 128) / 128 for b in hashlib.sha256(str(t).encode()).digest()] * 48}
-                    for i, t in enumerate(inputs)]
-            return self._send(200, {"object": "list", "data": data, "model": req.get("model"),
-                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+            data = [
+                {
+                    "object": "embedding",
+                    "index": i,
+                    "embedding": [(b - 128) / 128 for b in hashlib.sha256(str(t).encode()).digest()]
+                    * 48,
+                }
+                for i, t in enumerate(inputs)
+            ]
+            return self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": data,
+                    "model": req.get("model"),
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                },
+            )
         if not self.path.endswith("/chat/completions"):
             return self._send(404, {"error": {"message": "not found"}})
         if "[[http500]]" in raw.decode("utf-8", "replace"):
@@ -170,8 +223,13 @@ class Handler(BaseHTTPRequestHandler):
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if call:
             args = json.dumps(call[1])
-            message["tool_calls"] = [{"id": "call_" + hashlib.sha256(raw).hexdigest()[:16], "type": "function",
-                                      "function": {"name": call[0], "arguments": args}}]
+            message["tool_calls"] = [
+                {
+                    "id": "call_" + hashlib.sha256(raw).hexdigest()[:16],
+                    "type": "function",
+                    "function": {"name": call[0], "arguments": args},
+                }
+            ]
         completion_tokens = max(1, len(content or json.dumps(message.get("tool_calls"))) // 4)
         with LOCK:
             STATS["judge" if call and call[0] == "submit_grade" else "chat"] += 1
@@ -180,33 +238,67 @@ class Handler(BaseHTTPRequestHandler):
             STATS["completion_tokens"] += completion_tokens
             model = str(req.get("model"))
             STATS["models"][model] = STATS["models"].get(model, 0) + 1
-        head = {"id": "chatcmpl-" + hashlib.sha256(raw).hexdigest()[:12], "created": int(time.time()),
-                "model": req.get("model", MODELS[0])}
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                 "total_tokens": prompt_tokens + completion_tokens}
+        head = {
+            "id": "chatcmpl-" + hashlib.sha256(raw).hexdigest()[:12],
+            "created": int(time.time()),
+            "model": req.get("model", MODELS[0]),
+        }
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
         finish = "tool_calls" if call else "stop"
         if req.get("stream"):
             return self._stream(head, message, finish, usage)
-        self._send(200, {**head, "object": "chat.completion",
-                         "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage})
+        self._send(
+            200,
+            {
+                **head,
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage,
+            },
+        )
 
-    def _stream(self, head: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, Any]) -> None:
+    def _stream(
+        self, head: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, Any]
+    ) -> None:
         """``stream: true``: the same answer as OpenAI's SSE chunks, then ``data: [DONE]``."""
+
         def chunk(delta: dict[str, Any], reason: str | None = None, **extra: Any) -> bytes:
-            obj = {**head, "object": "chat.completion.chunk",
-                   "choices": [{"index": 0, "delta": delta, "finish_reason": reason}], **extra}
+            obj = {
+                **head,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+                **extra,
+            }
             return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
         parts = [chunk({"role": "assistant", "content": ""})]
         content = message.get("content") or ""
-        parts += [chunk({"content": content[i:i + 16]}) for i in range(0, len(content), 16)]
+        parts += [chunk({"content": content[i : i + 16]}) for i in range(0, len(content), 16)]
         for i, tc in enumerate(message.get("tool_calls") or []):
             fn = tc["function"]
-            parts.append(chunk({"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
-                                                "function": {"name": fn["name"], "arguments": ""}}]}))
+            parts.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": tc["id"],
+                                "type": "function",
+                                "function": {"name": fn["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
             args = fn["arguments"]
-            parts += [chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j:j + 32]}}]})
-                      for j in range(0, len(args), 32)]
+            parts += [
+                chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j : j + 32]}}]})
+                for j in range(0, len(args), 32)
+            ]
         parts += [chunk({}, finish, usage=usage), b"data: [DONE]\n\n"]
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")

@@ -46,8 +46,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 DATE = "2026-01-01T00:00:00Z"
-DEADLOCK = ("Import failed: (sqlalchemy.dialects.postgresql.asyncpg.Error) deadlock detected\n"
-            "[SQL: INSERT INTO tools_agents (agent_id, tool_id) VALUES ($1::VARCHAR, $2::VARCHAR)]")
+DEADLOCK = (
+    "Import failed: (sqlalchemy.dialects.postgresql.asyncpg.Error) deadlock detected\n"
+    "[SQL: INSERT INTO tools_agents (agent_id, tool_id) VALUES ($1::VARCHAR, $2::VARCHAR)]"
+)
 
 Behaviour = Callable[["FakeLetta", dict[str, Any], str], list[dict[str, Any]]]
 
@@ -70,10 +72,23 @@ def tool_call(name: str, arguments: dict[str, Any] | str, call_id: str) -> dict[
 
 
 def tool_return(call_id: str, value: str, status: str = "success") -> dict[str, Any]:
-    ret = {"tool_call_id": call_id, "status": status, "tool_return": value, "stdout": None,
-           "stderr": None, "type": "tool"}
-    return {"message_type": "tool_return_message", "tool_call_id": call_id, "status": status,
-            "tool_return": value, "stdout": None, "stderr": None, "tool_returns": [ret]}
+    ret = {
+        "tool_call_id": call_id,
+        "status": status,
+        "tool_return": value,
+        "stdout": None,
+        "stderr": None,
+        "type": "tool",
+    }
+    return {
+        "message_type": "tool_return_message",
+        "tool_call_id": call_id,
+        "status": status,
+        "tool_return": value,
+        "stdout": None,
+        "stderr": None,
+        "tool_returns": [ret],
+    }
 
 
 def default_judge_rule(text: str) -> tuple[Any, str]:
@@ -81,11 +96,17 @@ def default_judge_rule(text: str) -> tuple[Any, str]:
     m = re.search(r"score=(-?[0-9.]+)", text)
     if m:
         return float(m.group(1)), f"found score={m.group(1)}"
-    exp = re.search(r"Expected answer: (.*)", text) or re.search(r"## Expected Answer.*\n(.*)", text)
-    got = re.search(r"Agent response: (.*)", text) or re.search(r"## The Agent's Submission.*\n(.*)", text)
+    exp = re.search(r"Expected answer: (.*)", text) or re.search(
+        r"## Expected Answer.*\n(.*)", text
+    )
+    got = re.search(r"Agent response: (.*)", text) or re.search(
+        r"## The Agent's Submission.*\n(.*)", text
+    )
     if exp and got:
         ok = exp.group(1).strip().lower() in got.group(1).lower()
-        return (1.0 if ok else 0.0), ("the response has the expected answer" if ok else "wrong answer")
+        return (1.0 if ok else 0.0), (
+            "the response has the expected answer" if ok else "wrong answer"
+        )
     return 0.0, "nothing to compare"
 
 
@@ -115,25 +136,54 @@ class FakeLetta:
 
     # knobs
 
-    def fail(self, method: str, path: str, *, status: int | None = 500, times: int = 1,
-             hang: float | None = None, detail: str = "injected fault", echo: bool = False) -> None:
+    def fail(
+        self,
+        method: str,
+        path: str,
+        *,
+        status: int | None = 500,
+        times: int = 1,
+        hang: float | None = None,
+        detail: str = "injected fault",
+        echo: bool = False,
+    ) -> None:
         """The next ``times`` requests matching ``method`` and the ``path`` regex get ``status``
         with ``{"detail": detail}`` (after hanging ``hang`` seconds, when given; ``status=None``: the
         real answer, only late); with ``echo`` the
         detail repeats the request's headers, credentials included, as some proxies and gateways do."""
-        self._faults.append({"method": method, "path": re.compile(path), "status": status,
-                             "times": times, "hang": hang, "detail": detail, "echo": echo})
+        self._faults.append(
+            {
+                "method": method,
+                "path": re.compile(path),
+                "status": status,
+                "times": times,
+                "hang": hang,
+                "detail": detail,
+                "echo": echo,
+            }
+        )
 
     def deadlock_imports(self, times: int = 1) -> None:
         """The next ``times`` imports fail as a real server's deadlocked import does."""
         self.fail("POST", "/v1/agents/import", status=400, times=times, detail=DEADLOCK)
 
-    def add_agent(self, name: str = "existing", *, blocks: dict[str, str] | None = None,
-                  model: str = "openai/gpt-4o-mini") -> str:
+    def add_agent(
+        self,
+        name: str = "existing",
+        *,
+        blocks: dict[str, str] | None = None,
+        model: str = "openai/gpt-4o-mini",
+    ) -> str:
         """A pre-existing agent (for ``agent_id`` targets); not counted in :attr:`created`."""
         with self.lock:
-            agent = self._new_agent({"name": name, "memory_blocks": [
-                {"label": k, "value": v} for k, v in (blocks or {}).items()]}, [], model)
+            agent = self._new_agent(
+                {
+                    "name": name,
+                    "memory_blocks": [{"label": k, "value": v} for k, v in (blocks or {}).items()],
+                },
+                [],
+                model,
+            )
         return agent["id"]
 
     def live(self) -> list[str]:
@@ -148,12 +198,24 @@ class FakeLetta:
     def _id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids):08d}"
 
-    def _new_agent(self, spec: dict[str, Any], tools: list[dict[str, Any]], model: str | None,
-                   *, context: bool = True, name: str | None = None) -> dict[str, Any]:
+    def _new_agent(
+        self,
+        spec: dict[str, Any],
+        tools: list[dict[str, Any]],
+        model: str | None,
+        *,
+        context: bool = True,
+        name: str | None = None,
+    ) -> dict[str, Any]:
         handle = model or (spec.get("llm_config") or {}).get("handle") or "openai/gpt-4o-mini"
         blocks = [
-            {"id": self._id("block"), "label": b.get("label"), "value": b.get("value", ""),
-             "limit": b.get("limit", 5000), "description": b.get("description")}
+            {
+                "id": self._id("block"),
+                "label": b.get("label"),
+                "value": b.get("value", ""),
+                "limit": b.get("limit", 5000),
+                "description": b.get("description"),
+            }
             for b in spec.get("memory_blocks") or []
         ]
         agent = {
@@ -170,8 +232,12 @@ class FakeLetta:
             "blocks": blocks,
             "memory": {"blocks": blocks},
             "model": handle,
-            "llm_config": {"model": handle.split("/", 1)[-1], "model_endpoint_type": "openai",
-                           "context_window": 32000, "handle": handle},
+            "llm_config": {
+                "model": handle.split("/", 1)[-1],
+                "model_endpoint_type": "openai",
+                "context_window": 32000,
+                "handle": handle,
+            },
             "messages": [],
         }
         self.agents[agent["id"]] = agent
@@ -183,15 +249,23 @@ class FakeLetta:
         blocks_by_id = {b.get("id"): b for b in af.get("blocks") or []}
         ids = []
         for spec in af["agents"]:
-            tools = [dict(tools_by_id[t], id=self._id("tool")) for t in spec.get("tool_ids") or []
-                     if t in tools_by_id]
+            tools = [
+                dict(tools_by_id[t], id=self._id("tool"))
+                for t in spec.get("tool_ids") or []
+                if t in tools_by_id
+            ]
             spec = dict(spec)
             spec["memory_blocks"] = list(spec.get("memory_blocks") or []) + [
-                blocks_by_id[b] for b in spec.get("block_ids") or [] if b in blocks_by_id]
+                blocks_by_id[b] for b in spec.get("block_ids") or [] if b in blocks_by_id
+            ]
             context = bool(spec.get("messages")) and bool(spec.get("in_context_message_ids"))
             name = form.get("override_name") or (
-                spec.get("name", "agent") + ("" if form.get("append_copy_suffix") == "false" else "_copy"))
-            agent = self._new_agent(spec, tools, form.get("override_model_handle"), context=context, name=name)
+                spec.get("name", "agent")
+                + ("" if form.get("append_copy_suffix") == "false" else "_copy")
+            )
+            agent = self._new_agent(
+                spec, tools, form.get("override_model_handle"), context=context, name=name
+            )
             self.created.append(agent["id"])
             ids.append(agent["id"])
         return ids
@@ -206,25 +280,44 @@ class FakeLetta:
         for b in agent["blocks"]:
             if b["label"] == "human":
                 b["value"] += f"- {text}\n"
-        behaviour = (self.behaviours.get(agent["name"]) or self.behaviours.get(agent["source_name"])
-                     or self._default_behaviour(agent))
+        behaviour = (
+            self.behaviours.get(agent["name"])
+            or self.behaviours.get(agent["source_name"])
+            or self._default_behaviour(agent)
+        )
         run_id = self._id("run")
         step = 1
         out = []
         for partial in behaviour(self, agent, text):
-            msg = {"id": self._id("message"), "date": DATE, "name": None, "otid": None,
-                   "sender_id": None, "seq_id": None, "is_err": None, "run_id": run_id,
-                   "step_id": f"step-{run_id}-{step}"}
+            msg = {
+                "id": self._id("message"),
+                "date": DATE,
+                "name": None,
+                "otid": None,
+                "sender_id": None,
+                "seq_id": None,
+                "is_err": None,
+                "run_id": run_id,
+                "step_id": f"step-{run_id}-{step}",
+            }
             msg.update(partial)
             out.append(msg)
             if partial["message_type"] == "tool_return_message":
                 step += 1
         steps = len({m["step_id"] for m in out}) or 1
-        usage = {"message_type": "usage_statistics", "prompt_tokens": 10 * steps,
-                 "completion_tokens": 5 * steps, "total_tokens": 15 * steps, "step_count": steps,
-                 "run_ids": [run_id]}
-        return {"messages": out, "stop_reason": {"message_type": "stop_reason",
-                                                 "stop_reason": self.stop_reason}, "usage": usage}
+        usage = {
+            "message_type": "usage_statistics",
+            "prompt_tokens": 10 * steps,
+            "completion_tokens": 5 * steps,
+            "total_tokens": 15 * steps,
+            "step_count": steps,
+            "run_ids": [run_id],
+        }
+        return {
+            "messages": out,
+            "stop_reason": {"message_type": "stop_reason", "stop_reason": self.stop_reason},
+            "usage": usage,
+        }
 
     def _default_behaviour(self, agent: dict[str, Any]) -> Behaviour:
         custom = [t for t in agent["tools"] if t.get("tool_type", "custom") == "custom"]
@@ -265,8 +358,12 @@ def tool_behaviour(name: str) -> Behaviour:
         args = {p: (words[-1] if words else "") for p in props}
         call_id = fake._id("call")
         value, status = fake.run_tool(agent, name, args)
-        return [reasoning(f"I should call {name}."), tool_call(name, args, call_id),
-                tool_return(call_id, value, status), assistant(value)]
+        return [
+            reasoning(f"I should call {name}."),
+            tool_call(name, args, call_id),
+            tool_return(call_id, value, status),
+            assistant(value),
+        ]
 
     return behave
 
@@ -279,8 +376,12 @@ def judge_behaviour(name: str) -> Behaviour:
         call_id = fake._id("call")
         args = {"score": score, "rationale": rationale}
         value, status = fake.run_tool(agent, name, args)
-        return [reasoning("Grading the submission."), tool_call(name, args, call_id),
-                tool_return(call_id, value, status), assistant("Grade submitted.")]
+        return [
+            reasoning("Grading the submission."),
+            tool_call(name, args, call_id),
+            tool_return(call_id, value, status),
+            assistant("Grade submitted."),
+        ]
 
     return behave
 
@@ -291,8 +392,10 @@ def judge_behaviour(name: str) -> Behaviour:
 def _multipart(content_type: str, body: bytes) -> dict[str, bytes]:
     head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
     msg = BytesParser(policy=policy.HTTP).parsebytes(head + body)
-    return {part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
-            for part in msg.iter_parts()}
+    return {
+        part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+        for part in msg.iter_parts()
+    }
 
 
 def _handler(fake: FakeLetta) -> type[BaseHTTPRequestHandler]:
@@ -328,8 +431,14 @@ def _handler(fake: FakeLetta) -> type[BaseHTTPRequestHandler]:
             with fake.lock:
                 fake.requests.append((method, path))
                 fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                fault = next((f for f in fake._faults if f["times"] > 0 and f["method"] == method
-                              and f["path"].fullmatch(path)), None)
+                fault = next(
+                    (
+                        f
+                        for f in fake._faults
+                        if f["times"] > 0 and f["method"] == method and f["path"].fullmatch(path)
+                    ),
+                    None,
+                )
                 if fault:
                     fault["times"] -= 1
             if fault and fault["hang"]:
@@ -362,8 +471,9 @@ def _handler(fake: FakeLetta) -> type[BaseHTTPRequestHandler]:
 NOT_FOUND = (404, {"detail": "Not found"})
 
 
-def route(fake: FakeLetta, method: str, path: str, query: dict[str, list[str]], body: bytes,
-          headers: Any) -> tuple[int, Any]:
+def route(
+    fake: FakeLetta, method: str, path: str, query: dict[str, list[str]], body: bytes, headers: Any
+) -> tuple[int, Any]:
     """Dispatch one request against the in-memory state (called under the lock)."""
     if method == "POST" and path == "/v1/agents/import":
         form = _multipart(headers.get("Content-Type", ""), body)
@@ -397,8 +507,9 @@ def route(fake: FakeLetta, method: str, path: str, query: dict[str, list[str]], 
                 agent[key] = data[key]
         if "model" in data:
             agent["model"] = data["model"]
-            agent["llm_config"] = dict(agent["llm_config"], handle=data["model"],
-                                       model=data["model"].split("/", 1)[-1])
+            agent["llm_config"] = dict(
+                agent["llm_config"], handle=data["model"], model=data["model"].split("/", 1)[-1]
+            )
         return 200, fake.public(agent)
     if rest == "/messages" and method == "POST":
         texts = [msg["content"] for msg in data.get("messages") or [] if msg.get("role") == "user"]
@@ -412,7 +523,7 @@ def route(fake: FakeLetta, method: str, path: str, query: dict[str, list[str]], 
         after = (query.get("after") or [None])[0]
         if after:
             ids = [b["id"] for b in blocks]
-            blocks = blocks[ids.index(after) + 1:] if after in ids else []
+            blocks = blocks[ids.index(after) + 1 :] if after in ids else []
         return 200, blocks
     bm = re.fullmatch(r"/core-memory/blocks/([^/]+)", rest)
     if bm and method == "PATCH":
@@ -430,7 +541,9 @@ def start_fake() -> tuple[FakeLetta, ThreadingHTTPServer, threading.Thread]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     server.daemon_threads = True
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     return fake, server, thread
 
@@ -460,8 +573,15 @@ def letta_fake_fixture() -> Iterator[FakeLetta]:
 _JSON_TYPES = {"str": "string", "float": "number", "int": "integer", "bool": "boolean"}
 
 
-def agent_file(name: str = "echo-agent", *, tools: list[str] = (), blocks: dict[str, str] | None = None,
-               tool_rules: list[dict[str, Any]] = (), agents: int = 1, with_messages: bool = True) -> dict[str, Any]:
+def agent_file(
+    name: str = "echo-agent",
+    *,
+    tools: list[str] = (),
+    blocks: dict[str, str] | None = None,
+    tool_rules: list[dict[str, Any]] = (),
+    agents: int = 1,
+    with_messages: bool = True,
+) -> dict[str, Any]:
     """A small .af document. ``tools`` are Python sources; each schema comes from the annotations.
 
     ``with_messages=False`` leaves out the system message, as hand-written files did: a real
@@ -471,24 +591,65 @@ def agent_file(name: str = "echo-agent", *, tools: list[str] = (), blocks: dict[
     tool_docs = []
     for i, source in enumerate(tools):
         fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
-        props = {a.arg: {"type": _JSON_TYPES.get(ast.unparse(a.annotation), "string")} for a in fn.args.args}
-        tool_docs.append({"id": f"tool-{i}", "name": fn.name, "tool_type": "custom", "source_type": "python",
-                          "source_code": source, "json_schema": {"name": fn.name, "parameters": {
-                              "type": "object", "properties": props, "required": list(props)}}})
-    block_docs = [{"id": f"block-{i}", "label": k, "value": v, "limit": 5000}
-                  for i, (k, v) in enumerate((blocks or {}).items())]
-    agent = {"id": "agent-0", "name": name, "agent_type": "letta_v1_agent", "system": "You are a test agent.",
-             "tool_ids": [t["id"] for t in tool_docs], "block_ids": [b["id"] for b in block_docs],
-             "tool_rules": list(tool_rules), "tags": [],
-             "llm_config": {"model": "gpt-4o-mini", "model_endpoint_type": "openai", "context_window": 32000,
-                            "handle": "openai/gpt-4o-mini"}}
+        props = {
+            a.arg: {"type": _JSON_TYPES.get(ast.unparse(a.annotation), "string")}
+            for a in fn.args.args
+        }
+        tool_docs.append(
+            {
+                "id": f"tool-{i}",
+                "name": fn.name,
+                "tool_type": "custom",
+                "source_type": "python",
+                "source_code": source,
+                "json_schema": {
+                    "name": fn.name,
+                    "parameters": {"type": "object", "properties": props, "required": list(props)},
+                },
+            }
+        )
+    block_docs = [
+        {"id": f"block-{i}", "label": k, "value": v, "limit": 5000}
+        for i, (k, v) in enumerate((blocks or {}).items())
+    ]
+    agent = {
+        "id": "agent-0",
+        "name": name,
+        "agent_type": "letta_v1_agent",
+        "system": "You are a test agent.",
+        "tool_ids": [t["id"] for t in tool_docs],
+        "block_ids": [b["id"] for b in block_docs],
+        "tool_rules": list(tool_rules),
+        "tags": [],
+        "llm_config": {
+            "model": "gpt-4o-mini",
+            "model_endpoint_type": "openai",
+            "context_window": 32000,
+            "handle": "openai/gpt-4o-mini",
+        },
+    }
     if with_messages:  # as a real export carries: the system message, in context
-        agent["messages"] = [{"type": "message", "role": "system", "id": "message-0", "agent_id": "agent-0",
-                              "content": [{"type": "text", "text": "You are a test agent."}]}]
+        agent["messages"] = [
+            {
+                "type": "message",
+                "role": "system",
+                "id": "message-0",
+                "agent_id": "agent-0",
+                "content": [{"type": "text", "text": "You are a test agent."}],
+            }
+        ]
         agent["in_context_message_ids"] = ["message-0"]
-    return {"agents": [dict(agent, id=f"agent-{i}") for i in range(agents)], "groups": [],
-            "blocks": block_docs, "files": [], "sources": [], "tools": tool_docs, "mcp_servers": [],
-            "metadata": {}, "created_at": DATE}
+    return {
+        "agents": [dict(agent, id=f"agent-{i}") for i in range(agents)],
+        "groups": [],
+        "blocks": block_docs,
+        "files": [],
+        "sources": [],
+        "tools": tool_docs,
+        "mcp_servers": [],
+        "metadata": {},
+        "created_at": DATE,
+    }
 
 
 SUBMIT_GRADE = '''def submit_grade(score: float, rationale: str) -> str:

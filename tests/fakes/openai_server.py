@@ -68,7 +68,9 @@ MODELS = "/v1/models"
 STATS = "/_stats"
 EMBED_DIM = 64
 # Headers every response to the current request carries (the rate-limit state); set per request.
-_HEADERS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("fake_headers", default=None)
+_HEADERS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "fake_headers", default=None
+)
 
 
 @dataclass
@@ -142,7 +144,12 @@ def default_responder(answers: dict[str, str] | None = None) -> Callable[[dict[s
             score, why = 1.0, f"the submission contains '{expected}'"
         else:
             score, why = 0.0, f"the submission does not contain '{expected}'"
-        return {"score": score, "rationale": why, "result": score, "steps": [{"description": "compare", "conclusion": why}]}
+        return {
+            "score": score,
+            "rationale": why,
+            "result": score,
+            "steps": [{"description": "compare", "conclusion": why}],
+        }
 
     return respond
 
@@ -226,21 +233,37 @@ class FakeOpenAI:
 
         ``path=None`` matches every path; ``message`` replaces an error status's message.
         """
-        f = Fault(kind, first=first, rate=rate, retry_after=retry_after, path=path, hang_s=hang_s, message=message)
+        f = Fault(
+            kind,
+            first=first,
+            rate=rate,
+            retry_after=retry_after,
+            path=path,
+            hang_s=hang_s,
+            message=message,
+        )
         self.faults.append(f)
         return f
 
-    def rate_limit(self, rpm: float | None = None, tpm: float | None = None, burst_s: float = 1.0) -> None:
+    def rate_limit(
+        self, rpm: float | None = None, tpm: float | None = None, burst_s: float = 1.0
+    ) -> None:
         """Enforce ``rpm`` requests and ``tpm`` tokens per minute (buckets of ``burst_s`` seconds, full).
 
         See :mod:`tests.fakes.ratelimit`. No arguments: no limit (the counts are kept).
         """
-        self.limiter = ratelimit.Limiter(rpm, tpm, burst_s, lambda: self.clock()) if (rpm or tpm) else None
+        self.limiter = (
+            ratelimit.Limiter(rpm, tpm, burst_s, lambda: self.clock()) if (rpm or tpm) else None
+        )
 
     @property
     def rate_stats(self) -> dict[str, int]:
         """API requests accepted and rejected (429 for a limit), and the most served at once."""
-        return {"accepted": self.accepted, "rejected": self.rejected, "max_in_flight": self.max_in_flight}
+        return {
+            "accepted": self.accepted,
+            "rejected": self.rejected,
+            "max_in_flight": self.max_in_flight,
+        }
 
     def count(self, path: str | None = CHAT) -> int:
         """How many requests reached ``path`` (all paths when None)."""
@@ -346,8 +369,11 @@ class FakeOpenAI:
             body = None
         # Process mode (benchmarks) keeps only the count: a sitting of 100,000s of requests would
         # otherwise grow the server by GBs, and its full collections would stall every call in flight.
-        self.requests.append(Request(method, path, headers, body, writer.get_extra_info("peername"))
-                             if self.record else None)
+        self.requests.append(
+            Request(method, path, headers, body, writer.get_extra_info("peername"))
+            if self.record
+            else None
+        )
         return body
 
     async def _dispatch(self, method: str, path: str, headers: dict, raw: bytes, writer) -> bool:
@@ -393,7 +419,9 @@ class FakeOpenAI:
         """(model, tokens charged on arrival): prompt words + the completion cap, if any."""
         if path == EMBEDDINGS:
             inputs = body.get("input")
-            inputs = [inputs] if isinstance(inputs, str) else inputs if isinstance(inputs, list) else []
+            inputs = (
+                [inputs] if isinstance(inputs, str) else inputs if isinstance(inputs, list) else []
+            )
             return body.get("model", "?"), sum(words(str(t)) for t in inputs)
         return body.get("model", "?"), words(prompt_text(body)) + _cap(body)
 
@@ -415,19 +443,31 @@ class FakeOpenAI:
         if fault is not None:
             return await self._fault(fault, writer)
         if method == "GET" and path == MODELS:
-            data = {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]}
+            data = {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "created": 0, "owned_by": "fake"}
+                    for m in self.models
+                ],
+            }
             return self._send(writer, 200, data)
         if method != "POST" or path not in (CHAT, EMBEDDINGS):
             return self._send(writer, 404, _error(f"no route {method} {path}", "not_found"))
         if not isinstance(body, dict) or "model" not in body:
-            return self._send(writer, 400, _error("request body must be JSON with a 'model'", "invalid_request_error"))
+            return self._send(
+                writer,
+                400,
+                _error("request body must be JSON with a 'model'", "invalid_request_error"),
+            )
         if isinstance(reply, bytes) and reply.startswith(b"HTTP/"):
             writer.write(reply)  # a whole response, status line and headers included
             return b"connection: close" not in reply.lower()
         if isinstance(reply, bytes):
             return self._send_raw(writer, 200, reply)
         if path == EMBEDDINGS:
-            return self._send(writer, 200, reply if isinstance(reply, dict) else self._embeddings(body))
+            return self._send(
+                writer, 200, reply if isinstance(reply, dict) else self._embeddings(body)
+            )
         completion = self._completion(body, reply)
         if self.limiter is not None and not _cap(body):
             self.limiter.charge_tokens(int(completion["usage"].get("completion_tokens") or 0))
@@ -445,7 +485,9 @@ class FakeOpenAI:
         if kind.isdigit():
             extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
             status = int(kind)
-            return self._send(writer, status, _error(fault.message or f"injected {status}", "server_error"), extra)
+            return self._send(
+                writer, status, _error(fault.message or f"injected {status}", "server_error"), extra
+            )
         if kind == "hang":
             await asyncio.sleep(fault.hang_s)
             return False
@@ -473,8 +515,14 @@ class FakeOpenAI:
     @staticmethod
     def _send_raw(writer, status: int, body: bytes, extra: dict[str, str] | None = None) -> bool:
         """Write one response; any status (Anthropic's 529 is not in ``http.HTTPStatus``)."""
-        phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Overloaded"
-        lines = [f"HTTP/1.1 {status} {phrase}", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+        phrase = (
+            HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Overloaded"
+        )
+        lines = [
+            f"HTTP/1.1 {status} {phrase}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+        ]
         lines += [f"{k}: {v}" for k, v in {**(_HEADERS.get() or {}), **(extra or {})}.items()]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         return True
@@ -492,14 +540,21 @@ class FakeOpenAI:
         calls = []
         for i, tc in enumerate(spec.get("tool_calls") or []):
             args = tc.get("arguments", {})
-            calls.append({
-                "id": tc.get("id") or f"call_{len(self.requests)}_{i}",
-                "type": "function",
-                "function": {"name": tc["name"], "arguments": args if isinstance(args, str) else json.dumps(args)},
-            })
+            calls.append(
+                {
+                    "id": tc.get("id") or f"call_{len(self.requests)}_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": tc["name"],
+                        "arguments": args if isinstance(args, str) else json.dumps(args),
+                    },
+                }
+            )
         if calls:
             message["tool_calls"] = calls
-        completion_words = words(message["content"] or "") + sum(words(c["function"]["arguments"]) for c in calls)
+        completion_words = words(message["content"] or "") + sum(
+            words(c["function"]["arguments"]) for c in calls
+        )
         usage = spec.get("usage") or {
             "prompt_tokens": words(prompt_text(req)),
             "completion_tokens": completion_words,
@@ -510,7 +565,14 @@ class FakeOpenAI:
             "object": "chat.completion",
             "created": 0,
             "model": req.get("model"),
-            "choices": [{"index": 0, "message": message, "finish_reason": spec.get("finish_reason") or ("tool_calls" if calls else "stop")}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": spec.get("finish_reason")
+                    or ("tool_calls" if calls else "stop"),
+                }
+            ],
             "usage": usage,
         }
 
@@ -525,7 +587,12 @@ class FakeOpenAI:
                 vec = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
             data.append({"object": "embedding", "index": i, "embedding": vec})
         n = sum(words(str(t)) for t in inputs)
-        return {"object": "list", "data": data, "model": req.get("model"), "usage": {"prompt_tokens": n, "total_tokens": n}}
+        return {
+            "object": "list",
+            "data": data,
+            "model": req.get("model"),
+            "usage": {"prompt_tokens": n, "total_tokens": n},
+        }
 
 
 def _cap(body: dict[str, Any]) -> int:
@@ -556,21 +623,39 @@ def openai_env(openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Fa
     return openai_server
 
 
-def spawn(latency: float = 0.0, answers_file: str | None = None, *, rpm: float | None = None,
-          tpm: float | None = None, burst_s: float = 1.0, responder: str | None = None) -> tuple[subprocess.Popen, str]:
+def spawn(
+    latency: float = 0.0,
+    answers_file: str | None = None,
+    *,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    burst_s: float = 1.0,
+    responder: str | None = None,
+) -> tuple[subprocess.Popen, str]:
     """Start the server in its own process (benchmarks: no GIL sharing); returns (process, url).
 
     ``rpm``/``tpm``/``burst_s`` as :meth:`FakeOpenAI.rate_limit`; read the counts with :func:`stats`.
     ``responder``: ``"module:function"`` importable from the repository root, replacing the default.
     """
-    cmd = [sys.executable, "-m", "tests.fakes.openai_server", "--latency", str(latency), "--burst-s", str(burst_s)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.fakes.openai_server",
+        "--latency",
+        str(latency),
+        "--burst-s",
+        str(burst_s),
+    ]
     if answers_file:
         cmd += ["--answers", answers_file]
     cmd += ["--rpm", str(rpm)] if rpm else []
     cmd += ["--tpm", str(tpm)] if tpm else []
     cmd += ["--responder", responder] if responder else []
     root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=root, env=env)
     url = proc.stdout.readline().strip()
     if not url.startswith("http://127.0.0.1:"):
@@ -593,10 +678,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--latency", type=float, default=0.0)
     p.add_argument("--answers", help="JSON file mapping a user message to the assistant's reply")
-    p.add_argument("--rpm", type=float, help="requests per minute (429 beyond; see tests/fakes/ratelimit.py)")
+    p.add_argument(
+        "--rpm", type=float, help="requests per minute (429 beyond; see tests/fakes/ratelimit.py)"
+    )
     p.add_argument("--tpm", type=float, help="tokens per minute")
-    p.add_argument("--burst-s", type=float, default=1.0, help="seconds of the limit a bucket holds (default 1)")
-    p.add_argument("--responder", help="module:function answering a chat request body (replaces the default)")
+    p.add_argument(
+        "--burst-s", type=float, default=1.0, help="seconds of the limit a bucket holds (default 1)"
+    )
+    p.add_argument(
+        "--responder", help="module:function answering a chat request body (replaces the default)"
+    )
     args = p.parse_args(argv)
     answers = responder = None
     if args.answers:

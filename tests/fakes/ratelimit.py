@@ -176,8 +176,12 @@ def number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def _headers(lim: Limiter, kinds: tuple[str, ...], name: Callable[[str, str], str],
-             reset: Callable[[float], str]) -> dict[str, str]:
+def _headers(
+    lim: Limiter,
+    kinds: tuple[str, ...],
+    name: Callable[[str, str], str],
+    reset: Callable[[float], str],
+) -> dict[str, str]:
     """``name(kind, field)`` → value for each bucket kind (``tokens``-like kinds read the token bucket)."""
     out: dict[str, str] = {}
     for kind in kinds:
@@ -190,7 +194,9 @@ def _headers(lim: Limiter, kinds: tuple[str, ...], name: Callable[[str, str], st
 
 
 def openai_headers(lim: Limiter) -> dict[str, str]:
-    return _headers(lim, ("requests", "tokens"), lambda kind, f: f"x-ratelimit-{f}-{kind}", duration)
+    return _headers(
+        lim, ("requests", "tokens"), lambda kind, f: f"x-ratelimit-{f}-{kind}", duration
+    )
 
 
 def openai_rejection(rej: Rejection) -> tuple[dict, dict[str, str]]:
@@ -198,15 +204,29 @@ def openai_rejection(rej: Rejection) -> tuple[dict, dict[str, str]]:
     unit = "requests per min (RPM)" if rej.kind == "requests" else "tokens per min (TPM)"
     more = "Visit https://platform.openai.com/account/rate-limits to learn more."
     if math.isinf(rej.wait_s):
-        message = (f"Request too large for {rej.model} in organization {ORG} on {unit}: Limit {number(rej.limit)}, "
-                   f"Requested {rej.requested}. The input or output tokens must be reduced in order to run "
-                   f"successfully. {more}")
+        message = (
+            f"Request too large for {rej.model} in organization {ORG} on {unit}: Limit {number(rej.limit)}, "
+            f"Requested {rej.requested}. The input or output tokens must be reduced in order to run "
+            f"successfully. {more}"
+        )
         headers: dict[str, str] = {}
     else:
-        message = (f"Rate limit reached for {rej.model} in organization {ORG} on {unit}: Limit {number(rej.limit)}, "
-                   f"Used {rej.used}, Requested {rej.requested}. Please try again in {duration(rej.wait_s)}. {more}")
-        headers = {"retry-after-ms": str(ceil(rej.wait_s * 1000)), "retry-after": str(ceil(rej.wait_s))}
-    body = {"error": {"message": message, "type": rej.kind, "param": None, "code": "rate_limit_exceeded"}}
+        message = (
+            f"Rate limit reached for {rej.model} in organization {ORG} on {unit}: Limit {number(rej.limit)}, "
+            f"Used {rej.used}, Requested {rej.requested}. Please try again in {duration(rej.wait_s)}. {more}"
+        )
+        headers = {
+            "retry-after-ms": str(ceil(rej.wait_s * 1000)),
+            "retry-after": str(ceil(rej.wait_s)),
+        }
+    body = {
+        "error": {
+            "message": message,
+            "type": rej.kind,
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }
     return body, headers
 
 
@@ -222,17 +242,23 @@ def rfc3339(seconds_from_now: float) -> str:
 
 
 def anthropic_headers(lim: Limiter) -> dict[str, str]:
-    return _headers(lim, ("requests", "tokens", "input-tokens"), lambda kind, f: f"anthropic-ratelimit-{kind}-{f}",
-                    rfc3339)
+    return _headers(
+        lim,
+        ("requests", "tokens", "input-tokens"),
+        lambda kind, f: f"anthropic-ratelimit-{kind}-{f}",
+        rfc3339,
+    )
 
 
 def anthropic_rejection(rej: Rejection) -> tuple[str, dict[str, str]]:
     """The 429 message and its ``retry-after`` header (none when the request can never fit)."""
     unit = "requests per minute" if rej.kind == "requests" else "input tokens per minute"
-    message = (f"This request would exceed your organization's rate limit of {number(rej.limit)} {unit} "
-               f"(org: {ORG}, model: {rej.model}). For details, refer to: https://docs.claude.com/en/api/rate-limits. "
-               "You can see the response headers for current usage. Please reduce the prompt length or the maximum "
-               "tokens requested, or try again later.")
+    message = (
+        f"This request would exceed your organization's rate limit of {number(rej.limit)} {unit} "
+        f"(org: {ORG}, model: {rej.model}). For details, refer to: https://docs.claude.com/en/api/rate-limits. "
+        "You can see the response headers for current usage. Please reduce the prompt length or the maximum "
+        "tokens requested, or try again later."
+    )
     headers = {} if math.isinf(rej.wait_s) else {"retry-after": str(ceil(rej.wait_s))}
     return message, headers
 
@@ -240,9 +266,12 @@ def anthropic_rejection(rej: Rejection) -> tuple[str, dict[str, str]]:
 def gemini_rejection(rej: Rejection) -> tuple[str, list[dict]]:
     """The 429 message and its ``RetryInfo`` detail (none when the request can never fit)."""
     unit = "requests per minute" if rej.kind == "requests" else "input tokens per minute"
-    message = (f"You exceeded your current quota, please check your plan and billing details. Quota exceeded for "
-               f"metric: generate_content_{rej.kind}, limit: {number(rej.limit)} {unit}, model: {rej.model}.")
+    message = (
+        f"You exceeded your current quota, please check your plan and billing details. Quota exceeded for "
+        f"metric: generate_content_{rej.kind}, limit: {number(rej.limit)} {unit}, model: {rej.model}."
+    )
     if math.isinf(rej.wait_s):
         return message, []
     return f"{message} Please retry in {rej.wait_s:.3f}s.", [
-        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{rej.wait_s:.3f}s"}]
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{rej.wait_s:.3f}s"}
+    ]

@@ -97,8 +97,16 @@ def _metric(label: str, kind: str, mean: float, passed: int, rule: str) -> dict[
 
 def _gate_counts(label: str, reason: str) -> dict[str, Any]:
     """The error-budget fields of a gate over this run's metric: 6 samples, 1 errored, budget 1."""
-    return {"label": label, "max_errors": 1, "max_error_rate": None, "errors": 1, "graded": 5, "n": 6,
-            "children": [], "reason": f"{reason}; 1 of 6 samples errored (within max_errors 1)"}
+    return {
+        "label": label,
+        "max_errors": 1,
+        "max_error_rate": None,
+        "errors": 1,
+        "graded": 5,
+        "n": 6,
+        "children": [],
+        "reason": f"{reason}; 1 of 6 samples errored (within max_errors 1)",
+    }
 
 
 def summary(**over: Any) -> dict[str, Any]:
@@ -137,9 +145,19 @@ def summary(**over: Any) -> dict[str, Any]:
             "quality": _metric("Answer quality", "score_model", 0.5833, 3, "score >= 0.75"),
             "exact": _metric("exact", "tool", 0.3333, 2, "score >= 1"),
         },
-        "errors": {"total": 1, "samples": 1, "by_category": {"target": 1, "extraction": 0, "grading": 0},
-                   "groups": [{"category": "target", "grader": None, "message": "agent exited with code 1: boom",
-                               "count": 1}]},
+        "errors": {
+            "total": 1,
+            "samples": 1,
+            "by_category": {"target": 1, "extraction": 0, "grading": 0},
+            "groups": [
+                {
+                    "category": "target",
+                    "grader": None,
+                    "message": "agent exited with code 1: boom",
+                    "count": 1,
+                }
+            ],
+        },
         "flaky": [],
         "usage": {
             "target": {"prompt_tokens": 50, "completion_tokens": 25},
@@ -160,8 +178,13 @@ def passing_summary() -> dict[str, Any]:
     """The same run with a gate it passes (quality avg_score gte 0.5)."""
     doc = summary()
     gate = doc["gates"][0]
-    gate.update(value=0.5, passed=True, status="passed", description="quality avg_score gte 0.5",
-                reason="avg_score 0.5833 >= 0.5; 1 of 6 samples errored (within max_errors 1)")
+    gate.update(
+        value=0.5,
+        passed=True,
+        status="passed",
+        description="quality avg_score gte 0.5",
+        reason="avg_score 0.5833 >= 0.5; 1 of 6 samples errored (within max_errors 1)",
+    )
     doc["gate"] = {"passed": True}
     doc["verdict"], doc["verdict_reason"] = "passed", "1 of 1 gates passed"
     return doc
@@ -182,7 +205,10 @@ def baseline_summary() -> dict[str, Any]:
             "model": None,
             "description": "quality avg_score gte 0.5 @0.95",
             "interval": [0.35, 0.8],
-            **_gate_counts("Answer quality", "avg_score 0.5833, 0.95 interval [0.3500, 0.8000] straddles >= 0.5"),
+            **_gate_counts(
+                "Answer quality",
+                "avg_score 0.5833, 0.95 interval [0.3500, 0.8000] straddles >= 0.5",
+            ),
         },
         {
             "metric_key": "exact",
@@ -199,8 +225,10 @@ def baseline_summary() -> dict[str, Any]:
             **_gate_counts("exact", "2 regressions, max 1"),
         },
     ]
-    doc["verdict_reason"] = "Answer quality (quality): avg_score 0.5833, 0.95 interval [0.3500, 0.8000] " \
+    doc["verdict_reason"] = (
+        "Answer quality (quality): avg_score 0.5833, 0.95 interval [0.3500, 0.8000] "
         "straddles >= 0.5 (and 1 more gate)"
+    )
     doc["baseline"] = {
         "folder": "baseline-results",
         "missing": None,

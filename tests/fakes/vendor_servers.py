@@ -44,13 +44,25 @@ MESSAGES = "/v1/messages"
 _GEMINI_ROUTE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):generateContent$")
 
 ANTHROPIC_ERRORS = {
-    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
-    403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-    429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error",
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
 }
 GEMINI_STATUS = {
-    400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+    400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
 }
 
 
@@ -84,11 +96,15 @@ class _VendorFake(FakeOpenAI):
             return await super()._fault(fault, writer)
         status = int(fault.kind)
         extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
-        return self._send(writer, status, self.error_body(status, fault.message or f"injected {status}"), extra)
+        return self._send(
+            writer, status, self.error_body(status, fault.message or f"injected {status}"), extra
+        )
 
     def _estimate(self, path: str, body: dict[str, Any]) -> tuple[str, int]:
         view = self.chat_view(path, body)
-        return view["model"], sum(words(text_of(m["content"])) for m in view["messages"]) + view["cap"]
+        return view["model"], sum(words(text_of(m["content"])) for m in view["messages"]) + view[
+            "cap"
+        ]
 
     async def _respond(self, method: str, path: str, headers: dict, body: Any, writer) -> bool:
         fault = next((f for f in self.faults if f.applies(path, self._rng)), None)
@@ -130,8 +146,11 @@ class FakeAnthropic(_VendorFake):
     def chat_view(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         system = body.get("system")
         messages = [{"role": "system", "content": text_of(system)}] if system else []
-        messages += [{"role": m.get("role"), "content": m.get("content")}
-                     for m in body.get("messages") or [] if isinstance(m, dict)]
+        messages += [
+            {"role": m.get("role"), "content": m.get("content")}
+            for m in body.get("messages") or []
+            if isinstance(m, dict)
+        ]
         view = {"model": str(body.get("model", "?")), "messages": messages}
         if ((body.get("output_config") or {}).get("format") or {}).get("type") == "json_schema":
             view["response_format"] = {"type": "json_schema"}
@@ -139,8 +158,14 @@ class FakeAnthropic(_VendorFake):
         return {**view, "cap": cap if isinstance(cap, int) and cap > 0 else 0}
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
-        kind = ANTHROPIC_ERRORS.get(status, "api_error" if status >= 500 else "invalid_request_error")
-        return {"type": "error", "error": {"type": kind, "message": message}, "request_id": f"req_{len(self.requests)}"}
+        kind = ANTHROPIC_ERRORS.get(
+            status, "api_error" if status >= 500 else "invalid_request_error"
+        )
+        return {
+            "type": "error",
+            "error": {"type": kind, "message": message},
+            "request_id": f"req_{len(self.requests)}",
+        }
 
     def handle(self, method: str, path: str, headers: dict, body: Any) -> tuple[int, Any]:
         if method != "POST" or path != MESSAGES:
@@ -169,9 +194,14 @@ class FakeAnthropic(_VendorFake):
             "cache_read_input_tokens": 0,
         }
         return 200, {
-            "id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant", "model": body["model"],
-            "content": [{"type": "text", "text": text}], "stop_reason": opts.get("stop_reason", "end_turn"),
-            "stop_sequence": None, "usage": usage,
+            "id": f"msg_{len(self.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": opts.get("stop_reason", "end_turn"),
+            "stop_sequence": None,
+            "usage": usage,
         }
 
 
@@ -204,7 +234,9 @@ class FakeGemini(_VendorFake):
             messages.append({"role": "system", "content": text(system)})
         for content in body.get("contents") or []:
             role = content.get("role", "user") if isinstance(content, dict) else "user"
-            messages.append({"role": "user" if role == "user" else "assistant", "content": text(content)})
+            messages.append(
+                {"role": "user" if role == "user" else "assistant", "content": text(content)}
+            )
         config = body.get("generationConfig") or {}
         view = {"model": route.group(1) if route else "?", "messages": messages}
         if config.get("responseMimeType") == "application/json":
@@ -213,8 +245,13 @@ class FakeGemini(_VendorFake):
         return {**view, "cap": cap if isinstance(cap, int) and cap > 0 else 0}
 
     def error_body(self, status: int, message: str, details: list | None = None) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": status, "message": message,
-                               "status": GEMINI_STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")}
+        err: dict[str, Any] = {
+            "code": status,
+            "message": message,
+            "status": GEMINI_STATUS.get(
+                status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION"
+            ),
+        }
         if details is None and status == 429:
             details = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.05s"}]
         if details:
@@ -226,9 +263,14 @@ class FakeGemini(_VendorFake):
         if method != "POST" or route is None:
             return 404, self.error_body(404, f"Method not found: {method} {path}")
         if not headers.get("x-goog-api-key"):
-            return 403, self.error_body(403, "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.")
+            return 403, self.error_body(
+                403,
+                "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.",
+            )
         if not isinstance(body, dict) or not body.get("contents"):
-            return 400, self.error_body(400, "* GenerateContentRequest.contents: contents is not specified")
+            return 400, self.error_body(
+                400, "* GenerateContentRequest.contents: contents is not specified"
+            )
         view = self.chat_view(path, body)
         view.pop("cap")
         messages = view["messages"]
@@ -237,12 +279,22 @@ class FakeGemini(_VendorFake):
             return 200, reply
         text, opts = _reply_text(reply)
         prompt = sum(words(text_of(m["content"])) for m in messages)
-        usage = opts.get("usage") or {"promptTokenCount": prompt, "candidatesTokenCount": words(text),
-                                      "totalTokenCount": prompt + words(text)}
+        usage = opts.get("usage") or {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": words(text),
+            "totalTokenCount": prompt + words(text),
+        }
         return 200, {
-            "candidates": [{"content": {"parts": [{"text": text}], "role": "model"},
-                            "finishReason": opts.get("finish_reason", "STOP"), "index": 0}],
-            "usageMetadata": usage, "modelVersion": route.group(1), "responseId": f"resp-{len(self.requests)}",
+            "candidates": [
+                {
+                    "content": {"parts": [{"text": text}], "role": "model"},
+                    "finishReason": opts.get("finish_reason", "STOP"),
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": usage,
+            "modelVersion": route.group(1),
+            "responseId": f"resp-{len(self.requests)}",
         }
 
 

@@ -27,7 +27,9 @@ def letta():
     its own on the server: it has no clean-up) are deleted at the end."""
     base = os.environ.get("LETTA_BASE_URL")
     if not base:
-        pytest.fail('no Letta server: run scripts/letta-server.sh start && eval "$(scripts/letta-server.sh env)"')
+        pytest.fail(
+            'no Letta server: run scripts/letta-server.sh start && eval "$(scripts/letta-server.sh env)"'
+        )
     from letta_client import Letta
 
     client = Letta(base_url=base, api_key="ci-evals-oracle", timeout=300, max_retries=0)
@@ -44,8 +46,12 @@ def judge_url(tmp_path_factory):
     """tests/fakes/letta_llm.py as the model judges' OpenAI endpoint (both tools' ``OPENAI_BASE_URL``)."""
     port = _free_port()
     log = tmp_path_factory.mktemp("judge") / "judge.log"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.letta_llm", str(port)], cwd=REPO,
-                            stdout=log.open("w"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.letta_llm", str(port)],
+        cwd=REPO,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

@@ -30,8 +30,11 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = Path(__file__).resolve().parent / "letta_evals_examples"
 SUITES = Path(__file__).resolve().parent / "suites"
 # letta-evals version -> the environment variable naming its venv (set by .ci/run)
-VENVS = {"0.5.0": "CI_EVALS_LETTA_EVALS_05", "0.18.0": "CI_EVALS_LETTA_EVALS_018",
-         "0.26.0": "CI_EVALS_LETTA_EVALS_026"}
+VENVS = {
+    "0.5.0": "CI_EVALS_LETTA_EVALS_05",
+    "0.18.0": "CI_EVALS_LETTA_EVALS_018",
+    "0.26.0": "CI_EVALS_LETTA_EVALS_026",
+}
 TIMEOUT = 900
 # Concurrent .af imports of the same tools make Letta 0.16.8 stall on a loaded machine: both tools
 # run few samples at a time (a CLI flag of each, the suites stay as written).
@@ -47,8 +50,12 @@ class Outcome:
     """What one tool gave for one suite: exit code and per-sample grades."""
 
     rc: int
-    scores: dict[tuple[str, str], float] = field(default_factory=dict)  # (sample id, grader) -> score
-    graded_errors: dict[tuple[str, str], str] = field(default_factory=dict)  # grades that are errors
+    scores: dict[tuple[str, str], float] = field(
+        default_factory=dict
+    )  # (sample id, grader) -> score
+    graded_errors: dict[tuple[str, str], str] = field(
+        default_factory=dict
+    )  # grades that are errors
     sample_errors: dict[str, str] = field(default_factory=dict)  # sample id -> why it errored
     grading_errors: set[str] = field(default_factory=set)  # letta-evals 0.21+: errored by a grader
     output: str = ""
@@ -59,7 +66,9 @@ def venv_of(version: str) -> Path:
     var = VENVS[version]
     path = os.environ.get(var)
     if not path:
-        raise RuntimeError(f"${var} is not set: the venv with letta-evals {version} (see docs/letta-evals-oracle.md)")
+        raise RuntimeError(
+            f"${var} is not set: the venv with letta-evals {version} (see docs/letta-evals-oracle.md)"
+        )
     return Path(path)
 
 
@@ -84,9 +93,13 @@ def adapt(src: Path, dest: Path, base_url: str, handle: str) -> Path:
         for agent in doc.get("agents") or []:
             cfg = agent.get("llm_config")
             if isinstance(cfg, dict):
-                cfg.update(handle=handle, model=model, provider_name=provider,
-                           model_endpoint=os.environ.get("LETTA_TEST_LLM_URL", "") + "/v1",
-                           model_endpoint_type="openai")
+                cfg.update(
+                    handle=handle,
+                    model=model,
+                    provider_name=provider,
+                    model_endpoint=os.environ.get("LETTA_TEST_LLM_URL", "") + "/v1",
+                    model_endpoint_type="openai",
+                )
             if "model" in agent and agent["model"]:
                 agent["model"] = handle
         af.write_text(json.dumps(doc))
@@ -94,9 +107,18 @@ def adapt(src: Path, dest: Path, base_url: str, handle: str) -> Path:
 
 
 def env_for(judge_url: str, cache_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))}
-    env.update(OPENAI_API_KEY="sk-fake-judge", OPENAI_BASE_URL=judge_url + "/v1",
-               LETTA_EVALS_CACHE_DIR=str(cache_dir), NO_COLOR="1", PYTHONPATH=str(REPO / "src"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))
+    }
+    env.update(
+        OPENAI_API_KEY="sk-fake-judge",
+        OPENAI_BASE_URL=judge_url + "/v1",
+        LETTA_EVALS_CACHE_DIR=str(cache_dir),
+        NO_COLOR="1",
+        PYTHONPATH=str(REPO / "src"),
+    )
     env.pop("LETTA_API_KEY", None)
     return env
 
@@ -104,8 +126,15 @@ def env_for(judge_url: str, cache_dir: Path) -> dict[str, str]:
 def pricing_file(cache_dir: Path) -> None:
     """litellm's pricing table, reduced to the fake's two models, fresh (letta-evals 0.8+ reads it)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    prices = {m: {"input_cost_per_token": 1.5e-07, "output_cost_per_token": 6e-07, "litellm_provider": "openai",
-                  "mode": "chat"} for m in ("gpt-4o-mini", "gpt-4.1-mini")}
+    prices = {
+        m: {
+            "input_cost_per_token": 1.5e-07,
+            "output_cost_per_token": 6e-07,
+            "litellm_provider": "openai",
+            "mode": "chat",
+        }
+        for m in ("gpt-4o-mini", "gpt-4.1-mini")
+    }
     (cache_dir / "model_prices.json").write_text(json.dumps(prices))
 
 
@@ -118,13 +147,29 @@ def run_tool(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, 
 def run_letta_evals(version: str, suite: Path, out: Path, env: dict[str, str]) -> Outcome:
     exe = venv_of(version) / "bin" / "letta-evals"
     env = {**env, "PYTHONPATH": ""}
-    rc, text, secs = run_tool([str(exe), "run", str(suite), "--output", str(out), "--display", "simple",
-                               "--max-concurrent", CONCURRENCY],
-                              suite.parent, env)
+    rc, text, secs = run_tool(
+        [
+            str(exe),
+            "run",
+            str(suite),
+            "--output",
+            str(out),
+            "--display",
+            "simple",
+            "--max-concurrent",
+            CONCURRENCY,
+        ],
+        suite.parent,
+        env,
+    )
     outcome = Outcome(rc=rc, output=text, seconds=secs)
     rows: list[dict[str, Any]] = []
     if (out / "results.jsonl").exists():  # 0.4-0.16: {"type": "result", "result": SampleResult}
-        rows = [json.loads(x)["result"] for x in (out / "results.jsonl").read_text().splitlines() if x.strip()]
+        rows = [
+            json.loads(x)["result"]
+            for x in (out / "results.jsonl").read_text().splitlines()
+            if x.strip()
+        ]
     else:  # 0.17+: <model>.jsonl of SampleResult
         for path in sorted(out.glob("*.jsonl")):
             rows += [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
@@ -132,7 +177,9 @@ def run_letta_evals(version: str, suite: Path, out: Path, env: dict[str, str]) -
         sid = str(row["sample"]["id"] if "sample" in row else row["sample_id"])
         err = row.get("error")
         if err:
-            outcome.sample_errors[sid] = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+            outcome.sample_errors[sid] = (
+                err.get("message", str(err)) if isinstance(err, dict) else str(err)
+            )
             if isinstance(err, dict) and err.get("category") == "grading":
                 outcome.grading_errors.add(sid)
         for name, grade in (row.get("grades") or {}).items():
@@ -146,8 +193,24 @@ def run_letta_evals(version: str, suite: Path, out: Path, env: dict[str, str]) -
 
 
 def run_ci_evals(suite: Path, out: Path, env: dict[str, str], *args: str) -> Outcome:
-    rc, text, secs = run_tool([sys.executable, "-m", "ci_evals", "run", str(suite), "--output", str(out),
-                               "--no-cache", "--quiet", "--max-concurrent", CONCURRENCY, *args], suite.parent, env)
+    rc, text, secs = run_tool(
+        [
+            sys.executable,
+            "-m",
+            "ci_evals",
+            "run",
+            str(suite),
+            "--output",
+            str(out),
+            "--no-cache",
+            "--quiet",
+            "--max-concurrent",
+            CONCURRENCY,
+            *args,
+        ],
+        suite.parent,
+        env,
+    )
     outcome = Outcome(rc=rc, output=text, seconds=secs)
     path = out / "results.jsonl"
     for line in path.read_text().splitlines() if path.exists() else []:

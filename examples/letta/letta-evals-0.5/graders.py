@@ -8,13 +8,21 @@ from letta_evals.models import GradeResult, Sample
 
 def _is_assistant(message) -> bool:
     # letta-evals passes Letta messages (message_type); ci-evals passes normalized ones (role).
-    return getattr(message, "message_type", None) == "assistant_message" or getattr(message, "role", None) == "assistant"
+    return (
+        getattr(message, "message_type", None) == "assistant_message"
+        or getattr(message, "role", None) == "assistant"
+    )
 
 
 @extractor
 def last_sentence(trajectory, config):
     """The last sentence of the agent's final answer."""
-    texts = [m.content for turn in trajectory for m in turn if _is_assistant(m) and isinstance(m.content, str) and m.content]
+    texts = [
+        m.content
+        for turn in trajectory
+        for m in turn
+        if _is_assistant(m) and isinstance(m.content, str) and m.content
+    ]
     if not texts:
         return ""
     sentences = [s.strip() for s in texts[-1].split(".") if s.strip()]
@@ -26,7 +34,10 @@ def names_capital(sample: Sample, submission: str) -> GradeResult:
     """1.0 when the expected city (the ground truth's last word) is in the submission."""
     city = (sample.ground_truth or "").rstrip(".").split()[-1:]
     ok = bool(city) and city[0].lower() in submission.lower()
-    return GradeResult(score=1.0 if ok else 0.0, rationale=f"expected {city[0] if city else '?'!r} in {submission!r}")
+    return GradeResult(
+        score=1.0 if ok else 0.0,
+        rationale=f"expected {city[0] if city else '?'!r} in {submission!r}",
+    )
 
 
 @grader

@@ -54,8 +54,12 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)  # one decoder: json.loads(**kw) builds one per call
-_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))  # every digit a 0, the rest a dot
+_DECODER = json.JSONDecoder(
+    parse_constant=_no_constant, parse_float=_finite_float
+)  # one decoder: json.loads(**kw) builds one per call
+_DIGITS = bytes(
+    0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256)
+)  # every digit a 0, the rest a dot
 _LONG_RUN = b"0" * 19
 NOT_READ = object()
 """What :func:`orjson_loads` returns for a text it leaves to ``json``."""

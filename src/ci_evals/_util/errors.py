@@ -20,7 +20,12 @@ class ConfigError(CiEvalsError):
     """
 
     def __init__(
-        self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message

@@ -34,16 +34,22 @@ def requested() -> int | None:
         return None
     # isdecimal, not isdigit: int() refuses "²"; four digits at most: int() refuses 4,300 or more
     if not text.isdecimal() or len(text) > 4 or int(text) < 1:
-        raise ConfigError(f"{ENV} must be a whole number of processes from 1 to 9999; got {text[:40]!r}")
+        raise ConfigError(
+            f"{ENV} must be a whole number of processes from 1 to 9999; got {text[:40]!r}"
+        )
     return int(text)
 
 
 def can_fork() -> bool:
-    return sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
+    return (
+        sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
+    )
 
 
 def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
 def allowed() -> bool:
@@ -142,8 +148,10 @@ class Beside:
 
 
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
-NO_VERDICT = ("error: ci-evals ended with exit 0 before it reached a verdict (code of the suite ended the "
-              "process, with os._exit or the like); not a pass")
+NO_VERDICT = (
+    "error: ci-evals ended with exit 0 before it reached a verdict (code of the suite ended the "
+    "process, with os._exit or the like); not a pass"
+)
 _verdict_fd = -1
 
 
@@ -156,18 +164,24 @@ def supervised(work: Callable[[], int], refused: Callable[[int], None] = lambda 
     The guard is a subreaper: what the run's processes started and left behind (a grader that
     forked, a daemon) is its child once they end, and is killed when the child has exited, so no
     copy holds the job's output open. Where it cannot fork, ``work()`` runs here."""
-    if not (sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1):
+    if not (
+        sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
+    ):
         return work()
     global _verdict_fd
     import ctypes  # the guard's prctl calls: a run imports it anyway
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # its environ (the run's keys) stays unreadable to user code
+    libc.prctl(
+        PR_SET_DUMPABLE, 0, 0, 0, 0
+    )  # its environ (the run's keys) stays unreadable to user code
     sys.stdout.flush()
     sys.stderr.flush()
     read, write = os.pipe()
-    signals = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    signals = [
+        s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
+    ]
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
         pid = fork()

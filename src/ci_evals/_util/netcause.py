@@ -40,14 +40,24 @@ SYSTEMATIC = frozenset({"dns", "refused", "tls"})
 """Connection-level kinds a retry cannot fix (the breaker's causes, with 400/401/403/404)."""
 
 SCHEME_HINT = "is the base_url scheme right (https vs http)?"
-_NOT_TLS = ("WRONG_VERSION_NUMBER", "UNEXPECTED_EOF", "EOF occurred", "record layer failure", "packet length too long",
-            "http request", "has been closed (EOF)")
+_NOT_TLS = (
+    "WRONG_VERSION_NUMBER",
+    "UNEXPECTED_EOF",
+    "EOF occurred",
+    "record layer failure",
+    "packet length too long",
+    "http request",
+    "has been closed (EOF)",
+)
 """What OpenSSL says when the other end does not speak TLS (plain HTTP answering, or hanging up)."""
 _CONNECT_PHASE = ("ClientConnectorError", "ConnectError")
 """The transports' errors for a failure before any request was sent (aiohttp, httpx/httpcore)."""
 
-_DNS_PERMANENT = {getattr(socket, n) for n in ("EAI_NONAME", "EAI_NODATA", "EAI_FAIL", "EAI_SERVICE")
-                  if hasattr(socket, n)}
+_DNS_PERMANENT = {
+    getattr(socket, n)
+    for n in ("EAI_NONAME", "EAI_NODATA", "EAI_FAIL", "EAI_SERVICE")
+    if hasattr(socket, n)
+}
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,12 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _reason(exc: BaseException) -> str:
-    text = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+    text = (
+        getattr(exc, "strerror", None)
+        or getattr(exc, "reason", None)
+        or str(exc)
+        or type(exc).__name__
+    )
     return " ".join(str(text).split())[:160]
 
 
@@ -92,19 +107,30 @@ def cause_of(exc: BaseException, url: str | None, timeout: float | None = None) 
         if isinstance(e, socket.gaierror):
             if e.errno in _DNS_PERMANENT or e.errno is None:
                 return Cause("dns", f"could not resolve host '{host}' (DNS: {_reason(e)})", False)
-            return Cause("dns_again", f"could not resolve host '{host}' right now (DNS: {_reason(e)})", True)
+            return Cause(
+                "dns_again", f"could not resolve host '{host}' right now (DNS: {_reason(e)})", True
+            )
     for e in chain:
         if isinstance(e, ConnectionRefusedError):
             return Cause("refused", f"nothing listens on {where} (connection refused)", True)
         if isinstance(e, ssl.SSLError | ssl.CertificateError):
             reason = _reason(e)
-            if _connecting(chain) and any(sign in reason for sign in _NOT_TLS):  # plain HTTP answered, or hung up
-                return Cause("tls", f"TLS failed with {where}: {reason} ({SCHEME_HINT})",
-                             isinstance(e, ssl.SSLEOFError | ssl.SSLZeroReturnError))  # a hang-up
+            if _connecting(chain) and any(
+                sign in reason for sign in _NOT_TLS
+            ):  # plain HTTP answered, or hung up
+                return Cause(
+                    "tls",
+                    f"TLS failed with {where}: {reason} ({SCHEME_HINT})",
+                    isinstance(e, ssl.SSLEOFError | ssl.SSLZeroReturnError),
+                )  # a hang-up
             return Cause("tls", f"TLS failed with {where}: {reason}", False)
     if _handshake_dropped(chain, url):
-        return Cause("tls", f"TLS failed with {where}: the server closed the connection during the TLS handshake "
-                            f"({SCHEME_HINT})", True)
+        return Cause(
+            "tls",
+            f"TLS failed with {where}: the server closed the connection during the TLS handshake "
+            f"({SCHEME_HINT})",
+            True,
+        )
     for e in chain:
         name = type(e).__name__
         if isinstance(e, TimeoutError) or "Timeout" in name:
@@ -112,8 +138,14 @@ def cause_of(exc: BaseException, url: str | None, timeout: float | None = None) 
             return Cause("timeout", f"timed out{after}", True)
     for e in chain:
         name = type(e).__name__
-        if isinstance(e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError) or name in (
-                "ServerDisconnectedError", "RemoteProtocolError", "ReadError", "ClientPayloadError"):
+        if isinstance(
+            e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError
+        ) or name in (
+            "ServerDisconnectedError",
+            "RemoteProtocolError",
+            "ReadError",
+            "ClientPayloadError",
+        ):
             return Cause("dropped", f"the connection to {where} dropped ({name})", True)
     deepest = chain[-1] if chain else exc
     return Cause("connection", f"connection to {where} failed ({type(deepest).__name__})", True)
@@ -126,5 +158,11 @@ def _connecting(chain: list[BaseException]) -> bool:
 
 def _handshake_dropped(chain: list[BaseException], url: str | None) -> bool:
     """An ``https`` connection that the server dropped before any request was sent: in the TLS handshake."""
-    return (urlsplit(url or "").scheme == "https" and _connecting(chain)
-            and any(isinstance(e, ConnectionResetError | ConnectionAbortedError | BrokenPipeError) for e in chain))
+    return (
+        urlsplit(url or "").scheme == "https"
+        and _connecting(chain)
+        and any(
+            isinstance(e, ConnectionResetError | ConnectionAbortedError | BrokenPipeError)
+            for e in chain
+        )
+    )

@@ -40,7 +40,7 @@ def _table() -> dict[int, tuple[int, int]]:
         except OSError:
             continue
         # "pid (comm) state ppid pgrp ...": comm may hold spaces or parentheses, so split after it.
-        fields = stat[stat.rfind(b")") + 2:].split()
+        fields = stat[stat.rfind(b")") + 2 :].split()
         if len(fields) >= 3 and fields[0] != b"Z":
             table[int(name)] = (int(fields[1]), int(fields[2]))
     return table

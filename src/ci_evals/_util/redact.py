@@ -40,7 +40,16 @@ MIN_SECRET = 6
 PIECE = 16
 """A run of this many characters of a secret is masked on its own (a secret split in halves)."""
 _BLOCK = PIECE // 2
-SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_PRIVATE_KEY", "_SECRET_KEY", "_PAT")
+SECRET_SUFFIXES = (
+    "_API_KEY",
+    "_TOKEN",
+    "_SECRET",
+    "_PASSWORD",
+    "_ACCESS_KEY",
+    "_PRIVATE_KEY",
+    "_SECRET_KEY",
+    "_PAT",
+)
 TOKEN_INPUTS = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN")
 
 # (pattern, replacement, substrings one of which the lower-cased text must hold for it to match).
@@ -49,20 +58,36 @@ TOKEN_INPUTS = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN")
 # a one-character gate is found by memchr, at about a tenth of the cost of a longer search).
 _PATTERNS = [
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK, (("-", ("sk-",)),)),
-    (re.compile(r"\b(gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"), r"\1" + MASK,
-     (("gh", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),)),
+    (
+        re.compile(r"\b(gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"),
+        r"\1" + MASK,
+        (("gh", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),),
+    ),
     # A credential after a scheme or a header name; it must hold a digit, so prose stays intact.
-    (re.compile(r"(?i)\b(bearer|basic)(\s+)(?=[A-Za-z._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{8,}"), r"\1\2" + MASK,
-     ("bearer", "basic")),
-    (re.compile(r"(?i)((?:proxy-)?authorization|x-api-key|api[-_]?key|private-token)"
-                r"([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?=[^\s\"',;}\\]*\d)[^\s\"',;}\\]{4,}"),
-     r"\1\2" + MASK, ("authorization", ("-", ("private-token",)), ("api", ("api-key", "api_key", "apikey")))),
+    (
+        re.compile(r"(?i)\b(bearer|basic)(\s+)(?=[A-Za-z._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{8,}"),
+        r"\1\2" + MASK,
+        ("bearer", "basic"),
+    ),
+    (
+        re.compile(
+            r"(?i)((?:proxy-)?authorization|x-api-key|api[-_]?key|private-token)"
+            r"([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?=[^\s\"',;}\\]*\d)[^\s\"',;}\\]{4,}"
+        ),
+        r"\1\2" + MASK,
+        ("authorization", ("-", ("private-token",)), ("api", ("api-key", "api_key", "apikey"))),
+    ),
     (re.compile(r"(://[^/\s:@\"\\]*):[^/\s@\"\\]+@"), r"\1:" + MASK + "@", ("@",)),
     # A key as a vendor shows it masked (OpenAI's 401: "sk-proj-*****...****j1Aa"): its visible ends
     # are pieces of the key. Six asterisks or more, joined to a word on either side; a match starts
     # only where a word or a run of asterisks starts, so no text makes it backtrack quadratically.
-    (re.compile(r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]+\*{6,}[A-Za-z0-9_\-]*|(?<![*A-Za-z0-9_\-])\*{6,}[A-Za-z0-9_\-]+"),
-     MASK, (("*", ("******",)),)),
+    (
+        re.compile(
+            r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]+\*{6,}[A-Za-z0-9_\-]*|(?<![*A-Za-z0-9_\-])\*{6,}[A-Za-z0-9_\-]+"
+        ),
+        MASK,
+        (("*", ("******",)),),
+    ),
 ]
 _registered: set[str] = set()
 generation = 0
@@ -105,7 +130,7 @@ def encoded_forms(secret: str) -> tuple[str, ...]:
     forms = set()
     for shift in range(3):
         enc = base64.b64encode(b"\0" * shift + raw).decode()
-        run = enc[(shift * 4 + 2) // 3:(len(raw) + shift) // 3 * 4]
+        run = enc[(shift * 4 + 2) // 3 : (len(raw) + shift) // 3 * 4]
         if len(run) >= 8:
             forms.update({run, run.replace("+", "-").replace("/", "_")})
     return tuple(sorted(forms))
@@ -123,7 +148,9 @@ def known_secrets() -> list[str]:
     """Every secret to mask, and its base64 and hex forms, longest first (a key containing another is
     masked whole)."""
     found = _registered | env_secrets()
-    forms = found.union(*(encoded_forms(s) for s in found if len(s) >= PIECE), *(hex_forms(s) for s in found))
+    forms = found.union(
+        *(encoded_forms(s) for s in found if len(s) >= PIECE), *(hex_forms(s) for s in found)
+    )
     return sorted(forms, key=len, reverse=True)
 
 
@@ -135,7 +162,7 @@ def _blocks(secrets: tuple[str, ...]) -> dict[str, tuple[tuple[str, int], ...]]:
     for secret in secrets:
         if len(secret) >= PIECE:
             for k in range(0, len(secret) - _BLOCK + 1, _BLOCK):
-                blocks.setdefault(secret[k:k + _BLOCK], []).append((secret, k))
+                blocks.setdefault(secret[k : k + _BLOCK], []).append((secret, k))
     return {b: tuple(v) for b, v in blocks.items()}
 
 
@@ -149,7 +176,11 @@ def _mask_pieces(text: str, secrets: list[str]) -> str:
     if not blocks:
         return text
     long_words = "\n".join(w for w in text.split() if len(w) >= PIECE)
-    hits = [(block, owners) for block, owners in blocks.items() if block in long_words] if long_words else None
+    hits = (
+        [(block, owners) for block, owners in blocks.items() if block in long_words]
+        if long_words
+        else None
+    )
     if not hits:
         return text
     spans = []
@@ -160,7 +191,9 @@ def _mask_pieces(text: str, secrets: list[str]) -> str:
                 a, b = at, at + _BLOCK
                 while a > 0 and k - (at - a) > 0 and text[a - 1] == secret[k - (at - a) - 1]:
                     a -= 1
-                while b < len(text) and k + (b - at) < len(secret) and text[b] == secret[k + (b - at)]:
+                while (
+                    b < len(text) and k + (b - at) < len(secret) and text[b] == secret[k + (b - at)]
+                ):
                     b += 1
                 if b - a >= PIECE:
                     spans.append((a, b))
@@ -171,7 +204,7 @@ def _mask_pieces(text: str, secrets: list[str]) -> str:
     for a, b in sorted(spans):
         if b <= pos:
             continue
-        out.append(text[pos:max(a, pos)])
+        out.append(text[pos : max(a, pos)])
         if a >= pos:
             out.append(MASK)
         pos = b
@@ -214,7 +247,9 @@ def scrub_with(text: str, secrets: list[str]) -> str:
     return text
 
 
-def scrub_and_shorten(text: str, limit: int, extra: Iterable[str | None] = (), *, tail: bool = False) -> str:
+def scrub_and_shorten(
+    text: str, limit: int, extra: Iterable[str | None] = (), *, tail: bool = False
+) -> str:
     """The one way to put foreign text into a message: scrub the whole text, then cut it.
 
     One line, at most ``limit`` characters plus an ellipsis; ``tail`` keeps the end instead of the
@@ -236,8 +271,10 @@ def scrub_tree(value, secrets: list[str] | None = None):
     if isinstance(value, str):
         return scrub_with(value, secrets) if value else value
     if isinstance(value, dict):
-        return {(scrub_with(k, secrets) if isinstance(k, str) else k): scrub_tree(v, secrets)
-                for k, v in value.items()}
+        return {
+            (scrub_with(k, secrets) if isinstance(k, str) else k): scrub_tree(v, secrets)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [scrub_tree(v, secrets) for v in value]
     return value

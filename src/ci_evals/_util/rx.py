@@ -39,8 +39,10 @@ def compile_pattern(pattern: str) -> Any:
     import re
 
     if len(pattern) > MAX_PATTERN_CHARS:
-        raise PatternTooLong(f"the pattern is {len(pattern):,} characters long; at most {MAX_PATTERN_CHARS:,} "
-                         "are compiled (compiling cannot be interrupted)")
+        raise PatternTooLong(
+            f"the pattern is {len(pattern):,} characters long; at most {MAX_PATTERN_CHARS:,} "
+            "are compiled (compiling cannot be interrupted)"
+        )
 
     import regex
 
@@ -77,8 +79,10 @@ def _limited(method: str, rx: Any, text: str) -> Any:
             return box["value"]
         if not isinstance(box["error"], TimeoutError):
             raise box["error"]
-    raise RegexTimeout(f"regex {rx.pattern[:80]!r} took over {MATCH_SECONDS:g} s on a "
-                           f"{len(text):,}-character text (catastrophic backtracking?)") from None
+    raise RegexTimeout(
+        f"regex {rx.pattern[:80]!r} took over {MATCH_SECONDS:g} s on a "
+        f"{len(text):,}-character text (catastrophic backtracking?)"
+    ) from None
 
 
 def search(rx: Any, text: str) -> Any:

@@ -55,7 +55,8 @@ def hidden_names(env: Mapping[str, str]) -> list[str]:
     token = next((env[n].strip() for n in TOKEN_INPUTS if (env.get(n) or "").strip()), None)
     forms = token_forms(token) if token is not None and len(token) >= MIN_CONTAINED else []
     return sorted(
-        name for name, value in env.items()
+        name
+        for name, value in env.items()
         if name in TOKEN_INPUTS
         or (token is not None and value.strip() == token)
         or any(form in value for form in forms)
@@ -87,7 +88,9 @@ def reexec_without_token(env: Mapping[str, str], argv: list[str]) -> None:
         os.execve(argv[0], argv, new_env)
     except OSError as exc:
         os.close(read_end)
-        raise HandoverError(f"could not restart without the token in the environment: {exc}") from None
+        raise HandoverError(
+            f"could not restart without the token in the environment: {exc}"
+        ) from None
 
 
 def take_token(env: MutableMapping[str, str]) -> str | None:

@@ -26,7 +26,10 @@ INPUTS: tuple[tuple[str, str, str], ...] = (
 OUTPUTS: tuple[tuple[str, str], ...] = (
     ("passed", '"true" when every suite\'s verdict is passed, else "false"'),
     ("verdict", "the worst verdict: passed, failed, errored, partial or interrupted"),
-    ("exit-code", "0 passed, 1 failed/errored/partial, 2 configuration error, 3 internal error, 129/130/143"),
+    (
+        "exit-code",
+        "0 passed, 1 failed/errored/partial, 2 configuration error, 3 internal error, 129/130/143",
+    ),
     ("summary-json", "path of each suite's summary.json, one per line"),
     ("metrics", "JSON: metric (suite/metric with several suites) -> {mean, pass_rate, n, errors}"),
     ("comment-url", "URL of each PR comment posted or updated, one per line"),

@@ -90,8 +90,11 @@ class SuiteRun:
         """What names this suite's PR comment: ``suite:job``, or for another job's artifact the
         folder the workflow named in the ``results`` input (``folder:job:results=path``). Never what
         an artifact says about itself: a forged ``suite`` must not reach another suite's comment."""
-        return f"{self.out_dir.name or 'results'}:{job}:results={self.out_dir}" if self.untrusted \
+        return (
+            f"{self.out_dir.name or 'results'}:{job}:results={self.out_dir}"
+            if self.untrusted
             else f"{self.name}:{job}"
+        )
 
     def results(self) -> Iterator[dict[str, Any]]:
         if self.untrusted:
@@ -135,8 +138,12 @@ def suite_options(inputs: Inputs, out_dir: Path, baseline: str | None) -> SuiteO
     return options
 
 
-def run_here(inputs: Inputs, suite_file: str, out_dir: Path, baseline: str | None,
-             ) -> tuple[int, dict[str, Any] | None, Path, str]:
+def run_here(
+    inputs: Inputs,
+    suite_file: str,
+    out_dir: Path,
+    baseline: str | None,
+) -> tuple[int, dict[str, Any] | None, Path, str]:
     """Run one suite in this process: (exit code, its summary or None, its folder, tail of stderr)."""
     tail = _Tail(sys.stderr)
     done: dict[str, Any] = {"summary": None, "out": out_dir}
@@ -154,7 +161,9 @@ def run_here(inputs: Inputs, suite_file: str, out_dir: Path, baseline: str | Non
     return code, done["summary"], done["out"], tail.buf
 
 
-def run_one_suite(inputs: Inputs, suite_file: str, several: bool, slug: str | None = None) -> SuiteRun:
+def run_one_suite(
+    inputs: Inputs, suite_file: str, several: bool, slug: str | None = None
+) -> SuiteRun:
     """Run one suite inside a log group (``slug``: its subfolder when the action runs several)."""
     slug = slug or suite_slug(suite_file)
     out_dir = inputs.output_dir / slug if several else inputs.output_dir
@@ -170,7 +179,9 @@ def run_one_suite(inputs: Inputs, suite_file: str, several: bool, slug: str | No
         summary = None
     if rc == EXIT_PASSED and (not isinstance(summary, dict) or summary.get("verdict") != "passed"):
         # exit 0 is a pass only with a summary that says so (suite code calling sys.exit(0) is not)
-        tail += "error: ci-evals exited 0 without a summary.json whose verdict is passed; not a pass\n"
+        tail += (
+            "error: ci-evals exited 0 without a summary.json whose verdict is passed; not a pass\n"
+        )
         rc = EXIT_INTERNAL if summary is None else EXIT_GATE_FAILED
     return SuiteRun(suite_file, out_dir, rc, summary, tail)
 
@@ -186,11 +197,18 @@ def load_results(folder: str) -> SuiteRun:
     try:
         summary = artifact.load_summary(folder)
         artifact.check_results(folder)
-        run = SuiteRun(str(summary.get("suite_file") or folder), Path(folder), exit_code(summary), summary,
-                       untrusted=True)
+        run = SuiteRun(
+            str(summary.get("suite_file") or folder),
+            Path(folder),
+            exit_code(summary),
+            summary,
+            untrusted=True,
+        )
         _try_rendering(run)
     except ConfigError as exc:
-        return SuiteRun(folder, Path(folder), EXIT_GATE_FAILED, None, f"{FOREIGN}: {exc}", untrusted=True)
+        return SuiteRun(
+            folder, Path(folder), EXIT_GATE_FAILED, None, f"{FOREIGN}: {exc}", untrusted=True
+        )
     return run
 
 
@@ -240,13 +258,19 @@ def step_summary(run: SuiteRun) -> str:
     """The step-summary markdown of one suite, whatever its outcome."""
     if run.summary is not None:
         return render_summary_md(run.summary, run.results())
-    return render_error_md(f"{run.suite_file}: {_failure_kind(run)}", run.log_tail.strip() or "no output")
+    return render_error_md(
+        f"{run.suite_file}: {_failure_kind(run)}", run.log_tail.strip() or "no output"
+    )
 
 
 def _failure_kind(run: SuiteRun) -> str:
     if run.untrusted:
         return f"{FOREIGN} (exit {run.exit_code})"
-    return "configuration error" if run.exit_code == EXIT_CONFIG else f"run failed (exit {run.exit_code})"
+    return (
+        "configuration error"
+        if run.exit_code == EXIT_CONFIG
+        else f"run failed (exit {run.exit_code})"
+    )
 
 
 def should_comment(mode: str, env: Mapping[str, str], explicit_pr: bool = False) -> bool:
@@ -267,8 +291,15 @@ def post_comments(
         return []
     number = inputs.pr_number or pr_number_from_event(env.get("GITHUB_EVENT_PATH"))
     head_sha = None
-    if inputs.results and inputs.pr_number is not None and env.get("GITHUB_EVENT_NAME") == "workflow_run":
-        head_sha = workflow_run_head(env.get("GITHUB_EVENT_PATH")) or "(no workflow_run.head_sha in the event)"
+    if (
+        inputs.results
+        and inputs.pr_number is not None
+        and env.get("GITHUB_EVENT_NAME") == "workflow_run"
+    ):
+        head_sha = (
+            workflow_run_head(env.get("GITHUB_EVENT_PATH"))
+            or "(no workflow_run.head_sha in the event)"
+        )
     job = inputs.comment_key or env.get("GITHUB_JOB") or "evals"
     urls = []
     for run in (r for r in runs if r.summary is not None):
@@ -310,8 +341,12 @@ def combined_verdict(runs: list[SuiteRun]) -> str:
 
 def passed_for_sure(runs: list[SuiteRun], code: int, verdict: str) -> bool:
     """``passed=true`` needs exit 0, a combined verdict of passed and every suite's summary saying passed."""
-    return code == EXIT_PASSED and verdict == "passed" and bool(runs) and all(
-        isinstance(r.summary, dict) and r.summary.get("verdict") == "passed" for r in runs)
+    return (
+        code == EXIT_PASSED
+        and verdict == "passed"
+        and bool(runs)
+        and all(isinstance(r.summary, dict) and r.summary.get("verdict") == "passed" for r in runs)
+    )
 
 
 def combined_exit(codes: list[int]) -> int:
@@ -325,7 +360,9 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
     ``token`` is the GitHub token when it came through the handover pipe (see ci_evals.action.handover)
     rather than the environment.
     """
-    if env.get("GITHUB_ACTIONS") == "true":  # only GitHub's runner hides this line: elsewhere it prints the key
+    if (
+        env.get("GITHUB_ACTIONS") == "true"
+    ):  # only GitHub's runner hides this line: elsewhere it prints the key
         for secret in secrets_to_mask(env) + ([token] if token else []):
             command("add-mask", secret)
     summary_path, output_path = env.get("GITHUB_STEP_SUMMARY"), env.get("GITHUB_OUTPUT")
@@ -334,7 +371,9 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
     except InputError as exc:
         command("error", str(exc), title="ci-evals configuration error")
         append_step_summary(summary_path, render_error_md("action input error", str(exc)))
-        set_outputs(output_path, {"passed": "false", "verdict": "errored", "exit-code": str(EXIT_CONFIG)})
+        set_outputs(
+            output_path, {"passed": "false", "verdict": "errored", "exit-code": str(EXIT_CONFIG)}
+        )
         return EXIT_CONFIG
     if token:
         inputs.token = token
@@ -344,8 +383,14 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
     runs: list[SuiteRun] = []
     cwd = os.getcwd()
     for item in inputs.results or inputs.suites:
-        run = load_results(item) if inputs.results else run_one_suite(inputs, item, several, slugs[item])
-        os.chdir(cwd)  # back to the workspace, whatever the suite's code did (its folders are absolute)
+        run = (
+            load_results(item)
+            if inputs.results
+            else run_one_suite(inputs, item, several, slugs[item])
+        )
+        os.chdir(
+            cwd
+        )  # back to the workspace, whatever the suite's code did (its folders are absolute)
         runs.append(run)
         append_step_summary(summary_path, step_summary(run))
         annotate(run)
@@ -372,9 +417,17 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
 
 def refused(env: Mapping[str, str], code: int) -> None:
     """The step's outputs and summary when the run ended before its verdict (ci_evals._util.forks)."""
-    why = NO_VERDICT if code == EXIT_INTERNAL else f"the run's process ended with exit {code} before its verdict"
-    append_step_summary(env.get("GITHUB_STEP_SUMMARY"), render_error_md(f"run failed (exit {code})", why))
-    set_outputs(env.get("GITHUB_OUTPUT"), {"passed": "false", "verdict": "errored", "exit-code": str(code)})
+    why = (
+        NO_VERDICT
+        if code == EXIT_INTERNAL
+        else f"the run's process ended with exit {code} before its verdict"
+    )
+    append_step_summary(
+        env.get("GITHUB_STEP_SUMMARY"), render_error_md(f"run failed (exit {code})", why)
+    )
+    set_outputs(
+        env.get("GITHUB_OUTPUT"), {"passed": "false", "verdict": "errored", "exit-code": str(code)}
+    )
 
 
 def main(restart: bool = False) -> int:
@@ -391,10 +444,17 @@ def main(restart: bool = False) -> int:
             token = handover.take_token(os.environ)
             handover.make_undumpable()
             keep_stdio()  # the suites' code runs in a child: exit 0 only with a verdict, no process left behind
-            return supervised(lambda: run_action(os.environ, token), refused=lambda code: refused(os.environ, code))
+            return supervised(
+                lambda: run_action(os.environ, token),
+                refused=lambda code: refused(os.environ, code),
+            )
         return run_action(os.environ, token)
     except Exception as exc:  # the last line of defence: report, summarise, exit 3
-        command("error", f"internal error: {type(exc).__name__}: {exc}", title="ci-evals internal error")
-        append_step_summary(os.environ.get("GITHUB_STEP_SUMMARY"),
-                            render_error_md("internal error", f"{type(exc).__name__}: {exc}"))
+        command(
+            "error", f"internal error: {type(exc).__name__}: {exc}", title="ci-evals internal error"
+        )
+        append_step_summary(
+            os.environ.get("GITHUB_STEP_SUMMARY"),
+            render_error_md("internal error", f"{type(exc).__name__}: {exc}"),
+        )
         return EXIT_INTERNAL

@@ -34,23 +34,49 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
     merge.add_argument("--output", "-o", type=Path, required=True)
     merge.add_argument("--baseline", type=Path, default=None)
-    merge.add_argument("--dry-run", action="store_true", help="print the PR comment the merged result gives")
+    merge.add_argument(
+        "--dry-run", action="store_true", help="print the PR comment the merged result gives"
+    )
 
     report = sub.add_parser("report", help="write report.html again from a results folder")
-    report.add_argument("dir", type=Path, metavar="DIR", help="a results folder (summary.json, results.jsonl)")
-    report.add_argument("--baseline", type=Path, default=None,
-                        help="a baseline results folder (default: the one summary.json names, if present)")
-    report.add_argument("--open", action="store_true", help="open the report in the local web browser")
+    report.add_argument(
+        "dir", type=Path, metavar="DIR", help="a results folder (summary.json, results.jsonl)"
+    )
+    report.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a baseline results folder (default: the one summary.json names, if present)",
+    )
+    report.add_argument(
+        "--open", action="store_true", help="open the report in the local web browser"
+    )
 
-    init = sub.add_parser("init", help="write a starter suite, dataset, grader and GitHub workflow here")
-    init.add_argument("dir", nargs="?", type=Path, default=Path("."), metavar="DIR",
-                      help="the repository to set up (default: the current folder)")
-    init.add_argument("--target", choices=["command", "model", "letta", "http"], default=None,
-                      help="what answers the samples (default: command, a stand-in agent that runs offline; "
-                           "asked on a terminal)")
+    init = sub.add_parser(
+        "init", help="write a starter suite, dataset, grader and GitHub workflow here"
+    )
+    init.add_argument(
+        "dir",
+        nargs="?",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the repository to set up (default: the current folder)",
+    )
+    init.add_argument(
+        "--target",
+        choices=["command", "model", "letta", "http"],
+        default=None,
+        help="what answers the samples (default: command, a stand-in agent that runs offline; "
+        "asked on a terminal)",
+    )
     init.add_argument("--force", action="store_true", help="overwrite files that already exist")
-    init.add_argument("--action", default="OWNER/ci-evals@v1", metavar="ACCOUNT/REPO@REF",
-                      help="the Action the workflow uses (default OWNER/ci-evals@v1: replace OWNER)")
+    init.add_argument(
+        "--action",
+        default="OWNER/ci-evals@v1",
+        metavar="ACCOUNT/REPO@REF",
+        help="the Action the workflow uses (default OWNER/ci-evals@v1: replace OWNER)",
+    )
 
     sub.add_parser("list", help="list targets, extractors and graders")
     sub.add_parser("schema", help="print the suite JSON Schema")
@@ -68,7 +94,10 @@ def load_dotenv(path: Path = Path(".env")) -> None:
         return
 
     if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-        print("note: ./.env not loaded: CI is set (set variables in the workflow instead)", file=sys.stderr)
+        print(
+            "note: ./.env not loaded: CI is set (set variables in the workflow instead)",
+            file=sys.stderr,
+        )
         return
     import logging
 
@@ -80,7 +109,9 @@ def load_dotenv(path: Path = Path(".env")) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from_command_line = argv is None
-    if from_command_line:  # what Python prints itself (an uncaught exception's traceback) is scrubbed too
+    if (
+        from_command_line
+    ):  # what Python prints itself (an uncaught exception's traceback) is scrubbed too
         if not isinstance(sys.stderr, ScrubbedStream):
             sys.stderr = ScrubbedStream(sys.stderr)
     code = _main(list(sys.argv[1:] if argv is None else argv), from_command_line)
@@ -104,7 +135,9 @@ def _main(argv: list[str], from_command_line: bool) -> int:
         if argv[1:] in (["-h"], ["--help"]):
             print(action_help(), end="")
             return 0
-        if argv[1:]:  # `ci-evals action run ...` (the image's entrypoint with a command): the plain CLI
+        if argv[
+            1:
+        ]:  # `ci-evals action run ...` (the image's entrypoint with a command): the plain CLI
             return _main(argv[1:], from_command_line)
         # start time: the Action's modules load only when it runs
         from ci_evals.action.main import main as action_main
@@ -115,7 +148,9 @@ def _main(argv: list[str], from_command_line: bool) -> int:
         build_parser().print_help()
         return EXIT_CONFIG
     load_dotenv()
-    if from_command_line and args.command in GUARDED:  # the suite's code runs: a child does the work
+    if (
+        from_command_line and args.command in GUARDED
+    ):  # the suite's code runs: a child does the work
         return guarded_child(lambda: _dispatch(args, from_command_line))
     return _dispatch(args, from_command_line)
 

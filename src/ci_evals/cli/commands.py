@@ -53,7 +53,9 @@ def cmd_run(args: Namespace) -> int:
     if args.resume:
         raise ConfigError("--resume takes a single suite")
     if getattr(args, "only_failed", None):
-        raise ConfigError("--only-failed takes a single suite (the one whose results folder it names)")
+        raise ConfigError(
+            "--only-failed takes a single suite (the one whose results folder it names)"
+        )
     base = absolute(args.output or DEFAULT_OUTPUT)  # resolved once: a suite's code may chdir
     import os
 
@@ -62,28 +64,43 @@ def cmd_run(args: Namespace) -> int:
     folders = {path: base / slugs[str(path.resolve())] for path in paths}
     codes, rows, cwd = [], [], os.getcwd()
     for path in paths:
-        os.chdir(cwd)  # each suite from the folder the command started in, whatever the last one's code did
+        os.chdir(
+            cwd
+        )  # each suite from the folder the command started in, whatever the last one's code did
         try:
             code, summary, out = run_suite(path, SuiteOptions.from_namespace(args), folders[path])
         except ConfigError as exc:
             print(scrub(f"error: {exc}"), file=sys.stderr)
             code, summary = 2, None
         codes.append(code)
-        rows.append({"suite_file": str(path), "exit_code": code,
-                     "passed": bool(summary and summary["gate"]["passed"]),
-                     "verdict": summary["verdict"] if summary else "config_error",
-                     "suite": summary["suite"] if summary else None,
-                     "output": str(out) if summary else None})
+        rows.append(
+            {
+                "suite_file": str(path),
+                "exit_code": code,
+                "passed": bool(summary and summary["gate"]["passed"]),
+                "verdict": summary["verdict"] if summary else "config_error",
+                "suite": summary["suite"] if summary else None,
+                "output": str(out) if summary else None,
+            }
+        )
         if code in SIGNAL_EXIT.values():
             break
     base.mkdir(parents=True, exist_ok=True)
     write_text(base / "suites.json", json.dumps(rows, indent=2) + "\n")
     # One combined report: each suite's summary.md in turn (a failed load gets its error line).
-    parts = [(Path(r["output"]) / "summary.md").read_text(encoding="utf-8") if r["output"]
-             else f"## {r['suite_file']}\n\nInvalid configuration (exit code {r['exit_code']}).\n" for r in rows]
+    parts = [
+        (Path(r["output"]) / "summary.md").read_text(encoding="utf-8")
+        if r["output"]
+        else f"## {r['suite_file']}\n\nInvalid configuration (exit code {r['exit_code']}).\n"
+        for r in rows
+    ]
     write_text(base / "summary.md", "\n\n---\n\n".join(parts))
-    print("\nAll suites: " + ", ".join(f"{Path(r['suite_file']).name} {r['verdict'].upper().replace('_', ' ')}"
-                                       for r in rows))
+    print(
+        "\nAll suites: "
+        + ", ".join(
+            f"{Path(r['suite_file']).name} {r['verdict'].upper().replace('_', ' ')}" for r in rows
+        )
+    )
     interrupted = [c for c in codes if c in SIGNAL_EXIT.values()]
     return interrupted[0] if interrupted else max(codes)
 
@@ -92,21 +109,32 @@ def cmd_validate(args: Namespace) -> int:
     worst = 0
     for path in expand_suites(args.suites):
         try:
-            suite = load_suite(path, offline=True, cache_dir=False, extra_gates=getattr(args, "gate", None))
+            suite = load_suite(
+                path, offline=True, cache_dir=False, extra_gates=getattr(args, "gate", None)
+            )
         except ConfigError as exc:
             print(scrub(f"error: {exc}"), file=sys.stderr)
             worst = 2
             continue
-        graders = ", ".join(f"{n} ({s.grader.spec.kind}, {s.extractor.name}, pass {s.rule_text}"
-                            + (f", {s.grader.describe()}" if hasattr(s.grader, "describe") else "") + ")"
-                            for n, s in suite.graders.items())
+        graders = ", ".join(
+            f"{n} ({s.grader.spec.kind}, {s.extractor.name}, pass {s.rule_text}"
+            + (f", {s.grader.describe()}" if hasattr(s.grader, "describe") else "")
+            + ")"
+            for n, s in suite.graders.items()
+        )
         gates = "; ".join(g.describe() for g in suite.gates) or "none"
-        gates = "; ".join(([gates] if suite.gates else []) + [describe_typed(g) for g in suite.typed_gates]) \
+        gates = (
+            "; ".join(
+                ([gates] if suite.gates else []) + [describe_typed(g) for g in suite.typed_gates]
+            )
             or "none (add one with --gate)"
+        )
         if suite.reward is not None:
             graders += f"; {suite.reward.describe()}"
-        print(f"{path}: valid. {suite.dataset.count} samples ({suite.dataset.total} in "
-              f"{suite.dataset.path.name}), target {suite.spec.target['kind']}, graders: {graders}; gates: {gates}")
+        print(
+            f"{path}: valid. {suite.dataset.count} samples ({suite.dataset.total} in "
+            f"{suite.dataset.path.name}), target {suite.spec.target['kind']}, graders: {graders}; gates: {gates}"
+        )
         if suite.dialect != "ci-evals":
             print(f"  read as a {DIALECTS[suite.dialect]} suite")
     return worst
@@ -147,7 +175,10 @@ def cmd_report(args: Namespace) -> int:
     if baseline is None:
         baseline, why = baseline_reference(summary, folder, Path.cwd())
         if why:
-            print(f"note: {folder / 'summary.json'}: {why} (pass --baseline to compare)", file=sys.stderr)
+            print(
+                f"note: {folder / 'summary.json'}: {why} (pass --baseline to compare)",
+                file=sys.stderr,
+            )
     if baseline is not None:
         check_records(baseline / RESULTS, Trust.OTHER, what="baseline results.jsonl")
     with foreign_shape(str(folder / "summary.json"), "summary.json"):
@@ -171,7 +202,9 @@ def cmd_merge(args: Namespace) -> int:
     config = summaries[0].get("config")
     for d, s in zip(args.dirs, summaries, strict=True):
         if s.get("config") != config or s.get("suite") != summaries[0].get("suite"):
-            raise ConfigError("this folder holds results of a different suite or configuration", file=str(d))
+            raise ConfigError(
+                "this folder holds results of a different suite or configuration", file=str(d)
+            )
     missing = shard_gaps(args.dirs, summaries)
     baseline = Baseline(args.baseline) if args.baseline else None
     with foreign_shape(str(args.dirs[0] / "summary.json"), "summary.json"):
@@ -187,13 +220,18 @@ def cmd_merge(args: Namespace) -> int:
                 with foreign_shape(str(d / RESULTS), RESULTS):
                     key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
                     if key in seen:
-                        raise ConfigError(f"sample {rec['sample_id']!r} appears in more than one shard", file=str(d))
+                        raise ConfigError(
+                            f"sample {rec['sample_id']!r} appears in more than one shard",
+                            file=str(d),
+                        )
                     seen.add(key)
                     fh.write(encode_line(rec) + "\n")
                     agg.add(rec)
                     read += 1
             if read < int(s.get("records") or 0):
-                missing.append(f"{_shard_name(d, s)}: results.jsonl has {read} of {s['records']} records")
+                missing.append(
+                    f"{_shard_name(d, s)}: results.jsonl has {read} of {s['records']} records"
+                )
     total = _expected_samples(summaries)
     if total is not None and not missing and agg.n_samples() != total:
         missing.append(f"the shards hold {agg.n_samples()} of {total} samples")
@@ -203,12 +241,25 @@ def cmd_merge(args: Namespace) -> int:
         started = min(datetime.fromisoformat(s["started_at"]) for s in summaries)
         duration = max(float(s["duration_s"]) for s in summaries)
         first = summaries[0]
-        extra = {"suite": first["suite"], "suite_file": first.get("suite_file"), "description": first.get("description"),
-                 "merged_from": [str(d) for d in args.dirs], "versions": first.get("versions")}
+        extra = {
+            "suite": first["suite"],
+            "suite_file": first.get("suite_file"),
+            "description": first.get("description"),
+            "merged_from": [str(d) for d in args.dirs],
+            "versions": first.get("versions"),
+        }
         if missing:
             extra["partial_reason"] = "; ".join(missing)
-        summary = summarize(None, config, agg, started=started, duration=duration,
-                                partial=bool(missing), extra=extra, baseline=baseline)
+        summary = summarize(
+            None,
+            config,
+            agg,
+            started=started,
+            duration=duration,
+            partial=bool(missing),
+            extra=extra,
+            baseline=baseline,
+        )
     with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
         failing = write_outputs(args.output, summary, console.FailingPass.of(summary))
     print(console.render(summary, color=console.use_color(sys.stdout), failing=failing))
@@ -225,10 +276,16 @@ def refuse_overlap(output: Path, inputs: list[Path]) -> None:
     out = os.path.realpath(output)
     for d in inputs:
         src = os.path.realpath(d)
-        if out == src or out.startswith(src.rstrip(os.sep) + os.sep) or src.startswith(out.rstrip(os.sep) + os.sep):
+        if (
+            out == src
+            or out.startswith(src.rstrip(os.sep) + os.sep)
+            or src.startswith(out.rstrip(os.sep) + os.sep)
+        ):
             what = "is" if out == src else ("lies inside" if out.startswith(src) else "holds")
-            raise ConfigError(f"--output {what} the input folder {d}; write the merge to a folder of its own",
-                              file=str(output))
+            raise ConfigError(
+                f"--output {what} the input folder {d}; write the merge to a folder of its own",
+                file=str(output),
+            )
 
 
 def _shard_name(folder: Path, summary: dict[str, Any]) -> str:
@@ -247,25 +304,38 @@ def shard_gaps(dirs: list[Path], summaries: list[dict[str, Any]]) -> list[str]:
     if any(shards):
         plain = next((d for d, sh in zip(dirs, shards, strict=True) if not sh), None)
         if plain is not None:
-            raise ConfigError("this folder is not a shard (no --shard), the others are", file=str(plain))
+            raise ConfigError(
+                "this folder is not a shard (no --shard), the others are", file=str(plain)
+            )
         counts = sorted({sh["count"] for sh in shards})
         if len(counts) > 1:
-            d = next(d for d, sh in zip(dirs, shards, strict=True) if sh["count"] != shards[0]["count"])
-            raise ConfigError(f"shards of different splits ({' and '.join(f'of {c}' for c in counts)})",
-                              file=str(d))
+            d = next(
+                d for d, sh in zip(dirs, shards, strict=True) if sh["count"] != shards[0]["count"]
+            )
+            raise ConfigError(
+                f"shards of different splits ({' and '.join(f'of {c}' for c in counts)})",
+                file=str(d),
+            )
         n = counts[0]
         first: dict[int, Path] = {}
         for d, sh in zip(dirs, shards, strict=True):
             if sh["index"] in first:
-                raise ConfigError(f"shard {sh['index']}/{n} appears twice (also {first[sh['index']]})", file=str(d))
+                raise ConfigError(
+                    f"shard {sh['index']}/{n} appears twice (also {first[sh['index']]})",
+                    file=str(d),
+                )
             first[sh["index"]] = d
         absent = [k for k in range(1, n + 1) if k not in first]
         if absent:
-            gaps.append(f"shard{'s' if len(absent) > 1 else ''} {', '.join(f'{k}/{n}' for k in absent)} "
-                        f"missing ({len(first)} of {n} merged)")
+            gaps.append(
+                f"shard{'s' if len(absent) > 1 else ''} {', '.join(f'{k}/{n}' for k in absent)} "
+                f"missing ({len(first)} of {n} merged)"
+            )
     for d, s in zip(dirs, summaries, strict=True):
         if s.get("partial") or s.get("interrupted_by"):
-            gaps.append(f"{_shard_name(d, s)} is {'interrupted' if s.get('interrupted_by') else 'partial'}")
+            gaps.append(
+                f"{_shard_name(d, s)} is {'interrupted' if s.get('interrupted_by') else 'partial'}"
+            )
     return gaps
 
 
@@ -273,8 +343,10 @@ def _expected_samples(summaries: list[dict[str, Any]]) -> int | None:
     """How many samples a complete set of shards holds (None when the shards do not say)."""
     selected = {(s.get("shard") or {}).get("selected") for s in summaries} - {None}
     if len(selected) > 1:
-        raise ConfigError(f"the shards selected different samples ({' and '.join(map(str, sorted(selected)))} "
-                          "before sharding): run every shard with the same options")
+        raise ConfigError(
+            f"the shards selected different samples ({' and '.join(map(str, sorted(selected)))} "
+            "before sharding): run every shard with the same options"
+        )
     return selected.pop() if selected else None
 
 
@@ -284,17 +356,26 @@ def cmd_schema(args: Namespace) -> int:
 
 
 COMMANDS = {
-    "run": cmd_run, "validate": cmd_validate, "merge": cmd_merge, "report": cmd_report,
-    "init": cmd_init, "list": lambda args: cmd_list(), "schema": cmd_schema,
+    "run": cmd_run,
+    "validate": cmd_validate,
+    "merge": cmd_merge,
+    "report": cmd_report,
+    "init": cmd_init,
+    "list": lambda args: cmd_list(),
+    "schema": cmd_schema,
 }
 """What each ``ci-evals`` command runs (``cli.app`` parses, this does the work)."""
 
 
 def dispatch(args: Namespace, from_command_line: bool) -> int:
     """Run the parsed command; what escapes it becomes an exit code (ci_evals.run.exits.guarded)."""
-    if from_command_line and args.command == "run":  # the programs a run starts never read our environ
+    if (
+        from_command_line and args.command == "run"
+    ):  # the programs a run starts never read our environ
         make_undumpable()
-    if os.environ.get("GITHUB_ACTIONS") == "true":  # model output must not become a workflow command
+    if (
+        os.environ.get("GITHUB_ACTIONS") == "true"
+    ):  # model output must not become a workflow command
         with commands_stopped():
             return guarded(lambda: COMMANDS[args.command](args))
     return guarded(lambda: COMMANDS[args.command](args))

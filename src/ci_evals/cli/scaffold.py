@@ -56,16 +56,25 @@ ENV_BLOCKS = {
     "command": "          # OPENAI_API_KEY: ${{ secrets.OPENAI_API_KEY }}  # if your agent or a judge calls a model",
     "model": "          OPENAI_API_KEY: ${{ secrets.OPENAI_API_KEY }}",
     "letta": "          LETTA_API_KEY: ${{ secrets.LETTA_API_KEY }}\n"
-             "          LETTA_BASE_URL: ${{ vars.LETTA_BASE_URL }}",
+    "          LETTA_BASE_URL: ${{ vars.LETTA_BASE_URL }}",
     "http": "          AGENT_TOKEN: ${{ secrets.AGENT_TOKEN }}",
 }
 # letta: a `gate:` on a Letta target reads as letta-evals' (whose accuracy was 0-100): say which scale.
-BEFORE_GATE = {"letta": "accuracy_scale: fraction          # gate values are fractions (0.8: 80 % of samples), "
-                        "not letta-evals' percentages\n"}
+BEFORE_GATE = {
+    "letta": "accuracy_scale: fraction          # gate values are fractions (0.8: 80 % of samples), "
+    "not letta-evals' percentages\n"
+}
 EXTRA_FILES = {"command": ["agent.py"], "letta": ["agent_factory.py"]}
-SECRETS = {"command": [], "model": ["OPENAI_API_KEY"], "letta": ["LETTA_API_KEY"], "http": ["AGENT_TOKEN"]}
-ACTION_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[A-Za-z0-9_.-]+"
-                        r"|docker://[a-z0-9./_:-]+")
+SECRETS = {
+    "command": [],
+    "model": ["OPENAI_API_KEY"],
+    "letta": ["LETTA_API_KEY"],
+    "http": ["AGENT_TOKEN"],
+}
+ACTION_REF = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[A-Za-z0-9_.-]+"
+    r"|docker://[a-z0-9./_:-]+"
+)
 
 
 def _template(name: str) -> str:
@@ -75,27 +84,38 @@ def _template(name: str) -> str:
 def planned_files(target: str, action: str = DEFAULT_ACTION) -> dict[str, str]:
     """``{relative path: content}`` of what ``init`` writes for a target (``.gitignore`` aside)."""
     out = {
-        "evals/suite.yaml": _template("suite.yaml.tmpl").replace("%%TARGET%%", TARGET_BLOCKS[target])
-                                                        .replace("%%BEFORE_GATE%%", BEFORE_GATE.get(target, "")),
+        "evals/suite.yaml": _template("suite.yaml.tmpl")
+        .replace("%%TARGET%%", TARGET_BLOCKS[target])
+        .replace("%%BEFORE_GATE%%", BEFORE_GATE.get(target, "")),
         "evals/dataset.jsonl": _template("dataset.jsonl"),
         "evals/custom_evaluators.py": _template("custom_evaluators.py"),
     }
     for name in EXTRA_FILES.get(target, []):
         out[f"evals/{name}"] = _template(name)
-    out[".github/workflows/evals.yml"] = (_template("evals.yml.tmpl").replace("%%ACTION%%", action)
-                                          .replace("%%ENV%%", ENV_BLOCKS[target]))
+    out[".github/workflows/evals.yml"] = (
+        _template("evals.yml.tmpl")
+        .replace("%%ACTION%%", action)
+        .replace("%%ENV%%", ENV_BLOCKS[target])
+    )
     return out
 
 
 def gitignore_additions(existing: str) -> list[str]:
     """The entries of GITIGNORE that ``existing`` lacks (``/x/``, ``x`` and ``x/`` count as present)."""
-    have = {line.strip().strip("/") for line in existing.splitlines() if not line.lstrip().startswith("#")}
+    have = {
+        line.strip().strip("/")
+        for line in existing.splitlines()
+        if not line.lstrip().startswith("#")
+    }
     return [entry for entry in GITIGNORE if entry.strip("/") not in have]
 
 
 def _ask_target() -> str:
     while True:
-        answer = input(f"Target ({'/'.join(TARGETS)}) [{DEFAULT_TARGET}]: ").strip().lower() or DEFAULT_TARGET
+        answer = (
+            input(f"Target ({'/'.join(TARGETS)}) [{DEFAULT_TARGET}]: ").strip().lower()
+            or DEFAULT_TARGET
+        )
         if answer in TARGETS:
             return answer
         print(f"  one of: {', '.join(TARGETS)}")
@@ -106,8 +126,12 @@ def cmd_init(args: Namespace) -> int:
     if _lstat(root) is not None and not root.is_dir():
         raise ConfigError("not a folder", file=str(root))
     if not ACTION_REF.fullmatch(args.action):
-        raise ConfigError(f"--action: expected ACCOUNT/REPO@REF or docker://IMAGE, got {args.action!r}")
-    target = args.target or (_ask_target() if sys.stdin.isatty() and sys.stdout.isatty() else DEFAULT_TARGET)
+        raise ConfigError(
+            f"--action: expected ACCOUNT/REPO@REF or docker://IMAGE, got {args.action!r}"
+        )
+    target = args.target or (
+        _ask_target() if sys.stdin.isatty() and sys.stdout.isatty() else DEFAULT_TARGET
+    )
     # Every target is checked before anything is written: a bad one is one line, and nothing written.
     write, skipped = [], []
     for rel, content in planned_files(target, args.action).items():
@@ -127,11 +151,19 @@ def cmd_init(args: Namespace) -> int:
     for rel, content in write:
         _write(root / rel, content)
     if kind == "link":
-        print(".gitignore is a symbolic link: left alone; add " + ", ".join(GITIGNORE) + " yourself")
+        print(
+            ".gitignore is a symbolic link: left alone; add " + ", ".join(GITIGNORE) + " yourself"
+        )
     elif added:
         sep = "" if not existing or existing.endswith("\n") else "\n"
-        _write(ignore, sep + ("\n" if existing else "") + "# ci-evals: results (and --only-failed re-runs), LLM "
-               "response cache\n" + "".join(f"{entry}\n" for entry in added), append=True)
+        _write(
+            ignore,
+            sep
+            + ("\n" if existing else "")
+            + "# ci-evals: results (and --only-failed re-runs), LLM "
+            "response cache\n" + "".join(f"{entry}\n" for entry in added),
+            append=True,
+        )
     _report(root, target, args.action, [rel for rel, _ in write], skipped, added)
     return 0
 
@@ -151,20 +183,29 @@ def _target(root: Path, rel: str, *, write_file: bool) -> str:
         if stat.S_ISLNK(st.st_mode):
             real = path.resolve()
             if real != home and home not in real.parents:
-                raise ConfigError(f"is a symbolic link out of {root} (to {real}): init never writes through "
-                                  "it; nothing written", file=str(path))
+                raise ConfigError(
+                    f"is a symbolic link out of {root} (to {real}): init never writes through "
+                    "it; nothing written",
+                    file=str(path),
+                )
             st = os.stat(path) if real.exists() else st
         if not stat.S_ISDIR(st.st_mode):
-            raise ConfigError(f"is not a folder ({_what(st.st_mode)}), and init writes {rel} in it; nothing "
-                              "written", file=str(path))
+            raise ConfigError(
+                f"is not a folder ({_what(st.st_mode)}), and init writes {rel} in it; nothing "
+                "written",
+                file=str(path),
+            )
     path = path / parts[-1]
     if (st := _lstat(path)) is None:
         return _writable(path.parent, "absent")
     if stat.S_ISLNK(st.st_mode):
         return "link"
     if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"is not a regular file ({_what(st.st_mode)}); init writes a file there: nothing "
-                          "written", file=str(path))
+        raise ConfigError(
+            f"is not a regular file ({_what(st.st_mode)}); init writes a file there: nothing "
+            "written",
+            file=str(path),
+        )
     return _writable(path, "file") if write_file else "file"
 
 
@@ -175,7 +216,9 @@ def _lstat(path: Path) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except OSError as exc:  # no permission to look in its folder, a name too long
-        raise ConfigError(f"cannot be checked: {exc.strerror}; nothing written", file=str(path)) from None
+        raise ConfigError(
+            f"cannot be checked: {exc.strerror}; nothing written", file=str(path)
+        ) from None
 
 
 def _writable(path: Path, kind: str) -> str:
@@ -189,12 +232,24 @@ def _writable(path: Path, kind: str) -> str:
 
 
 def _what(mode: int) -> str:
-    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
-            if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a file"
-            if stat.S_ISREG(mode) else "a symbolic link to nothing")
+    return (
+        "a folder"
+        if stat.S_ISDIR(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a file"
+        if stat.S_ISREG(mode)
+        else "a symbolic link to nothing"
+    )
 
 
-_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK  # a link or FIFO planted since the check is refused, never waited on
+_FLAGS = (
+    os.O_NOFOLLOW | os.O_NONBLOCK
+)  # a link or FIFO planted since the check is refused, never waited on
 
 
 def _read_regular(path: Path) -> str:
@@ -202,7 +257,9 @@ def _read_regular(path: Path) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | _FLAGS)
     except OSError as exc:
-        raise ConfigError(f"cannot be read: {exc.strerror}; nothing written", file=str(path)) from None
+        raise ConfigError(
+            f"cannot be read: {exc.strerror}; nothing written", file=str(path)
+        ) from None
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ConfigError("is not a regular file; nothing written", file=str(path))
@@ -213,7 +270,9 @@ def _write(path: Path, text: str, *, append: bool = False) -> None:
     """``text`` written to (or appended to) the regular file ``path``, its folders made as needed."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | _FLAGS | (os.O_APPEND if append else os.O_TRUNC), 0o644)
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | _FLAGS | (os.O_APPEND if append else os.O_TRUNC), 0o644
+        )
         with os.fdopen(fd, "wb") as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise ConfigError("is not a regular file: not written", file=str(path))
@@ -222,25 +281,39 @@ def _write(path: Path, text: str, *, append: bool = False) -> None:
         raise ConfigError(f"cannot write: {exc.strerror}", file=str(path)) from None
 
 
-def _report(root: Path, target: str, action: str, written: list[str], skipped: list[tuple[str, str]],
-            added: list[str]) -> None:
+def _report(
+    root: Path,
+    target: str,
+    action: str,
+    written: list[str],
+    skipped: list[tuple[str, str]],
+    added: list[str],
+) -> None:
     where = "" if root.resolve() == Path.cwd().resolve() else f" in {root}"
     print(f"ci-evals init{where} (target: {target})")
     for rel in written:
         print(f"  wrote   {rel}")
     for rel, why in skipped:
         print(f"  skipped {rel} ({why})")
-    print(f"  .gitignore: {'added ' + ', '.join(added) if added else 'already ignores ' + ', '.join(GITIGNORE)}")
+    print(
+        f"  .gitignore: {'added ' + ', '.join(added) if added else 'already ignores ' + ', '.join(GITIGNORE)}"
+    )
     suite = "evals/suite.yaml" if not where else f"{root}/evals/suite.yaml"
     print("Next:")
     if target == "command":
-        print(f"  ci-evals run {suite}          # runs offline now; then put your agent in evals/agent.py")
+        print(
+            f"  ci-evals run {suite}          # runs offline now; then put your agent in evals/agent.py"
+        )
     else:
-        print(f"  ci-evals validate {suite}     # checks it offline; `ci-evals run` calls the {target} target")
+        print(
+            f"  ci-evals validate {suite}     # checks it offline; `ci-evals run` calls the {target} target"
+        )
     for name in SECRETS[target]:
         print(f"  add the repository secret {name} (Settings > Secrets and variables > Actions)")
     if target == "letta":
         print("  add the repository variable LETTA_BASE_URL (your Letta server)")
     if action == DEFAULT_ACTION:
-        print("  in .github/workflows/evals.yml, replace OWNER with the account that hosts ci-evals")
+        print(
+            "  in .github/workflows/evals.yml, replace OWNER with the account that hosts ci-evals"
+        )
     print("  commit evals/, .github/workflows/evals.yml and .gitignore, push, open a pull request")

@@ -26,11 +26,25 @@ from ci_evals.core.sample import Sample
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """The longest JSONL line (one sample) we read: parsing costs several times a line's size in memory."""
-KNOWN = ("id", "input", "ground_truth", "metadata", "tags", "agent_args", "rubric_vars", "rubric", "rubric_path")
+KNOWN = (
+    "id",
+    "input",
+    "ground_truth",
+    "metadata",
+    "tags",
+    "agent_args",
+    "rubric_vars",
+    "rubric",
+    "rubric_path",
+)
 
 
 LETTA_KEYS = ("sample_id", "prompt", "extra_vars")  # letta-evals 0.6-0.17 row keys, read in _sample
-NESTED = ("agent_args", "rubric_vars", "extra_vars")  # letta-evals 0.14+: these objects may sit in `metadata`
+NESTED = (
+    "agent_args",
+    "rubric_vars",
+    "extra_vars",
+)  # letta-evals 0.14+: these objects may sit in `metadata`
 
 
 def shard_of(sample_id: int | str, count: int) -> int:
@@ -64,13 +78,24 @@ def _plain_row(row: dict[str, Any], index: int) -> dict[str, Any] | None:
     elif not (sid.__class__ is int or sid.__class__ is str):
         return None
     tags = row.get("tags") or []
-    if tags.__class__ is not list or (tags and not all(t.__class__ is str for t in tags)):  # no generator for []
+    if tags.__class__ is not list or (
+        tags and not all(t.__class__ is str for t in tags)
+    ):  # no generator for []
         return None
     meta = row.get("metadata")
     if meta is not None and (meta.__class__ is not dict or any(k in meta for k in NESTED)):
         return None
-    return {"id": sid, "input": inp, "ground_truth": gt, "metadata": meta or {}, "tags": tags,
-            "agent_args": None, "rubric_vars": None, "extra_vars": {}, "rubric": None}
+    return {
+        "id": sid,
+        "input": inp,
+        "ground_truth": gt,
+        "metadata": meta or {},
+        "tags": tags,
+        "agent_args": None,
+        "rubric_vars": None,
+        "extra_vars": {},
+        "rubric": None,
+    }
 
 
 class Dataset:
@@ -106,7 +131,8 @@ class Dataset:
         suffix = path.suffix.lower()
         if suffix not in (".jsonl", ".csv"):
             raise ConfigError(
-                f"unsupported dataset format '{suffix or path.name}'; use .jsonl or .csv", file=str(path)
+                f"unsupported dataset format '{suffix or path.name}'; use .jsonl or .csv",
+                file=str(path),
             )
         if not path.exists():
             raise ConfigError("dataset file not found", file=str(path))
@@ -117,7 +143,9 @@ class Dataset:
         self.total = 0  # rows in the file, set by scan()
         self.count = 0  # selected samples, set by scan()
         self.unsharded = 0  # selected samples before the shard is taken, set by scan()
-        self.lane: Lane | None = None  # which selected samples an iteration yields (worker processes)
+        self.lane: Lane | None = (
+            None  # which selected samples an iteration yields (worker processes)
+        )
         self._no_id = False  # whether the row parsed last had no 'id'
         self._rubric_files: dict[Path, str] = {}  # rubric_path files, read once each
 
@@ -139,7 +167,10 @@ class Dataset:
                 raise self._err(line, msg)
 
         if row.get("input") in (None, "") and row.get("prompt") not in (None, ""):
-            row = {**row, "input": row["prompt"]}  # letta-evals 0.14+: `prompt` is an alias of `input`
+            row = {
+                **row,
+                "input": row["prompt"],
+            }  # letta-evals 0.14+: `prompt` is an alias of `input`
         meta = row.get("metadata")
         if isinstance(meta, dict):
             row = {**{k: meta[k] for k in NESTED if isinstance(meta.get(k), dict)}, **row}
@@ -151,32 +182,57 @@ class Dataset:
                 try:
                     inp = loads(text)
                 except ValueError as exc:
-                    raise self._err(line, "'input' looks like a JSON list but is invalid"
-                                    + json_where(exc, "character")) from None
+                    raise self._err(
+                        line,
+                        "'input' looks like a JSON list but is invalid"
+                        + json_where(exc, "character"),
+                    ) from None
         if isinstance(inp, list):
-            need(bool(inp) and all(isinstance(x, str) for x in inp),
-                 "'input' must be a string or a non-empty list of strings")
+            need(
+                bool(inp) and all(isinstance(x, str) for x in inp),
+                "'input' must be a string or a non-empty list of strings",
+            )
         else:
-            need(isinstance(inp, str), f"'input' must be a string or a list of strings, got {type(inp).__name__}")
+            need(
+                isinstance(inp, str),
+                f"'input' must be a string or a list of strings, got {type(inp).__name__}",
+            )
 
         gt = row.get("ground_truth")
         if from_csv and gt == "":
             gt = None
-        if from_csv and isinstance(gt, str) and gt.strip().startswith("[") and gt.strip().endswith("]"):
+        if (
+            from_csv
+            and isinstance(gt, str)
+            and gt.strip().startswith("[")
+            and gt.strip().endswith("]")
+        ):
             try:
                 gt = json.loads(gt)
             except ValueError as exc:
-                raise self._err(line, f"'ground_truth' looks like a JSON list but is invalid: {exc}") from None
-        if isinstance(gt, list):  # letta-evals 0.9+: one ground truth per input turn, each turn graded
-            need(all(isinstance(x, str) for x in gt), "'ground_truth' list must hold strings, one per input turn")
-            need(isinstance(inp, list) and len(inp) == len(gt),
-                 f"'ground_truth' is a list of {len(gt)}: 'input' must be a list of as many turns"
-                 + (f" (it has {len(inp)})" if isinstance(inp, list) else " (it is a string)"))
+                raise self._err(
+                    line, f"'ground_truth' looks like a JSON list but is invalid: {exc}"
+                ) from None
+        if isinstance(
+            gt, list
+        ):  # letta-evals 0.9+: one ground truth per input turn, each turn graded
+            need(
+                all(isinstance(x, str) for x in gt),
+                "'ground_truth' list must hold strings, one per input turn",
+            )
+            need(
+                isinstance(inp, list) and len(inp) == len(gt),
+                f"'ground_truth' is a list of {len(gt)}: 'input' must be a list of as many turns"
+                + (f" (it has {len(inp)})" if isinstance(inp, list) else " (it is a string)"),
+            )
         elif isinstance(gt, bool):
             gt = "true" if gt else "false"
         elif isinstance(gt, (int, float)):
             gt = json.dumps(gt)
-        need(gt is None or isinstance(gt, (str, list)), "'ground_truth' must be a string (or a number)")
+        need(
+            gt is None or isinstance(gt, (str, list)),
+            "'ground_truth' must be a string (or a number)",
+        )
 
         def obj(name: str) -> dict[str, Any] | None:
             value = row.get(name)
@@ -186,7 +242,9 @@ class Dataset:
                 try:
                     value = loads(value)
                 except ValueError as exc:
-                    raise self._err(line, f"'{name}' cell is not valid JSON" + json_where(exc, "character")) from None
+                    raise self._err(
+                        line, f"'{name}' cell is not valid JSON" + json_where(exc, "character")
+                    ) from None
             need(value is None or isinstance(value, dict), f"'{name}' must be a JSON object")
             return value
 
@@ -194,11 +252,20 @@ class Dataset:
         if from_csv and isinstance(tags, str):
             t = tags.strip()
             try:
-                tags = loads(t) if t.startswith("[") else [x.strip() for x in t.split(",") if x.strip()]
+                tags = (
+                    loads(t)
+                    if t.startswith("[")
+                    else [x.strip() for x in t.split(",") if x.strip()]
+                )
             except ValueError as exc:
-                raise self._err(line, f"'tags' cell looks like a JSON list but is invalid: {exc}") from None
+                raise self._err(
+                    line, f"'tags' cell looks like a JSON list but is invalid: {exc}"
+                ) from None
         tags = tags or []
-        need(isinstance(tags, list) and all(isinstance(x, str) for x in tags), "'tags' must be a list of strings")
+        need(
+            isinstance(tags, list) and all(isinstance(x, str) for x in tags),
+            "'tags' must be a list of strings",
+        )
 
         sid = row.get("sample_id") if row.get("sample_id") not in (None, "") else row.get("id")
         if from_csv and isinstance(sid, str):
@@ -207,15 +274,26 @@ class Dataset:
         self._no_id = sid is None  # read by scan() to word a clash of this row's index with an id
         if sid is None:
             sid = index
-        need(isinstance(sid, (int, str)) and not isinstance(sid, bool), "'id' must be a string or an integer")
+        need(
+            isinstance(sid, (int, str)) and not isinstance(sid, bool),
+            "'id' must be a string or an integer",
+        )
 
         extra = {k: v for k, v in row.items() if k not in KNOWN and k is not None}
         for k in LETTA_KEYS:
             extra.pop(k, None)
         extra.update(obj("extra_vars") or {})  # letta-evals 0.6+: the row's `extra_vars` object
-        return {"id": sid, "input": inp, "ground_truth": gt, "metadata": obj("metadata") or {}, "tags": tags,
-                "agent_args": obj("agent_args"), "rubric_vars": obj("rubric_vars"), "extra_vars": extra,
-                "rubric": self._rubric(line, row, from_csv)}
+        return {
+            "id": sid,
+            "input": inp,
+            "ground_truth": gt,
+            "metadata": obj("metadata") or {},
+            "tags": tags,
+            "agent_args": obj("agent_args"),
+            "rubric_vars": obj("rubric_vars"),
+            "extra_vars": extra,
+            "rubric": self._rubric(line, row, from_csv),
+        }
 
     def _rubric(self, line: int, row: dict[str, Any], from_csv: bool) -> str | None:
         """The row's own rubric: ``rubric`` inline, or ``rubric_path`` relative to this dataset file."""
@@ -236,10 +314,18 @@ class Dataset:
             try:
                 cache[full] = full.read_text(encoding="utf-8")
             except UnicodeDecodeError as exc:
-                raise self._err(line, f"rubric_path '{path}' is not UTF-8 text (byte {exc.start})") from None
+                raise self._err(
+                    line, f"rubric_path '{path}' is not UTF-8 text (byte {exc.start})"
+                ) from None
             except OSError as exc:
-                reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
-                raise self._err(line, f"cannot read rubric_path '{path}' ({full}): {reason}") from None
+                reason = (
+                    "file not found"
+                    if isinstance(exc, FileNotFoundError)
+                    else exc.strerror or str(exc)
+                )
+                raise self._err(
+                    line, f"cannot read rubric_path '{path}' ({full}): {reason}"
+                ) from None
         return cache[full]
 
     def _jsonl(self, lane: Lane | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -247,16 +333,25 @@ class Dataset:
         index = 0
         with self.path.open("rb") as fh:
             for line_no, raw in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""), 1):
-                if lane is not None and (raw[:1] == b"{" or raw.lstrip()[:1] == b"{") and not lane.owns(index):
+                if (
+                    lane is not None
+                    and (raw[:1] == b"{" or raw.lstrip()[:1] == b"{")
+                    and not lane.owns(index)
+                ):
                     if lane.done:
                         return
                     index += 1  # another process's row, checked by scan(): blank lines and the rest read as below
                     continue
                 if len(raw) > MAX_LINE_BYTES and len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
-                    raise self._err(line_no, f"line longer than {MAX_LINE_BYTES // 2**20} MiB, the limit for one "
-                                             "sample (keep large content in files the target reads)")
+                    raise self._err(
+                        line_no,
+                        f"line longer than {MAX_LINE_BYTES // 2**20} MiB, the limit for one "
+                        "sample (keep large content in files the target reads)",
+                    )
                 row = quick_loads(raw)  # valid UTF-8 JSON, read as below would read it
-                if row is NOT_READ:  # anything else: checked step by step, so the error names what is wrong
+                if (
+                    row is NOT_READ
+                ):  # anything else: checked step by step, so the error names what is wrong
                     try:
                         text = raw.decode("utf-8")
                     except UnicodeDecodeError as exc:
@@ -266,9 +361,13 @@ class Dataset:
                     try:
                         row = loads(text.rstrip("\r\n"))  # so an error at the end is in this line
                     except ValueError as exc:  # one position: the file's line, the column in it
-                        raise self._err(line_no, "invalid JSON" + json_where(exc, "column")) from None
+                        raise self._err(
+                            line_no, "invalid JSON" + json_where(exc, "column")
+                        ) from None
                 if not isinstance(row, dict):
-                    raise self._err(line_no, f"each line must be a JSON object, got {type(row).__name__}")
+                    raise self._err(
+                        line_no, f"each line must be a JSON object, got {type(row).__name__}"
+                    )
                 yield line_no, self._fields(line_no, index, row, from_csv=False)
                 index += 1
 
@@ -289,7 +388,10 @@ class Dataset:
                     raise self._err(1, f"missing required column 'input'. Found columns: {cols}")
                 for index, row in enumerate(reader):
                     if None in row:
-                        raise self._err(reader.line_num, f"row has {len(header) + len(row[None])} cells, header has {len(header)}")
+                        raise self._err(
+                            reader.line_num,
+                            f"row has {len(header) + len(row[None])} cells, header has {len(header)}",
+                        )
                     yield reader.line_num, self._fields(reader.line_num, index, row, from_csv=True)
         except UnicodeDecodeError as exc:
             raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=str(self.path)) from None
@@ -311,11 +413,24 @@ class Dataset:
         """Apply tags, then max_samples, then the shard. Reads on past max_samples only when
         validating (``rows`` given), so every row of the file is still checked."""
         taken = 0
-        lane, ordinal = (self.lane if rows is None else None), -1  # worker processes (ci_evals.run.lanes)
+        lane, ordinal = (
+            (self.lane if rows is None else None),
+            -1,
+        )  # worker processes (ci_evals.run.lanes)
         source = rows if rows is not None else self._rows()
-        if lane is not None and self.format == "jsonl" and self.shard is None and self.max_samples is None and \
-                self.sample_ids is None and self.id_match is None and self.sample_tags is None:
-            source, lane = self._jsonl(lane), None  # every row is selected: the other lanes' rows are not parsed
+        if (
+            lane is not None
+            and self.format == "jsonl"
+            and self.shard is None
+            and self.max_samples is None
+            and self.sample_ids is None
+            and self.id_match is None
+            and self.sample_tags is None
+        ):
+            source, lane = (
+                self._jsonl(lane),
+                None,
+            )  # every row is selected: the other lanes' rows are not parsed
         for line, fields in source:
             sid = fields["id"]
             if self.sample_ids is not None and str(sid) not in self.sample_ids:
@@ -330,7 +445,9 @@ class Dataset:
                 continue
             taken += 1
             if rows is not None:
-                self.unsharded = taken  # samples selected before sharding: merge checks shards add up
+                self.unsharded = (
+                    taken  # samples selected before sharding: merge checks shards add up
+                )
             if self.shard is not None and shard_of(sid, self.shard[1]) != self.shard[0] - 1:
                 continue
             if lane is not None:
@@ -354,8 +471,11 @@ class Dataset:
             for line, fields in self._rows():
                 state["total"] += 1
                 if self.needs_ids and self._no_id:
-                    raise self._err(line, "this row has no 'id', and a regression gate (max_drop, max_regressions) "
-                                          "pairs each sample with the baseline's by its id: give every row one")
+                    raise self._err(
+                        line,
+                        "this row has no 'id', and a regression gate (max_drop, max_regressions) "
+                        "pairs each sample with the baseline's by its id: give every row one",
+                    )
                 sid = fields["id"]
                 first = seen.setdefault(str(sid), -line if self._no_id else line)
                 if abs(first) != line:
@@ -372,11 +492,17 @@ class Dataset:
         self.total = state["total"]
         if self.sample_ids is not None and self.sample_ids - seen.keys():
             absent = self.sample_ids - seen.keys()
-            raise ConfigError(f"no sample with id {some_ids(absent)} in this dataset", file=str(self.path))
+            raise ConfigError(
+                f"no sample with id {some_ids(absent)} in this dataset", file=str(self.path)
+            )
         if self.id_match is not None and count == 0 and not any(self.id_match(k) for k in seen):
             pattern = str(getattr(self.id_match, "pattern", ""))[:80]
-            raise ConfigError(f"no sample id matches --sample-pattern {pattern!r}", file=str(self.path))
-        if count == 0 and self.shard is None:  # an empty shard is fine: its part of the work is nothing
+            raise ConfigError(
+                f"no sample id matches --sample-pattern {pattern!r}", file=str(self.path)
+            )
+        if (
+            count == 0 and self.shard is None
+        ):  # an empty shard is fine: its part of the work is nothing
             why = f" with any of the tags {sorted(self.sample_tags)}" if self.sample_tags else ""
             raise ConfigError(f"no sample selected{why}", file=str(self.path))
         self.count = count

@@ -20,12 +20,16 @@ def seconds_per_request(per_minute: float) -> float:
     return 60.0 / (per_minute * HEADROOM)
 
 
-def check_rates(rates: dict[str, tuple[float | None, float | None]], max_wait: float, where: str) -> str | None:
+def check_rates(
+    rates: dict[str, tuple[float | None, float | None]], max_wait: float, where: str
+) -> str | None:
     """The one line that says a requests-per-minute setting is too slow for ``max_wait`` (one request
     would wait longer than any call may), or None. ``where`` names the setting (``--rpm``)."""
     for key, (rpm, _tpm) in rates.items():
         if rpm is not None and seconds_per_request(rpm) > max_wait:
             scope = "" if key == "*" else f" for {key}"
-            return (f"{where}{scope}: {rpm:g} requests a minute is one request every "
-                    f"{seconds_per_request(rpm):.3g} s, more than max_wait {max_wait:g} s allows")
+            return (
+                f"{where}{scope}: {rpm:g} requests a minute is one request every "
+                f"{seconds_per_request(rpm):.3g} s, more than max_wait {max_wait:g} s allows"
+            )
     return None

@@ -23,9 +23,13 @@ def duplicate_id(sid: int | str, no_id: bool, first: int, first_no_id: bool) -> 
     """Why a row's id clashes, saying which row had no ``id`` and was given its row index."""
     shown = shorten(repr(sid))
     if no_id:
-        return (f"row has no 'id', so its id is its row index {shown}, which line {first} already uses: "
-                "give every row an 'id'")
+        return (
+            f"row has no 'id', so its id is its row index {shown}, which line {first} already uses: "
+            "give every row an 'id'"
+        )
     if first_no_id:
-        return (f"duplicate sample id {shown}: line {first} has no 'id', so its id is its row index "
-                f"{shown}: give every row an 'id'")
+        return (
+            f"duplicate sample id {shown}: line {first} has no 'id', so its id is its row index "
+            f"{shown}: give every row an 'id'"
+        )
     return f"duplicate sample id {shown} (first on line {first})"

@@ -33,12 +33,16 @@ class GraderSpec(Strict):
     extractor: str = "last_assistant"
     extractor_config: dict[str, Any] = Field(default_factory=dict)
     pass_threshold: float | None = Field(
-        default=None, description="Per-sample pass: score >= pass_threshold (default: this metric's gate's rule)."
+        default=None,
+        description="Per-sample pass: score >= pass_threshold (default: this metric's gate's rule).",
     )
     pass_op: Literal["gt", "gte", "lt", "lte", "eq"] | None = Field(
-        default=None, description="Per-sample pass: score <pass_op> pass_value (e.g. lte for lower-is-better)."
+        default=None,
+        description="Per-sample pass: score <pass_op> pass_value (e.g. lte for lower-is-better).",
     )
-    pass_value: float | None = Field(default=None, description="The threshold of pass_op (default 1.0).")
+    pass_value: float | None = Field(
+        default=None, description="The threshold of pass_op (default 1.0)."
+    )
 
 
 class Context:
@@ -65,8 +69,12 @@ class Context:
         self.cache_dir = cache_dir
         self.offline = offline
         self.pricing = pricing or {}
-        self.suite_raw: dict[str, Any] | None = None  # the suite as written (graders pick dialect defaults)
-        self.files_read: set[Path] = set()  # rubrics, prompts, .af files: part of the suite's code fingerprint
+        self.suite_raw: dict[str, Any] | None = (
+            None  # the suite as written (graders pick dialect defaults)
+        )
+        self.files_read: set[Path] = (
+            set()
+        )  # rubrics, prompts, .af files: part of the suite's code fingerprint
 
     def resolve(self, path: str | Path) -> Path:
         p = Path(path).expanduser()
@@ -81,9 +89,13 @@ class Context:
             self.files_read.add(full.resolve())
             return text
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"cannot read {what} {shown}: not UTF-8 text (byte {exc.start})", key=key) from None
+            raise ConfigError(
+                f"cannot read {what} {shown}: not UTF-8 text (byte {exc.start})", key=key
+            ) from None
         except OSError as exc:
-            reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+            reason = (
+                "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+            )
             raise ConfigError(f"cannot read {what} {shown}: {reason}", key=key) from None
 
 
@@ -126,7 +138,9 @@ def _unknown_value(err: dict[str, Any], loc: tuple) -> str:
     return unknown_choice(what, err.get("input"), choices)
 
 
-def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | None = None, lines=None):
+def validate_model(
+    model: type[BaseModel], raw: Any, key: str = "", file: str | None = None, lines=None
+):
     """Validate ``raw`` with ``model``; turn the first pydantic error into a one-line ConfigError.
 
     The message names the YAML path and, for an unknown key, the closest valid key. ``lines`` maps
@@ -167,8 +181,12 @@ def validate_model(model: type[BaseModel], raw: Any, key: str = "", file: str | 
         else:
             msg = err["msg"]
             if msg.startswith("Value error, "):
-                msg = msg[len("Value error, "):]
+                msg = msg[len("Value error, ") :]
             given = err.get("input")
-            if err["type"] not in ("value_error", "assertion_error") and not isinstance(given, (dict, list)):
+            if err["type"] not in ("value_error", "assertion_error") and not isinstance(
+                given, (dict, list)
+            ):
                 msg += f" (got {shorten(repr(given))})"
-        raise ConfigError(msg, file=file, line=line, key=shorten(path, 60) if path else None) from None
+        raise ConfigError(
+            msg, file=file, line=line, key=shorten(path, 60) if path else None
+        ) from None

@@ -30,14 +30,14 @@ class TemplateError(ValueError):
     """A template refers to a variable the sample does not have."""
 
 
-
-
 @functools.lru_cache(maxsize=1024)
 def _steps(path: str) -> tuple[str, tuple[str | int, ...]]:
     """``item.a[0].b`` -> (``item``, (``a``, 0, ``b``)), parsed once per distinct path."""
     head = re.match(r"\w+", path).group(0)
-    steps = tuple(m.group(1) if m.group(1) is not None else int(m.group(2))
-                  for m in _STEP.finditer(path[len(head):]))
+    steps = tuple(
+        m.group(1) if m.group(1) is not None else int(m.group(2))
+        for m in _STEP.finditer(path[len(head) :])
+    )
     return head, steps
 
 
@@ -50,11 +50,15 @@ def lookup(path: str, context: dict[str, Any]) -> Any:
     for step in steps:
         if isinstance(step, str):
             if not isinstance(value, dict) or step not in value:
-                raise TemplateError(f"template variable {{{{ {path} }}}} is missing ('{step}' not found)")
+                raise TemplateError(
+                    f"template variable {{{{ {path} }}}} is missing ('{step}' not found)"
+                )
             value = value[step]
         else:
             if not isinstance(value, list) or step >= len(value):
-                raise TemplateError(f"template variable {{{{ {path} }}}} is missing (no index {step})")
+                raise TemplateError(
+                    f"template variable {{{{ {path} }}}} is missing (no index {step})"
+                )
             value = value[step]
     if value is None:
         raise TemplateError(f"template variable {{{{ {path} }}}} is missing (null)")
@@ -71,7 +75,7 @@ def _parts(template: str) -> tuple[tuple[bool, str], ...]:
     parts, pos = [], 0
     for m in MUSTACHE.finditer(template):
         if m.start() > pos:
-            parts.append((False, template[pos:m.start()]))
+            parts.append((False, template[pos : m.start()]))
         parts.append((True, m.group(1)))
         pos = m.end()
     if pos < len(template):
@@ -86,11 +90,9 @@ def render(template: str, context: dict[str, Any]) -> str:
     """
     if "{{" not in template:
         return template
-    return "".join(to_text(lookup(text, context)) if var else text for var, text in _parts(template))
-
-
-
-
+    return "".join(
+        to_text(lookup(text, context)) if var else text for var, text in _parts(template)
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -114,7 +116,6 @@ def substitute(template: str, values: dict[str, Any], context: dict[str, Any] | 
     return _combined(tuple(values)).sub(repl, template) if values else render(template, context)
 
 
-
 def brace_parts(template: str) -> list[tuple[str, str | None]]:
     """A letta-evals 0.17+ rubric split into (literal text, placeholder name or None) parts.
 
@@ -127,12 +128,22 @@ def brace_parts(template: str) -> list[tuple[str, str | None]]:
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
-        raise TemplateError(f"rubric template: {exc}; write {{{{ and }}}} for literal braces") from None
+        raise TemplateError(
+            f"rubric template: {exc}; write {{{{ and }}}} for literal braces"
+        ) from None
     parts: list[tuple[str, str | None]] = []
     for literal, name, spec, conversion in parsed:
         if name is not None and (not name.isidentifier() or spec or conversion):
-            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
-            raise TemplateError(f"rubric placeholder {shown} is not a plain name; write {{{{ and }}}} for literal braces")
+            shown = (
+                "{"
+                + name
+                + (f"!{conversion}" if conversion else "")
+                + (f":{spec}" if spec else "")
+                + "}"
+            )
+            raise TemplateError(
+                f"rubric placeholder {shown} is not a plain name; write {{{{ and }}}} for literal braces"
+            )
         parts.append((literal, name))
     return parts
 
@@ -147,8 +158,10 @@ def format_braces(template: str, values: dict[str, Any]) -> str:
         out.append(literal)
         if name is not None:
             if name not in values:
-                raise TemplateError(f"rubric references {{{name}}} but no value was given "
-                                    f"(available: {', '.join(sorted(values))})")
+                raise TemplateError(
+                    f"rubric references {{{name}}} but no value was given "
+                    f"(available: {', '.join(sorted(values))})"
+                )
             out.append(to_text(values[name]))
     return "".join(out)
 
@@ -196,6 +209,8 @@ def grader_context(item: dict[str, Any], submission: str, tool_calls) -> dict[st
     uses them (a grader on a hot path pays for nothing it does not render).
     """
     tools = tool_calls if callable(tool_calls) else (lambda: tool_calls)
-    sample = _LazyNamespace({"output_text": submission},
-                            {"output_tools": tools, "output_json": lambda: _parse_json(submission)})
+    sample = _LazyNamespace(
+        {"output_text": submission},
+        {"output_tools": tools, "output_json": lambda: _parse_json(submission)},
+    )
     return {"item": item, "sample": sample}

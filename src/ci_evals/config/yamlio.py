@@ -30,7 +30,9 @@ def _loader(text: str, file: str):
         depth = 0
 
         def _too_deep(self, mark):
-            return ConfigError(f"nested more than {MAX_DEPTH} levels deep", file=file, line=mark.line + 1)
+            return ConfigError(
+                f"nested more than {MAX_DEPTH} levels deep", file=file, line=mark.line + 1
+            )
 
         def fetch_flow_collection_start(self, token_class):
             # The scanner's look-ahead is quadratic in open brackets: stop before it gets costly.
@@ -66,8 +68,9 @@ class _Walk:
 
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise self._fail(node, f"more than {MAX_NODES:,} values once aliases are expanded "
-                                   "(an alias bomb?)")
+            raise self._fail(
+                node, f"more than {MAX_NODES:,} values once aliases are expanded (an alias bomb?)"
+            )
         if isinstance(node, yaml.MappingNode):
             seen: dict[str, int] = {}
             for key_node, value_node in node.value:
@@ -76,8 +79,11 @@ class _Walk:
                 if isinstance(key_node, yaml.ScalarNode) and key != "<<":
                     if key in seen:
                         shown = key if len(key) <= 60 else key[:57] + "..."
-                        raise ConfigError(f"duplicate key '{shown}' (lines {seen[key]} and {line})",
-                                          file=self.file, line=line)
+                        raise ConfigError(
+                            f"duplicate key '{shown}' (lines {seen[key]} and {line})",
+                            file=self.file,
+                            line=line,
+                        )
                     seen[key] = line
                 child = f"{path}.{key}" if path else key
                 self.lines.setdefault(child, line)
@@ -117,8 +123,15 @@ def regular_file(path: Path, what: str, *, key: str | None = None) -> os.stat_re
     if stat.S_ISDIR(st.st_mode):
         raise ConfigError(f"{what} is a folder, expected a file", file=str(path), key=key)
     if not stat.S_ISREG(st.st_mode):
-        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or \
-            stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a device"
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "not a regular file"
+        )
         raise ConfigError(f"{what} is {kind}, expected a regular file", file=str(path), key=key)
     return st
 
@@ -130,7 +143,9 @@ def load_yaml(path: Path) -> tuple[Any, dict[str, int]]:
     file = str(path)
     st = regular_file(path, "file")
     if st.st_size > MAX_YAML_BYTES:
-        raise ConfigError(f"{st.st_size:,} bytes; a suite file may hold at most {MAX_YAML_BYTES:,}", file=file)
+        raise ConfigError(
+            f"{st.st_size:,} bytes; a suite file may hold at most {MAX_YAML_BYTES:,}", file=file
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -141,12 +156,17 @@ def load_yaml(path: Path) -> tuple[Any, dict[str, int]]:
         raise ConfigError("is a folder, expected a YAML file", file=file) from None
     bad = text.find("\0")
     if bad >= 0:
-        raise ConfigError(f"a NUL byte at column {bad - text.rfind(chr(10), 0, bad)}; YAML text cannot hold one",
-                          file=file, line=text.count("\n", 0, bad) + 1)
+        raise ConfigError(
+            f"a NUL byte at column {bad - text.rfind(chr(10), 0, bad)}; YAML text cannot hold one",
+            file=file,
+            line=text.count("\n", 0, bad) + 1,
+        )
     try:
         loader = _loader(text, file)
     except yaml.YAMLError as exc:  # the reader refuses special characters before any parsing
-        raise ConfigError(f"YAML syntax error: {getattr(exc, 'reason', None) or exc}", file=file) from None
+        raise ConfigError(
+            f"YAML syntax error: {getattr(exc, 'reason', None) or exc}", file=file
+        ) from None
     try:
         node = loader.get_single_node()
         walk = _Walk(file)

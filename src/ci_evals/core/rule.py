@@ -9,7 +9,13 @@ from __future__ import annotations
 import operator
 from typing import Literal
 
-OPS = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le, "eq": operator.eq}
+OPS = {
+    "gt": operator.gt,
+    "gte": operator.ge,
+    "lt": operator.lt,
+    "lte": operator.le,
+    "eq": operator.eq,
+}
 SYMBOL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<=", "eq": "=="}
 Op = Literal["gt", "gte", "lt", "lte", "eq"]
 

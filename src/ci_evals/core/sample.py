@@ -21,7 +21,9 @@ class Sample(BaseModel):
 
     id: int | str
     input: str | list[str]
-    ground_truth: str | list[str] | None = None  # a list: one per input turn, each turn graded on its own
+    ground_truth: str | list[str] | None = (
+        None  # a list: one per input turn, each turn graded on its own
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
     agent_args: dict[str, Any] | None = None

@@ -17,8 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ROLES = ("user", "assistant", "tool", "reasoning", "system")
-_LETTA_TYPES = {"user": "user_message", "assistant": "assistant_message", "tool": "tool_return_message",
-                "reasoning": "reasoning_message", "system": "system_message"}
+_LETTA_TYPES = {
+    "user": "user_message",
+    "assistant": "assistant_message",
+    "tool": "tool_return_message",
+    "reasoning": "reasoning_message",
+    "system": "system_message",
+}
 
 
 @dataclass(slots=True)

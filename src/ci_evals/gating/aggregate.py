@@ -27,8 +27,9 @@ MAX_ERROR_GROUPS = 1000
 OTHER_MESSAGES = "(other distinct messages)"
 
 
-def reduce_runs(reducer: str, runs: list[tuple[float | None, bool, bool]],
-                rule: tuple[str, float]) -> tuple[float | None, bool, bool]:
+def reduce_runs(
+    reducer: str, runs: list[tuple[float | None, bool, bool]], rule: tuple[str, float]
+) -> tuple[float | None, bool, bool]:
     """One (score, passed, errored) from a sample's k runs. A run that errored makes the sample
     errored (no score, failed): an incomplete measurement never passes."""
     if any(r[2] for r in runs):
@@ -83,20 +84,28 @@ class Aggregator:
         self.config = config
         # (model, sample id) -> {metric: (score or None when errored, passed)}; kept only when a
         # baseline comparison needs it (the paired tests of ci_evals.gating.noise).
-        self.outcomes: dict[tuple, dict[str, tuple[float | None, bool]]] | None = {} if keep_outcomes else None
-        self.repeats: dict[str, Repeats] = {}  # metric -> how its repeats (runs or judge re-asks) agree
+        self.outcomes: dict[tuple, dict[str, tuple[float | None, bool]]] | None = (
+            {} if keep_outcomes else None
+        )
+        self.repeats: dict[
+            str, Repeats
+        ] = {}  # metric -> how its repeats (runs or judge re-asks) agree
         self.names = list(config["graders"])
         self.rules = {n: tuple(g["rule"]) for n, g in config["graders"].items()}
         self.num_runs = config.get("num_runs", 1)
         self.reducer = config.get("reducer", "mean")
-        self.metrics: dict[str | None, dict[str, _Metric]] = defaultdict(lambda: {n: _Metric() for n in self.names})
+        self.metrics: dict[str | None, dict[str, _Metric]] = defaultdict(
+            lambda: {n: _Metric() for n in self.names}
+        )
         self.pending: dict[tuple, list[dict]] = {}
         self.flaky: list[dict[str, Any]] = []
         self.records = 0
         self.errors_by_category = {"target": 0, "extraction": 0, "grading": 0}
         self.errored_records = 0
         self.error_groups: dict[tuple[str, str | None, str], int] = {}
-        self.usage: dict[str, dict[str, int]] = defaultdict(lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+        self.usage: dict[str, dict[str, int]] = defaultdict(
+            lambda: {"prompt_tokens": 0, "completion_tokens": 0}
+        )
         self.cache_hits = 0
         self.retries = 0
         self.cost_usd: float | None = None  # None until some call had a price (suite `pricing`)
@@ -150,10 +159,18 @@ class Aggregator:
         if not isinstance(info, dict):
             return
         scores, oks = info.get("scores"), info.get("passed")
-        if isinstance(scores, list) and isinstance(oks, list) and len(scores) == len(oks) >= 2 and all(
-                isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in scores):
-            self.repeats.setdefault(name, Repeats("judge_repeats")).add([float(x) for x in scores],
-                                                                        [bool(b) for b in oks])
+        if (
+            isinstance(scores, list)
+            and isinstance(oks, list)
+            and len(scores) == len(oks) >= 2
+            and all(
+                isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+                for x in scores
+            )
+        ):
+            self.repeats.setdefault(name, Repeats("judge_repeats")).add(
+                [float(x) for x in scores], [bool(b) for b in oks]
+            )
 
     def _group(self, category: str, grader: str | None, message: str | None, n: int = 1) -> None:
         key = (category, grader, str(message))
@@ -163,10 +180,17 @@ class Aggregator:
 
     def error_summary(self) -> dict[str, Any]:
         """summary.json ``errors``: totals, per category, and the distinct messages most frequent first."""
-        groups = sorted(self.error_groups.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "", kv[0][2]))
-        return {"total": sum(self.errors_by_category.values()), "samples": self.errored_records,
-                "by_category": dict(self.errors_by_category),
-                "groups": [{"category": c, "grader": g, "message": m, "count": k} for (c, g, m), k in groups]}
+        groups = sorted(
+            self.error_groups.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "", kv[0][2])
+        )
+        return {
+            "total": sum(self.errors_by_category.values()),
+            "samples": self.errored_records,
+            "by_category": dict(self.errors_by_category),
+            "groups": [
+                {"category": c, "grader": g, "message": m, "count": k} for (c, g, m), k in groups
+            ],
+        }
 
     def _cost(self, cost: float | None) -> None:
         """Costs are priced per call by the LLM wrapper (ci_evals.llm.cost_usd); here they only add up."""
@@ -189,7 +213,9 @@ class Aggregator:
                 m.scores.append(s)
                 m.passed += ok
         if self.outcomes is not None:
-            self.outcomes[(model, sid)] = {name: (None if o[2] else o[0], o[1]) for name, o in outcome.items()}
+            self.outcomes[(model, sid)] = {
+                name: (None if o[2] else o[0], o[1]) for name, o in outcome.items()
+            }
 
     def _reduce(self, key: tuple, runs: list[dict]) -> None:
         model, sid = key
@@ -199,11 +225,24 @@ class Aggregator:
             if not per:
                 continue
             if len({ok for _, ok, _ in per}) > 1:
-                self.flaky.append({"sample_id": sid, "model": model, "metric": name,
-                                   "passes": sum(ok for _, ok, _ in per), "runs": len(per)})
+                self.flaky.append(
+                    {
+                        "sample_id": sid,
+                        "model": model,
+                        "metric": name,
+                        "passes": sum(ok for _, ok, _ in per),
+                        "runs": len(per),
+                    }
+                )
             rep = self.repeats.get(name)
-            if len(per) >= 2 and not any(err for _, _, err in per) and (rep is None or rep.source == "num_runs"):
-                self.repeats.setdefault(name, Repeats("num_runs")).add([sc for sc, _, _ in per], [ok for _, ok, _ in per])
+            if (
+                len(per) >= 2
+                and not any(err for _, _, err in per)
+                and (rep is None or rep.source == "num_runs")
+            ):
+                self.repeats.setdefault(name, Repeats("num_runs")).add(
+                    [sc for sc, _, _ in per], [ok for _, ok, _ in per]
+                )
             reduced[name] = reduce_runs(self.reducer, per, self.rules[name])
         self._push(model, reduced, sid)
 
@@ -222,7 +261,9 @@ class Aggregator:
         """Samples aggregated (after reducing runs); every model sees the same samples."""
         self.flush_pending()
         first = self.names[0]
-        return max((len(m[first].scores) + m[first].errors for m in self.metrics.values()), default=0)
+        return max(
+            (len(m[first].scores) + m[first].errors for m in self.metrics.values()), default=0
+        )
 
     def aggregate(self, name: str, model=None) -> dict[str, Any]:
         """One metric's aggregate (all models when ``model`` is None), as summary.json has it."""
@@ -239,16 +280,26 @@ class Aggregator:
         """Everything fed so far, as plain JSON data: what a worker process hands to the first
         (ci_evals.run.lanes), which adds it with :meth:`merge`."""
         return {
-            "records": self.records, "errored_records": self.errored_records,
+            "records": self.records,
+            "errored_records": self.errored_records,
             "errors_by_category": self.errors_by_category,
             "error_groups": [[*key, n] for key, n in self.error_groups.items()],
-            "usage": self.usage, "cache_hits": self.cache_hits, "retries": self.retries, "cost_usd": self.cost_usd,
-            "metrics": [[model, {n: [m.scores.tolist(), m.passed, m.errors] for n, m in per.items()}]
-                        for model, per in self.metrics.items()],
-            "pending": [[model, sid, [{n: list(o) for n, o in run.items()} for run in runs]]
-                        for (model, sid), runs in self.pending.items()],
+            "usage": self.usage,
+            "cache_hits": self.cache_hits,
+            "retries": self.retries,
+            "cost_usd": self.cost_usd,
+            "metrics": [
+                [model, {n: [m.scores.tolist(), m.passed, m.errors] for n, m in per.items()}]
+                for model, per in self.metrics.items()
+            ],
+            "pending": [
+                [model, sid, [{n: list(o) for n, o in run.items()} for run in runs]]
+                for (model, sid), runs in self.pending.items()
+            ],
             "flaky": self.flaky,
-            "outcomes": None if self.outcomes is None else [[*key, v] for key, v in self.outcomes.items()],
+            "outcomes": None
+            if self.outcomes is None
+            else [[*key, v] for key, v in self.outcomes.items()],
             "repeats": {name: r.state() for name, r in self.repeats.items()},
         }
 
@@ -298,8 +349,13 @@ class Aggregator:
                 info = self.config["graders"][name]
                 agg = summarize(sorted(m.scores), m.passed, m.errors, confidence=confidence)
                 rule = rule_text(*self.rules[name])
-                out[name] = {"label": info.get("label", name), "kind": info.get("kind"),
-                             **agg, "rule": rule, "pass_rule": rule}
+                out[name] = {
+                    "label": info.get("label", name),
+                    "kind": info.get("kind"),
+                    **agg,
+                    "rule": rule,
+                    "pass_rule": rule,
+                }
                 if name in self.repeats and self.repeats[name].samples:
                     out[name]["noise"] = self.repeats[name].report()
             return out
@@ -315,7 +371,9 @@ class Aggregator:
         metrics = block(combined)
         out: dict[str, Any] = {"metrics": metrics}
         if len(models) > 1 or (models and models[0] is not None):
-            out["models"] = {str(model): {"metrics": block(self.metrics[model])} for model in models}
+            out["models"] = {
+                str(model): {"metrics": block(self.metrics[model])} for model in models
+            }
         out["n_samples"] = self.n_samples()
         out["errors"] = self.error_summary()
         out["flaky"] = self.flaky
@@ -323,7 +381,6 @@ class Aggregator:
         out["cache"] = {"hits": self.cache_hits}
         out["retries"] = self.retries
         return out
-
 
 
 class Repeats:
@@ -352,8 +409,12 @@ class Repeats:
         self.variances.append(math.fsum((x - mean) ** 2 for x in scores) / (len(scores) - 1))
 
     def state(self) -> dict[str, Any]:
-        return {"source": self.source, "disagree": self.disagree, "variances": self.variances.tolist(),
-                "repeats": self.repeats}
+        return {
+            "source": self.source,
+            "disagree": self.disagree,
+            "variances": self.variances.tolist(),
+            "repeats": self.repeats,
+        }
 
     def merge(self, st: dict[str, Any]) -> None:
         self.disagree += st["disagree"]
@@ -365,10 +426,14 @@ class Repeats:
         the run-to-run spread (SD) of the metric's mean and a sample's mean variance across repeats."""
         n, k = self.samples, self.repeats
         within = math.fsum(self.variances)
-        return {"source": self.source, "repeats": k, "samples": n,
-                "disagree_rate": self.disagree / n if n else None,
-                "run_spread": math.sqrt(within / k) / n if n and k else None,
-                "within_variance": within / n if n else None}
+        return {
+            "source": self.source,
+            "repeats": k,
+            "samples": n,
+            "disagree_rate": self.disagree / n if n else None,
+            "run_spread": math.sqrt(within / k) / n if n and k else None,
+            "within_variance": within / n if n else None,
+        }
 
 
 def _outcome(grade: dict[str, Any]) -> tuple[float | None, bool, bool]:

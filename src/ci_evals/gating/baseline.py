@@ -51,8 +51,10 @@ class Baseline:
         self.summary = dict(read_summary(folder, Trust.OTHER, what="baseline summary.json"))
         config = self.summary.get("config")
         if not config:
-            raise ConfigError("baseline summary.json has no 'config' block (written by an older version?)",
-                              file=str(summary_path))
+            raise ConfigError(
+                "baseline summary.json has no 'config' block (written by an older version?)",
+                file=str(summary_path),
+            )
         with foreign_shape(str(summary_path), "baseline summary.json"):
             self.agg = Aggregator(config, keep_outcomes=True)
         if not os.path.lexists(folder / RESULTS):
@@ -94,8 +96,15 @@ class Baseline:
                     entry = {"sample_id": key[1], "model": key[0], "metric": name}
                     (improvements if ok else regressions).append(entry)
         new = sorted({k[1] for k in now if k not in before and (model is None or k[0] == model)})
-        removed = sorted({k[1] for k in before if k not in now and (model is None or k[0] == model)})
-        return {"regressions": regressions, "improvements": improvements, "new": new, "removed": removed}
+        removed = sorted(
+            {k[1] for k in before if k not in now and (model is None or k[0] == model)}
+        )
+        return {
+            "regressions": regressions,
+            "improvements": improvements,
+            "new": new,
+            "removed": removed,
+        }
 
     def gate_facts(self, gate: GateSpec, model=None) -> dict[str, Any]:
         """What a regression gate needs: the baseline's value of its metric and the regression count,
@@ -114,10 +123,13 @@ class Baseline:
         if value is None:
             return {"missing": f"the baseline's {name!r} has no graded sample"}
         diff = self._diff(model)
-        return {"value": value, "regressions": sum(1 for r in diff["regressions"] if r["metric"] == name),
-                "improvements": sum(1 for r in diff["improvements"] if r["metric"] == name),
-                "diffs": self.paired(name, model, accuracy=gate.metric == "accuracy"),
-                "noisy": self.noisy(name)}
+        return {
+            "value": value,
+            "regressions": sum(1 for r in diff["regressions"] if r["metric"] == name),
+            "improvements": sum(1 for r in diff["improvements"] if r["metric"] == name),
+            "diffs": self.paired(name, model, accuracy=gate.metric == "accuracy"),
+            "noisy": self.noisy(name),
+        }
 
     def paired(self, name: str, model=None, *, accuracy: bool = False) -> list[float]:
         """``now - before`` of metric ``name`` for every sample graded in both runs (its pass as 0/1
@@ -139,31 +151,54 @@ class Baseline:
 
     def noisy(self, name: str) -> bool:
         """Whether metric ``name`` is graded by a judge, or its repeats disagree in either run."""
-        kinds = [agg.config["graders"].get(name, {}).get("kind") for agg in (self.agg, self.current) if agg]
+        kinds = [
+            agg.config["graders"].get(name, {}).get("kind")
+            for agg in (self.agg, self.current)
+            if agg
+        ]
         if any(k in JUDGE_KINDS for k in kinds):
             return True
-        return any(agg.repeats.get(name) is not None and agg.repeats[name].disagree
-                   for agg in (self.agg, self.current) if agg)
+        return any(
+            agg.repeats.get(name) is not None and agg.repeats[name].disagree
+            for agg in (self.agg, self.current)
+            if agg
+        )
 
     def summary_block(self, summary_metrics: dict[str, Any]) -> dict[str, Any]:
         """The ``baseline`` block of summary.json."""
         if self.missing:
-            return {"folder": str(self.folder), "missing": self.missing, "suite": self.summary.get("suite"),
-                    "finished_at": self.summary.get("finished_at"), "metrics": {},
-                    "regressions": [], "improvements": [], "new": [], "removed": []}
+            return {
+                "folder": str(self.folder),
+                "missing": self.missing,
+                "suite": self.summary.get("suite"),
+                "finished_at": self.summary.get("finished_at"),
+                "metrics": {},
+                "regressions": [],
+                "improvements": [],
+                "new": [],
+                "removed": [],
+            }
         metrics = {}
         for name, cur in summary_metrics.items():
             b = self.agg.aggregate(name) if name in self.agg.names else {}
             metrics[name] = {
-                "baseline_mean": b.get("mean"), "mean": cur["mean"],
+                "baseline_mean": b.get("mean"),
+                "mean": cur["mean"],
                 "delta_mean": _delta(cur["mean"], b.get("mean")),
-                "baseline_pass_rate": b.get("pass_rate"), "pass_rate": cur["pass_rate"],
+                "baseline_pass_rate": b.get("pass_rate"),
+                "pass_rate": cur["pass_rate"],
                 "delta_pass_rate": _delta(cur["pass_rate"], b.get("pass_rate")),
             }
             if name in self.agg.repeats and self.agg.repeats[name].samples:
                 metrics[name]["baseline_noise"] = self.agg.repeats[name].report()
-        return {"folder": str(self.folder), "missing": None, "suite": self.summary.get("suite"),
-                "finished_at": self.summary.get("finished_at"), "metrics": metrics, **self._diff()}
+        return {
+            "folder": str(self.folder),
+            "missing": None,
+            "suite": self.summary.get("suite"),
+            "finished_at": self.summary.get("finished_at"),
+            "metrics": metrics,
+            **self._diff(),
+        }
 
 
 def _delta(now: float | None, before: float | None) -> float | None:

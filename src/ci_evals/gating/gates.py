@@ -141,8 +141,15 @@ def _interval(gate: GateSpec, agg: dict[str, Any], scores) -> tuple[float, float
     return tuple(ci) if ci else None
 
 
-def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | None = None,
-             baseline: dict[str, Any] | None = None, label: str | None = None) -> dict[str, Any]:
+def evaluate(
+    gate: GateSpec,
+    agg: dict[str, Any],
+    scores=(),
+    *,
+    model: str | None = None,
+    baseline: dict[str, Any] | None = None,
+    label: str | None = None,
+) -> dict[str, Any]:
     """Check one gate against its metric's aggregate; returns the summary.json ``gates[]`` entry.
 
     Args:
@@ -153,16 +160,31 @@ def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | Non
     n, graded, errors = agg["n"], agg["graded"], agg["errors"]
     actual = metric_value(gate, agg)
     out: dict[str, Any] = {
-        "metric_key": gate.metric_key, "metric": gate.metric, "op": gate.op, "value": gate.value,
-        "actual": actual, "model": model, "description": gate.describe(), "interval": None,
-        "label": label or gate.metric_key, "max_errors": gate.max_errors, "max_error_rate": gate.max_error_rate,
-        "errors": errors, "graded": graded, "n": n, "children": [],
+        "metric_key": gate.metric_key,
+        "metric": gate.metric,
+        "op": gate.op,
+        "value": gate.value,
+        "actual": actual,
+        "model": model,
+        "description": gate.describe(),
+        "interval": None,
+        "label": label or gate.metric_key,
+        "max_errors": gate.max_errors,
+        "max_error_rate": gate.max_error_rate,
+        "errors": errors,
+        "graded": graded,
+        "n": n,
+        "children": [],
     }
     over = budget_exceeded(errors, n, gate.max_errors, gate.max_error_rate)
     if over or actual is None:
         out["status"], out["passed"] = "errored", False
-        out["reason"] = over or (f"no sample was graded ({errors} of {n} errored)" if n else "no sample ran")
-        out["stability"] = round(errors_stability(errors, n, gate.max_errors, gate.max_error_rate), 4)
+        out["reason"] = over or (
+            f"no sample was graded ({errors} of {n} errored)" if n else "no sample ran"
+        )
+        out["stability"] = round(
+            errors_stability(errors, n, gate.max_errors, gate.max_error_rate), 4
+        )
         return out
 
     checks: list[str] = []  # each "passed" / "failed" / "inconclusive" / "no_baseline"
@@ -173,27 +195,41 @@ def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | Non
             lo, hi = _interval(gate, agg, scores) or (actual, actual)
             out["interval"] = [lo, hi]
             cmp = OPS[gate.op]
-            bound_ok, other_ok = (cmp(lo, gate.value), cmp(hi, gate.value)) if gate.op in ("gt", "gte") \
+            bound_ok, other_ok = (
+                (cmp(lo, gate.value), cmp(hi, gate.value))
+                if gate.op in ("gt", "gte")
                 else (cmp(hi, gate.value), cmp(lo, gate.value))
+            )
             check = "passed" if bound_ok else ("inconclusive" if other_ok else "failed")
             word = {"passed": "clears", "inconclusive": "straddles", "failed": "misses"}[check]
-            reasons.append(f"{gate.metric} {actual:.4f}, {gate.confidence:g} interval [{lo:.4f}, {hi:.4f}] "
-                           f"{word} {sym} {gate.value:g}")
+            reasons.append(
+                f"{gate.metric} {actual:.4f}, {gate.confidence:g} interval [{lo:.4f}, {hi:.4f}] "
+                f"{word} {sym} {gate.value:g}"
+            )
         else:
             ci = {"avg_score": agg["ci_mean"], "accuracy": agg["ci_pass_rate"]}.get(gate.metric)
-            out["interval"] = list(ci) if ci else None  # shown beside the value; not part of the check
+            out["interval"] = (
+                list(ci) if ci else None
+            )  # shown beside the value; not part of the check
             check = "passed" if OPS[gate.op](actual, gate.value) else "failed"
-            reasons.append(f"{gate.metric} {actual:.4f} {sym} {gate.value:g}" if check == "passed"
-                           else f"{gate.metric} {actual:.4f}, needs {sym} {gate.value:g}")
+            reasons.append(
+                f"{gate.metric} {actual:.4f} {sym} {gate.value:g}"
+                if check == "passed"
+                else f"{gate.metric} {actual:.4f}, needs {sym} {gate.value:g}"
+            )
         checks.append(check)
 
     decided_by = tuple(out["interval"]) if gate.confidence is not None and out["interval"] else None
-    stable = [absolute_stability(gate, agg, actual, scores, decided_by)] if gate.op is not None else []
+    stable = (
+        [absolute_stability(gate, agg, actual, scores, decided_by)] if gate.op is not None else []
+    )
     if gate.max_drop is not None or gate.max_regressions is not None:
         missing = "run without --baseline" if baseline is None else baseline.get("missing")
         if missing:
             checks.append("no_baseline")
-            reasons.append(f"no baseline: {missing} (on_missing_baseline: {gate.on_missing_baseline})")
+            reasons.append(
+                f"no baseline: {missing} (on_missing_baseline: {gate.on_missing_baseline})"
+            )
         else:
             for check, reason, stab in regression_checks(gate, actual, baseline, out):
                 checks.append(check)
@@ -201,10 +237,16 @@ def evaluate(gate: GateSpec, agg: dict[str, Any], scores=(), *, model: str | Non
                 stable.append(stab)
 
     if errors:
-        reasons.append(f"{errors} of {n} samples errored (within {_budget_text(gate.max_errors, gate.max_error_rate)})")
-    status = next((s for s in ("failed", "inconclusive", "undecided", "no_baseline") if s in checks), "passed")
+        reasons.append(
+            f"{errors} of {n} samples errored (within {_budget_text(gate.max_errors, gate.max_error_rate)})"
+        )
+    status = next(
+        (s for s in ("failed", "inconclusive", "undecided", "no_baseline") if s in checks), "passed"
+    )
     out["status"] = status
-    out["passed"] = status in ("passed", "undecided") or (status == "no_baseline" and gate.on_missing_baseline == "pass")
+    out["passed"] = status in ("passed", "undecided") or (
+        status == "no_baseline" and gate.on_missing_baseline == "pass"
+    )
     out["reason"] = "; ".join(reasons)
     out["stability"] = round(min(stable), 4) if stable else 1.0
     return out

@@ -65,7 +65,9 @@ class WeightedGate(_Budget):
         if any(w < 0 for w in v.values()):
             raise ValueError("weights must be non-negative")
         if not all(math.isfinite(w) for w in v.values()) or not math.isfinite(sum(v.values())):
-            raise ValueError("weights must be finite and sum to a finite number (they are normalised to sum to 1)")
+            raise ValueError(
+                "weights must be finite and sum to a finite number (they are normalised to sum to 1)"
+            )
         if math.fsum(v.values()) == 0:
             raise ValueError("weights must sum to a non-zero value")
         return v
@@ -80,8 +82,14 @@ class LogicalGate(_Budget):
 TypedGate = WeightedGate | LogicalGate
 
 
-def parse(raw: dict[str, Any], key: str, file: str | None, lines: dict[str, int] | None, *,
-          nested: bool = False) -> TypedGate | Condition:
+def parse(
+    raw: dict[str, Any],
+    key: str,
+    file: str | None,
+    lines: dict[str, int] | None,
+    *,
+    nested: bool = False,
+) -> TypedGate | Condition:
     """Validate one typed gate (recursively), naming the exact YAML path of any mistake."""
     kind = raw.get("kind") if isinstance(raw, dict) else None
     if kind == "weighted_average" and not nested:
@@ -89,10 +97,16 @@ def parse(raw: dict[str, Any], key: str, file: str | None, lines: dict[str, int]
     if kind == "logical":
         gate = validate_model(LogicalGate, raw, key, file, lines)
         if not gate.conditions:
-            raise ConfigError("conditions cannot be empty", file=file, key=f"{key}.conditions",
-                              line=(lines or {}).get(f"{key}.conditions"))
-        gate.conditions = [parse(c, f"{key}.conditions[{i}]", file, lines, nested=True)
-                           for i, c in enumerate(gate.conditions)]
+            raise ConfigError(
+                "conditions cannot be empty",
+                file=file,
+                key=f"{key}.conditions",
+                line=(lines or {}).get(f"{key}.conditions"),
+            )
+        gate.conditions = [
+            parse(c, f"{key}.conditions[{i}]", file, lines, nested=True)
+            for i, c in enumerate(gate.conditions)
+        ]
         return gate
     return validate_model(Condition, raw, key, file, lines)
 
@@ -103,7 +117,11 @@ def metric_keys(gate: TypedGate | Condition) -> list[tuple[str, str]]:
         return [(gate.metric_key, "metric_key")]
     if isinstance(gate, WeightedGate):
         return [(k, f"weights.{k}") for k in gate.weights]
-    return [(name, f"conditions[{i}].{sub}") for i, c in enumerate(gate.conditions) for name, sub in metric_keys(c)]
+    return [
+        (name, f"conditions[{i}].{sub}")
+        for i, c in enumerate(gate.conditions)
+        for name, sub in metric_keys(c)
+    ]
 
 
 def describe(gate: TypedGate | Condition) -> str:
@@ -115,7 +133,9 @@ def describe(gate: TypedGate | Condition) -> str:
     return "(" + f" {gate.operator.upper()} ".join(describe(c) for c in gate.conditions) + ")"
 
 
-def aggregate_value(aggregation: str, agg: dict[str, Any], scores: list[float], threshold: float | None) -> float | None:
+def aggregate_value(
+    aggregation: str, agg: dict[str, Any], scores: list[float], threshold: float | None
+) -> float | None:
     """letta-evals' aggregation of one metric; ``scores`` are the graded scores, sorted.
 
     ``accuracy`` counts errored samples as failed (``agg["n"]`` includes them). None when no
@@ -143,9 +163,25 @@ def evaluate(gate: TypedGate, metric: MetricSource, *, model: str | None = None)
 
 
 def _base(**kw: Any) -> dict[str, Any]:
-    out = {"metric_key": None, "metric": None, "op": None, "value": None, "actual": None, "passed": False,
-           "status": "failed", "label": None, "description": None, "interval": None, "max_errors": None,
-           "max_error_rate": None, "errors": 0, "graded": 0, "n": 0, "reason": "", "children": []}
+    out = {
+        "metric_key": None,
+        "metric": None,
+        "op": None,
+        "value": None,
+        "actual": None,
+        "passed": False,
+        "status": "failed",
+        "label": None,
+        "description": None,
+        "interval": None,
+        "max_errors": None,
+        "max_error_rate": None,
+        "errors": 0,
+        "graded": 0,
+        "n": 0,
+        "reason": "",
+        "children": [],
+    }
     out.update(kw)
     return out
 
@@ -156,19 +192,31 @@ def _counts(out: dict[str, Any], children: list[dict[str, Any]]) -> None:
     out["graded"] = min(c["graded"] for c in children)
 
 
-def _leaf(name: str, aggregation: str, threshold: float | None, metric: MetricSource,
-          budget) -> tuple[dict[str, Any], dict[str, Any], list[float]]:
+def _leaf(
+    name: str, aggregation: str, threshold: float | None, metric: MetricSource, budget
+) -> tuple[dict[str, Any], dict[str, Any], list[float]]:
     """One metric's entry, with the aggregate and scores it was read from (for its stability)."""
     agg, scores = metric(name)
     actual = aggregate_value(aggregation, agg, scores, threshold)
     over = budget_exceeded(agg["errors"], agg["n"], *budget)
-    out = _base(metric_key=name, metric=aggregation, actual=actual, label=agg.get("label", name),
-                max_errors=budget[0], max_error_rate=budget[1], errors=agg["errors"], graded=agg["graded"],
-                n=agg["n"])
+    out = _base(
+        metric_key=name,
+        metric=aggregation,
+        actual=actual,
+        label=agg.get("label", name),
+        max_errors=budget[0],
+        max_error_rate=budget[1],
+        errors=agg["errors"],
+        graded=agg["graded"],
+        n=agg["n"],
+    )
     if over or actual is None:
         out["status"] = "errored"
-        out["reason"] = over or (f"no sample was graded ({agg['errors']} of {agg['n']} errored)" if agg["n"]
-                                 else "no sample ran")
+        out["reason"] = over or (
+            f"no sample was graded ({agg['errors']} of {agg['n']} errored)"
+            if agg["n"]
+            else "no sample ran"
+        )
         out["stability"] = round(errors_stability(agg["errors"], agg["n"], *budget), 4)
     return out, agg, scores
 
@@ -176,17 +224,30 @@ def _leaf(name: str, aggregation: str, threshold: float | None, metric: MetricSo
 def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, Any]:
     budget = (max_errors, max_error_rate)
     if isinstance(gate, Condition):
-        out, agg, scores = _leaf(gate.metric_key, gate.aggregation, gate.pass_threshold, metric, budget)
+        out, agg, scores = _leaf(
+            gate.metric_key, gate.aggregation, gate.pass_threshold, metric, budget
+        )
         out.update(op=gate.op, value=gate.value, description=describe(gate))
         if out["status"] != "errored":
             ok = OPS[gate.op](out["actual"], gate.value)
             out["status"], out["passed"] = ("passed", True) if ok else ("failed", False)
             sym = SYMBOL[gate.op]
-            out["reason"] = (f"{gate.aggregation} {out['actual']:.4f} {sym} {gate.value:g}" if ok
-                             else f"{gate.aggregation} {out['actual']:.4f}, needs {sym} {gate.value:g}")
-            out["stability"] = round(absolute_stability(
-                SimpleNamespace(metric=gate.aggregation, op=gate.op, value=gate.value, confidence=None),
-                agg, out["actual"], scores), 4)
+            out["reason"] = (
+                f"{gate.aggregation} {out['actual']:.4f} {sym} {gate.value:g}"
+                if ok
+                else f"{gate.aggregation} {out['actual']:.4f}, needs {sym} {gate.value:g}"
+            )
+            out["stability"] = round(
+                absolute_stability(
+                    SimpleNamespace(
+                        metric=gate.aggregation, op=gate.op, value=gate.value, confidence=None
+                    ),
+                    agg,
+                    out["actual"],
+                    scores,
+                ),
+                4,
+            )
         return out
 
     if isinstance(gate, WeightedGate):
@@ -198,9 +259,17 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
             children.append(child)
             if child["actual"] is not None:
                 ses.append(child["weight"] * metric_se(gate.aggregation, agg, child["actual"]))
-        out = _base(metric="weighted_average", op=gate.op, value=gate.value, label=describe(gate),
-                    description=describe(gate), max_errors=max_errors, max_error_rate=max_error_rate,
-                    children=children, aggregation=gate.aggregation)
+        out = _base(
+            metric="weighted_average",
+            op=gate.op,
+            value=gate.value,
+            label=describe(gate),
+            description=describe(gate),
+            max_errors=max_errors,
+            max_error_rate=max_error_rate,
+            children=children,
+            aggregation=gate.aggregation,
+        )
         _counts(out, children)
         errored = [c for c in children if c["status"] == "errored"]
         if errored:
@@ -212,12 +281,17 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
             ok = OPS[gate.op](out["actual"], gate.value)
             out["status"], out["passed"] = ("passed", True) if ok else ("failed", False)
             sym = SYMBOL[gate.op]
-            out["reason"] = (f"weighted {gate.aggregation} {out['actual']:.4f} {sym} {gate.value:g}" if ok
-                             else f"weighted {gate.aggregation} {out['actual']:.4f}, needs {sym} {gate.value:g}")
+            out["reason"] = (
+                f"weighted {gate.aggregation} {out['actual']:.4f} {sym} {gate.value:g}"
+                if ok
+                else f"weighted {gate.aggregation} {out['actual']:.4f}, needs {sym} {gate.value:g}"
+            )
             # the components' errors taken as independent; predictive: this run and a rerun both stray
             se = math.sqrt(math.fsum(s * s for s in ses))
             out["stability"] = round(stability(out["actual"], gate.value, math.sqrt(2.0) * se), 4)
-        for c in children:  # a component has no verdict of its own: it shares the gate's (and its stability)
+        for c in (
+            children
+        ):  # a component has no verdict of its own: it shares the gate's (and its stability)
             c.setdefault("stability", out["stability"])
             if c["status"] != "errored":
                 c["status"], c["passed"] = out["status"], out["passed"]
@@ -225,16 +299,29 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
         return out
 
     children = [_node(c, metric, max_errors, max_error_rate) for c in gate.conditions]
-    out = _base(metric="logical", operator=gate.operator, label=describe(gate),
-                description=describe(gate), max_errors=max_errors, max_error_rate=max_error_rate, children=children)
+    out = _base(
+        metric="logical",
+        operator=gate.operator,
+        label=describe(gate),
+        description=describe(gate),
+        max_errors=max_errors,
+        max_error_rate=max_error_rate,
+        children=children,
+    )
     _counts(out, children)
     statuses = [c["status"] for c in children]
     passed = sum(s == "passed" for s in statuses)
     if gate.operator == "and":
-        status = "passed" if passed == len(children) else ("failed" if "failed" in statuses else "errored")
+        status = (
+            "passed"
+            if passed == len(children)
+            else ("failed" if "failed" in statuses else "errored")
+        )
     else:
         status = "passed" if passed else ("errored" if "errored" in statuses else "failed")
     out["status"], out["passed"] = status, status == "passed"
     out["reason"] = f"{passed} of {len(children)} conditions passed ({gate.operator})"
-    out["stability"] = min(c["stability"] for c in children)  # about: the least stable condition decides
+    out["stability"] = min(
+        c["stability"] for c in children
+    )  # about: the least stable condition decides
     return out

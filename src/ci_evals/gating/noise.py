@@ -71,7 +71,9 @@ def betainc(a: float, b: float, x: float) -> float:
         return 0.0
     if x >= 1.0:
         return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
     if x < (a + 1.0) / (a + b + 2.0):
         return front * _betacf(a, b, x) / a
     return 1.0 - front * _betacf(b, a, 1.0 - x) / b
@@ -83,7 +85,11 @@ def t_sf(t: float, df: float) -> float:
         return 0.0 if t > 0 else 1.0
     t2 = t * t
     # I_x(df/2, 1/2) with x = df/(df + t^2); near x = 1 through its complement, computed exactly
-    tail = 0.5 * (1.0 - betainc(0.5, df / 2.0, t2 / (df + t2))) if t2 < df else 0.5 * betainc(df / 2.0, 0.5, df / (df + t2))
+    tail = (
+        0.5 * (1.0 - betainc(0.5, df / 2.0, t2 / (df + t2)))
+        if t2 < df
+        else 0.5 * betainc(df / 2.0, 0.5, df / (df + t2))
+    )
     return tail if t >= 0 else 1.0 - tail
 
 

@@ -52,8 +52,9 @@ def _needed(effect: float, sd: float, confidence: float, what: str) -> str:
     return f"; about {n:,} samples would tell {what} at {confidence:.0%}" if n else ""
 
 
-def regression_checks(gate: Any, actual: float, facts: dict[str, Any],
-                      out: dict[str, Any]) -> Iterator[tuple[str, str, float]]:
+def regression_checks(
+    gate: Any, actual: float, facts: dict[str, Any], out: dict[str, Any]
+) -> Iterator[tuple[str, str, float]]:
     """(check, reason, stability) for the gate's ``max_drop`` and ``max_regressions``; records what
     each test found in ``out`` (``baseline_value``, ``drop``, ``regressions``, ``improvements``,
     ``tests``)."""
@@ -69,34 +70,61 @@ def regression_checks(gate: Any, actual: float, facts: dict[str, Any],
         yield _drop_check(gate, drop, before, diffs, noisy, confidence, tests)
     if gate.max_regressions is not None:
         reg, imp = int(facts.get("regressions", 0)), int(facts.get("improvements", 0))
-        out["regressions"], out["improvements"], out["max_regressions"] = reg, imp, gate.max_regressions
-        yield _regressions_check(gate.max_regressions, reg, imp, len(diffs), noisy, confidence, tests)
+        out["regressions"], out["improvements"], out["max_regressions"] = (
+            reg,
+            imp,
+            gate.max_regressions,
+        )
+        yield _regressions_check(
+            gate.max_regressions, reg, imp, len(diffs), noisy, confidence, tests
+        )
 
 
-def _drop_check(gate: Any, drop: float, before: float, diffs: Sequence[float], noisy: bool,
-                confidence: float, tests: list) -> tuple[str, str, float]:
+def _drop_check(
+    gate: Any,
+    drop: float,
+    before: float,
+    diffs: Sequence[float],
+    noisy: bool,
+    confidence: float,
+    tests: list,
+) -> tuple[str, str, float]:
     limit = gate.max_drop
     change = paired_change(list(diffs), confidence)
     if not noisy or change is None:
         check = "passed" if drop <= limit + 1e-12 else "failed"
         tests.append({"check": "max_drop", "test": "exact (deterministic grader)", "change": -drop})
-        stab = stability(drop, limit, change.se) if change is not None else 1.0  # se of a difference: predictive
+        stab = (
+            stability(drop, limit, change.se) if change is not None else 1.0
+        )  # se of a difference: predictive
         return check, f"drop {drop:.4f} from baseline {before:.4f} (max_drop {limit:g})", stab
     pdrop = -change.change
     lo, hi = change.interval
     alpha = 1.0 - confidence
     past = pdrop > limit + 1e-12
     check = "failed" if past and change.p_drop < alpha else ("undecided" if past else "passed")
-    tests.append({"check": "max_drop", "test": "paired t-test (one-sided)", "n": change.n, "change": change.change,
-                  "interval": [lo, hi], "p_value": change.p_drop, "confidence": confidence})
-    head = (f"paired change {change.change:+.4f}, {confidence:.0%} interval [{lo:+.4f}, {hi:+.4f}] over "
-            f"{change.n} samples graded in both runs (paired t-test, one-sided p={change.p_drop:.2g})")
+    tests.append(
+        {
+            "check": "max_drop",
+            "test": "paired t-test (one-sided)",
+            "n": change.n,
+            "change": change.change,
+            "interval": [lo, hi],
+            "p_value": change.p_drop,
+            "confidence": confidence,
+        }
+    )
+    head = (
+        f"paired change {change.change:+.4f}, {confidence:.0%} interval [{lo:+.4f}, {hi:+.4f}] over "
+        f"{change.n} samples graded in both runs (paired t-test, one-sided p={change.p_drop:.2g})"
+    )
     if check == "failed":
         tail = f"a drop past max_drop {limit:g}, more than noise explains"
     elif check == "undecided":
         effect = limit if limit > 0 else pdrop
-        tail = (f"a drop past max_drop {limit:g} but within noise (p >= {alpha:.2g})"
-                + _needed(effect, change.sd, confidence, f"a {_points(effect)} drop"))
+        tail = f"a drop past max_drop {limit:g} but within noise (p >= {alpha:.2g})" + _needed(
+            effect, change.sd, confidence, f"a {_points(effect)} drop"
+        )
     else:
         tail = f"within max_drop {limit:g}"
     cut = max(limit, z_one_sided(confidence) * change.se)  # a drop fails past both
@@ -108,15 +136,22 @@ def _drop_check(gate: Any, drop: float, before: float, diffs: Sequence[float], n
     return check, f"{head}: {tail}", stab
 
 
-def _regressions_check(limit: int, reg: int, imp: int, pairs: int, noisy: bool, confidence: float,
-                       tests: list) -> tuple[str, str, float]:
+def _regressions_check(
+    limit: int, reg: int, imp: int, pairs: int, noisy: bool, confidence: float, tests: list
+) -> tuple[str, str, float]:
     plural = "s" if reg != 1 else ""
     if not noisy:
         check = "passed" if reg <= limit else "failed"
-        tests.append({"check": "max_regressions", "test": "exact (deterministic grader)", "regressions": reg})
+        tests.append(
+            {"check": "max_regressions", "test": "exact (deterministic grader)", "regressions": reg}
+        )
         # resampling the samples: regressions ~ Binomial(pairs, reg / pairs)
         p_pass = 1.0 - binom_sf(limit + 1, pairs, reg / pairs) if pairs and reg else 1.0
-        return check, f"{reg} regression{plural}, max {limit}", p_pass if check == "passed" else 1.0 - p_pass
+        return (
+            check,
+            f"{reg} regression{plural}, max {limit}",
+            p_pass if check == "passed" else 1.0 - p_pass,
+        )
     p = mcnemar_p(reg, imp)
     alpha = 1.0 - confidence
     net = reg - imp
@@ -126,17 +161,31 @@ def _regressions_check(limit: int, reg: int, imp: int, pairs: int, noisy: bool, 
         check = "undecided"
     else:  # regressions past the limit matched by improvements: the judge flipped samples both ways
         check = "passed"
-    tests.append({"check": "max_regressions", "test": "McNemar exact test (one-sided)", "regressions": reg,
-                  "improvements": imp, "p_value": p, "confidence": confidence})
+    tests.append(
+        {
+            "check": "max_regressions",
+            "test": "McNemar exact test (one-sided)",
+            "regressions": reg,
+            "improvements": imp,
+            "p_value": p,
+            "confidence": confidence,
+        }
+    )
     head = f"{reg} regression{plural} against {imp} improvement{'s' if imp != 1 else ''} (McNemar, one-sided p={p:.2g})"
     if check == "failed":
         tail = f"{net} more regressions than improvements, past max {limit} and more than noise explains"
     elif check == "undecided":
         rate = net / pairs if pairs else 0.0
-        tail = (f"{net} more regressions than improvements, past max {limit} but within what noise flips "
-                f"each way (p >= {alpha:.2g})"
-                + _needed(rate, math.sqrt((reg + imp) / pairs) if pairs else 0.0, confidence,
-                          f"whether an excess of {rate:.1%} of samples (here {net} of {pairs}) is real"))
+        tail = (
+            f"{net} more regressions than improvements, past max {limit} but within what noise flips "
+            f"each way (p >= {alpha:.2g})"
+            + _needed(
+                rate,
+                math.sqrt((reg + imp) / pairs) if pairs else 0.0,
+                confidence,
+                f"whether an excess of {rate:.1%} of samples (here {net} of {pairs}) is real",
+            )
+        )
     else:
         tail = f"the excess of regressions over improvements ({max(net, 0)}) within max {limit}"
     spread = math.sqrt(reg + imp)  # net = reg - imp varies about as much as the discordant count
@@ -146,8 +195,13 @@ def _regressions_check(limit: int, reg: int, imp: int, pairs: int, noisy: bool, 
     return check, f"{head}: {tail}", stability(net, cut, spread) if spread else 1.0
 
 
-def absolute_stability(gate: Any, agg: dict[str, Any], actual: float, scores: Sequence[float],
-                       interval: tuple[float, float] | None = None) -> float:
+def absolute_stability(
+    gate: Any,
+    agg: dict[str, Any],
+    actual: float,
+    scores: Sequence[float],
+    interval: tuple[float, float] | None = None,
+) -> float:
     """How often a rerun would give an absolute gate (``op``/``value``) the same status: the
     statistic spreads with its standard error (the mean's from its 95 % interval, the pass rate's
     binomial); a percentile's rerun by resampling is a binomial count of the scores below the cut.
@@ -157,7 +211,9 @@ def absolute_stability(gate: Any, agg: dict[str, Any], actual: float, scores: Se
         return 1.0
     if gate.metric in QUANTILE:
         return _quantile_stability(op, value, QUANTILE[gate.metric], scores)
-    se = SQRT2 * metric_se(gate.metric, agg, actual)  # predictive: this run and a rerun both stray from the truth
+    se = SQRT2 * metric_se(
+        gate.metric, agg, actual
+    )  # predictive: this run and a rerun both stray from the truth
     if interval is None:
         return stability(actual, value, se)
     lo, hi = interval
@@ -198,7 +254,9 @@ def _quantile_stability(op: str, value: float, q: float, scores: Sequence[float]
     return p_pass if passed else 1.0 - p_pass
 
 
-def errors_stability(errors: int, n: int, max_errors: int | None, max_error_rate: float | None) -> float:
+def errors_stability(
+    errors: int, n: int, max_errors: int | None, max_error_rate: float | None
+) -> float:
     """How often a rerun would break (or keep) the error budget the same way, errors ~ Binomial."""
     if not n:
         return 1.0

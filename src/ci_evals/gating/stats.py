@@ -44,8 +44,13 @@ def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def bootstrap_mean(values: Sequence[float], confidence: float = 0.95, *, resamples: int = BOOTSTRAP_RESAMPLES,
-                   seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+def bootstrap_mean(
+    values: Sequence[float],
+    confidence: float = 0.95,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float] | None:
     """Percentile-bootstrap interval of the mean; None when there are no values."""
     n = len(values)
     if n == 0:
@@ -61,7 +66,9 @@ def bootstrap_mean(values: Sequence[float], confidence: float = 0.95, *, resampl
     return (percentile(means, alpha * 100), percentile(means, (1 - alpha) * 100))
 
 
-def summarize(graded: Sequence[float], passed: int, errors: int, *, confidence: float = 0.95) -> dict:
+def summarize(
+    graded: Sequence[float], passed: int, errors: int, *, confidence: float = 0.95
+) -> dict:
     """The per-metric aggregate of summary.json, the metric table and every gate.
 
     ``graded`` holds the scores of the samples that were graded, sorted; errored samples have no
@@ -87,5 +94,8 @@ def summarize(graded: Sequence[float], passed: int, errors: int, *, confidence: 
         "p99": percentile(graded, 99) if k else None,
         "ci_mean": list(bootstrap_mean(graded, confidence)) if k else None,
         "ci_pass_rate": list(wilson(passed, n, confidence)) if n else None,
-        "ci_method": {"mean": "bootstrap" if k <= BOOTSTRAP_MAX_N else "normal", "pass_rate": "wilson"},
+        "ci_method": {
+            "mean": "bootstrap" if k <= BOOTSTRAP_MAX_N else "normal",
+            "pass_rate": "wilson",
+        },
     }

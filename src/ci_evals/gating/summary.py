@@ -21,8 +21,9 @@ from ci_evals.gating.gates import GateSpec, evaluate
 from ci_evals.gating.verdict import decide
 
 
-def evaluate_gates(agg: Aggregator, parts: dict[str, Any], config: dict[str, Any],
-                   baseline: Baseline | None) -> list[dict[str, Any]]:
+def evaluate_gates(
+    agg: Aggregator, parts: dict[str, Any], config: dict[str, Any], baseline: Baseline | None
+) -> list[dict[str, Any]]:
     """Every gate's result: per model when the run has several (each model is gated alone)."""
     gates = [GateSpec.model_validate(g) for g in config.get("gates", [])]
     typed = [letta_gates.parse(g, "gate", None, None) for g in config.get("typed_gates", [])]
@@ -31,10 +32,20 @@ def evaluate_gates(agg: Aggregator, parts: dict[str, Any], config: dict[str, Any
         def scores(name: str) -> list[float]:
             return agg.scores(name, model)  # model None: every model's scores
 
-        out = [evaluate(g, aggs[g.metric_key], scores(g.metric_key), model=model,
-                        baseline=baseline.gate_facts(g, model) if baseline is not None else None,
-                        label=aggs[g.metric_key]["label"]) for g in gates]
-        return out + [letta_gates.evaluate(t, lambda n: (aggs[n], scores(n)), model=model) for t in typed]
+        out = [
+            evaluate(
+                g,
+                aggs[g.metric_key],
+                scores(g.metric_key),
+                model=model,
+                baseline=baseline.gate_facts(g, model) if baseline is not None else None,
+                label=aggs[g.metric_key]["label"],
+            )
+            for g in gates
+        ]
+        return out + [
+            letta_gates.evaluate(t, lambda n: (aggs[n], scores(n)), model=model) for t in typed
+        ]
 
     if "models" not in parts:
         return for_model(parts["metrics"], None)

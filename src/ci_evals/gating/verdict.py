@@ -15,8 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 VERDICTS = ("passed", "failed", "errored", "interrupted", "partial")
-WORDS = {"passed": "PASSED", "failed": "FAILED", "errored": "ERRORED", "interrupted": "INTERRUPTED",
-         "partial": "PARTIAL"}
+WORDS = {
+    "passed": "PASSED",
+    "failed": "FAILED",
+    "errored": "ERRORED",
+    "interrupted": "INTERRUPTED",
+    "partial": "PARTIAL",
+}
 SIGNAL_EXIT = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
 """128 + the number of each signal that interrupts a run (ci_evals.run.signals)."""
 
@@ -48,11 +53,14 @@ def stability_note(g: dict[str, Any]) -> str:
 def unstable(g: dict[str, Any]) -> bool:
     """Whether a gate's status would hold in fewer than 90 % of reruns (an ``undecided`` one always is flagged)."""
     stab = g.get("stability")
-    return g.get("status") == "undecided" or (isinstance(stab, int | float) and not isinstance(stab, bool)
-                                               and stab < UNSTABLE)
+    return g.get("status") == "undecided" or (
+        isinstance(stab, int | float) and not isinstance(stab, bool) and stab < UNSTABLE
+    )
 
 
-def budget_exceeded(errors: int, n: int, max_errors: int | None, max_error_rate: float | None) -> str | None:
+def budget_exceeded(
+    errors: int, n: int, max_errors: int | None, max_error_rate: float | None
+) -> str | None:
     """Why ``errors`` of ``n`` samples break the budget (``3 of 50 samples errored (max_errors 0)``), or None.
 
     With neither limit set the budget is 0 errors; with only a rate, only the rate counts.
@@ -69,10 +77,12 @@ def budget_exceeded(errors: int, n: int, max_errors: int | None, max_error_rate:
 def gate_title(g: dict[str, Any]) -> str:
     """A gate as written, its metric named as the metric table names it: ``Quality (q) avg_score gte 0.75``."""
     desc = str(g.get("description") or "")
-    if g.get("children"):  # a letta-evals weighted_average / logical gate: its own description says it all
+    if g.get(
+        "children"
+    ):  # a letta-evals weighted_average / logical gate: its own description says it all
         return desc
     key = str(g.get("metric_key"))
-    rest = desc[len(key):].lstrip() if desc.startswith(key) else desc
+    rest = desc[len(key) :].lstrip() if desc.startswith(key) else desc
     return f"{display_name(g.get('label'), key)} {rest}".rstrip()
 
 
@@ -110,39 +120,67 @@ def _decide(summary: dict[str, Any]) -> tuple[str, str]:
         return "partial", summary.get("partial_reason") or "samples are missing"
     if n == 0:
         shard = summary.get("shard")
-        if isinstance(shard, dict) and not summary.get("records"):  # a shard that was dealt no sample
-            return "passed", (f"shard {shard.get('index')}/{shard.get('count')} holds none of the "
-                              f"{shard.get('selected')} selected samples: nothing to gate here; "
-                              "the merged shards carry the verdict")
+        if isinstance(shard, dict) and not summary.get(
+            "records"
+        ):  # a shard that was dealt no sample
+            return "passed", (
+                f"shard {shard.get('index')}/{shard.get('count')} holds none of the "
+                f"{shard.get('selected')} selected samples: nothing to gate here; "
+                "the merged shards carry the verdict"
+            )
         return "errored", "no sample ran"
     config = summary.get("config") or {}
     if not gates:
-        errored = int(errors.get("samples", errors.get("total")) or 0)  # older summaries: total only
+        errored = int(
+            errors.get("samples", errors.get("total")) or 0
+        )  # older summaries: total only
         over = budget_exceeded(errored, n, config.get("max_errors"), config.get("max_error_rate"))
         if over:
             return "errored", f"{over}; no gate configured"
-        return "passed", f"no gate configured; {n} samples ran without error" if not errored \
-            else f"no gate configured; {errored} of {n} samples errored (within the error budget)"
+        return (
+            "passed",
+            f"no gate configured; {n} samples ran without error"
+            if not errored
+            else f"no gate configured; {errored} of {n} samples errored (within the error budget)",
+        )
     bad = [g for g in gates if not g.get("passed")]
     if not bad:
         undecided = [g for g in gates if g.get("status") == "undecided"]
-        note = (f" ({len(undecided)} undecided: {display_name(undecided[0].get('label'), undecided[0].get('metric_key'))}"
-                " changed past its limit, but within noise)") if undecided else ""
-        return "passed", f"{len(gates)} of {len(gates)} gates passed{note}{_ungated_errors(summary, gates)}"
+        note = (
+            (
+                f" ({len(undecided)} undecided: {display_name(undecided[0].get('label'), undecided[0].get('metric_key'))}"
+                " changed past its limit, but within noise)"
+            )
+            if undecided
+            else ""
+        )
+        return (
+            "passed",
+            f"{len(gates)} of {len(gates)} gates passed{note}{_ungated_errors(summary, gates)}",
+        )
     errored = [g for g in bad if g.get("status") == "errored"]
     first = (errored or bad)[0]
     more = f" (and {len(bad) - 1} more gate{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
-    reason = f"{display_name(first.get('label'), first.get('metric_key'))}: {first.get('reason')}{more}"
+    reason = (
+        f"{display_name(first.get('label'), first.get('metric_key'))}: {first.get('reason')}{more}"
+    )
     return ("errored" if errored else "failed"), reason
 
 
 def _ungated_errors(summary: dict[str, Any], gates: list[dict[str, Any]]) -> str:
     """``; not gated: 5 of 5 samples errored in style`` for metrics no gate reads (empty when none errored)."""
-    gated = {g.get("metric_key") for g in gates} | {c.get("metric_key") for g in gates for c in g.get("children") or []}
+    gated = {g.get("metric_key") for g in gates} | {
+        c.get("metric_key") for g in gates for c in g.get("children") or []
+    }
     metrics = summary.get("metrics") if isinstance(summary.get("metrics"), dict) else {}
-    parts = [f"{m.get('errors')} of {m.get('n')} samples errored in {display_name(m.get('label'), name)}"
-             for name, m in metrics.items()
-             if name not in gated and isinstance(m, dict) and isinstance(m.get("errors"), int) and m["errors"] > 0]
+    parts = [
+        f"{m.get('errors')} of {m.get('n')} samples errored in {display_name(m.get('label'), name)}"
+        for name, m in metrics.items()
+        if name not in gated
+        and isinstance(m, dict)
+        and isinstance(m.get("errors"), int)
+        and m["errors"] > 0
+    ]
     return f"; not gated: {', '.join(parts)}" if parts else ""
 
 

@@ -75,16 +75,26 @@ def normalize_raw(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_grader(
-    name: str, raw: Any, ctx: Context, *, key: str | None = None, file: str | None = None, lines=None
+    name: str,
+    raw: Any,
+    ctx: Context,
+    *,
+    key: str | None = None,
+    file: str | None = None,
+    lines=None,
 ) -> Grader:
     """Validate one ``graders.<name>`` entry with its kind's spec model and construct the grader."""
     key = key or f"graders.{name}"
     if not isinstance(raw, dict):
         raise ConfigError("a grader must be a mapping with a 'kind'", file=file, key=key)
-    kind_key = f"{key}.{'kind' if 'kind' in raw or 'type' not in raw else 'type'}"  # as the user wrote it
+    kind_key = (
+        f"{key}.{'kind' if 'kind' in raw or 'type' not in raw else 'type'}"  # as the user wrote it
+    )
     raw = normalize_raw(raw)
     if "kind" not in raw:
-        raise ConfigError("missing 'kind' (or 'type')", file=file, key=key, line=(lines or {}).get(key))
+        raise ConfigError(
+            "missing 'kind' (or 'type')", file=file, key=key, line=(lines or {}).get(key)
+        )
     cls = GRADER_KINDS.get(str(raw["kind"]), key=kind_key).resolve(raw)
     spec = validate_model(cls.spec_model, raw, key, file, lines)
     try:

@@ -136,13 +136,37 @@ def memory_block(t: Trajectory, c: _BlockLabel) -> str:
 BUILTINS: dict[str, tuple[Callable[..., str], type[Strict], str]] = {
     "last_assistant": (last_assistant, _NoConfig, "the last assistant message over all turns"),
     "first_assistant": (first_assistant, _NoConfig, "the first assistant message"),
-    "all_assistant": (all_assistant, _Separator, "all assistant messages joined by `separator` (\\n)"),
-    "last_turn": (last_turn, _Separator, "the final turn's assistant messages joined by `separator`"),
-    "pattern": (pattern, _Pattern, "regex `pattern` on assistant messages, newest first; `group`, `search_all`"),
-    "tool_arguments": (tool_arguments, _ToolName, "JSON arguments of the first call to `tool_name` ('{}' if none)"),
+    "all_assistant": (
+        all_assistant,
+        _Separator,
+        "all assistant messages joined by `separator` (\\n)",
+    ),
+    "last_turn": (
+        last_turn,
+        _Separator,
+        "the final turn's assistant messages joined by `separator`",
+    ),
+    "pattern": (
+        pattern,
+        _Pattern,
+        "regex `pattern` on assistant messages, newest first; `group`, `search_all`",
+    ),
+    "tool_arguments": (
+        tool_arguments,
+        _ToolName,
+        "JSON arguments of the first call to `tool_name` ('{}' if none)",
+    ),
     "tool_output": (tool_output, _ToolName, "the result of the first call to `tool_name`"),
-    "after_marker": (after_marker, _Marker, "text after `marker` in the newest message having it (`include_marker`)"),
-    "memory_block": (memory_block, _BlockLabel, "the value of memory block `block_label` at the end of the run"),
+    "after_marker": (
+        after_marker,
+        _Marker,
+        "text after `marker` in the newest message having it (`include_marker`)",
+    ),
+    "memory_block": (
+        memory_block,
+        _BlockLabel,
+        "the value of memory block `block_label` at the end of the run",
+    ),
 }
 for _name, (_fn, _cfg, _doc) in BUILTINS.items():
     EXTRACTORS.register(_name, _fn)
@@ -151,7 +175,9 @@ for _name, (_fn, _cfg, _doc) in BUILTINS.items():
 class Extractor:
     """A configured extractor: ``extractor(trajectory) -> str``."""
 
-    def __init__(self, name: str, fn: Callable[..., Any], config: Any, needs_memory: bool, custom: bool):
+    def __init__(
+        self, name: str, fn: Callable[..., Any], config: Any, needs_memory: bool, custom: bool
+    ):
         self.name = name
         self.fn = fn
         self.config = config
@@ -167,9 +193,14 @@ class Extractor:
 
     def __call__(self, trajectory: Trajectory) -> str:
         if self._three:
-            blocks = [SimpleNamespace(label=k, value=v) for k, v in trajectory.memory_blocks.items()]
-            state = SimpleNamespace(blocks=blocks, memory=SimpleNamespace(blocks=blocks),
-                                    memory_blocks=trajectory.memory_blocks)
+            blocks = [
+                SimpleNamespace(label=k, value=v) for k, v in trajectory.memory_blocks.items()
+            ]
+            state = SimpleNamespace(
+                blocks=blocks,
+                memory=SimpleNamespace(blocks=blocks),
+                memory_blocks=trajectory.memory_blocks,
+            )
             out = self.fn(trajectory.turns, self.config, state)
         elif self.custom:
             out = self.fn(trajectory.turns, self.config)
@@ -180,8 +211,15 @@ class Extractor:
         return out
 
 
-def make_extractor(name: str, config: dict[str, Any], base_dir: Path, *, key: str, file: str | None = None,
-                   lines=None) -> Extractor:
+def make_extractor(
+    name: str,
+    config: dict[str, Any],
+    base_dir: Path,
+    *,
+    key: str,
+    file: str | None = None,
+    lines=None,
+) -> Extractor:
     """Build an extractor from a grader's ``extractor``/``extractor_config``; validate the config now."""
     if name in BUILTINS:
         fn, cfg_model, _ = BUILTINS[name]
@@ -190,7 +228,9 @@ def make_extractor(name: str, config: dict[str, Any], base_dir: Path, *, key: st
     if split_ref(name):
         fn = load_object(name, base_dir, key=f"{key}.extractor")
         if not getattr(fn, "_is_extractor", False):
-            raise ConfigError(f"'{name}' is not decorated with @extractor", key=f"{key}.extractor", file=file)
+            raise ConfigError(
+                f"'{name}' is not decorated with @extractor", key=f"{key}.extractor", file=file
+            )
     else:
         fn = EXTRACTORS.get(name, key=f"{key}.extractor")
     three = len(inspect.signature(fn).parameters) == 3

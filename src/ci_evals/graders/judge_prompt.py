@@ -46,11 +46,17 @@ class JudgeReplyError(ValueError):
 
 def input_text(sample: Sample) -> str:
     """The sample's input as the judge reads it: the string, or the turns one per line."""
-    return sample.input if isinstance(sample.input, str) else "\n".join(str(t) for t in sample.input)
+    return (
+        sample.input if isinstance(sample.input, str) else "\n".join(str(t) for t in sample.input)
+    )
 
 
 def fill_rubric(
-    rubric: str, sample: Sample, submission: str, rubric_vars: Iterable[str] = (), tool_calls: list | None = None
+    rubric: str,
+    sample: Sample,
+    submission: str,
+    rubric_vars: Iterable[str] = (),
+    tool_calls: list | None = None,
 ) -> str:
     """The rubric with ``{{ item.x }}``, ``{input}``, ``{submission}``, ``{ground_truth}`` and the
     declared rubric variables substituted in one pass (other braces stay; substituted text is
@@ -58,7 +64,9 @@ def fill_rubric(
 
     Raises TemplateError for a missing ``{{ ... }}`` variable or rubric variable.
     """
-    context = grader_context(sample.item(), submission, tool_calls or []) if "{{" in rubric else None
+    context = (
+        grader_context(sample.item(), submission, tool_calls or []) if "{{" in rubric else None
+    )
     values: dict[str, Any] = {
         "input": input_text(sample),
         "submission": submission,
@@ -72,7 +80,9 @@ def fill_rubric(
     return substitute(rubric, values, context)
 
 
-def build_judge_prompt(rubric: str, sample: Sample, submission: str, *, tool_name: str | None = None) -> str:
+def build_judge_prompt(
+    rubric: str, sample: Sample, submission: str, *, tool_name: str | None = None
+) -> str:
     """The judge's user prompt: rubric, original input, ground truth (if any), submission, steps.
 
     ``rubric`` is already filled. With ``tool_name`` (agent judges) the last step asks for a call

@@ -56,20 +56,40 @@ from ci_evals.letta.messages import FAILED_STOPS, add_usage, calls_of, dump, to_
 
 DEFAULT_JUDGE = Path(__file__).resolve().parent.parent / "data" / "letta_judge.af"
 DEFAULT_TOOL = "submit_grade"
-_SCHEMA_TYPES = {"number": "float", "string": "str", "integer": "int", "boolean": "bool",
-                 "array": "list", "object": "dict"}
+_SCHEMA_TYPES = {
+    "number": "float",
+    "string": "str",
+    "integer": "int",
+    "boolean": "bool",
+    "array": "list",
+    "object": "dict",
+}
 
 
 class LettaJudgeSpec(JudgeRepeatsSpec, LettaServer, AgentFileImport):
     kind: Literal["rubric", "letta_judge"]
     prompt: str | None = Field(None, description="The rubric text (or use prompt_path).")
-    prompt_path: str | None = Field(None, description="A file holding the rubric, relative to the suite.")
-    agent_file: str | None = Field(None, description="The judge agent's .af (letta_judge: default built-in).")
-    judge_tool_name: str = Field(DEFAULT_TOOL, description="The tool the judge calls with score and rationale.")
-    model: str | None = Field(None, description="A Letta model handle for the judge agent, e.g. openai/gpt-4o-mini.")
-    rubric_vars: list[str] | None = Field(None, description="Variables every sample's rubric_vars must provide.")
-    max_retries: int = Field(2, ge=0, description="Extra attempts (a fresh judge) after a transient failure.")
-    retry_backoff: float = Field(1.0, ge=0, description="Seconds before the first retry; doubles each time.")
+    prompt_path: str | None = Field(
+        None, description="A file holding the rubric, relative to the suite."
+    )
+    agent_file: str | None = Field(
+        None, description="The judge agent's .af (letta_judge: default built-in)."
+    )
+    judge_tool_name: str = Field(
+        DEFAULT_TOOL, description="The tool the judge calls with score and rationale."
+    )
+    model: str | None = Field(
+        None, description="A Letta model handle for the judge agent, e.g. openai/gpt-4o-mini."
+    )
+    rubric_vars: list[str] | None = Field(
+        None, description="Variables every sample's rubric_vars must provide."
+    )
+    max_retries: int = Field(
+        2, ge=0, description="Extra attempts (a fresh judge) after a transient failure."
+    )
+    retry_backoff: float = Field(
+        1.0, ge=0, description="Seconds before the first retry; doubles each time."
+    )
 
     @model_validator(mode="after")
     def _one_prompt(self) -> LettaJudgeSpec:
@@ -97,7 +117,11 @@ def _source_params(source: str, name: str) -> dict[str, str] | None:
 
 def _schema_params(schema: Any) -> dict[str, str] | None:
     """``{param: python type}`` from the tool's JSON schema; None when it has none."""
-    props = ((schema or {}).get("parameters") or {}).get("properties") if isinstance(schema, dict) else None
+    props = (
+        ((schema or {}).get("parameters") or {}).get("properties")
+        if isinstance(schema, dict)
+        else None
+    )
     if not isinstance(props, dict):
         return None
     out = {}
@@ -116,27 +140,46 @@ def check_judge_tool(af: AgentFile, tool_name: str) -> None:
     names = [t.get("name") for t in af.tools]
     tool = next((t for t in af.tools if t.get("name") == tool_name), None)
     if tool is None:
-        raise ConfigError(f"Judge tool '{tool_name}' not found in agent file {af.ref}. Available tools: {names}")
+        raise ConfigError(
+            f"Judge tool '{tool_name}' not found in agent file {af.ref}. Available tools: {names}"
+        )
     attached = af.agent.get("tool_ids")
     if isinstance(attached, list) and tool.get("id") is not None and tool["id"] not in attached:
-        raise ConfigError(f"Judge tool '{tool_name}' is in agent file {af.ref} but not attached to its agent "
-                          f"(its id '{tool['id']}' is not in the agent's tool_ids)")
+        raise ConfigError(
+            f"Judge tool '{tool_name}' is in agent file {af.ref} but not attached to its agent "
+            f"(its id '{tool['id']}' is not in the agent's tool_ids)"
+        )
     rules = af.agent.get("tool_rules") or []
     needs_approval = tool.get("default_requires_approval") or any(
-        isinstance(r, dict) and r.get("type") == "requires_approval" and r.get("tool_name") == tool_name
-        for r in rules)
+        isinstance(r, dict)
+        and r.get("type") == "requires_approval"
+        and r.get("tool_name") == tool_name
+        for r in rules
+    )
     if needs_approval:
-        raise ConfigError(f"Judge tool '{tool_name}' in agent file {af.ref} requires approval, "
-                          "so the judge could never submit a grade")
-    found = [p for p in (_source_params(tool.get("source_code") or "", tool_name),
-                         _schema_params(tool.get("json_schema"))) if p is not None]
+        raise ConfigError(
+            f"Judge tool '{tool_name}' in agent file {af.ref} requires approval, "
+            "so the judge could never submit a grade"
+        )
+    found = [
+        p
+        for p in (
+            _source_params(tool.get("source_code") or "", tool_name),
+            _schema_params(tool.get("json_schema")),
+        )
+        if p is not None
+    ]
     if not found:
-        raise ConfigError(f"Judge tool '{tool_name}' in agent file {af.ref} has neither source code defining "
-                          f"{tool_name}() nor a JSON schema, so its parameters cannot be checked")
+        raise ConfigError(
+            f"Judge tool '{tool_name}' in agent file {af.ref} has neither source code defining "
+            f"{tool_name}() nor a JSON schema, so its parameters cannot be checked"
+        )
     for params in found:
         if params.get("score") != "float" or params.get("rationale") != "str":
-            raise ConfigError(f"Judge tool '{tool_name}' in agent file {af.ref} must take parameters "
-                              f"score: float and rationale: str; it takes {_signature(params)}")
+            raise ConfigError(
+                f"Judge tool '{tool_name}' in agent file {af.ref} must take parameters "
+                f"score: float and rationale: str; it takes {_signature(params)}"
+            )
 
 
 # -- the grader -----------------------------------------------------------------------------------
@@ -158,18 +201,27 @@ class LettaJudgeGrader(Grader):
             raise ConfigError("the rubric is empty")
         clash = [v for v in spec.rubric_vars or [] if v in STANDARD_PLACEHOLDERS]
         if clash:
-            raise ConfigError(f"rubric variable '{clash[0]}' clashes with a built-in placeholder "
-                              f"({', '.join(STANDARD_PLACEHOLDERS)})", key=f"graders.{name}.rubric_vars")
+            raise ConfigError(
+                f"rubric variable '{clash[0]}' clashes with a built-in placeholder "
+                f"({', '.join(STANDARD_PLACEHOLDERS)})",
+                key=f"graders.{name}.rubric_vars",
+            )
         self.rubric_vars = list(spec.rubric_vars or [])
         if spec.model is not None and "/" not in spec.model:
-            raise ConfigError(f"model on an agent judge is a Letta model handle like 'openai/{spec.model}', "
-                              f"got '{spec.model}'")
+            raise ConfigError(
+                f"model on an agent judge is a Letta model handle like 'openai/{spec.model}', "
+                f"got '{spec.model}'"
+            )
         if spec.agent_file is None:
             if spec.kind == "rubric":
-                raise ConfigError("an agent judge needs agent_file (kind: rubric without it is the LLM judge)")
+                raise ConfigError(
+                    "an agent judge needs agent_file (kind: rubric without it is the LLM judge)"
+                )
             if spec.judge_tool_name != DEFAULT_TOOL:
-                raise ConfigError(f"judge_tool_name can only be changed together with agent_file: the built-in "
-                                  f"judge's tool is {DEFAULT_TOOL}")
+                raise ConfigError(
+                    f"judge_tool_name can only be changed together with agent_file: the built-in "
+                    f"judge's tool is {DEFAULT_TOOL}"
+                )
             builtin = read_agent_file(str(DEFAULT_JUDGE), ctx, f"graders.{name}.agent_file")
             self.agent_file = dataclasses.replace(builtin, ref="built-in letta_judge.af")
         else:
@@ -178,7 +230,9 @@ class LettaJudgeGrader(Grader):
         self.base_url = base_url_of(spec)
         self._client: Any = None
         self.ledger = AgentLedger(self.base_url)
-        self.breaker = Breaker()  # stops calling a server that never answered (ci_evals._util.breaker)
+        self.breaker = (
+            Breaker()
+        )  # stops calling a server that never answered (ci_evals._util.breaker)
 
     def checks_samples(self) -> bool:
         return bool(self.rubric_vars)
@@ -212,16 +266,25 @@ class LettaJudgeGrader(Grader):
         if self.spec.judge_repeats == 1:
             return grades[0]
         first, last = grades[0], grades[-1]
-        meta = {**first.metadata, "usage": _sum(g.metadata["usage"] for g in grades),
-                "retries": sum(g.metadata["retries"] for g in grades)}
+        meta = {
+            **first.metadata,
+            "usage": _sum(g.metadata["usage"] for g in grades),
+            "retries": sum(g.metadata["retries"] for g in grades),
+        }
         if last.error:
             return GradeResult(score=0.0, rationale=last.rationale, error=last.error, metadata=meta)
-        score, rationale, meta["judge_repeats"] = reduce_repeats([g.score for g in grades], first.rationale,
-                                                                 self.rule)
+        score, rationale, meta["judge_repeats"] = reduce_repeats(
+            [g.score for g in grades], first.rationale, self.rule
+        )
         return GradeResult(score=score, rationale=rationale, metadata=meta)
 
     def _meta(self) -> dict[str, Any]:
-        return {"agent_file": self.agent_file.ref, "usage": Usage().to_dict(), "cache_hits": 0, "retries": 0}
+        return {
+            "agent_file": self.agent_file.ref,
+            "usage": Usage().to_dict(),
+            "cache_hits": 0,
+            "retries": 0,
+        }
 
     async def _judge(self, prompt: str) -> GradeResult:
         """One judge's grade: import a fresh judge, send it the prompt, read its grade; a transient
@@ -237,66 +300,112 @@ class LettaJudgeGrader(Grader):
                 await asyncio.sleep(backoff(error, self.spec.retry_backoff * 2 ** (attempt - 1)))
             created: list[str] = []
             try:
-                async with asyncio.timeout(self.spec.timeout):  # the whole judge call, not each read
+                async with asyncio.timeout(
+                    self.spec.timeout
+                ):  # the whole judge call, not each read
                     result = await self._attempt(prompt, usage, meta, created)
                 self.breaker.success()
                 return result
             except TimeoutError:
-                return GradeResult(score=0.0, error=f"Letta judge timed out after {self.spec.timeout:g} s",
-                                   metadata=meta)
+                return GradeResult(
+                    score=0.0,
+                    error=f"Letta judge timed out after {self.spec.timeout:g} s",
+                    metadata=meta,
+                )
             except Exception as exc:
                 error = exc
                 meta["retries"] += getattr(exc, "retries", 0)
-                if not retryable(exc) or getattr(exc, "exhausted", False) or (
-                        self.breaker.first_contact and systematic_kind(exc, self.base_url)):
+                if (
+                    not retryable(exc)
+                    or getattr(exc, "exhausted", False)
+                    or (self.breaker.first_contact and systematic_kind(exc, self.base_url))
+                ):
                     break
             finally:
                 await self.ledger.forget(self._client, created)
         failed = stop_line(self.breaker, error, self.base_url, "Letta judge failed")
         return GradeResult(score=0.0, error=str(failed), metadata=meta)
 
-    async def _attempt(self, prompt: str, usage: Usage, meta: dict[str, Any], created: list[str]) -> GradeResult:
+    async def _attempt(
+        self, prompt: str, usage: Usage, meta: dict[str, Any], created: list[str]
+    ) -> GradeResult:
         client = self._client
-        judge_id, retries = await import_agent(client, self.agent_file, project_of(self.spec), self.ledger,
-                                               created, self.spec.model, self.spec.override_existing_tools)
+        judge_id, retries = await import_agent(
+            client,
+            self.agent_file,
+            project_of(self.spec),
+            self.ledger,
+            created,
+            self.spec.model,
+            self.spec.override_existing_tools,
+        )
         meta["retries"] += retries
         meta["judge_agent_id"] = judge_id
-        resp = await client.agents.messages.create(judge_id, messages=[{"role": "user", "content": prompt}])
+        resp = await client.agents.messages.create(
+            judge_id, messages=[{"role": "user", "content": prompt}]
+        )
         add_usage(usage, resp.usage)
         meta["usage"] = usage.to_dict()
         stop = resp.stop_reason.stop_reason if resp.stop_reason else None
         return self._verdict(dump(resp.messages), stop, self.spec.judge_tool_name, meta)
 
     @staticmethod
-    def _verdict(messages: list[dict[str, Any]], stop: str | None, tool: str, meta: dict[str, Any]) -> GradeResult:
+    def _verdict(
+        messages: list[dict[str, Any]], stop: str | None, tool: str, meta: dict[str, Any]
+    ) -> GradeResult:
         """The grade from the judge's first call of the judge tool."""
-        call = next((c for m in messages if m.get("message_type") in ("tool_call_message", "approval_request_message")
-                     for c in calls_of(m) if c.name == tool), None)
+        call = next(
+            (
+                c
+                for m in messages
+                if m.get("message_type") in ("tool_call_message", "approval_request_message")
+                for c in calls_of(m)
+                if c.name == tool
+            ),
+            None,
+        )
         if call is None:
             said = [m.content for m in to_turn(messages) if m.role == "assistant" and m.content]
             why = f" (the run stopped with '{stop}')" if stop in FAILED_STOPS else ""
-            return GradeResult(score=0.0, rationale=said[-1] if said else None, metadata=meta,
-                               error=f"the judge agent did not call the {tool} tool{why}")
+            return GradeResult(
+                score=0.0,
+                rationale=said[-1] if said else None,
+                metadata=meta,
+                error=f"the judge agent did not call the {tool} tool{why}",
+            )
         try:
             args = json.loads(call.arguments)
         except ValueError:
             args = None
         if not isinstance(args, dict):
-            return GradeResult(score=0.0, metadata=meta,
-                               error=f"the judge called {tool} with arguments that are not a JSON object: "
-                                     f"{scrub_and_shorten(call.arguments, 200)}")
+            return GradeResult(
+                score=0.0,
+                metadata=meta,
+                error=f"the judge called {tool} with arguments that are not a JSON object: "
+                f"{scrub_and_shorten(call.arguments, 200)}",
+            )
         raw = args.get("score")
         try:
             score = float(raw)
         except (TypeError, ValueError, OverflowError):
             score = math.nan
         if math.isnan(score):
-            return GradeResult(score=0.0, metadata=meta, rationale=_text(args.get("rationale")),
-                               error=f"the judge called {tool} without a numeric score (score={raw!r})")
-        if not math.isfinite(score):  # "inf", or 1e999 (which float() reads as inf): never clamped to 1
-            return GradeResult(score=0.0, metadata=meta, rationale=_text(args.get("rationale")),
-                               error=f"the judge called {tool} with a score that is not finite "
-                                     f"(score={scrub_and_shorten(str(raw), 60)})")
+            return GradeResult(
+                score=0.0,
+                metadata=meta,
+                rationale=_text(args.get("rationale")),
+                error=f"the judge called {tool} without a numeric score (score={raw!r})",
+            )
+        if not math.isfinite(
+            score
+        ):  # "inf", or 1e999 (which float() reads as inf): never clamped to 1
+            return GradeResult(
+                score=0.0,
+                metadata=meta,
+                rationale=_text(args.get("rationale")),
+                error=f"the judge called {tool} with a score that is not finite "
+                f"(score={scrub_and_shorten(str(raw), 60)})",
+            )
         clamped = min(1.0, max(0.0, score))
         if clamped != score:
             meta["raw_score"] = score
@@ -305,7 +414,9 @@ class LettaJudgeGrader(Grader):
     async def aclose(self) -> None:
         if self._client is None:
             return
-        await self.ledger.close(self._client)  # judges whose delete failed: once more, else reported
+        await self.ledger.close(
+            self._client
+        )  # judges whose delete failed: once more, else reported
         await self._client.close()
         self._client = None
 

@@ -68,11 +68,23 @@ _BINARY = {
 }
 _UNARY = {ast.USub: lambda a: -a, ast.UAdd: lambda a: a}
 _NAMES = {
-    ast.Attribute: "attribute access", ast.Subscript: "indexing", ast.Compare: "comparisons",
-    ast.BoolOp: "and/or", ast.IfExp: "if/else", ast.Lambda: "lambda", ast.List: "lists",
-    ast.Tuple: "tuples", ast.Dict: "dicts", ast.Set: "sets", ast.ListComp: "comprehensions",
-    ast.GeneratorExp: "comprehensions", ast.DictComp: "comprehensions", ast.SetComp: "comprehensions",
-    ast.JoinedStr: "strings", ast.NamedExpr: "assignments", ast.Starred: "* arguments",
+    ast.Attribute: "attribute access",
+    ast.Subscript: "indexing",
+    ast.Compare: "comparisons",
+    ast.BoolOp: "and/or",
+    ast.IfExp: "if/else",
+    ast.Lambda: "lambda",
+    ast.List: "lists",
+    ast.Tuple: "tuples",
+    ast.Dict: "dicts",
+    ast.Set: "sets",
+    ast.ListComp: "comprehensions",
+    ast.GeneratorExp: "comprehensions",
+    ast.DictComp: "comprehensions",
+    ast.SetComp: "comprehensions",
+    ast.JoinedStr: "strings",
+    ast.NamedExpr: "assignments",
+    ast.Starred: "* arguments",
 }
 
 
@@ -118,7 +130,9 @@ class Formula:
             self._check(node.right, depth + 1)
         elif isinstance(node, ast.UnaryOp):
             if type(node.op) not in _UNARY:
-                raise self._error(f"uses operator {_symbol(node.op)}: only unary - and + are allowed")
+                raise self._error(
+                    f"uses operator {_symbol(node.op)}: only unary - and + are allowed"
+                )
             self._check(node.operand, depth + 1)
         elif isinstance(node, ast.Call):
             self._check_call(node, depth)
@@ -152,7 +166,9 @@ class Formula:
         if isinstance(node, ast.Name):
             return float(values[node.id])
         if isinstance(node, ast.BinOp):
-            return _BINARY[type(node.op)](self._eval(node.left, values), self._eval(node.right, values))
+            return _BINARY[type(node.op)](
+                self._eval(node.left, values), self._eval(node.right, values)
+            )
         if isinstance(node, ast.UnaryOp):
             return _UNARY[type(node.op)](self._eval(node.operand, values))
         fn = FUNCTIONS[node.func.id][0]
@@ -160,8 +176,18 @@ class Formula:
 
 
 def _symbol(op: ast.AST) -> str:
-    symbols = {ast.Mod: "%", ast.FloorDiv: "//", ast.BitXor: "^", ast.BitAnd: "&", ast.BitOr: "|",
-               ast.LShift: "<<", ast.RShift: ">>", ast.MatMult: "@", ast.Not: "not", ast.Invert: "~"}
+    symbols = {
+        ast.Mod: "%",
+        ast.FloorDiv: "//",
+        ast.BitXor: "^",
+        ast.BitAnd: "&",
+        ast.BitOr: "|",
+        ast.LShift: "<<",
+        ast.RShift: ">>",
+        ast.MatMult: "@",
+        ast.Not: "not",
+        ast.Invert: "~",
+    }
     return f"'{symbols.get(type(op), type(op).__name__)}'"
 
 
@@ -195,8 +221,12 @@ def merge_usage(target: dict[str, Any], meta: dict[str, Any]) -> None:
 
 
 class MultiSpec(GraderSpec):
-    graders: dict[str, dict[str, Any]] = Field(min_length=1, description="Variable name -> grader spec.")
-    calculate_output: str = Field(description="Formula over the grader names (see the module rules).")
+    graders: dict[str, dict[str, Any]] = Field(
+        min_length=1, description="Variable name -> grader spec."
+    )
+    calculate_output: str = Field(
+        description="Formula over the grader names (see the module rules)."
+    )
 
 
 class MultiGrader(Grader):
@@ -214,14 +244,24 @@ class MultiGrader(Grader):
             if not key.isidentifier() or keyword.iskeyword(key) or key in FUNCTIONS:
                 raise ConfigError(
                     f"'{key}' cannot be a formula variable: use letters, digits and _ "
-                    f"(not a Python keyword or one of {', '.join(FUNCTIONS)})", key=where, file=file)
+                    f"(not a Python keyword or one of {', '.join(FUNCTIONS)})",
+                    key=where,
+                    file=file,
+                )
             if isinstance(raw, dict) and normalize_raw(raw).get("kind") == "multi":
-                raise ConfigError("a multi grader cannot contain another multi grader", key=where, file=file)
+                raise ConfigError(
+                    "a multi grader cannot contain another multi grader", key=where, file=file
+                )
             sub = build_grader(f"{name}.{key}", raw, ctx, key=where, file=file)
             self.subs[key] = sub
             if {"extractor", "extractor_config"} & sub.spec.model_fields_set:
                 self.extractors[key] = make_extractor(
-                    sub.spec.extractor, sub.spec.extractor_config, ctx.base_dir, key=where, file=file)
+                    sub.spec.extractor,
+                    sub.spec.extractor_config,
+                    ctx.base_dir,
+                    key=where,
+                    file=file,
+                )
         self.formula = Formula(spec.calculate_output, self.subs)
         # A sub-grader reading a memory block needs the target to fetch memory.
         self.needs_memory = any(e.needs_memory for e in self.extractors.values())
@@ -244,7 +284,9 @@ class MultiGrader(Grader):
     async def aclose(self) -> None:
         await asyncio.gather(*(sub.aclose() for sub in self.subs.values()), return_exceptions=True)
 
-    async def _sub_grade(self, key: str, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
+    async def _sub_grade(
+        self, key: str, sample: Sample, submission: str, trajectory: Trajectory
+    ) -> GradeResult:
         sub = self.subs[key]
         try:
             if key in self.extractors:
@@ -255,13 +297,17 @@ class MultiGrader(Grader):
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
         keys = list(self.subs)
-        grades = await asyncio.gather(*(self._sub_grade(k, sample, submission, trajectory) for k in keys))
+        grades = await asyncio.gather(
+            *(self._sub_grade(k, sample, submission, trajectory) for k in keys)
+        )
         scores = {k: g.score for k, g in zip(keys, grades, strict=True)}
         errors = {k: g.error for k, g in zip(keys, grades, strict=True) if g.error}
         meta: dict[str, Any] = {"sub_scores": scores}
         if errors:
             meta["sub_errors"] = errors
-        meta["sub_rationales"] = {k: g.rationale for k, g in zip(keys, grades, strict=True) if g.rationale}
+        meta["sub_rationales"] = {
+            k: g.rationale for k, g in zip(keys, grades, strict=True) if g.rationale
+        }
         for g in grades:
             merge_usage(meta, g.metadata)
         if errors:
@@ -275,5 +321,7 @@ class MultiGrader(Grader):
         clamp = "" if score == value else f", clamped to {score:g}"
         meta["raw_score"] = value
         return GradeResult(
-            score=score, rationale=f"{self.formula.text} = {value:g}{clamp} ({shown})", metadata=meta
+            score=score,
+            rationale=f"{self.formula.text} = {value:g}{clamp} ({shown})",
+            metadata=meta,
         )

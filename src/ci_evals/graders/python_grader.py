@@ -58,7 +58,7 @@ MAX_TASKS_PER_WORKER = 100
 
 # The worker: sets its limits, keeps private copies of the protocol pipes, runs the source once,
 # then answers one JSON line per JSON request line.
-WORKER = r'''
+WORKER = r"""
 import contextlib, io, json, linecache, math, numbers, os, resource, sys, traceback
 mem = int(sys.argv[1])
 if mem > 0:
@@ -132,7 +132,7 @@ if "error" in loaded:
 for line in rx:
     req = json.loads(line)
     reply(check(run(lambda: ns["grade"](req["sample"], req["item"]))))
-'''
+"""
 
 
 class _Died(Exception):
@@ -145,16 +145,26 @@ class _Worker:
     def __init__(self, memory_bytes: int, filename: str) -> None:
         self.folder = tempfile.mkdtemp(prefix="ci-evals-python-")
         self.marker = new_marker()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.folder, "TMPDIR": self.folder,
-               "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONIOENCODING": "utf-8", MARKER: self.marker}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": self.folder,
+            "TMPDIR": self.folder,
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONIOENCODING": "utf-8",
+            MARKER: self.marker,
+        }
         if "NLTK_DATA" in os.environ:
             env["NLTK_DATA"] = os.environ["NLTK_DATA"]
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-c", WORKER, str(memory_bytes), filename],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                cwd=self.folder, env=env, start_new_session=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd=self.folder,
+                env=env,
+                start_new_session=True,
             )
         except OSError:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -192,7 +202,11 @@ class _Worker:
         except subprocess.TimeoutExpired:
             return "the grader process stopped answering"
         if code < 0:
-            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+            name = (
+                signal.Signals(-code).name
+                if -code in signal.Signals._value2member_map_
+                else str(-code)
+            )
             return f"the grader process was killed by {name} (out of memory?)"
         return f"the grader process exited with code {code}"
 
@@ -251,10 +265,16 @@ def check_signature(node: ast.AST) -> str | None:
 
 class PythonSpec(GraderSpec):
     source: str = Field(description="Python code defining grade(sample, item) -> float.")
-    image_tag: str | None = Field(default=None, description="Accepted for OpenAI compatibility; ignored.")
+    image_tag: str | None = Field(
+        default=None, description="Accepted for OpenAI compatibility; ignored."
+    )
     timeout: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT, description="Seconds per sample.")
-    memory_limit_mb: int = Field(default=2048, ge=64, description="Address-space limit of a worker.")
-    workers: int | None = Field(default=None, ge=1, le=64, description="Worker processes (default min(4, CPUs)).")
+    memory_limit_mb: int = Field(
+        default=2048, ge=64, description="Address-space limit of a worker."
+    )
+    workers: int | None = Field(
+        default=None, ge=1, le=64, description="Worker processes (default min(4, CPUs))."
+    )
 
 
 class PythonGrader(Grader):
@@ -339,19 +359,33 @@ class PythonGrader(Grader):
             "output_text": submission,
             "output_json": output_json,
             "output_tools": tools,
-            "choices": [{
-                "index": 0,
-                "finish_reason": "tool_calls" if tools else "stop",
-                "message": {"role": "assistant", "content": submission, **({"tool_calls": tools} if tools else {})},
-            }],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls" if tools else "stop",
+                    "message": {
+                        "role": "assistant",
+                        "content": submission,
+                        **({"tool_calls": tools} if tools else {}),
+                    },
+                }
+            ],
         }
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.size, thread_name_prefix=f"python-grader-{self.name}")
+            self._executor = ThreadPoolExecutor(
+                self.size, thread_name_prefix=f"python-grader-{self.name}"
+            )
         loop = asyncio.get_running_loop()
-        out = await loop.run_in_executor(self._executor, self._call, {"sample": payload_sample, "item": sample.item()})
+        out = await loop.run_in_executor(
+            self._executor, self._call, {"sample": payload_sample, "item": sample.item()}
+        )
         # The worker sends at most 64 KB; scrub that whole, then keep the end (a cut first could
         # leave part of a secret).
-        meta = {k: scrub(out[k])[-limit:] for k, limit in (("output", 2000), ("traceback", 4000)) if k in out}
+        meta = {
+            k: scrub(out[k])[-limit:]
+            for k, limit in (("output", 2000), ("traceback", 4000))
+            if k in out
+        }
         if "error" in out:
             return error_grade(f"python grader: {out['error']}", **meta)
         raw = out["value"]

@@ -36,9 +36,13 @@ class JudgeRepeatsSpec(GraderSpec):
     """The ``judge_repeats`` key every judge's spec has (and no other grader's: strict specs)."""
 
     judge_repeats: int = Field(
-        default=1, ge=1, le=MAX_JUDGE_REPEATS, strict=True,
+        default=1,
+        ge=1,
+        le=MAX_JUDGE_REPEATS,
+        strict=True,
         description=f"Ask the judge this many times per sample (1-{MAX_JUDGE_REPEATS}) and average: "
-                    "costs K times the judge calls, measures and cuts its noise.")
+        "costs K times the judge calls, measures and cuts its noise.",
+    )
 
 
 def repeat_index(run: int, k: int, j: int) -> int:
@@ -47,8 +51,9 @@ def repeat_index(run: int, k: int, j: int) -> int:
     return run * k + j
 
 
-def reduce_repeats(scores: list[float], rationale: str | None, rule: tuple[str, float] | None, *,
-                   note: bool = True) -> tuple[float, str | None, dict[str, Any]]:
+def reduce_repeats(
+    scores: list[float], rationale: str | None, rule: tuple[str, float] | None, *, note: bool = True
+) -> tuple[float, str | None, dict[str, Any]]:
     """(score, rationale, the ``judge_repeats`` metadata) of K > 1 successful repeats.
 
     ``rationale`` is the first repeat's; with ``note`` it gets ``(judged K times: scores a, b, c)``.
@@ -56,11 +61,16 @@ def reduce_repeats(scores: list[float], rationale: str | None, rule: tuple[str, 
     no pass is ever guessed with a rule the metric does not have.
     """
     mean = statistics.fmean(scores)
-    info: dict[str, Any] = {"scores": list(scores),
-                            "passed": None if rule is None else [passes(s, *rule) for s in scores]}
+    info: dict[str, Any] = {
+        "scores": list(scores),
+        "passed": None if rule is None else [passes(s, *rule) for s in scores],
+    }
     if note:
-        shown = (f"scores {', '.join(f'{s:.3g}' for s in scores)}" if len(scores) <= SHOWN else
-                 f"mean {mean:.3g}, from {min(scores):.3g} to {max(scores):.3g}")
+        shown = (
+            f"scores {', '.join(f'{s:.3g}' for s in scores)}"
+            if len(scores) <= SHOWN
+            else f"mean {mean:.3g}, from {min(scores):.3g} to {max(scores):.3g}"
+        )
         line = f"(judged {len(scores)} times: {shown})"
         rationale = f"{rationale}\n{line}" if rationale else line
     return mean, rationale, info

@@ -77,27 +77,46 @@ class Reward:
         return NAME
 
     def describe(self) -> str:
-        return (f"reward = {self.spec.metric_key}" if isinstance(self.spec, MetricReward)
-                else f"reward = {self.spec.function}")
+        return (
+            f"reward = {self.spec.metric_key}"
+            if isinstance(self.spec, MetricReward)
+            else f"reward = {self.spec.function}"
+        )
 
-    async def grade(self, sample, grades: dict[str, dict], submissions: dict[str, str], traj, model: str | None,
-                    timing: dict[str, float]) -> dict[str, Any]:
+    async def grade(
+        self,
+        sample,
+        grades: dict[str, dict],
+        submissions: dict[str, str],
+        traj,
+        model: str | None,
+        timing: dict[str, float],
+    ) -> dict[str, Any]:
         """The reward's grade dict (as results.jsonl stores grades), errored when it cannot be computed."""
 
         if isinstance(self.spec, MetricReward):
             source = grades.get(self.spec.metric_key)
             if source is None or source.get("error"):
-                return make_grade(error=f"reward not computed: grader '{self.spec.metric_key}' errored")
+                return make_grade(
+                    error=f"reward not computed: grader '{self.spec.metric_key}' errored"
+                )
             score, metadata = float(source["score"]), {"metric_key": self.spec.metric_key}
         else:
             bad = [n for n, g in grades.items() if g.get("error")]
             if bad:
                 return make_grade(error=f"reward not computed: grader '{bad[0]}' errored")
             try:  # off the event loop (a signal still ends the run), time-limited, escapes contained
-                out = coerce(await usercode.run(self.composer, _context(sample, grades, submissions, traj, model,
-                                                                        timing), what=f"reward composer {self.spec.function}"))
+                out = coerce(
+                    await usercode.run(
+                        self.composer,
+                        _context(sample, grades, submissions, traj, model, timing),
+                        what=f"reward composer {self.spec.function}",
+                    )
+                )
             except Exception as exc:
-                return make_grade(error=f"reward composer {self.spec.function} failed: {usercode.describe(exc)}")
+                return make_grade(
+                    error=f"reward composer {self.spec.function} failed: {usercode.describe(exc)}"
+                )
             score, metadata = out.score, out.metadata or {}
         return make_grade(score, passes(score, *self.rule), self.describe(), metadata)
 
@@ -112,16 +131,28 @@ def coerce(value: Any) -> RewardOutput:
         return RewardOutput(score=float(value))
     if isinstance(value, dict):
         return RewardOutput(**value)
-    raise TypeError(f"reward composer must return RewardOutput, float, or dict; got {type(value).__name__}")
+    raise TypeError(
+        f"reward composer must return RewardOutput, float, or dict; got {type(value).__name__}"
+    )
 
 
 def _context(sample, grades, submissions, traj, model, timing) -> RewardContext:
     return RewardContext(
         sample=sample,
-        grades={n: GradeResult(score=float(g["score"]), rationale=g.get("rationale"), metadata=g.get("metadata") or {})
-                for n, g in grades.items()},
-        submissions=dict(submissions), trajectory=[list(t) for t in traj.turns],
-        agent_id=traj.metadata.get("agent_id"), model_handle=model, agent_state=None, usage=traj.usage,
+        grades={
+            n: GradeResult(
+                score=float(g["score"]),
+                rationale=g.get("rationale"),
+                metadata=g.get("metadata") or {},
+            )
+            for n, g in grades.items()
+        },
+        submissions=dict(submissions),
+        trajectory=[list(t) for t in traj.turns],
+        agent_id=traj.metadata.get("agent_id"),
+        model_handle=model,
+        agent_state=None,
+        usage=traj.usage,
         timing=dict(timing),
     )
 
@@ -131,22 +162,37 @@ def load_reward(raw: Any, graders: list[str], ctx, file: str, lines: dict[str, i
     kind = raw.get("kind") if isinstance(raw, dict) else None
     model = {"metric": MetricReward, "custom": CustomReward}.get(kind)
     if model is None:
-        raise ConfigError(f"reward needs 'kind: metric' or 'kind: custom' (got {kind!r})", file=file,
-                          key="reward.kind" if isinstance(raw, dict) and "kind" in raw else "reward",
-                          line=lines.get("reward.kind") or lines.get("reward"))
+        raise ConfigError(
+            f"reward needs 'kind: metric' or 'kind: custom' (got {kind!r})",
+            file=file,
+            key="reward.kind" if isinstance(raw, dict) and "kind" in raw else "reward",
+            line=lines.get("reward.kind") or lines.get("reward"),
+        )
     spec = validate_model(model, raw, "reward", file, lines)
     if NAME in graders:
-        raise ConfigError(f"a grader named '{NAME}' clashes with the suite's reward metric; rename the grader",
-                          file=file, key=f"graders.{NAME}", line=lines.get(f"graders.{NAME}"))
+        raise ConfigError(
+            f"a grader named '{NAME}' clashes with the suite's reward metric; rename the grader",
+            file=file,
+            key=f"graders.{NAME}",
+            line=lines.get(f"graders.{NAME}"),
+        )
     if isinstance(spec, MetricReward):
         if spec.metric_key not in graders:
-            raise ConfigError(f"metric_key '{spec.metric_key}' names no grader{did_you_mean(spec.metric_key, graders)}",
-                              file=file, key="reward.metric_key", line=lines.get("reward.metric_key"))
+            raise ConfigError(
+                f"metric_key '{spec.metric_key}' names no grader{did_you_mean(spec.metric_key, graders)}",
+                file=file,
+                key="reward.metric_key",
+                line=lines.get("reward.metric_key"),
+            )
         return Reward(spec)
     fn = load_object(spec.function, ctx.base_dir, key="reward.function")
     if not getattr(fn, "_is_reward_composer", False):
-        raise ConfigError(f"'{spec.function}' must be decorated with @reward_composer", file=file,
-                          key="reward.function", line=lines.get("reward.function"))
+        raise ConfigError(
+            f"'{spec.function}' must be decorated with @reward_composer",
+            file=file,
+            key="reward.function",
+            line=lines.get("reward.function"),
+        )
     return Reward(spec, fn)
 
 
@@ -154,4 +200,11 @@ def reward_config(reward: Reward | None) -> dict[str, Any]:
     """The ``reward`` entry of summary.json's ``config.graders`` (empty without a reward)."""
     if reward is None:
         return {}
-    return {NAME: {"label": reward.label, "kind": "reward", "rule": list(reward.rule), "extractor": None}}
+    return {
+        NAME: {
+            "label": reward.label,
+            "kind": "reward",
+            "rule": list(reward.rule),
+            "extractor": None,
+        }
+    }

@@ -66,12 +66,22 @@ if TYPE_CHECKING:
 class JudgeSpecMixin(JudgeRepeatsSpec):
     """Connection fields every LLM judge has, and ``judge_repeats`` (ci_evals.graders.repeats)."""
 
-    base_url: str | None = Field(default=None, description="Endpoint; default OPENAI_BASE_URL (ANTHROPIC_BASE_URL, "
-                                 "GOOGLE_GEMINI_BASE_URL for those providers).")
-    api_key_env: str | None = Field(default=None, description="Environment variable with the key; default "
-                                    "OPENAI_API_KEY (ANTHROPIC_API_KEY, GEMINI_API_KEY / GOOGLE_API_KEY).")
-    timeout: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT, description="Seconds per HTTP attempt.")
-    max_retries: int = Field(default=5, ge=0, description="Retries on 429, 5xx, timeouts and dropped connections.")
+    base_url: str | None = Field(
+        default=None,
+        description="Endpoint; default OPENAI_BASE_URL (ANTHROPIC_BASE_URL, "
+        "GOOGLE_GEMINI_BASE_URL for those providers).",
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        description="Environment variable with the key; default "
+        "OPENAI_API_KEY (ANTHROPIC_API_KEY, GEMINI_API_KEY / GOOGLE_API_KEY).",
+    )
+    timeout: float = Field(
+        default=120.0, gt=0, le=MAX_TIMEOUT, description="Seconds per HTTP attempt."
+    )
+    max_retries: int = Field(
+        default=5, ge=0, description="Retries on 429, 5xx, timeouts and dropped connections."
+    )
 
 
 class JudgeGrader(Grader):
@@ -102,7 +112,13 @@ class JudgeGrader(Grader):
         await self.llm.aclose()
 
     async def ask_json(
-        self, tally: Tally, *, model: str, messages: list[dict[str, Any]], params: dict[str, Any], repeat: int,
+        self,
+        tally: Tally,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        repeat: int,
         response_format: dict[str, Any] = JSON_OBJECT,
     ) -> dict[str, Any]:
         """One JSON-mode judge call; the reply's JSON object. Usage goes into ``tally``.
@@ -112,7 +128,11 @@ class JudgeGrader(Grader):
         """
         try:
             result = await self.llm.chat(
-                model=model, messages=messages, params=params, response_format=response_format, repeat=repeat
+                model=model,
+                messages=messages,
+                params=params,
+                response_format=response_format,
+                repeat=repeat,
             )
         except LLMError as exc:
             tally.add_error(exc)
@@ -123,7 +143,12 @@ class JudgeGrader(Grader):
     def error_grade(self, message: str, tally: Tally | None = None, **meta: Any) -> GradeResult:
         """Score 0 with the error in the rationale and metadata (the sample counts as errored)."""
         metadata = {"error": message, **meta, **(tally.metadata() if tally else {})}
-        return GradeResult(score=0.0, rationale=f"Error during grading: {message}", error=message, metadata=metadata)
+        return GradeResult(
+            score=0.0,
+            rationale=f"Error during grading: {message}",
+            error=message,
+            metadata=metadata,
+        )
 
     @staticmethod
     def run_index(trajectory: Trajectory) -> int:
@@ -137,18 +162,37 @@ class JudgeGrader(Grader):
 
 class RubricSpec(JudgeSpecMixin):
     kind: Literal["rubric", "model_judge"] = "rubric"
-    prompt: str | None = Field(default=None, description="The rubric text (exactly one of prompt / prompt_path).")
-    prompt_path: str | None = Field(default=None, description="File holding the rubric, relative to the suite.")
+    prompt: str | None = Field(
+        default=None, description="The rubric text (exactly one of prompt / prompt_path)."
+    )
+    prompt_path: str | None = Field(
+        default=None, description="File holding the rubric, relative to the suite."
+    )
     model: str = Field(default="gpt-4o-mini", description="Judge model (for the provider).")
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="OpenAI reasoning models (o1/o3/o4/gpt-5) get 1.0.")
+    temperature: float = Field(
+        default=0.0, ge=0.0, le=2.0, description="OpenAI reasoning models (o1/o3/o4/gpt-5) get 1.0."
+    )
     provider: Literal["openai", "anthropic", "google"] = Field(
-        default="openai", description="openai (any OpenAI-compatible server), anthropic or google (extras).")
-    system_prompt: str | None = Field(default=None, description="The judge's system prompt (replaces the standard one).")
+        default="openai",
+        description="openai (any OpenAI-compatible server), anthropic or google (extras).",
+    )
+    system_prompt: str | None = Field(
+        default=None, description="The judge's system prompt (replaces the standard one)."
+    )
     rubric_mode: Literal["wrapped", "verbatim"] | None = Field(
-        default=None, description="wrapped (letta-evals 0.4-0.16) or verbatim (0.17+); default: see the docs.")
-    rubric_vars: list[str] | None = Field(default=None, description="Variables every sample's rubric_vars must give.")
-    judge_samples: int = Field(default=1, ge=1, le=20, description="Judge calls averaged per grade (the older "
-                               "spelling of judge_repeats: give one).")
+        default=None,
+        description="wrapped (letta-evals 0.4-0.16) or verbatim (0.17+); default: see the docs.",
+    )
+    rubric_vars: list[str] | None = Field(
+        default=None, description="Variables every sample's rubric_vars must give."
+    )
+    judge_samples: int = Field(
+        default=1,
+        ge=1,
+        le=20,
+        description="Judge calls averaged per grade (the older "
+        "spelling of judge_repeats: give one).",
+    )
 
     @model_validator(mode="after")
     def _one_prompt(self) -> RubricSpec:
@@ -178,7 +222,10 @@ class RubricGrader(JudgeGrader):
         else:
             self.rubric = spec.prompt or ""
         if not self.rubric.strip():
-            raise ConfigError("the rubric is empty", key=f"graders.{name}.{'prompt_path' if spec.prompt_path else 'prompt'}")
+            raise ConfigError(
+                "the rubric is empty",
+                key=f"graders.{name}.{'prompt_path' if spec.prompt_path else 'prompt'}",
+            )
         clash = [v for v in spec.rubric_vars or [] if v in STANDARD_PLACEHOLDERS]
         if clash:
             raise ConfigError(
@@ -186,20 +233,29 @@ class RubricGrader(JudgeGrader):
                 key=f"graders.{name}.rubric_vars",
             )
         if spec.judge_samples > 1 and spec.judge_repeats > 1:
-            raise ConfigError("judge_samples is the older spelling of judge_repeats: give one of them",
-                              key=f"graders.{name}.judge_samples")
+            raise ConfigError(
+                "judge_samples is the older spelling of judge_repeats: give one of them",
+                key=f"graders.{name}.judge_samples",
+            )
         self.judge_repeats = max(spec.judge_repeats, spec.judge_samples)
-        self.temperature = (effective_temperature(spec.model, spec.temperature) if spec.provider == "openai"
-                            else spec.temperature)
+        self.temperature = (
+            effective_temperature(spec.model, spec.temperature)
+            if spec.provider == "openai"
+            else spec.temperature
+        )
         self.rubric_vars = list(spec.rubric_vars or [])
-        self.mode, self.mode_reason = default_mode(spec.rubric_mode, spec.system_prompt, self.rubric,
-                                                   getattr(ctx, "suite_raw", None))
+        self.mode, self.mode_reason = default_mode(
+            spec.rubric_mode, spec.system_prompt, self.rubric, getattr(ctx, "suite_raw", None)
+        )
         self.fields: set[str] = set()
         if self.mode == "verbatim":
             try:
                 self.fields = placeholders(self.rubric)
             except TemplateError as exc:
-                raise ConfigError(str(exc), key=f"graders.{name}.{'prompt_path' if spec.prompt_path else 'prompt'}") from None
+                raise ConfigError(
+                    str(exc),
+                    key=f"graders.{name}.{'prompt_path' if spec.prompt_path else 'prompt'}",
+                ) from None
 
     def describe(self) -> str:
         """How this judge is called, for ``validate``."""
@@ -232,22 +288,38 @@ class RubricGrader(JudgeGrader):
         except TemplateError as exc:
             return self.error_grade(str(exc), model=model)
         params = {"temperature": self.temperature}
-        response_format = SCHEMA_FORMAT if self.mode == "verbatim" or self.spec.provider != "openai" else JSON_OBJECT
+        response_format = (
+            SCHEMA_FORMAT
+            if self.mode == "verbatim" or self.spec.provider != "openai"
+            else JSON_OBJECT
+        )
         run, k = self.run_index(trajectory), self.judge_repeats
         scores: list[float] = []
         rationales: list[str] = []
         raw_scores: list[float] = []
         try:
-            for j in range(k):  # one after another: the first failure stops them (ci_evals.graders.repeats)
-                reply = await self.ask_json(tally, model=model, messages=messages, params=params,
-                                            repeat=repeat_index(run, k, j), response_format=response_format)
+            for j in range(
+                k
+            ):  # one after another: the first failure stops them (ci_evals.graders.repeats)
+                reply = await self.ask_json(
+                    tally,
+                    model=model,
+                    messages=messages,
+                    params=params,
+                    repeat=repeat_index(run, k, j),
+                    response_format=response_format,
+                )
                 raw = number_field(reply, "score")
                 if "rationale" not in reply or reply["rationale"] is None:
-                    raise JudgeReplyError(f"judge reply has no 'rationale' (keys: {', '.join(reply)})")
+                    raise JudgeReplyError(
+                        f"judge reply has no 'rationale' (keys: {', '.join(reply)})"
+                    )
                 rationale = reply["rationale"]
                 raw_scores.append(raw)
                 scores.append(min(1.0, max(0.0, raw)))
-                rationales.append(rationale if isinstance(rationale, str) else json.dumps(rationale))
+                rationales.append(
+                    rationale if isinstance(rationale, str) else json.dumps(rationale)
+                )
         except LLMError as exc:
             return self.error_grade(exc.message, tally, model=model)
         except JudgeReplyError as exc:
@@ -261,14 +333,19 @@ class RubricGrader(JudgeGrader):
             meta["judge_spread"] = max(scores) - min(scores)
             meta["judge_stdev"] = statistics.pstdev(scores)
             # judge_samples' rationale stays the first call's, as it always was
-            score, text, meta["judge_repeats"] = reduce_repeats(scores, text, self.rule,
-                                                                note=self.spec.judge_repeats > 1)
+            score, text, meta["judge_repeats"] = reduce_repeats(
+                scores, text, self.rule, note=self.spec.judge_repeats > 1
+            )
         return GradeResult(score=score, rationale=text, metadata=meta)
 
-    def _messages(self, template: str, sample: Sample, submission: str, trajectory: Trajectory) -> list[dict[str, Any]]:
+    def _messages(
+        self, template: str, sample: Sample, submission: str, trajectory: Trajectory
+    ) -> list[dict[str, Any]]:
         """The judge's messages in this grader's mode; TemplateError for a missing variable."""
         if self.mode == "verbatim":
-            return verbatim_messages(template, sample, input_text(sample), submission, self.spec.system_prompt)
+            return verbatim_messages(
+                template, sample, input_text(sample), submission, self.spec.system_prompt
+            )
         tool_calls = [tc.to_openai() for tc in trajectory.tool_calls()] if "{{" in template else []
         rubric = fill_rubric(template, sample, submission, self.rubric_vars, tool_calls)
         return [

@@ -23,16 +23,28 @@ from ci_evals.core.sample import Sample
 RESERVED = ("input", "submission", "ground_truth")
 JUDGE_SCHEMA = {
     "properties": {
-        "score": {"description": "Score between 0.0 and 1.0", "maximum": 1.0, "minimum": 0.0, "title": "Score",
-                  "type": "number"},
-        "rationale": {"description": "Explanation of the grading decision", "title": "Rationale", "type": "string"},
+        "score": {
+            "description": "Score between 0.0 and 1.0",
+            "maximum": 1.0,
+            "minimum": 0.0,
+            "title": "Score",
+            "type": "number",
+        },
+        "rationale": {
+            "description": "Explanation of the grading decision",
+            "title": "Rationale",
+            "type": "string",
+        },
     },
     "required": ["score", "rationale"],
     "title": "_JudgeResponse",
     "type": "object",
 }
 """letta-evals' ``_JudgeResponse`` JSON schema, sent to every provider as letta-evals sends it."""
-SCHEMA_FORMAT = {"type": "json_schema", "json_schema": {"name": "JudgeResponse", "schema": JUDGE_SCHEMA}}
+SCHEMA_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "JudgeResponse", "schema": JUDGE_SCHEMA},
+}
 JSON_OBJECT = {"type": "json_object"}
 
 
@@ -57,7 +69,9 @@ def references_submission(rubric: str) -> bool:
         return False
 
 
-def default_mode(rubric_mode: str | None, system_prompt: str | None, rubric: str, raw_suite: Any) -> tuple[str, str]:
+def default_mode(
+    rubric_mode: str | None, system_prompt: str | None, rubric: str, raw_suite: Any
+) -> tuple[str, str]:
     """(mode, why) by the rule in the module docstring."""
     if rubric_mode is not None:
         return rubric_mode, "rubric_mode"
@@ -76,8 +90,11 @@ def check_verbatim_sample(sample: Sample, grader_fields: set[str], grader: str) 
     key = f"graders.{grader}"
     clash = sorted(set(given) & set(RESERVED))
     if clash:
-        raise ConfigError(f"sample {sample.id}: rubric_vars key '{clash[0]}' collides with a built-in placeholder "
-                          f"({', '.join(RESERVED)})", key=key)
+        raise ConfigError(
+            f"sample {sample.id}: rubric_vars key '{clash[0]}' collides with a built-in placeholder "
+            f"({', '.join(RESERVED)})",
+            key=key,
+        )
     where, fields = f"sample {sample.id}", grader_fields
     if sample.rubric is not None:
         where = f"sample {sample.id}'s own rubric"
@@ -87,14 +104,22 @@ def check_verbatim_sample(sample: Sample, grader_fields: set[str], grader: str) 
             raise ConfigError(f"{where}: {exc}", key=key) from None
     missing = sorted(fields - set(RESERVED) - set(given))
     if missing:
-        raise ConfigError(f"{where} has no value for rubric placeholder {{{missing[0]}}} of grader '{grader}' "
-                          "(add it to the sample's rubric_vars)", key=key)
+        raise ConfigError(
+            f"{where} has no value for rubric placeholder {{{missing[0]}}} of grader '{grader}' "
+            "(add it to the sample's rubric_vars)",
+            key=key,
+        )
 
 
-def verbatim_messages(template: str, sample: Sample, input_text: str, submission: str,
-                      system_prompt: str | None) -> list[dict[str, Any]]:
+def verbatim_messages(
+    template: str, sample: Sample, input_text: str, submission: str, system_prompt: str | None
+) -> list[dict[str, Any]]:
     """The judge's messages in verbatim mode; TemplateError for a placeholder without a value."""
-    values: dict[str, Any] = {"input": input_text, "ground_truth": sample.ground_truth or "", "submission": submission}
+    values: dict[str, Any] = {
+        "input": input_text,
+        "ground_truth": sample.ground_truth or "",
+        "submission": submission,
+    }
     values.update((k, v) for k, v in (sample.rubric_vars or {}).items() if k not in values)
     system = [{"role": "system", "content": system_prompt}] if system_prompt is not None else []
     return system + [{"role": "user", "content": format_braces(template, values)}]

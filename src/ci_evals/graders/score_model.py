@@ -56,9 +56,13 @@ class InputMessage(Strict):
                         raise ValueError(f"a '{kind}' content part needs a 'text' string")
                 elif kind == "input_image":
                     if not isinstance(part.get("image_url"), str):
-                        raise ValueError("an 'input_image' content part needs an 'image_url' string")
+                        raise ValueError(
+                            "an 'input_image' content part needs an 'image_url' string"
+                        )
                 else:
-                    raise ValueError(unknown_choice("content part type", kind, [*_TEXT_PARTS, "input_image"]))
+                    raise ValueError(
+                        unknown_choice("content part type", kind, [*_TEXT_PARTS, "input_image"])
+                    )
         return value
 
 
@@ -66,9 +70,13 @@ class SamplingParams(Strict):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: int | None = None
-    max_completions_tokens: int | None = Field(default=None, gt=0, description="OpenAI's spelling; sent as max_completion_tokens.")
+    max_completions_tokens: int | None = Field(
+        default=None, gt=0, description="OpenAI's spelling; sent as max_completion_tokens."
+    )
     max_completion_tokens: int | None = Field(default=None, gt=0)
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = (
+        None
+    )
 
     def wire(self, model: str) -> dict[str, Any]:
         """The request parameters (reasoning models get temperature 1.0)."""
@@ -82,14 +90,18 @@ class SamplingParams(Strict):
 
 
 class ModelGraderSpec(JudgeSpecMixin):
-    input: list[InputMessage] = Field(min_length=1, description="Templated chat messages sent to the judge.")
+    input: list[InputMessage] = Field(
+        min_length=1, description="Templated chat messages sent to the judge."
+    )
     model: str = Field(default="gpt-4o-mini", description="Judge model.")
     sampling_params: SamplingParams = Field(default_factory=SamplingParams)
 
 
 class ScoreModelSpec(ModelGraderSpec):
     kind: Literal["score_model"] = "score_model"
-    range: tuple[float, float] = Field(default=(0.0, 1.0), description="[min, max] of the judge's result.")
+    range: tuple[float, float] = Field(
+        default=(0.0, 1.0), description="[min, max] of the judge's result."
+    )
 
     @model_validator(mode="after")
     def _check_range(self) -> ScoreModelSpec:
@@ -97,7 +109,9 @@ class ScoreModelSpec(ModelGraderSpec):
         if not lo < hi:
             raise ValueError(f"range must be [min, max] with min < max; got [{lo:g}, {hi:g}]")
         if self.pass_threshold is not None and not lo <= self.pass_threshold <= hi:
-            raise ValueError(f"pass_threshold {self.pass_threshold:g} is outside range [{lo:g}, {hi:g}]")
+            raise ValueError(
+                f"pass_threshold {self.pass_threshold:g} is outside range [{lo:g}, {hi:g}]"
+            )
         return self
 
 
@@ -114,7 +128,9 @@ class LabelModelSpec(ModelGraderSpec):
         return self
 
 
-def _chat_content(content: str | list[dict[str, Any]], ctx: dict[str, Any]) -> str | list[dict[str, Any]]:
+def _chat_content(
+    content: str | list[dict[str, Any]], ctx: dict[str, Any]
+) -> str | list[dict[str, Any]]:
     """Rendered content in the chat-completions shape (text parts and image URLs)."""
     if isinstance(content, str):
         return render(content, ctx)
@@ -140,11 +156,16 @@ class ModelGrader(JudgeGrader):
         super().__init__(name, spec, ctx)
         self.params = spec.sampling_params.wire(spec.model)
 
-    def messages(self, sample: Sample, submission: str, trajectory: Trajectory) -> list[dict[str, Any]]:
+    def messages(
+        self, sample: Sample, submission: str, trajectory: Trajectory
+    ) -> list[dict[str, Any]]:
         """The judge's messages; raises TemplateError for a variable the sample lacks."""
         ctx = openai_context(sample, submission, trajectory)
         out = [
-            {"role": "system" if m.role == "developer" else m.role, "content": _chat_content(m.content, ctx)}
+            {
+                "role": "system" if m.role == "developer" else m.role,
+                "content": _chat_content(m.content, ctx),
+            }
             for m in self.spec.input
         ]
         first = out[0]
@@ -163,11 +184,20 @@ class ModelGrader(JudgeGrader):
             return self.error_grade(str(exc), model=model)
         run, k = self.run_index(trajectory), self.spec.judge_repeats
         scores: list[float] = []
-        answers: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (reply, its metadata) per repeat
+        answers: list[
+            tuple[dict[str, Any], dict[str, Any]]
+        ] = []  # (reply, its metadata) per repeat
         try:
-            for j in range(k):  # one after another: the first failure stops them (ci_evals.graders.repeats)
-                reply = await self.ask_json(tally, model=model, messages=messages, params=self.params,
-                                            repeat=repeat_index(run, k, j))
+            for j in range(
+                k
+            ):  # one after another: the first failure stops them (ci_evals.graders.repeats)
+                reply = await self.ask_json(
+                    tally,
+                    model=model,
+                    messages=messages,
+                    params=self.params,
+                    repeat=repeat_index(run, k, j),
+                )
                 score, meta = self.interpret(reply)
                 scores.append(score)
                 answers.append((reply, meta))
@@ -180,7 +210,9 @@ class ModelGrader(JudgeGrader):
         metadata = {"model": model, **meta, "steps": steps, **tally.metadata()}
         score, rationale = scores[0], _steps_text(steps) or None
         if k > 1:
-            score, rationale, metadata["judge_repeats"] = reduce_repeats(scores, rationale, self.rule)
+            score, rationale, metadata["judge_repeats"] = reduce_repeats(
+                scores, rationale, self.rule
+            )
         return GradeResult(score=score, rationale=rationale, metadata=metadata)
 
     def interpret(self, reply: dict[str, Any]) -> tuple[float, dict[str, Any]]:
@@ -190,9 +222,11 @@ class ModelGrader(JudgeGrader):
 
 def _answer_format(result: str) -> str:
     """The reply shape OpenAI's model graders ask for: ``{result, steps}``, ``result`` described."""
-    return ("Respond with a JSON object of this shape: "
-            f'{{"result": <{result}>, '
-            '"steps": [{"description": "<what you checked>", "conclusion": "<what you found>"}]}')
+    return (
+        "Respond with a JSON object of this shape: "
+        f'{{"result": <{result}>, '
+        '"steps": [{"description": "<what you checked>", "conclusion": "<what you found>"}]}'
+    )
 
 
 class ScoreModelGrader(ModelGrader):
@@ -205,7 +239,9 @@ class ScoreModelGrader(ModelGrader):
         lo, hi = spec.range
         if spec.pass_threshold is not None and (lo, hi) != (0.0, 1.0):
             # The threshold is written in range units; the runner compares normalised scores.
-            spec = spec.model_copy(update={"pass_threshold": (spec.pass_threshold - lo) / (hi - lo)})
+            spec = spec.model_copy(
+                update={"pass_threshold": (spec.pass_threshold - lo) / (hi - lo)}
+            )
         self.answer_format = _answer_format(f"a number from {lo:g} to {hi:g}")
         super().__init__(name, spec, ctx)
 

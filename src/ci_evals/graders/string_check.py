@@ -34,7 +34,9 @@ _ANY_MUSTACHE = re.compile(r"\{\{(.*?)\}\}", re.S)
 
 def openai_context(sample: Sample, submission: str, trajectory: Trajectory) -> dict[str, Any]:
     """The ``item``/``sample`` namespaces of OpenAI templates for one graded sample."""
-    return grader_context(sample.item(), submission, lambda: [tc.to_openai() for tc in trajectory.tool_calls()])
+    return grader_context(
+        sample.item(), submission, lambda: [tc.to_openai() for tc in trajectory.tool_calls()]
+    )
 
 
 def check_template(template: str, field: str) -> None:
@@ -81,7 +83,9 @@ class PairGrader(Grader):
         check_template(spec.input, "input")
         check_template(spec.reference, "reference")
 
-    def texts(self, sample: Sample, submission: str, trajectory: Trajectory) -> tuple[str, str] | GradeResult:
+    def texts(
+        self, sample: Sample, submission: str, trajectory: Trajectory
+    ) -> tuple[str, str] | GradeResult:
         """(input, reference) for one sample, or the error grade of a missing template variable."""
         context = openai_context(sample, submission, trajectory)
         try:

@@ -52,8 +52,17 @@ from ci_evals.llm.client import LLM, LLMError
 from ci_evals.llm.cost import Tally
 
 Metric = Literal[
-    "fuzzy_match", "bleu", "gleu", "meteor", "cosine",
-    "rouge_1", "rouge_2", "rouge_3", "rouge_4", "rouge_5", "rouge_l",
+    "fuzzy_match",
+    "bleu",
+    "gleu",
+    "meteor",
+    "cosine",
+    "rouge_1",
+    "rouge_2",
+    "rouge_3",
+    "rouge_4",
+    "rouge_5",
+    "rouge_l",
 ]
 TOKEN_METRICS = ("bleu", "gleu", "meteor")
 ROUGE_TYPES = {f"rouge_{n}": f"rouge{n}" for n in range(1, 6)} | {"rouge_l": "rougeL"}
@@ -81,7 +90,9 @@ WORDNET_HELP = (
 )
 
 _DEFAULT_TOKEN = re.compile(r"\w+|[^\w\s]")
-_SPACELESS = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_SPACELESS = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+)
 _UNICODE_TOKEN = re.compile(rf"[{_SPACELESS}]|[^\W_{_SPACELESS}]+")
 
 
@@ -132,8 +143,9 @@ def text_extra_missing(metric: str) -> str | None:
     missing = [dist for module, dist in TEXT_MODULES.items() if not _installed(module)]
     if not missing:
         return None
-    return TEXT_EXTRA_HELP.format(metric=metric, dists=" and ".join(missing),
-                                  verb="are" if len(missing) > 1 else "is")
+    return TEXT_EXTRA_HELP.format(
+        metric=metric, dists=" and ".join(missing), verb="are" if len(missing) > 1 else "is"
+    )
 
 
 def wordnet_missing() -> str | None:
@@ -188,7 +200,9 @@ class Scorer:
             from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
             smooth = SmoothingFunction().method4
-            return lambda a, b: sentence_bleu([self.tokens(b)], self.tokens(a), smoothing_function=smooth)
+            return lambda a, b: sentence_bleu(
+                [self.tokens(b)], self.tokens(a), smoothing_function=smooth
+            )
         if m == "gleu":
             from nltk.translate.gleu_score import sentence_gleu
 
@@ -216,11 +230,16 @@ class TextSimilaritySpec(GraderSpec):
     reference: str = Field(description="Template of the reference text.")
     evaluation_metric: Metric
     tokenizer: Literal["default", "unicode"] = Field(
-        default="default", description="Tokens for bleu/gleu/meteor/rouge_*: 'unicode' for non-Latin text."
+        default="default",
+        description="Tokens for bleu/gleu/meteor/rouge_*: 'unicode' for non-Latin text.",
     )
     embedding_model: str = Field(default="text-embedding-3-large", description="cosine only.")
-    base_url: str | None = Field(default=None, description="cosine only: OpenAI-compatible endpoint.")
-    api_key_env: str | None = Field(default=None, description="cosine only: env var holding the key.")
+    base_url: str | None = Field(
+        default=None, description="cosine only: OpenAI-compatible endpoint."
+    )
+    api_key_env: str | None = Field(
+        default=None, description="cosine only: env var holding the key."
+    )
 
 
 class TextSimilarityGrader(PairGrader):
@@ -233,10 +252,14 @@ class TextSimilarityGrader(PairGrader):
         metric = spec.evaluation_metric
         set_fields = spec.model_fields_set
         if "tokenizer" in set_fields and metric not in TOKEN_METRICS and metric not in ROUGE_TYPES:
-            raise ConfigError(f"tokenizer: not used by evaluation_metric '{metric}' (only bleu, gleu, meteor, rouge_*)")
+            raise ConfigError(
+                f"tokenizer: not used by evaluation_metric '{metric}' (only bleu, gleu, meteor, rouge_*)"
+            )
         cosine_only = {"embedding_model", "base_url", "api_key_env"} & set_fields
         if cosine_only and metric != "cosine":
-            raise ConfigError(f"{sorted(cosine_only)[0]}: only used with evaluation_metric 'cosine'")
+            raise ConfigError(
+                f"{sorted(cosine_only)[0]}: only used with evaluation_metric 'cosine'"
+            )
         problem = text_extra_missing(metric)
         if problem:
             raise ConfigError(problem)
@@ -247,8 +270,12 @@ class TextSimilarityGrader(PairGrader):
         self.scorer = Scorer(metric, spec.tokenizer) if metric != "cosine" else None
         self.llm = None
         if metric == "cosine":
-            self.llm = LLM(base_url=spec.base_url, api_key_env=spec.api_key_env,
-                           cache_dir=ctx.cache_dir, owner=f"graders.{name}")
+            self.llm = LLM(
+                base_url=spec.base_url,
+                api_key_env=spec.api_key_env,
+                cache_dir=ctx.cache_dir,
+                owner=f"graders.{name}",
+            )
         self._versions: dict[str, str] = {}
 
     def versions(self) -> dict[str, str]:
@@ -281,12 +308,16 @@ class TextSimilarityGrader(PairGrader):
             except Exception as exc:  # a library failing on one odd input fails that sample only
                 return error_grade(f"{metric} failed: {type(exc).__name__}: {exc}", metric=metric)
         elif not text or not reference:
-            score = 0.0  # nothing to embed (the endpoint rejects empty input); like the other metrics
+            score = (
+                0.0  # nothing to embed (the endpoint rejects empty input); like the other metrics
+            )
         else:
             tally = Tally()
             try:
                 model = self.spec.embedding_model
-                result = tally.add(await self.llm.embed(model, [text, reference]), model, self.ctx.pricing)
+                result = tally.add(
+                    await self.llm.embed(model, [text, reference]), model, self.ctx.pricing
+                )
                 vectors = result.embeddings
                 if len(vectors) != 2:
                     raise ValueError(f"expected 2 embeddings, got {len(vectors)}")
@@ -295,8 +326,12 @@ class TextSimilarityGrader(PairGrader):
                 tally.add_error(exc)
                 return error_grade(f"embeddings: {exc.message}", metric=metric, **tally.metadata())
             except (TypeError, ValueError, KeyError) as exc:
-                return error_grade(f"embeddings: malformed response ({exc})", metric=metric, **tally.metadata())
+                return error_grade(
+                    f"embeddings: malformed response ({exc})", metric=metric, **tally.metadata()
+                )
             meta.update(tally.metadata())
         score = min(1.0, max(0.0, score))
         # Every field given: pydantic's validation (1.2-1.7 µs) is then cheaper than model_construct (2.4-4 µs).
-        return GradeResult(score=score, rationale=f"{metric} = {score:.4f}", metadata=meta, error=None)
+        return GradeResult(
+            score=score, rationale=f"{metric} = {score:.4f}", metadata=meta, error=None
+        )

@@ -47,11 +47,17 @@ def _exact(truth: str, submission: str) -> Verdict:
 
 def _contains(truth: str, submission: str) -> Verdict:
     ok = truth.lower() in submission.lower()
-    return (1.0, "Contains ground_truth: true", None) if ok else (0.0, "Contains ground_truth: false", None)
+    return (
+        (1.0, "Contains ground_truth: true", None)
+        if ok
+        else (0.0, "Contains ground_truth: false", None)
+    )
 
 
 def _regex(pattern: str, submission: str) -> Verdict:
-    if re.escape(pattern) == pattern:  # no metacharacter: a search is a substring test, without compiling
+    if (
+        re.escape(pattern) == pattern
+    ):  # no metacharacter: a search is a substring test, without compiling
         found = pattern in submission
     else:
         try:
@@ -111,8 +117,12 @@ def ascii_printable_only(sample: Sample, submission: str) -> GradeResult:
     return _result(_ascii(None, submission))
 
 
-_CORES = {exact_match: (_exact, True), contains: (_contains, True), regex_match: (_regex, True),
-          ascii_printable_only: (_ascii, False)}
+_CORES = {
+    exact_match: (_exact, True),
+    contains: (_contains, True),
+    regex_match: (_regex, True),
+    ascii_printable_only: (_ascii, False),
+}
 """Each built-in's verdict on (ground truth, submission), and whether it needs a ground truth."""
 
 for _fn in (exact_match, contains, regex_match, ascii_printable_only):
@@ -157,7 +167,9 @@ class ToolGrader(Grader):
     def grade_builtin(self, sample: Sample, submission: str, rule: tuple[str, float]) -> Grade:
         """A built-in's grade as results.jsonl holds it, with no GradeResult in between (the
         100k-sample path): the same grade :meth:`grade_sync` leads to, for ``rule``."""
-        score, rationale, error = _decide(self._core, self._needs_truth, sample.ground_truth, submission)
+        score, rationale, error = _decide(
+            self._core, self._needs_truth, sample.ground_truth, submission
+        )
         if error:
             return make_grade(rationale=rationale, error=error)
         return make_grade(score, passes(score, *rule), rationale)
@@ -165,7 +177,9 @@ class ToolGrader(Grader):
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
         try:
             # sync: off the event loop, time-limited; SystemExit and the like are its error (ci_evals.usercode.lane)
-            out = await usercode.run(self.fn, sample, submission, what=f"grader '{self.spec.function}'")
+            out = await usercode.run(
+                self.fn, sample, submission, what=f"grader '{self.spec.function}'"
+            )
         except usercode.UserCodeTimeout as exc:
             return GradeResult(score=0.0, rationale=str(exc), error=str(exc))
         except Exception as exc:  # a user's grader failing is that sample's grading error
@@ -180,11 +194,16 @@ class ToolGrader(Grader):
             if score is None:
                 msg = f"grader '{self.spec.function}' returned {type(out).__name__}, expected GradeResult"
                 return GradeResult(score=0.0, rationale=msg, error=msg)
-            out = GradeResult(score=score, rationale=getattr(out, "rationale", None),
-                              metadata=dict(getattr(out, "metadata", None) or {}))
-        if not (isinstance(out.score, (int, float)) and math.isfinite(out.score) and 0.0 <= out.score <= 1.0):
+            out = GradeResult(
+                score=score,
+                rationale=getattr(out, "rationale", None),
+                metadata=dict(getattr(out, "metadata", None) or {}),
+            )
+        if not (
+            isinstance(out.score, (int, float))
+            and math.isfinite(out.score)
+            and 0.0 <= out.score <= 1.0
+        ):
             msg = f"grader '{self.spec.function}' returned score {out.score!r}, outside [0, 1]"
             return GradeResult(score=0.0, rationale=msg, error=msg, metadata=out.metadata)
         return out
-
-

@@ -44,7 +44,11 @@ def _describe(exc: BaseException, base_url: str) -> str:
         return f"Letta request timed out ({shown_url(base_url)})"
     if isinstance(exc, letta_client.APIConnectionError):
         cause = _cause(exc, base_url)
-        said = "nothing listens there (connection refused)" if cause.kind == "refused" else cause.message
+        said = (
+            "nothing listens there (connection refused)"
+            if cause.kind == "refused"
+            else cause.message
+        )
         return f"cannot reach the Letta server at {shown_url(base_url)}: {said}"
     if isinstance(exc, letta_client.APIStatusError):
         body = exc.body
@@ -90,8 +94,9 @@ def backoff_s(attempt: int) -> float:
     return min(MAX_BACKOFF, IMPORT_BACKOFF * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
 
 
-async def import_file(client: Any, name: str, data: bytes, project_id: str | None,
-                      **options: Any) -> tuple[list[str], int]:
+async def import_file(
+    client: Any, name: str, data: bytes, project_id: str | None, **options: Any
+) -> tuple[list[str], int]:
     """``POST /v1/agents/import`` of an .af, retried on :func:`transient` failures.
 
     Returns (the new agents' ids, retries used). A 5xx or a dropped connection may come after the
@@ -105,8 +110,9 @@ async def import_file(client: Any, name: str, data: bytes, project_id: str | Non
         if attempt:
             await asyncio.sleep(backoff_s(attempt))
         try:
-            resp = await client.agents.import_file(file=(name, data, "application/json"),
-                                                   project_id=project_id or omit, **options)
+            resp = await client.agents.import_file(
+                file=(name, data, "application/json"), project_id=project_id or omit, **options
+            )
         except Exception as exc:
             if attempt + 1 < IMPORT_TRIES and transient(exc):
                 continue
@@ -170,8 +176,9 @@ class AgentLedger:
         if client is not None and self.live:
             await self.forget(client, sorted(self.live))
         for agent_id, name in sorted(self.live.items()):
-            self.leftover.append({"id": agent_id, "name": name,
-                                  "error": self.errors.get(agent_id) or "not deleted"})
+            self.leftover.append(
+                {"id": agent_id, "name": name, "error": self.errors.get(agent_id) or "not deleted"}
+            )
         self.live.clear()
 
     def report(self) -> dict[str, list[dict[str, Any]]]:
@@ -186,6 +193,8 @@ def letta_report(ledgers: list[AgentLedger]) -> dict[str, Any] | None:
     shown = [g for g in ledgers if g.leftover or g.kept]
     if not shown:
         return None
-    return {"leftover_agents": [a for g in shown for a in g.leftover],
-            "kept_agents": [a for g in shown for a in g.kept],
-            "base_url": shown_url(shown[0].base_url)}
+    return {
+        "leftover_agents": [a for g in shown for a in g.leftover],
+        "kept_agents": [a for g in shown for a in g.kept],
+        "base_url": shown_url(shown[0].base_url),
+    }

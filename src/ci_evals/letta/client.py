@@ -40,20 +40,28 @@ DEFAULT_BASE_URL = "http://localhost:8283"
 class LettaServer(Strict):
     """Where the Letta server is; unset values come from the environment, never from a YAML default."""
 
-    base_url: str | None = Field(None, description="Default: $LETTA_BASE_URL, else http://localhost:8283.")
+    base_url: str | None = Field(
+        None, description="Default: $LETTA_BASE_URL, else http://localhost:8283."
+    )
     api_key: SecretStr | None = Field(None, description="Default: $LETTA_API_KEY.")
     project_id: str | None = Field(None, description="Default: $LETTA_PROJECT_ID.")
-    timeout: float = Field(300.0, gt=0, le=MAX_TIMEOUT,
-                           description="Seconds each Letta call may take in all (not per read: a server "
-                                       "dripping bytes cannot stretch it).")
+    timeout: float = Field(
+        300.0,
+        gt=0,
+        le=MAX_TIMEOUT,
+        description="Seconds each Letta call may take in all (not per read: a server "
+        "dripping bytes cannot stretch it).",
+    )
 
 
 class AgentFileImport(Strict):
     """How an .af is imported: like letta-evals, without replacing the server's tools by default."""
 
     override_existing_tools: bool = Field(
-        False, description="Replace the server's tools of the same name with the .af's source (Letta's "
-                           "default; letta-evals never does). Off: the agent runs the tool the server has.")
+        False,
+        description="Replace the server's tools of the same name with the .af's source (Letta's "
+        "default; letta-evals never does). Off: the agent runs the tool the server has.",
+    )
 
 
 def base_url_of(spec: LettaServer) -> str:
@@ -72,8 +80,13 @@ def make_client(spec: LettaServer) -> Any:
 
     key = spec.api_key.get_secret_value() if spec.api_key else os.environ.get("LETTA_API_KEY")
     register(key)
-    return AsyncLetta(base_url=base_url_of(spec), api_key=key or None, project_id=project_of(spec),
-                      timeout=spec.timeout, max_retries=0)
+    return AsyncLetta(
+        base_url=base_url_of(spec),
+        api_key=key or None,
+        project_id=project_of(spec),
+        timeout=spec.timeout,
+        max_retries=0,
+    )
 
 
 def retryable(exc: BaseException) -> bool:
@@ -106,12 +119,14 @@ def stop_line(breaker: Any, exc: BaseException, base_url: str, what: str) -> Sam
     import sys
 
     kind = systematic_kind(exc, base_url)
-    hint = {"dns": "check the host in base_url / LETTA_BASE_URL",
-            "refused": "is the Letta server running? check base_url / LETTA_BASE_URL",
-            "tls": "check the scheme (http/https) and the server's certificate",
-            "http_401": "check LETTA_API_KEY (or the target's api_key)",
-            "http_403": "check that the key may use this project and agent",
-            "http_404": "check agent_id / the server's URL"}.get(kind or "", "")
+    hint = {
+        "dns": "check the host in base_url / LETTA_BASE_URL",
+        "refused": "is the Letta server running? check base_url / LETTA_BASE_URL",
+        "tls": "check the scheme (http/https) and the server's certificate",
+        "http_401": "check LETTA_API_KEY (or the target's api_key)",
+        "http_403": "check that the key may use this project and agent",
+        "http_404": "check agent_id / the server's URL",
+    }.get(kind or "", "")
     line = f"stopped calling the Letta server at {shown_url(base_url)}: {describe(exc, base_url)} ({hint})"
     if breaker.failure(kind, line):
         print(f"error: {line}", file=sys.stderr)
@@ -147,24 +162,38 @@ def read_agent_file(ref: str, ctx: Context, key: str) -> AgentFile:
     if not path.is_file():
         raise ConfigError(f"agent file not found: {path}", key=key)
     data = path.read_bytes()
-    ctx.files_read.add(path.resolve())  # the agent decides the grades: part of the --resume fingerprint
+    ctx.files_read.add(
+        path.resolve()
+    )  # the agent decides the grades: part of the --resume fingerprint
     try:
         doc = json.loads(data)
     except ValueError as exc:
         raise ConfigError(f"agent file {ref} is not valid JSON: {exc}", key=key) from None
     except RecursionError:  # 100,000 nested brackets: not an agent export
-        raise ConfigError(f"agent file {ref} is nested too deeply to be an agent export", key=key) from None
+        raise ConfigError(
+            f"agent file {ref} is nested too deeply to be an agent export", key=key
+        ) from None
     agents = doc.get("agents") if isinstance(doc, dict) else None
     if not isinstance(agents, list) or not all(isinstance(a, dict) for a in agents):
-        raise ConfigError(f"agent file {ref} has no 'agents' list; export it with Letta's agent export", key=key)
+        raise ConfigError(
+            f"agent file {ref} has no 'agents' list; export it with Letta's agent export", key=key
+        )
     if len(agents) != 1:
-        raise ConfigError(f"agent file {ref} must hold exactly one agent, found {len(agents)}", key=key)
+        raise ConfigError(
+            f"agent file {ref} must hold exactly one agent, found {len(agents)}", key=key
+        )
     return AgentFile(ref=ref, path=path, data=data, doc=doc)
 
 
-async def import_agent(client: Any, af: AgentFile, project_id: str | None, ledger: AgentLedger,
-                       created: list[str], model: str | None = None,
-                       override_tools: bool = False) -> tuple[str, int]:
+async def import_agent(
+    client: Any,
+    af: AgentFile,
+    project_id: str | None,
+    ledger: AgentLedger,
+    created: list[str],
+    model: str | None = None,
+    override_tools: bool = False,
+) -> tuple[str, int]:
     """Import a fresh copy of the agent (named as in the .af, on ``model`` when given), retrying
     the server's transient failures. Returns (agent id, retries); the id is in ``created`` and
     the ledger as soon as it exists.

@@ -11,7 +11,11 @@ from ci_evals.core.trajectory import Message, ToolCall, Usage, content_text
 
 # Stop reasons that mean the server or its model failed, not that the agent chose to stop.
 FAILED_STOPS = {
-    "error", "llm_api_error", "invalid_llm_response", "insufficient_credits", "cancelled",
+    "error",
+    "llm_api_error",
+    "invalid_llm_response",
+    "insufficient_credits",
+    "cancelled",
     "context_window_overflow_in_system_prompt",
 }
 
@@ -32,8 +36,13 @@ def calls_of(msg: dict[str, Any]) -> list[ToolCall]:
             continue
         args = c.get("arguments")
         args = args if isinstance(args, str) else json.dumps(args or {})
-        out.append(ToolCall(id=str(c.get("tool_call_id") or f"{msg.get('id', 'call')}_{i}"),
-                            name=str(c["name"]), arguments=args))
+        out.append(
+            ToolCall(
+                id=str(c.get("tool_call_id") or f"{msg.get('id', 'call')}_{i}"),
+                name=str(c["name"]),
+                arguments=args,
+            )
+        )
     return out
 
 
@@ -61,7 +70,9 @@ def to_turn(messages: list[dict[str, Any]], sent: str | None = None) -> list[Mes
             turn.append(Message(role="system", content=content_text(msg.get("content"))))
             holder = None
         elif kind in ("reasoning_message", "hidden_reasoning_message"):
-            text = msg.get("reasoning") if kind == "reasoning_message" else msg.get("hidden_reasoning")
+            text = (
+                msg.get("reasoning") if kind == "reasoning_message" else msg.get("hidden_reasoning")
+            )
             turn.append(Message(role="reasoning", content=text or ""))
         elif kind == "assistant_message":
             m = Message(role="assistant", content=content_text(msg.get("content")))
@@ -84,8 +95,14 @@ def to_turn(messages: list[dict[str, Any]], sent: str | None = None) -> list[Mes
                 returns = [msg]
             for r in returns:
                 cid = r.get("tool_call_id")
-                turn.append(Message(role="tool", content=content_text(r.get("tool_return")),
-                                    tool_call_id=cid, name=names.get(cid)))
+                turn.append(
+                    Message(
+                        role="tool",
+                        content=content_text(r.get("tool_return")),
+                        tool_call_id=cid,
+                        name=names.get(cid),
+                    )
+                )
             holder = None
         # approval responses, summaries and events carry nothing to grade
     return turn

@@ -29,8 +29,15 @@ USER_AGENT = f"ci-evals/{__version__}"
 
 def identity_headers(key: str) -> dict[str, str]:
     """The headers of every call the direct path sends to an OpenAI-compatible endpoint."""
-    headers = {"Accept": "application/json", "Content-Type": "application/json", "User-Agent": USER_AGENT}
-    for name, var in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+    headers = {
+        "Accept": "application/json",
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+    }
+    for name, var in (
+        ("OpenAI-Organization", "OPENAI_ORG_ID"),
+        ("OpenAI-Project", "OPENAI_PROJECT_ID"),
+    ):
         if os.environ.get(var):
             headers[name] = os.environ[var]
     headers["Authorization"] = f"Bearer {key}"
@@ -65,8 +72,15 @@ def error_in_200(path: str, data: dict[str, Any], headers: Any) -> Failure | Non
         return None
     text, code = _message_and_code(data)
     said = server_says(text, headers)
-    meant = code if isinstance(code, int) and not isinstance(code, bool) else (
-        int(code) if isinstance(code, str) and code.isascii() and code.isdigit() and len(code) == 3 else None)
+    meant = (
+        code
+        if isinstance(code, int) and not isinstance(code, bool)
+        else (
+            int(code)
+            if isinstance(code, str) and code.isascii() and code.isdigit() and len(code) == 3
+            else None
+        )
+    )
     if meant is not None and 400 <= meant < 600:
         return status_failure(meant, said, headers, None, label=f"HTTP 200 with error {meant}")
     shown = f" (code {one_line(code, 40)})" if code not in (None, "") else ""
@@ -77,12 +91,19 @@ def unusable(path: str, data: dict[str, Any]) -> str | None:
     """Why a 200 response (or a cache entry) cannot be used, or None: what is never returned is never cached."""
     if path.endswith("/chat/completions"):
         choices = data.get("choices")
-        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)
-                and isinstance(choices[0].get("message"), dict)):
+        if not (
+            isinstance(choices, list)
+            and choices
+            and isinstance(choices[0], dict)
+            and isinstance(choices[0].get("message"), dict)
+        ):
             return "the response has no choices[0].message"
     elif path.endswith("/embeddings"):
         items = data.get("data")
-        if not (isinstance(items, list) and items and all(
-                isinstance(d, dict) and isinstance(d.get("embedding"), list) for d in items)):
+        if not (
+            isinstance(items, list)
+            and items
+            and all(isinstance(d, dict) and isinstance(d.get("embedding"), list) for d in items)
+        ):
             return "the response has no embeddings"
     return None

@@ -43,7 +43,6 @@ def cache_key(endpoint: str, body: dict[str, Any], repeat: int = 0) -> str:
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
-
 class ResponseCache:
     """Response JSON stored at ``root/<key[:2]>/<key>.json``.
 
@@ -87,7 +86,9 @@ class ResponseCache:
         if pending is not None:
             return pending
         try:
-            fd = os.open(self.path(key), _READ_FLAGS)  # O_NONBLOCK: a FIFO planted there never holds the run
+            fd = os.open(
+                self.path(key), _READ_FLAGS
+            )  # O_NONBLOCK: a FIFO planted there never holds the run
         except OSError:
             return None
         try:
@@ -106,7 +107,9 @@ class ResponseCache:
         except RecursionError:  # nested past the interpreter's limit: never cached
             return
         target = self.path(key)
-        tmp = target.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.{random.getrandbits(32):08x}.tmp")
+        tmp = target.with_name(
+            f".{key}.{os.getpid()}.{threading.get_ident()}.{random.getrandbits(32):08x}.tmp"
+        )
         try:
             text = json.dumps(data, ensure_ascii=False)
         except (ValueError, RecursionError):  # nothing a later read would take: not written
@@ -123,4 +126,3 @@ class ResponseCache:
                 tmp.unlink()
             except OSError:
                 pass
-

@@ -64,7 +64,9 @@ MAX_RETRY_AFTER = 60.0
 class LLMError(CiEvalsError):
     """An LLM call failed for good (non-retryable, or out of retries). Never contains the key."""
 
-    def __init__(self, message: str, *, status: int | None = None, retries: int = 0, throttled: int = 0) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, retries: int = 0, throttled: int = 0
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
@@ -89,13 +91,11 @@ def effective_temperature(model: str, temperature: float | None) -> float | None
     return temperature
 
 
-
 def retry_after_seconds(headers: Any) -> float | None:
     """Seconds a response asks us to wait (every form :func:`ci_evals._util.retry.retry_after`
     reads), at most ``MAX_RETRY_AFTER``."""
     asked = _asked_wait(headers)
     return None if asked is None else min(asked, MAX_RETRY_AFTER)
-
 
 
 def shown_url(url: str) -> str:
@@ -106,7 +106,9 @@ def shown_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
-def resolve_endpoint(base_url: str | None, api_key_env: str | None, *, owner: str | None = None) -> tuple[str | None, str]:
+def resolve_endpoint(
+    base_url: str | None, api_key_env: str | None, *, owner: str | None = None
+) -> tuple[str | None, str]:
     """(base URL or None for OpenAI, API key) from the spec, then the OPENAI_* environment.
 
     A custom base URL without a key gets a placeholder key (local servers ignore it); the real
@@ -116,7 +118,9 @@ def resolve_endpoint(base_url: str | None, api_key_env: str | None, *, owner: st
     if api_key_env:
         key = os.environ.get(api_key_env)
         if not key:
-            raise ConfigError(f"environment variable {api_key_env} (api_key_env) is not set", key=owner)
+            raise ConfigError(
+                f"environment variable {api_key_env} (api_key_env) is not set", key=owner
+            )
         return url, key
     key = os.environ.get("OPENAI_API_KEY")
     if not key:
@@ -197,11 +201,18 @@ class LLM:
         self._key = key
         register(key if key != NO_KEY else None)
         state = loop_state()
-        self._pool_key = (self.provider, endpoint_identity(url), key)  # one server, one client and scheduler
+        self._pool_key = (
+            self.provider,
+            endpoint_identity(url),
+            key,
+        )  # one server, one client and scheduler
         entry = state.clients.get(self._pool_key)
         if entry is None:
-            client = (self._vendor.client(url, key, self.timeout) if self._vendor is not None
-                      else transport.make_client(url, key, self.timeout))
+            client = (
+                self._vendor.client(url, key, self.timeout)
+                if self._vendor is not None
+                else transport.make_client(url, key, self.timeout)
+            )
             entry = state.clients[self._pool_key] = [client, 0]
         entry[1] += 1
         self._client = entry[0]
@@ -209,7 +220,10 @@ class LLM:
         self.endpoint = state.endpoints.get(self._pool_key)
         if self.endpoint is None:
             self.endpoint = state.endpoints[self._pool_key] = Endpoint(
-                shown_url(self.base_url), state.config.limits(self.provider, self.base_url), self.provider)
+                shown_url(self.base_url),
+                state.config.limits(self.provider, self.base_url),
+                self.provider,
+            )
 
     async def aclose(self) -> None:
         """Finish cache writes and return the shared client; the last user closes it."""
@@ -223,7 +237,11 @@ class LLM:
             entry[1] -= 1
             if entry[1] <= 0:
                 del self._state.clients[self._pool_key]
-                await (self._vendor.close(entry[0]) if self._vendor is not None else transport.close_client(entry[0]))
+                await (
+                    self._vendor.close(entry[0])
+                    if self._vendor is not None
+                    else transport.close_client(entry[0])
+                )
 
     async def chat(
         self,
@@ -264,7 +282,9 @@ class LLM:
             return await self._http(path, body)
         key = cache_key(self.base_url + path, body, repeat)
         data = self.cache.get(key)
-        if data is not None and transport.unusable(path, data) is None:  # an unusable entry is a miss, overwritten
+        if (
+            data is not None and transport.unusable(path, data) is None
+        ):  # an unusable entry is a miss, overwritten
             return LLMResult(data, cache_hit=True)
         # Identical calls in flight share one request (the followers count as cache hits).
         flight = (str(self.cache.root), key)
@@ -299,8 +319,13 @@ class LLM:
         """
         ep = self.endpoint
         max_wait = ep.limits.max_wait  # no wait of ours passes it, a backoff's included
-        backoff = Backoff(base=BACKOFF_BASE, cap=min(BACKOFF_CAP, max_wait), max_retries=self.max_retries,
-                          max_retry_after=min(MAX_RETRY_AFTER, max_wait), rng=_JITTER)
+        backoff = Backoff(
+            base=BACKOFF_BASE,
+            cap=min(BACKOFF_CAP, max_wait),
+            max_retries=self.max_retries,
+            max_retry_after=min(MAX_RETRY_AFTER, max_wait),
+            rng=_JITTER,
+        )
         tokens = estimate_tokens(body) if ep.tok_bucket is not None else 0.0
         first_throttle: float | None = None
         front = False
@@ -321,7 +346,9 @@ class LLM:
                 else:
                     usage = usage_of(data)
                     ep.success(ticket, headers, usage["prompt_tokens"] + usage["completion_tokens"])
-                    return LLMResult(data, retries=backoff.retries, usage=usage, throttled=throttled)
+                    return LLMResult(
+                        data, retries=backoff.retries, usage=usage, throttled=throttled
+                    )
             finally:  # whatever failed or was cancelled, the slot goes back (once: a settled ticket is skipped)
                 ep.abandon(ticket)
             if wait:
@@ -334,7 +361,9 @@ class LLM:
                 if self._vendor is not None:
                     data, headers = await self._vendor.send(self._client, body, self.timeout)
                 else:
-                    data, headers = await transport.post(self._client, path, body, self.base_url, self.timeout)
+                    data, headers = await transport.post(
+                        self._client, path, body, self.base_url, self.timeout
+                    )
         except TimeoutError:
             raise Failure(f"timed out after {self.timeout:g} s") from None
         problem = transport.unusable(path, data)
@@ -342,8 +371,15 @@ class LLM:
             raise Failure(problem)
         return data, headers
 
-    def _after_failure(self, ep: Endpoint, ticket: Ticket, failure: Failure, backoff: Backoff, path: str,
-                       throttled: int = 0) -> float:
+    def _after_failure(
+        self,
+        ep: Endpoint,
+        ticket: Ticket,
+        failure: Failure,
+        backoff: Backoff,
+        path: str,
+        throttled: int = 0,
+    ) -> float:
         """Account for a failed attempt: the seconds to wait before the next one, or raise LLMError."""
         if failure.status in THROTTLE_STATUS and failure.kind != "quota":
             asked = failure.wait if failure.wait is not None else _asked_wait(failure.headers)
@@ -353,11 +389,19 @@ class LLM:
                 ep.overloaded_answer(failure.status)
             except ThrottledOut as out:
                 if ep.stopped and not was_open:
-                    print(scrub_and_shorten(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]), file=sys.stderr)
-                raise self._error(path, f"{failure.problem}; {out}", failure.status,
-                                  backoff.retries, throttled) from None
+                    print(
+                        scrub_and_shorten(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]),
+                        file=sys.stderr,
+                    )
+                raise self._error(
+                    path, f"{failure.problem}; {out}", failure.status, backoff.retries, throttled
+                ) from None
             return 0.0  # the scheduler holds the next attempt until the endpoint resumes
-        systematic = failure.kind in SYSTEMATIC or (failure.kind or "").startswith("http_") or failure.kind == "quota"
+        systematic = (
+            failure.kind in SYSTEMATIC
+            or (failure.kind or "").startswith("http_")
+            or failure.kind == "quota"
+        )
         wait = None
         first_contact = ep.successes == 0 and failure.kind in SYSTEMATIC
         if failure.retry and not first_contact:
@@ -370,18 +414,28 @@ class LLM:
         was_open = ep.stopped
         ep.failed(ticket, failure.kind if systematic else None, self._stop_line(failure))
         if ep.stopped and not was_open:
-            print(scrub_and_shorten(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]), file=sys.stderr)
+            print(
+                scrub_and_shorten(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]),
+                file=sys.stderr,
+            )
         raise error
 
     def _stop_line(self, failure: Failure) -> str:
         """The breaker's one line: the cause, the host (never the key) and what to check."""
         hint = stop_hint(failure, self.provider, self.api_key_env)
-        problem = scrub_and_shorten(failure.problem, MESSAGE_LIMIT, [self._key])  # a server may echo the key
+        problem = scrub_and_shorten(
+            failure.problem, MESSAGE_LIMIT, [self._key]
+        )  # a server may echo the key
         return f"stopped calling {shown_url(self.base_url)} after its first calls all failed: {problem} ({hint})"
 
-    def _error(self, path: str, problem: str, status: int | None, retries: int, throttled: int = 0) -> LLMError:
+    def _error(
+        self, path: str, problem: str, status: int | None, retries: int, throttled: int = 0
+    ) -> LLMError:
         tail = f" (after {retries} retries)" if retries else ""
         msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
-        return LLMError(scrub_and_shorten(msg, MESSAGE_LIMIT, [self._key]), status=status, retries=retries, throttled=throttled)
-
-
+        return LLMError(
+            scrub_and_shorten(msg, MESSAGE_LIMIT, [self._key]),
+            status=status,
+            retries=retries,
+            throttled=throttled,
+        )

@@ -43,7 +43,6 @@ def cost_usd(model: str, usage: dict[str, int], pricing: dict[str, Any] | None) 
     ) / 1_000_000
 
 
-
 MAX_CALL_TOKENS = 1_000_000_000
 """The most tokens one call may say it used: no model reads or writes a billion tokens in one call,
 so a larger count (a 301-digit number, 1e999) is a server's mistake, read as this bound."""
@@ -66,8 +65,10 @@ def usage_of(data: Any) -> dict[str, int]:
     usage = data.get("usage") if isinstance(data, dict) else None
     if not isinstance(usage, dict):
         return {"prompt_tokens": 0, "completion_tokens": 0}
-    return {"prompt_tokens": tokens(usage.get("prompt_tokens")),
-            "completion_tokens": tokens(usage.get("completion_tokens"))}
+    return {
+        "prompt_tokens": tokens(usage.get("prompt_tokens")),
+        "completion_tokens": tokens(usage.get("completion_tokens")),
+    }
 
 
 def _zero_usage() -> dict[str, int]:
@@ -108,7 +109,10 @@ class LLMResult:
     @property
     def embeddings(self) -> list[list[float]]:
         """Embedding vectors, in input order."""
-        return [d["embedding"] for d in sorted(self.data.get("data") or [], key=lambda d: d.get("index", 0))]
+        return [
+            d["embedding"]
+            for d in sorted(self.data.get("data") or [], key=lambda d: d.get("index", 0))
+        ]
 
 
 @dataclass(slots=True)
@@ -123,7 +127,9 @@ class Tally:
     cost_usd: float | None = None
     throttled: int = 0
 
-    def add(self, result: LLMResult, model: str | None = None, pricing: dict[str, Any] | None = None) -> LLMResult:
+    def add(
+        self, result: LLMResult, model: str | None = None, pricing: dict[str, Any] | None = None
+    ) -> LLMResult:
         self.calls += 1
         self.cache_hits += int(result.cache_hit)
         self.retries += result.retries
@@ -147,10 +153,13 @@ class Tally:
     def metadata(self) -> dict[str, Any]:
         """``{usage, cache_hits, retries}`` plus ``cost_usd`` when the model was priced and
         ``throttled`` when calls waited out 429/503/529 answers."""
-        meta: dict[str, Any] = {"usage": self.usage, "cache_hits": self.cache_hits, "retries": self.retries}
+        meta: dict[str, Any] = {
+            "usage": self.usage,
+            "cache_hits": self.cache_hits,
+            "retries": self.retries,
+        }
         if self.throttled:
             meta["throttled"] = self.throttled
         if self.cost_usd is not None:
             meta["cost_usd"] = self.cost_usd
         return meta
-

@@ -24,8 +24,11 @@ def stop_hint(failure: Failure, provider: str, api_key_env: str | None) -> str:
     return {
         "dns": f"check the host name in base_url (or {url_var})",
         "refused": f"is the server running? check the host and port in base_url (or {url_var})",
-        "tls": (f"check the scheme of base_url (or {url_var})" if SCHEME_HINT in failure.problem
-                else "check the scheme (http/https) and the server's certificate (SSL_CERT_FILE)"),
+        "tls": (
+            f"check the scheme of base_url (or {url_var})"
+            if SCHEME_HINT in failure.problem
+            else "check the scheme (http/https) and the server's certificate (SSL_CERT_FILE)"
+        ),
         "http_401": f"check the API key in {key_var}",
         "http_403": f"check that the key in {key_var} may use this model and endpoint",
         "http_404": "check the model name and that base_url ends where the API starts (…/v1)",

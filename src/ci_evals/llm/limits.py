@@ -45,7 +45,12 @@ class Bucket:
     the debt to be repaid rather than never running.
     """
 
-    def __init__(self, per_minute: float, burst_s: float = BURST_SECONDS, max_debt_s: float = DEFAULT_MAX_WAIT) -> None:
+    def __init__(
+        self,
+        per_minute: float,
+        burst_s: float = BURST_SECONDS,
+        max_debt_s: float = DEFAULT_MAX_WAIT,
+    ) -> None:
         self.per_minute = per_minute
         self.max_debt_s = max_debt_s
         self.rate = 1.0 / seconds_per_request(per_minute)
@@ -129,15 +134,23 @@ def announced(headers: Any) -> Announced | None:
         return None
     rpm = _num(headers, "x-ratelimit-limit-requests")
     if rpm is not None or _num(headers, "x-ratelimit-limit-tokens") is not None:
-        return Announced(rpm=rpm, tpm=_num(headers, "x-ratelimit-limit-tokens"),
-                         remaining_requests=_num(headers, "x-ratelimit-remaining-requests"),
-                         reset_requests=_duration(_get(headers, "x-ratelimit-reset-requests")))
+        return Announced(
+            rpm=rpm,
+            tpm=_num(headers, "x-ratelimit-limit-tokens"),
+            remaining_requests=_num(headers, "x-ratelimit-remaining-requests"),
+            reset_requests=_duration(_get(headers, "x-ratelimit-reset-requests")),
+        )
     rpm = _num(headers, "anthropic-ratelimit-requests-limit")
-    tpm = _num(headers, "anthropic-ratelimit-tokens-limit") or _num(headers, "anthropic-ratelimit-input-tokens-limit")
+    tpm = _num(headers, "anthropic-ratelimit-tokens-limit") or _num(
+        headers, "anthropic-ratelimit-input-tokens-limit"
+    )
     if rpm is not None or tpm is not None:
-        return Announced(rpm=rpm, tpm=tpm,
-                         remaining_requests=_num(headers, "anthropic-ratelimit-requests-remaining"),
-                         reset_requests=_rfc3339_in(_get(headers, "anthropic-ratelimit-requests-reset")))
+        return Announced(
+            rpm=rpm,
+            tpm=tpm,
+            remaining_requests=_num(headers, "anthropic-ratelimit-requests-remaining"),
+            reset_requests=_rfc3339_in(_get(headers, "anthropic-ratelimit-requests-reset")),
+        )
     return None
 
 
@@ -148,9 +161,10 @@ def _get(headers: Any, name: str) -> Any:
         return None
 
 
-
 def estimate_tokens(body: dict[str, Any]) -> float:
     """Tokens a request may cost against a token limit: ~4 characters a token, plus max_tokens."""
-    text = json.dumps(body.get("messages") or body.get("input") or body.get("contents") or "", ensure_ascii=False)
+    text = json.dumps(
+        body.get("messages") or body.get("input") or body.get("contents") or "", ensure_ascii=False
+    )
     out = body.get("max_tokens") or body.get("max_completion_tokens") or 0
     return len(text) / 4 + (out if isinstance(out, int | float) else 0)

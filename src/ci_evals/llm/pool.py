@@ -74,7 +74,9 @@ class LoopState:
         self.config = EngineConfig()
 
 
-_STATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopState] = weakref.WeakKeyDictionary()
+_STATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopState] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def loop_state() -> LoopState:
@@ -85,8 +87,13 @@ def loop_state() -> LoopState:
     return state
 
 
-def configure(max_concurrent: int | None = None, rates: dict[str, tuple[float | None, float | None]] | None = None,
-              max_wait: float | None = None, *, check_only: bool = False) -> None:
+def configure(
+    max_concurrent: int | None = None,
+    rates: dict[str, tuple[float | None, float | None]] | None = None,
+    max_wait: float | None = None,
+    *,
+    check_only: bool = False,
+) -> None:
     """Set this event loop's engine (the runner calls it before any endpoint is used). A rate too
     slow for ``max_wait`` is a ConfigError; ``check_only``: only that check (no loop needed)."""
     problem = check_rates(dict(rates or {}), max_wait or DEFAULT_MAX_WAIT, "--rpm or rate_limits")
@@ -95,8 +102,11 @@ def configure(max_concurrent: int | None = None, rates: dict[str, tuple[float | 
     if check_only:
         return
     state = loop_state()
-    state.config = EngineConfig(max_concurrent=max_concurrent or EngineConfig.max_concurrent,
-                                rates=dict(rates or {}), max_wait=max_wait or DEFAULT_MAX_WAIT)
+    state.config = EngineConfig(
+        max_concurrent=max_concurrent or EngineConfig.max_concurrent,
+        rates=dict(rates or {}),
+        max_wait=max_wait or DEFAULT_MAX_WAIT,
+    )
     state.endpoints.clear()
 
 
@@ -120,4 +130,3 @@ def throttling_note(reports: list[dict[str, Any]]) -> str | None:
     waited = sum(r["waited_s"] for r in reports)
     now = min(r["concurrency"] for r in reports if r["rejected"])
     return f"throttled: {rejected} rejected, {waited:.0f} s waited, {now} in flight"
-

@@ -34,7 +34,10 @@ from ci_evals.llm.cost import tokens
 from ci_evals.llm.said import server_says
 
 PROVIDERS = ("openai", "anthropic", "google")
-_EXTRAS = {"anthropic": ("anthropic", "anthropic>=0.80"), "google": ("google.genai", "google-genai>=1.30")}
+_EXTRAS = {
+    "anthropic": ("anthropic", "anthropic>=0.80"),
+    "google": ("google.genai", "google-genai>=1.30"),
+}
 """provider -> (module, pip requirement): the same requirement as pyproject's extra of that name."""
 NO_KEY = "no-key-required"
 NO_REDIRECTS = {"allow_redirects": False, "follow_redirects": False}
@@ -70,8 +73,11 @@ def require(provider: str, owner: str | None = None) -> None:
     except (ImportError, ValueError):
         found = False
     if not found:
-        raise ConfigError(f"provider '{provider}' needs the {module} SDK: pip install '{requirement}' "
-                          f"(the ci-evals[{provider}] extra)", key=owner)
+        raise ConfigError(
+            f"provider '{provider}' needs the {module} SDK: pip install '{requirement}' "
+            f"(the ci-evals[{provider}] extra)",
+            key=owner,
+        )
 
 
 def preload_sdk(provider: str) -> None:
@@ -80,20 +86,28 @@ def preload_sdk(provider: str) -> None:
         importlib.import_module(_EXTRAS[provider][0])
 
 
-def status_failure(status: int, text: str, headers: Any, code: str | None = None, *,
-                   label: str | None = None) -> Failure:
+def status_failure(
+    status: int, text: str, headers: Any, code: str | None = None, *, label: str | None = None
+) -> Failure:
     """The Failure for an HTTP error answer (any provider): throttling, systematic, or transient.
     A redirect (3xx) is never followed (see :data:`NO_REDIRECTS`): systematic, not retried.
     ``label`` replaces ``HTTP <status>`` at the line's start (an error code inside an HTTP 200)."""
     shown = label or f"HTTP {status}"
     if 300 <= status < 400:
-        return Failure(f"HTTP {status}: the server redirects{_redirect_target(headers)}; LLM calls follow no "
-                       "redirect (the key goes to base_url's host alone): set base_url to the address it names",
-                       status, retry=False, headers=headers, kind=f"http_{status}")
+        return Failure(
+            f"HTTP {status}: the server redirects{_redirect_target(headers)}; LLM calls follow no "
+            "redirect (the key goes to base_url's host alone): set base_url to the address it names",
+            status,
+            retry=False,
+            headers=headers,
+            kind=f"http_{status}",
+        )
     if status == 429 and code == "insufficient_quota":
         return Failure(f"{shown}: {text}", status, retry=False, headers=headers, kind="quota")
     if status in (400, 401, 403, 404):
-        return Failure(f"{shown}: {text}", status, retry=False, headers=headers, kind=f"http_{status}")
+        return Failure(
+            f"{shown}: {text}", status, retry=False, headers=headers, kind=f"http_{status}"
+        )
     return Failure(f"{shown}: {text}", status, retryable_status(status), headers=headers)
 
 
@@ -132,31 +146,51 @@ def _schema(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
-def chat_response(text: str, finish: str | None, prompt_tokens: int, completion_tokens: int,
-                  vendor_usage: dict[str, Any] | None) -> dict[str, Any]:
+def chat_response(
+    text: str,
+    finish: str | None,
+    prompt_tokens: int,
+    completion_tokens: int,
+    vendor_usage: dict[str, Any] | None,
+) -> dict[str, Any]:
     """A vendor reply in the chat-completions shape the rest of ci-evals reads (and caches)."""
     return {
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
         "vendor_usage": vendor_usage or {},
     }
 
 
-def _env_key(api_key_env: str | None, names: tuple[str, ...], url: str | None, owner: str | None,
-             provider: str) -> str:
+def _env_key(
+    api_key_env: str | None,
+    names: tuple[str, ...],
+    url: str | None,
+    owner: str | None,
+    provider: str,
+) -> str:
     """The key from ``api_key_env`` or the first set name; a custom base URL needs none."""
     if api_key_env:
         key = os.environ.get(api_key_env)
         if not key:
-            raise ConfigError(f"environment variable {api_key_env} (api_key_env) is not set", key=owner)
+            raise ConfigError(
+                f"environment variable {api_key_env} (api_key_env) is not set", key=owner
+            )
         return key
     for name in names:
         if os.environ.get(name):
             return os.environ[name]
     if url is None:
-        raise ConfigError(f"{' or '.join(names)} is not set; set it for provider '{provider}', or point base_url "
-                          f"at a compatible server", key=owner)
+        raise ConfigError(
+            f"{' or '.join(names)} is not set; set it for provider '{provider}', or point base_url "
+            f"at a compatible server",
+            key=owner,
+        )
     return NO_KEY
 
 
@@ -166,14 +200,21 @@ class Provider:
     name = ""
     default_base_url = ""
 
-    def endpoint(self, base_url: str | None, api_key_env: str | None, owner: str | None) -> tuple[str | None, str]:
+    def endpoint(
+        self, base_url: str | None, api_key_env: str | None, owner: str | None
+    ) -> tuple[str | None, str]:
         raise NotImplementedError
 
     def client(self, url: str | None, key: str, timeout: float) -> Any:
         raise NotImplementedError
 
-    def request(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any],
-                response_format: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    def request(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        response_format: dict[str, Any] | None,
+    ) -> tuple[str, dict[str, Any]]:
         """(path, the vendor's JSON request body) for an OpenAI-shaped chat call."""
         raise NotImplementedError
 
@@ -198,8 +239,13 @@ class Anthropic(Provider):
     def client(self, url, key, timeout):
         from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
-        return AsyncAnthropic(api_key=key, base_url=url, max_retries=0, timeout=timeout,
-                              http_client=DefaultAsyncHttpxClient(timeout=timeout, follow_redirects=False))
+        return AsyncAnthropic(
+            api_key=key,
+            base_url=url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=DefaultAsyncHttpxClient(timeout=timeout, follow_redirects=False),
+        )
 
     def request(self, model, messages, params, response_format):
         system, turns = _system_and_turns(messages)
@@ -211,12 +257,16 @@ class Anthropic(Provider):
         if params.get("temperature") is not None:
             body["temperature"] = params["temperature"]
         if system is not None:
-            body["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+            body["system"] = [
+                {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
+            ]
         schema = _schema(response_format)
         if schema is not None:
             from anthropic import transform_schema
 
-            body["output_config"] = {"format": {"type": "json_schema", "schema": transform_schema(schema)}}
+            body["output_config"] = {
+                "format": {"type": "json_schema", "schema": transform_schema(schema)}
+            }
         return "/v1/messages", body
 
     async def send(self, client, body, timeout):
@@ -224,28 +274,47 @@ class Anthropic(Provider):
 
         # The raw POST sends exactly letta-evals' body whatever parameters this SDK version types.
         try:
-            response = await client.post("/v1/messages", cast_to=anthropic.AsyncAPIResponse[object], body=body)
+            response = await client.post(
+                "/v1/messages", cast_to=anthropic.AsyncAPIResponse[object], body=body
+            )
             raw = await response.read()
         except anthropic.APIStatusError as exc:
             err = exc.body.get("error") if isinstance(exc.body, dict) else None
             text = err.get("message") if isinstance(err, dict) else None
-            raise status_failure(exc.status_code, server_says(text or exc.message, exc.response.headers),
-                                 exc.response.headers) from None
+            raise status_failure(
+                exc.status_code,
+                server_says(text or exc.message, exc.response.headers),
+                exc.response.headers,
+            ) from None
         except (anthropic.APIConnectionError, OSError, TimeoutError) as exc:
             raise transport_failure(exc, client.base_url, timeout) from None
         except RecursionError:  # the SDK's json.loads of a deeply nested error body
-            raise Failure("the response body is not a Messages API response (nested too deep)") from None
+            raise Failure(
+                "the response body is not a Messages API response (nested too deep)"
+            ) from None
         try:
             data = json.loads(raw)
             blocks, usage = data["content"], data.get("usage")
-            usage = usage if isinstance(usage, dict) else {}  # counts read bounded: a bad one is 0, never a failure
+            usage = (
+                usage if isinstance(usage, dict) else {}
+            )  # counts read bounded: a bad one is 0, never a failure
             text = "".join(b["text"] for b in blocks if b.get("type") == "text")
-            prompt = sum(tokens(usage.get(k)) for k in
-                         ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+            prompt = sum(
+                tokens(usage.get(k))
+                for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+            )
             completion = tokens(usage.get("output_tokens"))
-        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # (a 200,000-deep body)
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            RecursionError,
+        ):  # (a 200,000-deep body)
             raise Failure("the response body is not a Messages API response") from None
-        return chat_response(text, data.get("stop_reason"), prompt, completion, usage), response.headers
+        return chat_response(
+            text, data.get("stop_reason"), prompt, completion, usage
+        ), response.headers
 
     async def close(self, client):
         await client.close()
@@ -263,23 +332,33 @@ class Google(Provider):
     def endpoint(self, base_url, api_key_env, owner):
         url = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or None
         self.base_url = url or self.default_base_url
-        return url, _env_key(api_key_env, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), url, owner, self.name)
+        return url, _env_key(
+            api_key_env, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), url, owner, self.name
+        )
 
     def client(self, url, key, timeout):
         from google import genai
         from google.genai import types
 
-        options = types.HttpOptions(base_url=url, timeout=int(timeout * 1000),
-                                    retry_options=types.HttpRetryOptions(attempts=1),
-                                    async_client_args=dict(NO_REDIRECTS))  # its aiohttp's and its httpx's names
+        options = types.HttpOptions(
+            base_url=url,
+            timeout=int(timeout * 1000),
+            retry_options=types.HttpRetryOptions(attempts=1),
+            async_client_args=dict(NO_REDIRECTS),
+        )  # its aiohttp's and its httpx's names
         return genai.Client(api_key=key, http_options=options)
 
     def request(self, model, messages, params, response_format):
         system, turns = _system_and_turns(messages)
         body: dict[str, Any] = {
             "model": model,
-            "contents": [{"role": "model" if m["role"] == "assistant" else "user",
-                          "parts": [{"text": str(m.get("content") or "")}]} for m in turns],
+            "contents": [
+                {
+                    "role": "model" if m["role"] == "assistant" else "user",
+                    "parts": [{"text": str(m.get("content") or "")}],
+                }
+                for m in turns
+            ],
         }
         if system is not None:
             body["systemInstruction"] = {"parts": [{"text": system}]}
@@ -308,31 +387,50 @@ class Google(Provider):
             response_schema=gen.get("responseSchema"),
         )
         try:
-            response = await client.aio.models.generate_content(model=body["model"], contents=body["contents"],
-                                                                config=config)
+            response = await client.aio.models.generate_content(
+                model=body["model"], contents=body["contents"], config=config
+            )
         except errors.APIError as exc:
             headers = getattr(exc.response, "headers", None)
-            failure = status_failure(exc.code, server_says(exc.message or exc.status, headers), headers)
+            failure = status_failure(
+                exc.code, server_says(exc.message or exc.status, headers), headers
+            )
             failure.wait = _retry_delay(exc.details)
             raise failure from None
         except TimeoutError:
             raise Failure(f"timed out after {timeout:g} s") from None
         except Exception as exc:  # the transport's connection errors (httpx or aiohttp)
-            if isinstance(exc, OSError) or "Timeout" in type(exc).__name__ or any(
-                    c.__module__.split(".")[0] in ("httpx", "aiohttp", "httpx2") for c in type(exc).__mro__):
-                raise transport_failure(exc, getattr(self, "base_url", self.default_base_url), timeout) from None
-            if isinstance(exc, ValueError | RecursionError):  # a body the SDK could not read (or too deep)
+            if (
+                isinstance(exc, OSError)
+                or "Timeout" in type(exc).__name__
+                or any(
+                    c.__module__.split(".")[0] in ("httpx", "aiohttp", "httpx2")
+                    for c in type(exc).__mro__
+                )
+            ):
+                raise transport_failure(
+                    exc, getattr(self, "base_url", self.default_base_url), timeout
+                ) from None
+            if isinstance(
+                exc, ValueError | RecursionError
+            ):  # a body the SDK could not read (or too deep)
                 raise Failure(f"unusable response: {one_line(exc)}") from None
             raise
         u = response.usage_metadata
         vendor = u.model_dump(mode="json", exclude_none=True) if u is not None else {}
         prompt = (u.prompt_token_count or 0) if u is not None else 0
-        completion = ((u.candidates_token_count or 0) + (u.thoughts_token_count or 0)) if u is not None else 0
+        completion = (
+            ((u.candidates_token_count or 0) + (u.thoughts_token_count or 0))
+            if u is not None
+            else 0
+        )
         finish = None
         if response.candidates and response.candidates[0].finish_reason is not None:
             finish = str(response.candidates[0].finish_reason.value)
         http = getattr(response, "sdk_http_response", None)
-        return chat_response(response.text or "", finish, prompt, completion, vendor), getattr(http, "headers", None)
+        return chat_response(response.text or "", finish, prompt, completion, vendor), getattr(
+            http, "headers", None
+        )
 
     async def close(self, client):
         close = getattr(client.aio, "aclose", None)  # google-genai >= 1.33

@@ -125,9 +125,13 @@ class Endpoint:
         self._held_since = 0.0
         self.min_limit = self.limit
         self.announced: Announced | None = None
-        self.overloaded_since: float | None = None  # the first 503/529, while nothing ever succeeded
+        self.overloaded_since: float | None = (
+            None  # the first 503/529, while nothing ever succeeded
+        )
         self.overloaded = 0
-        with contextlib.suppress(ThrottledOut):  # a set rate too slow for max_wait: stopped, said by every call
+        with contextlib.suppress(
+            ThrottledOut
+        ):  # a set rate too slow for max_wait: stopped, said by every call
             if self.limits.rpm:
                 self._new_bucket("rpm", self.limits.rpm)
             if self.limits.tpm:
@@ -184,8 +188,11 @@ class Endpoint:
                 wait = max(wait, self.req_bucket.reserve(1.0, now))
             if self.tok_bucket is not None and tokens:
                 own = tokens / self.tok_bucket.rate
-                self._bounded(own, f"a call of about {tokens:.0f} tokens takes {own:.3g} s at "
-                                   f"{self._rate_words('tpm')}")
+                self._bounded(
+                    own,
+                    f"a call of about {tokens:.0f} tokens takes {own:.3g} s at "
+                    f"{self._rate_words('tpm')}",
+                )
                 wait = max(wait, self.tok_bucket.reserve(tokens, now))
             if wait > 0:
                 await self._hold(wait)
@@ -233,8 +240,11 @@ class Endpoint:
         user = self.user_rpm if which == "rpm" else self.user_tpm
         bucket = self.req_bucket if which == "rpm" else self.tok_bucket
         unit = "requests" if which == "rpm" else "tokens"
-        header = ("x-ratelimit-limit-requests" if which == "rpm" else "x-ratelimit-limit-tokens") \
-            if self.provider != "anthropic" else f"anthropic-ratelimit-{unit}-limit"
+        header = (
+            ("x-ratelimit-limit-requests" if which == "rpm" else "x-ratelimit-limit-tokens")
+            if self.provider != "anthropic"
+            else f"anthropic-ratelimit-{unit}-limit"
+        )
         source = "your setting" if user else f"announced by the server in {header}"
         return f"{bucket.per_minute:g} {unit} a minute ({source})" if bucket else "no limit"
 
@@ -252,8 +262,10 @@ class Endpoint:
         bucket = Bucket(per_minute, max_debt_s=self.limits.max_wait)
         if which == "rpm":
             self.req_bucket = bucket
-            self._bounded(1.0 / bucket.rate, f"one request every {1.0 / bucket.rate:.3g} s at "
-                                             f"{self._rate_words('rpm')}")
+            self._bounded(
+                1.0 / bucket.rate,
+                f"one request every {1.0 / bucket.rate:.3g} s at {self._rate_words('rpm')}",
+            )
         else:
             self.tok_bucket = bucket
         return bucket
@@ -265,13 +277,29 @@ class Endpoint:
         if info is None:
             return
         self.announced = info
-        if info.tpm and not self.user_tpm and (self.tok_bucket is None or self.tok_bucket.per_minute != info.tpm):
+        if (
+            info.tpm
+            and not self.user_tpm
+            and (self.tok_bucket is None or self.tok_bucket.per_minute != info.tpm)
+        ):
             self._new_bucket("tpm", info.tpm)
-        if info.rpm and not self.user_rpm and (self.req_bucket is None or self.req_bucket.per_minute != info.rpm):
-            self._new_bucket("rpm", info.rpm).level = 0.0  # the calls already sent spent what the window held
-        if info.remaining_requests is not None and info.remaining_requests < 1 and self.req_bucket is None:
+        if (
+            info.rpm
+            and not self.user_rpm
+            and (self.req_bucket is None or self.req_bucket.per_minute != info.rpm)
+        ):
+            self._new_bucket(
+                "rpm", info.rpm
+            ).level = 0.0  # the calls already sent spent what the window held
+        if (
+            info.remaining_requests is not None
+            and info.remaining_requests < 1
+            and self.req_bucket is None
+        ):
             # an empty bucket we cannot pace for (no limit announced): wait until it refills
-            until = min(info.reset_requests if info.reset_requests is not None else PAUSE_FIRST, PAUSE_CAP)
+            until = min(
+                info.reset_requests if info.reset_requests is not None else PAUSE_FIRST, PAUSE_CAP
+            )
             self._bounded(until, f"the server's request limit (remaining 0) resets in {until:g} s")
             self.paused_until = max(self.paused_until, time.monotonic() + until)
 
@@ -283,7 +311,9 @@ class Endpoint:
     def successes(self) -> int:
         return self.breaker.successes
 
-    def success(self, ticket: Ticket, headers: Any = None, tokens_used: float | None = None) -> None:
+    def success(
+        self, ticket: Ticket, headers: Any = None, tokens_used: float | None = None
+    ) -> None:
         """The call got a usable answer. Its slot is given back first, whatever its headers say
         (an announcement that stops the endpoint is only news for later calls)."""
         self.breaker.success()
@@ -322,8 +352,10 @@ class Endpoint:
             self._bounded(asked, f"the server asked to wait {asked:g} s")
         self._learn(headers)
         if pause > budget:
-            raise ThrottledOut(f"rate limited: still throttled after {now - ticket.first_throttle:.0f} s "
-                               f"(max_wait {self.limits.max_wait:g} s)")
+            raise ThrottledOut(
+                f"rate limited: still throttled after {now - ticket.first_throttle:.0f} s "
+                f"(max_wait {self.limits.max_wait:g} s)"
+            )
         self.paused_until = max(self.paused_until, now + pause)
         self.probing = True
         return pause
@@ -340,9 +372,11 @@ class Endpoint:
         self.overloaded += 1
         lasted = now - self.overloaded_since
         if lasted >= OVERLOADED_GIVE_UP and self.overloaded >= OVERLOADED_MIN:
-            out = (f"stopped calling {self.name}: the server kept answering overloaded (HTTP {status}) for "
-                   f"{lasted:.0f} s, {self.overloaded} answers and not one success (check that the server is "
-                   "up and can serve this model)")
+            out = (
+                f"stopped calling {self.name}: the server kept answering overloaded (HTTP {status}) for "
+                f"{lasted:.0f} s, {self.overloaded} answers and not one success (check that the server is "
+                "up and can serve this model)"
+            )
             self._stop(out)
             raise ThrottledOut(out)
 
@@ -369,9 +403,14 @@ class Endpoint:
 
     def report(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "endpoint": self.name, "provider": self.provider, "calls": self.calls,
-            "rejected": self.rejected, "waited_s": round(self.waited_so_far(), 3),
-            "max_concurrent": self.cap, "concurrency": int(self.limit), "lowest_concurrency": int(self.min_limit),
+            "endpoint": self.name,
+            "provider": self.provider,
+            "calls": self.calls,
+            "rejected": self.rejected,
+            "waited_s": round(self.waited_so_far(), 3),
+            "max_concurrent": self.cap,
+            "concurrency": int(self.limit),
+            "lowest_concurrency": int(self.min_limit),
         }
         rpm = self.user_rpm or (self.announced.rpm if self.announced else None)
         tpm = self.user_tpm or (self.announced.tpm if self.announced else None)

@@ -94,7 +94,9 @@ class Client:
     def is_closed(self) -> bool:
         """Closed by :func:`close_client` (as ``AsyncOpenAI.is_closed``)."""
         session = self.direct.session if self.direct is not None else None
-        return (session.closed if session is not None else True) and (self._sdk is None or self._sdk.is_closed())
+        return (session.closed if session is not None else True) and (
+            self._sdk is None or self._sdk.is_closed()
+        )
 
 
 def preload(provider: str = "openai") -> None:
@@ -132,7 +134,9 @@ def make_client(url: str | None, key: str, timeout: float) -> Client:
     http_client = _http_client(timeout, aiohttp=USE_AIOHTTP and not has_userinfo)
     sdk = client._sdk = _sdk_client(url, key, timeout, http_client)
     if DIRECT:
-        client.direct = _Direct(str(sdk.base_url).rstrip("/"), identity_headers(key), None, http_client)
+        client.direct = _Direct(
+            str(sdk.base_url).rstrip("/"), identity_headers(key), None, http_client
+        )
     return client
 
 
@@ -153,8 +157,13 @@ def _http_client(timeout: float, aiohttp: bool = True) -> Any:
 def _sdk_client(url: str | None, key: str, timeout: float, http_client: Any) -> Any:
     from openai import AsyncOpenAI
 
-    return AsyncOpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout,
-                       http_client=http_client if http_client is not None else _http_client(timeout, USE_AIOHTTP))
+    return AsyncOpenAI(
+        api_key=key,
+        base_url=url,
+        max_retries=0,
+        timeout=timeout,
+        http_client=http_client if http_client is not None else _http_client(timeout, USE_AIOHTTP),
+    )
 
 
 def _session(aiohttp: Any, base: str, headers: dict[str, str]) -> Any:
@@ -163,14 +172,21 @@ def _session(aiohttp: Any, base: str, headers: dict[str, str]) -> Any:
     applies to it."""
     host = urllib.parse.urlsplit(base).hostname or ""
     proxies = urllib.request.getproxies()
-    if proxies and not urllib.request.proxy_bypass(host) and any(
-            k in proxies for k in (urllib.parse.urlsplit(base).scheme, "all")):
+    if (
+        proxies
+        and not urllib.request.proxy_bypass(host)
+        and any(k in proxies for k in (urllib.parse.urlsplit(base).scheme, "all"))
+    ):
         return None
     ctx = _ssl_context() if base.startswith("https:") else None
     # No connection cap here: the endpoint's scheduler bounds calls in flight. No aiohttp timeout:
     # LLM bounds each attempt as a whole.
-    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S, ssl=ctx if ctx is not None else True)
-    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None), headers=headers)
+    connector = aiohttp.TCPConnector(
+        limit=0, keepalive_timeout=KEEPALIVE_S, ssl=ctx if ctx is not None else True
+    )
+    return aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=None), headers=headers
+    )
 
 
 def _ssl_context() -> ssl.SSLContext:
@@ -202,7 +218,9 @@ def has_session(client: Client) -> bool:
     return client.direct is not None and client.direct.session is not None
 
 
-async def post(client: Client, path: str, body: dict[str, Any], base_url: str, timeout: float) -> tuple[dict[str, Any], Any]:
+async def post(
+    client: Client, path: str, body: dict[str, Any], base_url: str, timeout: float
+) -> tuple[dict[str, Any], Any]:
     """One ``POST`` of ``body`` to ``path``: (the response JSON, its headers), or :class:`Failure`."""
     direct = client.direct if DIRECT else None
     if direct is None:
@@ -216,8 +234,11 @@ async def post(client: Client, path: str, body: dict[str, Any], base_url: str, t
     except Failure:
         raise
     except Exception as exc:  # the transport's errors (aiohttp or httpx), named by their cause
-        if not (isinstance(exc, OSError | TimeoutError) or type(exc).__module__.split(".")[0] in (
-                "httpx", "httpx2", "httpcore", "httpcore2", "aiohttp", "openai")):
+        if not (
+            isinstance(exc, OSError | TimeoutError)
+            or type(exc).__module__.split(".")[0]
+            in ("httpx", "httpx2", "httpcore", "httpcore2", "aiohttp", "openai")
+        ):
             raise
         raise transport_failure(exc, base_url, timeout) from None
     data = _json_or_none(raw)
@@ -232,15 +253,31 @@ async def post(client: Client, path: str, body: dict[str, Any], base_url: str, t
 
 
 async def _aiohttp_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
-    async with direct.session.post(direct.base + path, data=payload, allow_redirects=False) as response:  # no 3xx followed
+    async with direct.session.post(
+        direct.base + path, data=payload, allow_redirects=False
+    ) as response:  # no 3xx followed
         headers, declared = response.headers, announced_length(response.headers)
-        if declared is not None and declared <= MAX_RESPONSE_BYTES and "content-encoding" not in headers:
-            return response.status, await response.read(), headers  # the announced bytes (compressed: read capped)
-        return response.status, await _capped(response.content.iter_any(), headers, response.status), headers
+        if (
+            declared is not None
+            and declared <= MAX_RESPONSE_BYTES
+            and "content-encoding" not in headers
+        ):
+            return (
+                response.status,
+                await response.read(),
+                headers,
+            )  # the announced bytes (compressed: read capped)
+        return (
+            response.status,
+            await _capped(response.content.iter_any(), headers, response.status),
+            headers,
+        )
 
 
 async def _http_post(direct: _Direct, path: str, payload: bytes) -> tuple[int, bytes, Any]:
-    request = direct.http.build_request("POST", direct.base + path, headers=direct.headers, content=payload)
+    request = direct.http.build_request(
+        "POST", direct.base + path, headers=direct.headers, content=payload
+    )
     response = await direct.http.send(request, stream=True)
     try:
         raw = await _capped(response.aiter_bytes(), response.headers, response.status_code)
@@ -253,18 +290,28 @@ async def _capped(chunks: Any, headers: Any, status: int) -> bytes:
     """The body, read up to ``MAX_RESPONSE_BYTES`` (a Failure past it, or when it announces more; not retried)."""
     declared = announced_length(headers)
     if declared is not None and declared > MAX_RESPONSE_BYTES:
-        raise Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB ({declared} bytes "
-                      "announced)", status, retry=False)
+        raise Failure(
+            f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB ({declared} bytes "
+            "announced)",
+            status,
+            retry=False,
+        )
     parts, size = [], 0
     async for chunk in chunks:
         size += len(chunk)
         if size > MAX_RESPONSE_BYTES:
-            raise Failure(f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB", status, retry=False)
+            raise Failure(
+                f"the response body is larger than {MAX_RESPONSE_BYTES // 2**20} MiB",
+                status,
+                retry=False,
+            )
         parts.append(chunk)
     return b"".join(parts)
 
 
-async def _sdk_post(client: Any, path: str, body: dict[str, Any], base_url: str, timeout: float) -> tuple[dict[str, Any], Any]:
+async def _sdk_post(
+    client: Any, path: str, body: dict[str, Any], base_url: str, timeout: float
+) -> tuple[dict[str, Any], Any]:
     """Through the SDK's own ``post`` (its request building, its HTTP client)."""
     import openai
 
@@ -272,10 +319,17 @@ async def _sdk_post(client: Any, path: str, body: dict[str, Any], base_url: str,
         response = await client.post(path, cast_to=_raw_response(), body=body)
         raw = await response.read()
     except openai.APIStatusError as exc:
-        raise status_failure(exc.status_code, server_says(_error_text(exc), exc.response.headers),
-                             exc.response.headers, _error_code(exc)) from None
+        raise status_failure(
+            exc.status_code,
+            server_says(_error_text(exc), exc.response.headers),
+            exc.response.headers,
+            _error_code(exc),
+        ) from None
     except openai.APIError as exc:
-        if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError) or exc.__cause__ is not None:
+        if (
+            isinstance(exc, openai.APIConnectionError | openai.APITimeoutError)
+            or exc.__cause__ is not None
+        ):
             raise transport_failure(exc, base_url, timeout) from None
         raise Failure(str(exc), retry=False) from None
     except (OSError, TimeoutError) as exc:  # a transport error the SDK did not wrap (a read)

@@ -18,17 +18,34 @@ from typing import Any
 
 from ci_evals.results.files import RESULTS, Trust, check_records, read_summary, records
 
-_SWAP = str.maketrans({"<": "‹", ">": "›", "&": "＆", "@": "＠", "[": "［", "]": "］", "`": "ˋ",
-                       "|": "¦", "\\": "⧵", "#": "＃", "\x00": "", "\r": " "})
+_SWAP = str.maketrans(
+    {
+        "<": "‹",
+        ">": "›",
+        "&": "＆",
+        "@": "＠",
+        "[": "［",
+        "]": "］",
+        "`": "ˋ",
+        "|": "¦",
+        "\\": "⧵",
+        "#": "＃",
+        "\x00": "",
+        "\r": " ",
+    }
+)
 _AUTOLINK = re.compile(r"(?i)(://|www\.)")
-MULTILINE_KEYS = frozenset({"input", "ground_truth", "submission", "rationale", "message", "output",
-                            "description"})
+MULTILINE_KEYS = frozenset(
+    {"input", "ground_truth", "submission", "rationale", "message", "output", "description"}
+)
 """Long text whose line breaks are kept (the renderers show it in fenced blocks)."""
 
 
 def neutralise(text: str, multiline: bool = False) -> str:
     """``text`` with markup made inert; line breaks kept only when ``multiline``."""
-    text = _AUTOLINK.sub(lambda m: m.group(1)[:-1] + "\u2060" + m.group(1)[-1], text.translate(_SWAP))
+    text = _AUTOLINK.sub(
+        lambda m: m.group(1)[:-1] + "\u2060" + m.group(1)[-1], text.translate(_SWAP)
+    )
     return text if multiline else " ".join(text.split("\n"))
 
 
@@ -38,9 +55,12 @@ def neutralise_tree(value: Any, multiline: bool = False) -> Any:
     if isinstance(value, str):
         return neutralise(value, multiline)
     if isinstance(value, dict):
-        return {(neutralise(k) if isinstance(k, str) else k):
-                neutralise_tree(v, multiline or (isinstance(k, str) and k in MULTILINE_KEYS))
-                for k, v in value.items()}
+        return {
+            (neutralise(k) if isinstance(k, str) else k): neutralise_tree(
+                v, multiline or (isinstance(k, str) and k in MULTILINE_KEYS)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [neutralise_tree(v, multiline) for v in value]
     return value

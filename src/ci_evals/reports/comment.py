@@ -105,11 +105,15 @@ def charts(summary: dict[str, Any], d: Digest) -> list[str]:
     ]
 
 
-def failing_sample(row: dict[str, Any], limit: int, num_runs: int, labels: dict[str, Any] | None = None) -> list[str]:
+def failing_sample(
+    row: dict[str, Any], limit: int, num_runs: int, labels: dict[str, Any] | None = None
+) -> list[str]:
     """One failing sample, collapsed: input, expected, then per failing metric submission and why."""
     fails = row_failures(row)
     labels = labels or {}
-    head = ", ".join(f"{display_name(labels.get(n), n)} {fmt_score(g.get('score'))}" for n, g in fails)
+    head = ", ".join(
+        f"{display_name(labels.get(n), n)} {fmt_score(g.get('score'))}" for n, g in fails
+    )
     lines = [
         f"<details><summary>{escape_html(sample_label(row, num_runs), 100)}: {escape_html(head, 200)}</summary>",
         "",
@@ -180,7 +184,9 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
     if flaky_line(summary, limit=10):
         lines += [f"⚠️ {flaky_line(summary, limit=10)}", ""]
     noise = noise_lines(summary)
-    lines += [f"Judge noise: {escape_md(line, 300)}" for line in noise[:5]] + ([""] if noise else [])
+    lines += [f"Judge noise: {escape_md(line, 300)}" for line in noise[:5]] + (
+        [""] if noise else []
+    )
     if level.charts:
         lines += charts(summary, d)
     if level.baseline_items:
@@ -197,7 +203,9 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
         labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
         lines += [f"#### Worst failing samples {worst_heading(shown, d)}", ""]
         for row in shown:
-            lines += failing_sample(row, level.field_chars, int(summary.get("num_runs") or 1), labels)
+            lines += failing_sample(
+                row, level.field_chars, int(summary.get("num_runs") or 1), labels
+            )
     elif d.failing_rows:
         lines += [
             f"{d.failing_rows:,} failing samples: see the step summary and results.jsonl.",

@@ -22,10 +22,20 @@ from ci_evals.reports.text import noise_lines
 
 GROUPS_SHOWN = 5
 FAILING_SHOWN = 10
-_ANSI = {"PASS": "1;32", "PASSED": "1;32", "FAIL": "1;31", "FAILED": "1;31", "ERRORED": "1;35",
-         "INCONCLUSIVE": "1;33", "PARTIAL": "1;33", "INTERRUPTED": "1;33"}
-INTERVALS_NOTE = ("95% intervals: the mean's by bootstrap (normal approximation above 200 samples), "
-                  "the pass rate's by Wilson score")
+_ANSI = {
+    "PASS": "1;32",
+    "PASSED": "1;32",
+    "FAIL": "1;31",
+    "FAILED": "1;31",
+    "ERRORED": "1;35",
+    "INCONCLUSIVE": "1;33",
+    "PARTIAL": "1;33",
+    "INTERRUPTED": "1;33",
+}
+INTERVALS_NOTE = (
+    "95% intervals: the mean's by bootstrap (normal approximation above 200 samples), "
+    "the pass rate's by Wilson score"
+)
 
 
 def use_color(stream: TextIO) -> bool:
@@ -86,7 +96,16 @@ def metric_rows(metrics: dict[str, Any], baseline: dict[str, Any] | None = None)
     return rows
 
 
-HEADERS = ["metric", "mean", "mean 95% CI", "pass rate", "pass rate 95% CI", "graded/n", "errors", "pass rule"]
+HEADERS = [
+    "metric",
+    "mean",
+    "mean 95% CI",
+    "pass rate",
+    "pass rate 95% CI",
+    "graded/n",
+    "errors",
+    "pass rule",
+]
 
 
 def endpoint_lines(summary: dict[str, Any]) -> list[str]:
@@ -98,15 +117,27 @@ def endpoint_lines(summary: dict[str, Any]) -> list[str]:
         if ep.get("stopped"):
             out.append(f"stopped: {ep['stopped']}")
             continue
-        rejected, calls, waited = ep.get("rejected") or 0, ep.get("calls") or 0, ep.get("waited_s") or 0.0
+        rejected, calls, waited = (
+            ep.get("rejected") or 0,
+            ep.get("calls") or 0,
+            ep.get("waited_s") or 0.0,
+        )
         if not rejected and waited < 0.5:
             continue
-        limit = f"; limit {ep['rpm']:g} rpm ({'your setting' if ep.get('rpm_from') == 'settings' else 'announced by the server'})" \
-            if ep.get("rpm") else ""
-        head = (f"throttled: {ep.get('endpoint')}: {rejected} of {calls} calls rejected (429/503/529)" if rejected
-                else f"paced: {ep.get('endpoint')}: {calls} calls")
-        out.append(f"{head}, calls held back {waited:.1f} s, settled at {ep.get('concurrency')} in flight "
-                   f"(lowest {ep.get('lowest_concurrency')}, cap {ep.get('max_concurrent')}){limit}")
+        limit = (
+            f"; limit {ep['rpm']:g} rpm ({'your setting' if ep.get('rpm_from') == 'settings' else 'announced by the server'})"
+            if ep.get("rpm")
+            else ""
+        )
+        head = (
+            f"throttled: {ep.get('endpoint')}: {rejected} of {calls} calls rejected (429/503/529)"
+            if rejected
+            else f"paced: {ep.get('endpoint')}: {calls} calls"
+        )
+        out.append(
+            f"{head}, calls held back {waited:.1f} s, settled at {ep.get('concurrency')} in flight "
+            f"(lowest {ep.get('lowest_concurrency')}, cap {ep.get('max_concurrent')}){limit}"
+        )
     return out
 
 
@@ -128,13 +159,21 @@ def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]
     labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
     samples = errs.get("samples", errs["total"])
     cats = ", ".join(f"{k} {v}" for k, v in errs.get("by_category", {}).items() if v)
-    lines = [f"Errors: {samples} of {summary.get('records', samples)} result lines errored ({cats}); "
-             "errored samples have no score and count as failed:"]
+    lines = [
+        f"Errors: {samples} of {summary.get('records', samples)} result lines errored ({cats}); "
+        "errored samples have no score and count as failed:"
+    ]
     for grp in groups[:limit]:
-        who = f" ({display_name(labels.get(grp['grader']), grp['grader'])})" if grp.get("grader") else ""
+        who = (
+            f" ({display_name(labels.get(grp['grader']), grp['grader'])})"
+            if grp.get("grader")
+            else ""
+        )
         lines.append(f"  {grp['category']} error ×{grp['count']}{who}: {one_line(grp['message'])}")
     if len(groups) > limit:
-        lines.append(f"  and {len(groups) - limit} more distinct messages (summary.json errors.groups)")
+        lines.append(
+            f"  and {len(groups) - limit} more distinct messages (summary.json errors.groups)"
+        )
     return lines
 
 
@@ -146,22 +185,41 @@ def failing_entries(results: Iterable[dict[str, Any]], num_runs: int = 1) -> Ite
     """
     for rec in results:
         sid = str(rec.get("sample_id"))
-        label = sid + (f" run {rec.get('run')}" if num_runs > 1 or rec.get("run") else "") \
+        label = (
+            sid
+            + (f" run {rec.get('run')}" if num_runs > 1 or rec.get("run") else "")
             + (f" [{rec['model']}]" if rec.get("model") else "")
+        )
         key = (sid, rec.get("run") or 0, str(rec.get("model") or ""))
         grades = rec.get("grades") or {}
         err = rec.get("error")
         if err:
-            cat, msg = (err.get("category") or "target", err.get("message")) if isinstance(err, dict) \
+            cat, msg = (
+                (err.get("category") or "target", err.get("message"))
+                if isinstance(err, dict)
                 else ("target", err)
+            )
             yield (*key, ""), "ERRORED", label, cat, None, f"{cat} error: {msg}"
             continue
         for i, (name, g) in enumerate(grades.items()):
             if g.get("error"):
-                yield (*key, f"{i:04d}"), "ERRORED", label, name, None, \
-                    f"{g.get('error_category') or 'grading'} error: {g['error']}"
+                yield (
+                    (*key, f"{i:04d}"),
+                    "ERRORED",
+                    label,
+                    name,
+                    None,
+                    f"{g.get('error_category') or 'grading'} error: {g['error']}",
+                )
             elif not g.get("passed"):
-                yield (*key, f"{i:04d}"), "FAIL", label, name, g.get("score"), g.get("rationale") or ""
+                yield (
+                    (*key, f"{i:04d}"),
+                    "FAIL",
+                    label,
+                    name,
+                    g.get("score"),
+                    g.get("rationale") or "",
+                )
 
 
 @dataclass
@@ -194,7 +252,9 @@ class FailingPass:
         for entry in failing_entries((rec,), self.num_runs):
             self._seen += 1
             self._samples.add(entry[0][:3])
-            if len(kept) < limit or (kept and entry[0] < kept[-1][0]):  # an equal key came earlier: it stays ahead
+            if len(kept) < limit or (
+                kept and entry[0] < kept[-1][0]
+            ):  # an equal key came earlier: it stays ahead
                 bisect.insort(kept, (entry[0], self._seen, entry))
                 del kept[limit:]
 
@@ -202,8 +262,14 @@ class FailingPass:
         return FailingTally([e for _, _, e in self._kept], self._seen, len(self._samples))
 
 
-def failing_lines(summary: dict[str, Any], results: Iterable[dict[str, Any]], *, color: bool = False,
-                  limit: int = FAILING_SHOWN, tally: FailingTally | None = None) -> list[str]:
+def failing_lines(
+    summary: dict[str, Any],
+    results: Iterable[dict[str, Any]],
+    *,
+    color: bool = False,
+    limit: int = FAILING_SHOWN,
+    tally: FailingTally | None = None,
+) -> list[str]:
     """The failing and errored samples, one line per grade, the first ``limit`` by sample id, then
     "and K more". Streams ``results`` once (unless ``tally`` already holds that pass)."""
     if tally is None:
@@ -215,15 +281,20 @@ def failing_lines(summary: dict[str, Any], results: Iterable[dict[str, Any]], *,
     if not shown:
         return []
     labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
-    rows = [(status, one_line(sample, 60), display_name(labels.get(grader), grader), _num(score))
-            for _, status, sample, grader, score, _ in shown]
+    rows = [
+        (status, one_line(sample, 60), display_name(labels.get(grader), grader), _num(score))
+        for _, status, sample, grader, score, _ in shown
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     n_samples, failures = tally.samples, tally.failures
-    lines = [f"Failing samples: {n_samples} of {summary.get('records', n_samples)} result lines "
-             f"({failures} failure{'s' if failures != 1 else ''}):"]
+    lines = [
+        f"Failing samples: {n_samples} of {summary.get('records', n_samples)} result lines "
+        f"({failures} failure{'s' if failures != 1 else ''}):"
+    ]
     for row, entry in zip(rows, shown, strict=True):
-        cells = [paint(row[0], color) + " " * (widths[0] - len(row[0]))] + \
-            [row[i].ljust(widths[i]) for i in (1, 2, 3)]
+        cells = [paint(row[0], color) + " " * (widths[0] - len(row[0]))] + [
+            row[i].ljust(widths[i]) for i in (1, 2, 3)
+        ]
         lines.append(("  " + "  ".join(cells) + "  " + one_line(entry[5], 160)).rstrip())
     if failures > len(shown):
         lines.append(f"  and {failures - len(shown)} more (results.jsonl, report.html)")
@@ -243,8 +314,13 @@ def verdict_line(summary: dict[str, Any], prefix: str = "Verdict: ", color: bool
     return f"{prefix}{paint(word(summary), color)}" + (f" ({reason})" if reason else "")
 
 
-def render(summary: dict[str, Any], results: Iterable[dict[str, Any]] = (), *, color: bool = False,
-           failing: FailingTally | None = None) -> str:
+def render(
+    summary: dict[str, Any],
+    results: Iterable[dict[str, Any]] = (),
+    *,
+    color: bool = False,
+    failing: FailingTally | None = None,
+) -> str:
     """Plain-text report of a summary and its result lines (what ``ci-evals run`` prints at the
     end); ``failing``: their failing samples, already gathered (the lines are then not read)."""
     from tabulate import tabulate
@@ -258,15 +334,29 @@ def render(summary: dict[str, Any], results: Iterable[dict[str, Any]] = (), *, c
     baseline = summary.get("baseline")
     if baseline is not None:
         headers.append("Δ mean")
-    lines.append(tabulate(metric_rows(summary["metrics"], baseline), headers=headers, tablefmt="simple",
-                          disable_numparse=True))
+    lines.append(
+        tabulate(
+            metric_rows(summary["metrics"], baseline),
+            headers=headers,
+            tablefmt="simple",
+            disable_numparse=True,
+        )
+    )
     if all_target_failed(summary):
-        lines.append(f"Every sample failed at the target ({summary['records']} of {summary['records']}): "
-                     "nothing was graded.")
+        lines.append(
+            f"Every sample failed at the target ({summary['records']} of {summary['records']}): "
+            "nothing was graded."
+        )
     for model, block in (summary.get("models") or {}).items():
         lines.append(f"\nModel {model}:")
-        lines.append(tabulate(metric_rows(block["metrics"]), headers=HEADERS, tablefmt="simple",
-                              disable_numparse=True))
+        lines.append(
+            tabulate(
+                metric_rows(block["metrics"]),
+                headers=HEADERS,
+                tablefmt="simple",
+                disable_numparse=True,
+            )
+        )
     lines.append(INTERVALS_NOTE)
     errors = error_lines(summary)
     if errors:
@@ -295,14 +385,21 @@ def render(summary: dict[str, Any], results: Iterable[dict[str, Any]] = (), *, c
     if not summary["gates"]:
         lines.append("No gate configured: the run passes when no sample errored.")
     for g in summary["gates"]:
-        mark = {"passed": "PASS", "failed": "FAIL", "errored": "FAIL", "inconclusive": "INCONCLUSIVE",
-                "undecided": "UNDECIDED (passes)",
-                "no_baseline": "NO BASELINE" + (" (passes)" if g.get("passed") else " (fails)")}[g["status"]]
+        mark = {
+            "passed": "PASS",
+            "failed": "FAIL",
+            "errored": "FAIL",
+            "inconclusive": "INCONCLUSIVE",
+            "undecided": "UNDECIDED (passes)",
+            "no_baseline": "NO BASELINE" + (" (passes)" if g.get("passed") else " (fails)"),
+        }[g["status"]]
         where = f" [{g['model']}]" if g.get("model") else ""
         note = stability_note(g)
         flag = " UNSTABLE:" if unstable(g) and g["status"] != "undecided" else ""
-        lines.append(f"Gate{where}: {gate_title(g)}: {g.get('reason')} ->{flag} {paint(mark, color)}"
-                     + (f" ({note})" if note else ""))
+        lines.append(
+            f"Gate{where}: {gate_title(g)}: {g.get('reason')} ->{flag} {paint(mark, color)}"
+            + (f" ({note})" if note else "")
+        )
         lines += sub_gate_lines(g)
     lines.append(verdict_line(summary, color=color))
     return "\n".join(lines)

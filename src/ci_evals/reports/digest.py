@@ -28,8 +28,11 @@ def row_failures(row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
     Errored grades are not failures on a score: they are reported once, grouped by message
     (``errors.groups``), not once per sample and grader."""
-    return [(name, g) for name, g in (row.get("grades") or {}).items()
-            if not g.get("passed") and not g.get("error")]
+    return [
+        (name, g)
+        for name, g in (row.get("grades") or {}).items()
+        if not g.get("passed") and not g.get("error")
+    ]
 
 
 class Digester:

@@ -37,7 +37,9 @@ MAX_PAGES = 200
 class GitHubError(Exception):
     """A request that failed for good; ``status`` is None for a connection failure."""
 
-    def __init__(self, message: str, status: int | None = None, *, rate_limited: bool = False) -> None:
+    def __init__(
+        self, message: str, status: int | None = None, *, rate_limited: bool = False
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.rate_limited = rate_limited
@@ -134,8 +136,13 @@ class CommentClient:
 
         if not url.startswith(self.api_url + "/"):
             raise GitHubError(f"refusing to send the token to {url.split('?')[0]!r}")
-        policy = Backoff(base=self.backoff, cap=BACKOFF_CAP, max_retries=self.retries, max_retry_after=MAX_WAIT,
-                         deadline=time.monotonic() + DEADLINE)
+        policy = Backoff(
+            base=self.backoff,
+            cap=BACKOFF_CAP,
+            max_retries=self.retries,
+            max_retry_after=MAX_WAIT,
+            deadline=time.monotonic() + DEADLINE,
+        )
         while True:
             try:
                 resp = self._client.request(method, url, **kwargs)
@@ -153,9 +160,14 @@ class CommentClient:
                     asked = SECONDARY_LIMIT_WAIT
                 wait = policy.next_wait(asked if limited or resp.status_code == 429 else None)
                 if wait is None:
-                    why = (f"rate limited by GitHub (it asks to wait {asked:.0f} s)" if limited
-                           else f"HTTP {resp.status_code} after {policy.retries + 1} tries")
-                    raise GitHubError(f"{method} {_path(url)}: {why}", resp.status_code, rate_limited=limited)
+                    why = (
+                        f"rate limited by GitHub (it asks to wait {asked:.0f} s)"
+                        if limited
+                        else f"HTTP {resp.status_code} after {policy.retries + 1} tries"
+                    )
+                    raise GitHubError(
+                        f"{method} {_path(url)}: {why}", resp.status_code, rate_limited=limited
+                    )
                 time.sleep(wait)
                 continue
             if resp.status_code >= 400:
@@ -237,7 +249,10 @@ def _rate_limited(resp: Any) -> bool:
     """GitHub's primary or secondary rate limit (403 or 429), told apart from a permissions 403."""
     if resp.status_code not in (403, 429):
         return False
-    if resp.headers.get("retry-after") is not None or resp.headers.get("x-ratelimit-remaining") == "0":
+    if (
+        resp.headers.get("retry-after") is not None
+        or resp.headers.get("x-ratelimit-remaining") == "0"
+    ):
         return True
     return "rate limit" in _message(resp).lower()
 
@@ -301,8 +316,10 @@ def upsert_pr_comment(
         if head_sha is not None:
             actual = client.pull_head(number)
             if actual != head_sha:
-                warn(f"pull request #{number} has head {str(actual)[:12]}, not this run's commit "
-                     f"{head_sha[:12]}: the PR comment was not posted")
+                warn(
+                    f"pull request #{number} has head {str(actual)[:12]}, not this run's commit "
+                    f"{head_sha[:12]}: the PR comment was not posted"
+                )
                 return None
         comment = client.upsert(number, marker, body)
     except GitHubError as exc:

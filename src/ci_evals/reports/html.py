@@ -46,17 +46,28 @@ def _histogram_svg(counts: list[int]) -> list[dict[str, Any]]:
     """Bars for the template's inline SVG: x, y, height, count and a title per bucket. The plot area
     is x 20..120 (scores 0..1) and y 4..40 (0..the largest count), axes labelled by the template."""
     top = max(counts) or 1
-    return [{"x": 20 + i * 10 + 1, "h": round(36 * c / top, 2), "y": round(40 - 36 * c / top, 2), "count": c,
-             "title": f"{i / BUCKETS:.1f}–{(i + 1) / BUCKETS:.1f}: {c} sample{'s' if c != 1 else ''}"}
-            for i, c in enumerate(counts)]
+    return [
+        {
+            "x": 20 + i * 10 + 1,
+            "h": round(36 * c / top, 2),
+            "y": round(40 - 36 * c / top, 2),
+            "count": c,
+            "title": f"{i / BUCKETS:.1f}–{(i + 1) / BUCKETS:.1f}: {c} sample{'s' if c != 1 else ''}",
+        }
+        for i, c in enumerate(counts)
+    ]
 
 
 def _asset(name: str) -> str:
-    return resources.files("ci_evals.reports").joinpath("templates", name).read_text(encoding="utf-8")
+    return (
+        resources.files("ci_evals.reports").joinpath("templates", name).read_text(encoding="utf-8")
+    )
 
 
 def _sha256(text: str) -> str:
-    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode(
+        "ascii"
+    )
 
 
 _OPTIONS = {"autoescape": True, "trim_blocks": True, "lstrip_blocks": True}
@@ -69,7 +80,9 @@ def template():
     run; loading 2 ms). :func:`warm` gets it ahead, while this process would wait anyway."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("ci_evals.reports", "templates"), **_OPTIONS)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("ci_evals.reports", "templates"), **_OPTIONS
+    )
 
     def given(value: Any) -> bool:
         return value is not None and not isinstance(value, jinja2.Undefined)
@@ -80,9 +93,18 @@ def template():
     env.tests["given"] = given
     env.tests["unstable"] = unstable
     env.filters["stability_note"] = stability_note
-    env.filters.update({name: lenient(fn) for name, fn in (
-        ("score", md.fmt_score), ("pct", md.fmt_pct), ("interval", md.fmt_interval),
-        ("delta", md.fmt_delta), ("cost", md.fmt_cost))})
+    env.filters.update(
+        {
+            name: lenient(fn)
+            for name, fn in (
+                ("score", md.fmt_score),
+                ("pct", md.fmt_pct),
+                ("interval", md.fmt_interval),
+                ("delta", md.fmt_delta),
+                ("cost", md.fmt_cost),
+            )
+        }
+    )
     env.bytecode_cache = _bytecode_cache(jinja2, sorted(env.filters), sorted(env.tests))
     return env.get_template("report.html.j2")
 
@@ -92,7 +114,10 @@ def cache_dir() -> Path | None:
     ``~/.cache/ci-evals/templates`` (the Action's image sets XDG_CACHE_HOME to a folder it fills
     when it is built); None without an absolute path for either (a relative one is ignored, as
     the XDG rules say: never a folder made in the current directory)."""
-    for root in (os.environ.get("XDG_CACHE_HOME") or "", os.path.join(os.path.expanduser("~"), ".cache")):
+    for root in (
+        os.environ.get("XDG_CACHE_HOME") or "",
+        os.path.join(os.path.expanduser("~"), ".cache"),
+    ):
         if os.path.isabs(root):
             return Path(root) / "ci-evals" / "templates"
     return None
@@ -137,34 +162,57 @@ def warm() -> None:
     template()
 
 
-def render_report(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
-                  max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES, trust: Trust = Trust.OWN,
-                  scan: Scan | None = None) -> str:
+def render_report(
+    summary: dict[str, Any],
+    results: Path,
+    baseline: Path | None = None,
+    *,
+    max_rows: int = MAX_ROWS,
+    max_bytes: int = MAX_DATA_BYTES,
+    trust: Trust = Trust.OWN,
+    scan: Scan | None = None,
+) -> str:
     """The whole report.html as text; ``scan``: the first pass over the results, already fed
     (:func:`report_scan`), whose results, baseline and limits then apply."""
     from markupsafe import Markup
 
     if scan is not None:
         max_rows, max_bytes = scan.max_rows, scan.max_bytes
-    data, details, facts = build_data(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes,
-                                      trust=trust, scan=scan)
+    data, details, facts = build_data(
+        summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes, trust=trust, scan=scan
+    )
     script, style = _asset("report.js"), _asset("report.css")
     groups = (summary.get("errors") or {}).get("groups")
     models = list(summary.get("models") or {}) or facts["models"]
     return template().render(
-        s=summary, verdict=_verdict(summary), verdict_words=VERDICT_WORDS, ops=OPS, script=Markup(script), style=Markup(style),
-        script_hash=_sha256(script), style_hash=_sha256(style), data=Markup(data), details=Markup(details),
+        s=summary,
+        verdict=_verdict(summary),
+        verdict_words=VERDICT_WORDS,
+        ops=OPS,
+        script=Markup(script),
+        style=Markup(style),
+        script_hash=_sha256(script),
+        style_hash=_sha256(style),
+        data=Markup(data),
+        details=Markup(details),
         hist={k: _histogram_svg(v) for k, v in facts["hist"].items()},
-        judges=[(name, g) for name, g in ((summary.get("config") or {}).get("graders") or {}).items()
-                if isinstance(g, dict) and isinstance(g.get("model"), str)],
-        groups=groups if isinstance(groups, list) else facts["groups"], models=models,
+        judges=[
+            (name, g)
+            for name, g in ((summary.get("config") or {}).get("graders") or {}).items()
+            if isinstance(g, dict) and isinstance(g.get("model"), str)
+        ],
+        groups=groups if isinstance(groups, list) else facts["groups"],
+        models=models,
         base_metrics=(summary.get("baseline") or {}).get("metrics") or {},
-        scan=facts, max_rows=max_rows, max_mb=f"{max_bytes / 1e6:g}",
+        scan=facts,
+        max_rows=max_rows,
+        max_mb=f"{max_bytes / 1e6:g}",
     )
 
 
-def report_scan(out: Path, summary: dict[str, Any], baseline: Path | None = None,
-                trust: Trust = Trust.OWN) -> Scan:
+def report_scan(
+    out: Path, summary: dict[str, Any], baseline: Path | None = None, trust: Trust = Trust.OWN
+) -> Scan:
     """report.html's first pass over ``out/results.jsonl``, to be fed line by line (or with
     :meth:`~ci_evals.reports.report_data.Scan.feed`) and handed to :func:`write_report`.
 
@@ -175,11 +223,23 @@ def report_scan(out: Path, summary: dict[str, Any], baseline: Path | None = None
     """
     if baseline is None:
         baseline = baseline_reference(summary, out, None if trust is Trust.OWN else Path.cwd())[0]
-    return Scan(summary, out / "results.jsonl", baseline, max_rows=MAX_ROWS, max_bytes=MAX_DATA_BYTES, trust=trust)
+    return Scan(
+        summary,
+        out / "results.jsonl",
+        baseline,
+        max_rows=MAX_ROWS,
+        max_bytes=MAX_DATA_BYTES,
+        trust=trust,
+    )
 
 
-def write_report(out: Path, summary: dict[str, Any], baseline: Path | None = None,
-                 trust: Trust = Trust.OWN, scan: Scan | None = None) -> Path:
+def write_report(
+    out: Path,
+    summary: dict[str, Any],
+    baseline: Path | None = None,
+    trust: Trust = Trust.OWN,
+    scan: Scan | None = None,
+) -> Path:
     """Write ``out/report.html`` (atomically, never through a symlink) and return its path.
 
     ``baseline`` and ``trust`` as for :func:`report_scan`; ``scan``: that pass, already fed.

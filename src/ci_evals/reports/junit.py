@@ -52,7 +52,9 @@ def _metric_properties(
         "kind": str(metric.get("kind")),
         "rule": str(metric.get("rule") or metric.get("pass_rule")),
         "mean": "none" if metric.get("mean") is None else f"{float(metric['mean']):.6f}",
-        "pass_rate": "none" if metric.get("pass_rate") is None else f"{float(metric['pass_rate']):.6f}",
+        "pass_rate": "none"
+        if metric.get("pass_rate") is None
+        else f"{float(metric['pass_rate']):.6f}",
         "graded": str(metric.get("graded")),
         "errors": str(metric.get("errors")),
     }
@@ -76,7 +78,7 @@ def _timestamp(iso: str | None) -> str | None:
 _ILLEGAL = "\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff"
 _ILLEGAL_XML = re.compile(f"[{_ILLEGAL}]")
 _TEXT_SPECIAL = re.compile(f"[&<>{_ILLEGAL}]")
-_ATTR_SPECIAL = re.compile(f"[&<>\"\n\r\t{_ILLEGAL}]")
+_ATTR_SPECIAL = re.compile(f'[&<>"\n\r\t{_ILLEGAL}]')
 
 
 def _clean(text: str) -> str:
@@ -88,16 +90,20 @@ def _error_xml(row_error: Any, grade: dict[str, Any], limit: int) -> tuple[str, 
     """The <error> element of a testcase whose sample or grade errored (or has no grade)."""
     category = (row_error or {}).get("category") or grade.get("error_category") or "grading"
     message = (row_error or {}).get("message") or grade.get("error") or "no grade recorded"
-    return (f'<error message={_attr(fit(f"{category} error: {message}", min(1000, max(limit, 200))))} '
-            f'type={_attr(category)}>{_text(fit(str(message), limit))}</error>'), "error"
+    return (
+        f"<error message={_attr(fit(f'{category} error: {message}', min(1000, max(limit, 200))))} "
+        f"type={_attr(category)}>{_text(fit(str(message), limit))}</error>"
+    ), "error"
 
 
 def _failure_xml(grade: dict[str, Any], rule: str, limit: int) -> str:
     """The <failure> element of a graded testcase below its pass rule."""
     score = float(grade.get("score") or 0.0)
     rationale = fit(str(grade.get("rationale") or ""), limit)
-    return (f'<failure message={_attr(f"score {score:.3f} does not meet {rule}")} type="below_threshold"'
-            + (f">{_text(rationale)}</failure>" if rationale else "/>"))
+    return (
+        f'<failure message={_attr(f"score {score:.3f} does not meet {rule}")} type="below_threshold"'
+        + (f">{_text(rationale)}</failure>" if rationale else "/>")
+    )
 
 
 def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]:
@@ -105,18 +111,33 @@ def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]
     for gate in summary.get("gates") or []:
         desc = gate_description(gate)
         model = f" [{gate['model']}]" if gate.get("model") else ""
-        attrs = {"name": desc + model, "classname": f"{summary.get('suite')}.gates", "time": "0.000000"}
+        attrs = {
+            "name": desc + model,
+            "classname": f"{summary.get('suite')}.gates",
+            "time": "0.000000",
+        }
         status = gate.get("status") or ("passed" if gate.get("passed") else "failed")
         result = None
         if not gate.get("passed"):
             result = ("failure", {"message": f"{status}: {gate.get('reason')}", "type": status}, "")
         elif status == "no_baseline":
-            result = ("skipped", {"message": str(gate.get("reason") or "no baseline to compare with")}, "")
+            result = (
+                "skipped",
+                {"message": str(gate.get("reason") or "no baseline to compare with")},
+                "",
+            )
         cases.append((attrs, result, ""))
     verdict = str(summary.get("verdict"))
     attrs = {"name": "verdict", "classname": f"{summary.get('suite')}.gates", "time": "0.000000"}
-    result = None if verdict == "passed" else \
-        ("failure", {"message": f"{verdict}: {summary.get('verdict_reason')}", "type": verdict}, "")
+    result = (
+        None
+        if verdict == "passed"
+        else (
+            "failure",
+            {"message": f"{verdict}: {summary.get('verdict_reason')}", "type": verdict},
+            "",
+        )
+    )
     cases.append((attrs, result, ""))
     return cases
 
@@ -139,7 +160,9 @@ def _attrs(attrs: dict[str, Any]) -> str:
 class _SuiteWriter:
     """One <testsuite>: its testcases are streamed to a spool file while the counts add up."""
 
-    def __init__(self, name: str, properties: dict[str, str], timestamp: str | None, wall: float) -> None:
+    def __init__(
+        self, name: str, properties: dict[str, str], timestamp: str | None, wall: float
+    ) -> None:
         import tempfile
 
         self.name, self.properties, self.timestamp = name, properties, timestamp
@@ -166,15 +189,25 @@ class _SuiteWriter:
         tag = None
         if result is not None:
             tag, rattrs, text = result
-            parts.append(f"<{tag} {_attrs(rattrs)}>{_text(text)}</{tag}>" if text else f"<{tag} {_attrs(rattrs)}/>")
+            parts.append(
+                f"<{tag} {_attrs(rattrs)}>{_text(text)}</{tag}>"
+                if text
+                else f"<{tag} {_attrs(rattrs)}/>"
+            )
         if stdout:
             parts.append(f"<system-out>{_text(stdout)}</system-out>")
         parts.append("</testcase>\n")
         self.add_xml("".join(parts), tag)
 
     def write_to(self, out) -> None:
-        attrs = {"name": self.name, "tests": self.tests, "failures": self.failures, "errors": self.errors,
-                 "skipped": self.skipped, "time": f"{self.time:.6f}"}
+        attrs = {
+            "name": self.name,
+            "tests": self.tests,
+            "failures": self.failures,
+            "errors": self.errors,
+            "skipped": self.skipped,
+            "time": f"{self.time:.6f}",
+        }
         if self.timestamp:
             attrs["timestamp"] = self.timestamp
         out.write(f"  <testsuite {_attrs(attrs)}>\n")
@@ -209,18 +242,27 @@ class JunitWriter:
         self.wall = float(summary.get("duration_s") or 0.0)
         self.num_runs = int(summary.get("num_runs") or 1)
         self.writers: dict[str, _SuiteWriter] = {
-            name: _SuiteWriter(f"{self.suite}.{name}", _metric_properties(summary, name, m), self.stamp, self.wall)
+            name: _SuiteWriter(
+                f"{self.suite}.{name}", _metric_properties(summary, name, m), self.stamp, self.wall
+            )
             for name, m in self.metrics.items()
         }
-        self.limit = field_limit(sum(int(m.get("n") or 0) for m in self.metrics.values() if isinstance(m, dict)))
+        self.limit = field_limit(
+            sum(int(m.get("n") or 0) for m in self.metrics.values() if isinstance(m, dict))
+        )
         self.written = 0
-        self._per_metric: dict[str, tuple[_SuiteWriter, str, str]] = {}  # name -> (writer, classname attr, rule)
-        self._failures: dict[tuple, str] = {}  # (rule, score, rationale, limit) -> <failure> element
+        self._per_metric: dict[
+            str, tuple[_SuiteWriter, str, str]
+        ] = {}  # name -> (writer, classname attr, rule)
+        self._failures: dict[
+            tuple, str
+        ] = {}  # (rule, score, rationale, limit) -> <failure> element
 
     def _metric(self, name: str) -> tuple[_SuiteWriter, str, str]:
         if name not in self.writers:
-            self.writers[name] = _SuiteWriter(f"{self.suite}.{name}", _common_properties(self.summary), self.stamp,
-                                              self.wall)
+            self.writers[name] = _SuiteWriter(
+                f"{self.suite}.{name}", _common_properties(self.summary), self.stamp, self.wall
+            )
         metric = self.metrics.get(name) or {}
         rule = metric.get("rule") or metric.get("pass_rule") or "pass threshold"
         parts = self._per_metric[name] = (self.writers[name], _attr(f"{self.suite}.{name}"), rule)
@@ -232,7 +274,7 @@ class JunitWriter:
             self.limit = 0  # the budget is spent: the remaining testcases keep their verdicts only
         limit = self.limit
         input_xml = _text(f"input: {fit(input_text(row.get('input')), limit)}")
-        head = f'    <testcase name={_attr(sample_label(row, self.num_runs))} classname='
+        head = f"    <testcase name={_attr(sample_label(row, self.num_runs))} classname="
         time = f"{float(row.get('duration_s') or 0.0):.6f}"
         grades = row.get("grades") or {}
         row_error = row.get("error")
@@ -263,8 +305,11 @@ class JunitWriter:
             else:  # the same failure (score, rationale) recurs across samples: built once
                 tag = "failure"
                 score, why = grade.get("score"), grade.get("rationale")
-                if score.__class__ is not float or not (why is None or why.__class__ is str) or \
-                        (not score and math.copysign(1.0, score) < 0):  # -0.0 == 0.0, but prints "-0.000"
+                if (
+                    score.__class__ is not float
+                    or not (why is None or why.__class__ is str)
+                    or (not score and math.copysign(1.0, score) < 0)
+                ):  # -0.0 == 0.0, but prints "-0.000"
                     result = _failure_xml(grade, rule, limit)
                 else:
                     key = (rule, score, why, limit)
@@ -281,16 +326,23 @@ class JunitWriter:
     def write(self, path: Path) -> None:
         """The whole document, with the gates testsuite last, written atomically to ``path``."""
         summary, wall = self.summary, self.wall
-        gates = _SuiteWriter(f"{self.suite}.gates", {
-            **_common_properties(summary),
-            "gate.passed": str(bool((summary.get("gate") or {}).get("passed"))).lower(),
-        }, self.stamp, wall)
+        gates = _SuiteWriter(
+            f"{self.suite}.gates",
+            {
+                **_common_properties(summary),
+                "gate.passed": str(bool((summary.get("gate") or {}).get("passed"))).lower(),
+            },
+            self.stamp,
+            wall,
+        )
         for case in _gate_cases(summary):
             gates.add(*case)
         all_suites = [*self.writers.values(), gates]
         with open_atomic(Path(path)) as out:
             out.write('<?xml version="1.0" encoding="utf-8"?>\n')
-            totals = {k: sum(getattr(w, k) for w in all_suites) for k in ("tests", "failures", "errors")}
+            totals = {
+                k: sum(getattr(w, k) for w in all_suites) for k in ("tests", "failures", "errors")
+            }
             totals["time"] = f"{wall:.6f}"
             out.write(f"<testsuites {_attrs({**totals, 'name': self.suite})}>\n")
             for w in all_suites:

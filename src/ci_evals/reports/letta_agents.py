@@ -19,8 +19,10 @@ def delete_command(base_url: str, ids: list[str]) -> str:
     """One shell line that deletes these agents (the API key, if any, from $LETTA_API_KEY)."""
     quoted = " ".join(shlex.quote(i) for i in ids)
     url = shlex.quote(base_url.rstrip("/") + "/v1/agents/")
-    return (f'for id in {quoted}; do curl -fsS -X DELETE -H "Authorization: Bearer $LETTA_API_KEY" '
-            f'{url}"$id"; done')
+    return (
+        f'for id in {quoted}; do curl -fsS -X DELETE -H "Authorization: Bearer $LETTA_API_KEY" '
+        f'{url}"$id"; done'
+    )
 
 
 def _parts(summary: dict[str, Any]) -> tuple[list[dict], list[dict], str]:
@@ -30,7 +32,11 @@ def _parts(summary: dict[str, Any]) -> tuple[list[dict], list[dict], str]:
 
 
 def _more(n: int) -> list[str]:
-    return [f"  … and {n - MAX_LISTED} more (all in summary.json, key letta)"] if n > MAX_LISTED else []
+    return (
+        [f"  … and {n - MAX_LISTED} more (all in summary.json, key letta)"]
+        if n > MAX_LISTED
+        else []
+    )
 
 
 def console_lines(summary: dict[str, Any]) -> list[str]:
@@ -38,8 +44,13 @@ def console_lines(summary: dict[str, Any]) -> list[str]:
     left, kept, base = _parts(summary)
     lines = []
     if left:
-        lines.append(f"Letta: {len(left)} agent(s) the run created could not be deleted; still on {base}:")
-        lines += [f"  {a.get('id')} ({a.get('name') or 'unnamed'}): {a.get('error')}" for a in left[:MAX_LISTED]]
+        lines.append(
+            f"Letta: {len(left)} agent(s) the run created could not be deleted; still on {base}:"
+        )
+        lines += [
+            f"  {a.get('id')} ({a.get('name') or 'unnamed'}): {a.get('error')}"
+            for a in left[:MAX_LISTED]
+        ]
         lines += _more(len(left))
         lines.append("  delete them: " + delete_command(base, [str(a.get("id")) for a in left]))
     if kept:
@@ -54,15 +65,29 @@ def comment_lines(summary: dict[str, Any]) -> list[str]:
     left, kept, base = _parts(summary)
     lines: list[str] = []
     if left:
-        lines += [f"⚠️ **{len(left)} Letta agent(s) could not be deleted** and are still on "
-                  f"{escape_md(base)}:", ""]
-        lines += [f"- {escape_md(a.get('id'))} ({escape_md(a.get('name') or 'unnamed')}): "
-                  f"{escape_md(a.get('error'), 200)}" for a in left[:MAX_LISTED]]
+        lines += [
+            f"⚠️ **{len(left)} Letta agent(s) could not be deleted** and are still on "
+            f"{escape_md(base)}:",
+            "",
+        ]
+        lines += [
+            f"- {escape_md(a.get('id'))} ({escape_md(a.get('name') or 'unnamed')}): "
+            f"{escape_md(a.get('error'), 200)}"
+            for a in left[:MAX_LISTED]
+        ]
         lines += _more(len(left))
-        lines += ["", "Delete them with:", "", fenced(delete_command(base, [str(a.get("id")) for a in left]),
-                                                     lang="sh"), ""]
+        lines += [
+            "",
+            "Delete them with:",
+            "",
+            fenced(delete_command(base, [str(a.get("id")) for a in left]), lang="sh"),
+            "",
+        ]
     if kept:
-        lines += [f"{len(kept)} Letta agent(s) kept (`cleanup: false`): "
-                  + ", ".join(escape_md(a.get("id")) for a in kept[:MAX_LISTED])
-                  + (f" and {len(kept) - MAX_LISTED} more" if len(kept) > MAX_LISTED else ""), ""]
+        lines += [
+            f"{len(kept)} Letta agent(s) kept (`cleanup: false`): "
+            + ", ".join(escape_md(a.get("id")) for a in kept[:MAX_LISTED])
+            + (f" and {len(kept) - MAX_LISTED} more" if len(kept) > MAX_LISTED else ""),
+            "",
+        ]
     return lines

@@ -35,7 +35,13 @@ from ci_evals.reports.text import (
 # ---------------------------------------------------------------- sections shared with the comment
 
 
-VERDICT_ICONS = {"passed": "✅", "failed": "❌", "errored": "❌", "interrupted": "⚠️", "partial": "⚠️"}
+VERDICT_ICONS = {
+    "passed": "✅",
+    "failed": "❌",
+    "errored": "❌",
+    "interrupted": "⚠️",
+    "partial": "⚠️",
+}
 
 
 def verdict(summary: dict[str, Any]) -> tuple[str, str]:
@@ -55,7 +61,13 @@ def gate_status(gate: dict[str, Any]) -> str:
     status = gate.get("status") or ("passed" if gate.get("passed") else "failed")
     if status == "no_baseline":
         return f"➖ no baseline ({'passes' if gate.get('passed') else 'fails'})"
-    icon = {"passed": "✅", "failed": "❌", "errored": "❌", "inconclusive": "⚠️", "undecided": "⚠️"}.get(status, "❔")
+    icon = {
+        "passed": "✅",
+        "failed": "❌",
+        "errored": "❌",
+        "inconclusive": "⚠️",
+        "undecided": "⚠️",
+    }.get(status, "❔")
     note = stability_note(gate)
     flag = "⚠️ unstable: " if unstable(gate) and status != "undecided" else ""
     return f"{flag}{icon} {status}" + (f" ({note})" if note else "")
@@ -70,6 +82,7 @@ def gate_description(gate: dict[str, Any]) -> str:
 def gate_compared(gate: dict[str, Any], fmt=fmt_score) -> str:
     """What a gate compared, in words: ``actual 0.750``, ``3 regressions, max 1``,
     ``drop 0.200 from 0.800, max 0.1``, ``no baseline`` (parts joined by ``; ``)."""
+
     def show(key: str) -> str:
         return "none" if gate.get(key) is None else fmt(gate[key])
 
@@ -79,13 +92,17 @@ def gate_compared(gate: dict[str, Any], fmt=fmt_score) -> str:
     actual = f"actual {show('actual')}"
     parts = [actual] if gate.get("op") is not None else []
     drop = gate.get("drop")
-    if isinstance(drop, int | float) and not isinstance(drop, bool) and drop < 0:  # the metric went up
+    if (
+        isinstance(drop, int | float) and not isinstance(drop, bool) and drop < 0
+    ):  # the metric went up
         parts.append(f"rise {fmt(-drop)} from {show('baseline_value')}{limit('max_drop')}")
     elif drop is not None:
         parts.append(f"drop {show('drop')} from {show('baseline_value')}{limit('max_drop')}")
     if gate.get("regressions") is not None:
         count = gate["regressions"]
-        parts.append(f"{fmt_int(count)} regression{'' if count == 1 else 's'}{limit('max_regressions')}")
+        parts.append(
+            f"{fmt_int(count)} regression{'' if count == 1 else 's'}{limit('max_regressions')}"
+        )
     if gate.get("status") == "no_baseline":
         parts.append("no baseline")
     return "; ".join(parts) or actual
@@ -102,7 +119,11 @@ def gate_table(summary: dict[str, Any]) -> list[str]:
     if not gates:
         return []
     with_model = any(g.get("model") for g in gates)
-    head = "| Gate |" + (" Model |" if with_model else "") + " Actual | 95% interval | Graded | Errors | Status | Why |"
+    head = (
+        "| Gate |"
+        + (" Model |" if with_model else "")
+        + " Actual | 95% interval | Graded | Errors | Status | Why |"
+    )
     lines = [head, "|---|" + ("---|" if with_model else "") + "---:|---:|---:|---:|---|---|"]
 
     def rows(g: dict[str, Any], indent: str) -> None:
@@ -113,7 +134,9 @@ def gate_table(summary: dict[str, Any]) -> list[str]:
             f"{fmt_interval(g.get('interval'))} | {fmt_int(g.get('graded'))}/{fmt_int(g.get('n'))} | "
             f"{fmt_int(g.get('errors'))} | {gate_status(g)} | {escape_md(g.get('reason') or '', 300)} |"
         )
-        for c in g.get("children") or []:  # sub-gates of a letta-evals weighted_average / logical gate
+        for c in (
+            g.get("children") or []
+        ):  # sub-gates of a letta-evals weighted_average / logical gate
             rows(c, indent + "↳ ")
 
     for g in gates:
@@ -147,11 +170,16 @@ def metric_table(
     for name, m in metrics.items():
         label = escape_md(display_name(m.get("label"), name))
         passed = f"{fmt_int(m.get('passed'))}/{fmt_int(m.get('n'))}"
-        graded, errors = f"{fmt_int(m.get('graded'))}/{fmt_int(m.get('n'))}", fmt_int(m.get("errors"))
+        graded, errors = (
+            f"{fmt_int(m.get('graded'))}/{fmt_int(m.get('n'))}",
+            fmt_int(m.get("errors")),
+        )
         rule = code(m.get("rule") or m.get("pass_rule") or "")
         if compact:
-            row = (f"| {label} | {with_interval(m.get('mean'), m.get('ci_mean'))} | "
-                   f"{fmt_pct(m.get('pass_rate'))} ({passed}) | {graded} | {errors} | {rule} |")
+            row = (
+                f"| {label} | {with_interval(m.get('mean'), m.get('ci_mean'))} | "
+                f"{fmt_pct(m.get('pass_rate'))} ({passed}) | {graded} | {errors} | {rule} |"
+            )
             if base:
                 row += f" {fmt_delta((base.get(name) or {}).get('delta_mean'))} |"
         else:
@@ -165,9 +193,11 @@ def metric_table(
     return lines
 
 
-INTERVALS_NOTE = ("<sub>Means are over graded samples; pass rates over all samples, errored ones "
-                  "counting as failed. 95% intervals: the mean's by bootstrap (normal approximation "
-                  "above 200 samples), the pass rate's by Wilson score.</sub>")
+INTERVALS_NOTE = (
+    "<sub>Means are over graded samples; pass rates over all samples, errored ones "
+    "counting as failed. 95% intervals: the mean's by bootstrap (normal approximation "
+    "above 200 samples), the pass rate's by Wilson score.</sub>"
+)
 ERROR_GROUPS_SHOWN = 10
 
 
@@ -179,11 +209,19 @@ def error_table(summary: dict[str, Any], limit: int = ERROR_GROUPS_SHOWN) -> lis
     labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
     lines = ["| Error | Grader | Count | Message |", "|---|---|---:|---|"]
     for grp in groups[:limit]:
-        grader = escape_md(display_name(labels.get(grp["grader"]), grp["grader"])) if grp.get("grader") else "–"
-        lines.append(f"| {escape_md(grp.get('category'))} | {grader} | {fmt_int(grp.get('count'))} | "
-                     f"{escape_md(grp.get('message'), 300)} |")
+        grader = (
+            escape_md(display_name(labels.get(grp["grader"]), grp["grader"]))
+            if grp.get("grader")
+            else "–"
+        )
+        lines.append(
+            f"| {escape_md(grp.get('category'))} | {grader} | {fmt_int(grp.get('count'))} | "
+            f"{escape_md(grp.get('message'), 300)} |"
+        )
     if len(groups) > limit:
-        lines.append(f"| … | | | and {len(groups) - limit:,} more distinct messages in summary.json |")
+        lines.append(
+            f"| … | | | and {len(groups) - limit:,} more distinct messages in summary.json |"
+        )
     return lines
 
 
@@ -194,7 +232,9 @@ def errors_line(summary: dict[str, Any]) -> str:
     if not total:
         return ""
     cats = ", ".join(f"{k} {v}" for k, v in (errs.get("by_category") or {}).items() if v)
-    return f"{total:,} errored sample{'s' if total != 1 else ''} (no score, counted as failed): {cats}"
+    return (
+        f"{total:,} errored sample{'s' if total != 1 else ''} (no score, counted as failed): {cats}"
+    )
 
 
 def flaky_line(summary: dict[str, Any], limit: int = 20) -> str:
@@ -240,8 +280,10 @@ def usage_table(summary: dict[str, Any]) -> list[str]:
     lines = ["| | Prompt tokens | Completion tokens |", "|---|---:|---:|"]
     rows = [("target", usage.get("target"))]
     labels = summary.get("metrics") or {}
-    rows += [(f"grader {escape_md(display_name((labels.get(n) or {}).get('label'), n))}", u)
-             for n, u in (usage.get("graders") or {}).items()]
+    rows += [
+        (f"grader {escape_md(display_name((labels.get(n) or {}).get('label'), n))}", u)
+        for n, u in (usage.get("graders") or {}).items()
+    ]
     rows.append(("**total**", usage.get("total")))
     for label, u in rows:
         u = u or {}
@@ -266,7 +308,9 @@ def _baseline_item(item: Any, labels: dict[str, Any]) -> str:
     if item.get("model"):
         label += f" · {item['model']}"
     metric = item.get("metric")
-    return label + (f": {display_name((labels.get(metric) or {}).get('label'), metric)}" if metric else "")
+    return label + (
+        f": {display_name((labels.get(metric) or {}).get('label'), metric)}" if metric else ""
+    )
 
 
 def baseline_section(
@@ -315,7 +359,9 @@ def report_line() -> str:
     import os
 
     name = os.environ.get("CI_EVALS_ARTIFACT", "").strip()
-    return "Full report: report.html in the results artifact" + (f" **{escape_md(name, 100)}**" if name else "")
+    return "Full report: report.html in the results artifact" + (
+        f" **{escape_md(name, 100)}**" if name else ""
+    )
 
 
 # ---------------------------------------------------------------- summary.md
@@ -324,8 +370,10 @@ def report_line() -> str:
 def worst_heading(shown: list[dict[str, Any]], d: Digest) -> str:
     """``(2 of 5 failing samples, 3 failing grades)``: what the section shows, counted."""
     grades = sum(len(row_failures(r)) for r in shown)
-    return (f"({len(shown)} of {d.failing_rows:,} failing sample{'s' if d.failing_rows != 1 else ''}, "
-            f"{grades} failing grade{'s' if grades != 1 else ''})")
+    return (
+        f"({len(shown)} of {d.failing_rows:,} failing sample{'s' if d.failing_rows != 1 else ''}, "
+        f"{grades} failing grade{'s' if grades != 1 else ''})"
+    )
 
 
 def _worst_table(rows: list[dict[str, Any]], num_runs: int, labels: dict[str, Any]) -> list[str]:
@@ -347,8 +395,12 @@ def render_summary_md(
 
     ``results``: the result lines, or their :class:`~ci_evals.reports.digest.Digest` already gathered."""
     icon, words = verdict(summary)
-    lines = [f"## {icon} ci-evals · {escape_md(summary.get('suite') or 'suite')}: {words}", "",
-             verdict_line(summary), ""]
+    lines = [
+        f"## {icon} ci-evals · {escape_md(summary.get('suite') or 'suite')}: {words}",
+        "",
+        verdict_line(summary),
+        "",
+    ]
     if summary.get("description"):
         lines += [escape_md(summary["description"], 500), ""]
     target = escape_md((summary.get("target") or {}).get("kind") or "?")

@@ -26,10 +26,18 @@ TEXT_CAP = 8_000
 MIN_TEXT_CAP = 200
 BASELINE_RATIONALE_CAP = 1_000
 BUCKETS = 10
-_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_JSON_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode  # json.dumps(**kw) builds one per call
+_ENCODE = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), default=str
+).encode  # json.dumps(**kw) builds one per call
 
 
 def script_json(data: Any) -> str:
@@ -112,9 +120,14 @@ class _Baseline:
             return
         for rec in records(folder / "results.jsonl", Trust.OTHER, what="baseline results.jsonl"):
             self.grades[row_key(rec)] = {
-                name: _compact({"score": g.get("score"), "passed": bool(g.get("passed")),
-                                "error": _cap(g.get("error"), BASELINE_RATIONALE_CAP),
-                                "rationale": _cap(g.get("rationale"), BASELINE_RATIONALE_CAP)})
+                name: _compact(
+                    {
+                        "score": g.get("score"),
+                        "passed": bool(g.get("passed")),
+                        "error": _cap(g.get("error"), BASELINE_RATIONALE_CAP),
+                        "rationale": _cap(g.get("rationale"), BASELINE_RATIONALE_CAP),
+                    }
+                )
                 for name, g in (rec.get("grades") or {}).items()
             }
 
@@ -132,7 +145,11 @@ class _Baseline:
         if not self.grades:
             return []
         old = self.of(key) or {}
-        return [n for n, g in grades.items() if n in old and old[n].get("passed") and not g.get("passed")]
+        return [
+            n
+            for n, g in grades.items()
+            if n in old and old[n].get("passed") and not g.get("passed")
+        ]
 
 
 def _regression_index(summary: dict[str, Any]) -> dict[tuple, set[str]]:
@@ -140,16 +157,22 @@ def _regression_index(summary: dict[str, Any]) -> dict[tuple, set[str]]:
     index: dict[tuple, set[str]] = {}
     for i in (summary.get("baseline") or {}).get("regressions") or []:
         if isinstance(i, dict):
-            index.setdefault((i.get("model"), str(i.get("sample_id"))), set()).add(str(i.get("metric")))
+            index.setdefault((i.get("model"), str(i.get("sample_id"))), set()).add(
+                str(i.get("metric"))
+            )
     return index
 
 
-def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[str]]) -> tuple[dict, dict]:
+def _row(
+    rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[str]]
+) -> tuple[dict, dict]:
     """One result line as the page reads it: (what the table needs, the texts for the detail and
     search, which the page parses only on first use). Every text is capped; empty entries are left out."""
     key = row_key(rec)
     grades_in = rec.get("grades") or {}
-    subs = submissions_of(rec)  # a submission several graders saw is stored once (submission_same_as)
+    subs = submissions_of(
+        rec
+    )  # a submission several graders saw is stored once (submission_same_as)
     # A text said twice is stored once: {"ref": grader} for a shared submission or the final reply,
     # {"input": i} for a user message that repeats the sample's input.
     first: dict[str, str] = {}
@@ -159,10 +182,15 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
             first.setdefault(text, name)
     target = rec.get("target")
     target_hits = _hits(rec)
-    costs = [(target or {}).get("cost_usd")]  # summed in this order: the target's, then each grader's
+    costs = [
+        (target or {}).get("cost_usd")
+    ]  # summed in this order: the target's, then each grader's
     hits = target_hits
     flags, texts = {}, {}
-    for name, g in grades_in.items():  # _compact's rule written out for the flags: every grade shown
+    for (
+        name,
+        g,
+    ) in grades_in.items():  # _compact's rule written out for the flags: every grade shown
         meta = g.get("metadata")
         flag = {}
         score = g.get("score")
@@ -197,37 +225,75 @@ def _row(rec: dict[str, Any], cut: _Cut, base: _Baseline, regs: dict[tuple, set[
         if entry:
             texts[name] = entry
     costs = [c for c in costs if isinstance(c, int | float)]
-    regressed = (regs.get(key[:2], set()) | set(base.regressed(key, grades_in))) if regs or base.grades else ()
+    regressed = (
+        (regs.get(key[:2], set()) | set(base.regressed(key, grades_in)))
+        if regs or base.grades
+        else ()
+    )
     old = base.of(key)
     inp = rec.get("input")
-    inputs = {t: i for i, t in enumerate(inp if isinstance(inp, list) else [inp]) if isinstance(t, str) and t}
+    inputs = {
+        t: i
+        for i, t in enumerate(inp if isinstance(inp, list) else [inp])
+        if isinstance(t, str) and t
+    }
     traj = rec.get("trajectory") or {}
     err = rec.get("error")
     usage = rec.get("usage") or {}
-    table = _compact({
-        "id": key[1], "model": key[0], "run": key[2], "tags": [str(t) for t in rec.get("tags") or []],
-        "grades": flags, "regressed": sorted(regressed),
-        "baseline": {n: _compact({"score": b.get("score"), "passed": b.get("passed"), "error": bool(b.get("error"))})
-                     for n, b in old.items()} if old else None,
-        "error": ({"category": err.get("category")} if isinstance(err, dict) else True) if err else None,
-        "tokens": int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0),
-        "cached": hits or None,
-        "target_cached": target_hits or None,
-        "cost": sum(costs) if costs else None, "duration": rec.get("duration_s"),
-    })
-    detail = _compact({
-        "input": [cut(t) for t in inp] if isinstance(inp, list) else cut(inp),
-        "ground_truth": cut(rec.get("ground_truth")),
-        "error": {"category": err.get("category"), "message": cut(err.get("message"))}
-        if isinstance(err, dict) else cut(err),
-        "grades": texts, "baseline": old, "usage": _compact(usage), "target": cut(target),
-        "turns": [[_message(m, cut, first, inputs) for m in turn] for turn in traj.get("turns") or []],
-        "memory": {str(k): cut(v) for k, v in (traj.get("memory_blocks") or {}).items()},
-    })
+    table = _compact(
+        {
+            "id": key[1],
+            "model": key[0],
+            "run": key[2],
+            "tags": [str(t) for t in rec.get("tags") or []],
+            "grades": flags,
+            "regressed": sorted(regressed),
+            "baseline": {
+                n: _compact(
+                    {
+                        "score": b.get("score"),
+                        "passed": b.get("passed"),
+                        "error": bool(b.get("error")),
+                    }
+                )
+                for n, b in old.items()
+            }
+            if old
+            else None,
+            "error": ({"category": err.get("category")} if isinstance(err, dict) else True)
+            if err
+            else None,
+            "tokens": int(usage.get("prompt_tokens") or 0)
+            + int(usage.get("completion_tokens") or 0),
+            "cached": hits or None,
+            "target_cached": target_hits or None,
+            "cost": sum(costs) if costs else None,
+            "duration": rec.get("duration_s"),
+        }
+    )
+    detail = _compact(
+        {
+            "input": [cut(t) for t in inp] if isinstance(inp, list) else cut(inp),
+            "ground_truth": cut(rec.get("ground_truth")),
+            "error": {"category": err.get("category"), "message": cut(err.get("message"))}
+            if isinstance(err, dict)
+            else cut(err),
+            "grades": texts,
+            "baseline": old,
+            "usage": _compact(usage),
+            "target": cut(target),
+            "turns": [
+                [_message(m, cut, first, inputs) for m in turn] for turn in traj.get("turns") or []
+            ],
+            "memory": {str(k): cut(v) for k, v in (traj.get("memory_blocks") or {}).items()},
+        }
+    )
     return table, detail
 
 
-def _message(m: dict[str, Any], cut: _Cut, submissions: dict[str, str], inputs: dict[str, int]) -> dict[str, Any]:
+def _message(
+    m: dict[str, Any], cut: _Cut, submissions: dict[str, str], inputs: dict[str, int]
+) -> dict[str, Any]:
     content = m.get("content")
     if isinstance(content, str) and content in submissions:
         text: Any = {"ref": submissions[content]}
@@ -242,8 +308,14 @@ def _message(m: dict[str, Any], cut: _Cut, submissions: dict[str, str], inputs: 
     if text or (text is not False and text == 0):
         out["content"] = text
     if m.get("tool_calls"):
-        out["tool_calls"] = [{"id": t.get("id"), "name": _cap(t.get("name"), 200),
-                              "arguments": cut(t.get("arguments"))} for t in m["tool_calls"]]
+        out["tool_calls"] = [
+            {
+                "id": t.get("id"),
+                "name": _cap(t.get("name"), 200),
+                "arguments": cut(t.get("arguments")),
+            }
+            for t in m["tool_calls"]
+        ]
     for k in ("tool_call_id", "name"):
         if m.get(k) is not None:
             out[k] = _cap(m[k], 200)
@@ -259,9 +331,22 @@ class Scan:
     ``baseline`` the folder whose grades the page shows beside this run's.
     """
 
-    def __init__(self, summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
-                 max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES, trust: Trust = Trust.OWN) -> None:
-        self.results, self.max_rows, self.max_bytes, self.trust = Path(results), max_rows, max_bytes, trust
+    def __init__(
+        self,
+        summary: dict[str, Any],
+        results: Path,
+        baseline: Path | None = None,
+        *,
+        max_rows: int = MAX_ROWS,
+        max_bytes: int = MAX_DATA_BYTES,
+        trust: Trust = Trust.OWN,
+    ) -> None:
+        self.results, self.max_rows, self.max_bytes, self.trust = (
+            Path(results),
+            max_rows,
+            max_bytes,
+            trust,
+        )
         self.base = _Baseline(baseline)
         self.regs = _regression_index(summary)
         self.total = 0
@@ -313,12 +398,18 @@ class Scan:
             t, d = script_json(table), script_json(detail)
             self.tables.append(t)
             self.details.append(d)
-            self.size += (len(t) if t.isascii() else len(t.encode("utf-8"))) + \
-                (len(d) if d.isascii() else len(d.encode("utf-8"))) + 2
+            self.size += (
+                (len(t) if t.isascii() else len(t.encode("utf-8")))
+                + (len(d) if d.isascii() else len(d.encode("utf-8")))
+                + 2
+            )
             if self.size > self.max_bytes or total > self.max_rows:
                 self.tables, self.details = None, []
-        if failing or (self.regs and row_key(rec)[:2] in self.regs) or \
-                (self.base.grades and self.base.regressed(row_key(rec), grades)):
+        if (
+            failing
+            or (self.regs and row_key(rec)[:2] in self.regs)
+            or (self.base.grades and self.base.regressed(row_key(rec), grades))
+        ):
             self.keep.append(i)
         elif len(self.others) < self.max_rows:  # reservoir sample of the passing lines
             self.others.append(i)
@@ -328,10 +419,18 @@ class Scan:
                 self.others[j] = i
 
     def result(self) -> dict[str, Any]:
-        return {"total": self.total, "failing": self.keep, "others": self.others, "models": sorted(self.models),
-                "hist": self.hist, "rows": (self.tables, self.details, self.size) if self.tables is not None else None,
-                "groups": [{"category": c, "grader": g, "message": m, "count": n}
-                           for (c, g, m), n in self.groups.most_common()]}
+        return {
+            "total": self.total,
+            "failing": self.keep,
+            "others": self.others,
+            "models": sorted(self.models),
+            "hist": self.hist,
+            "rows": (self.tables, self.details, self.size) if self.tables is not None else None,
+            "groups": [
+                {"category": c, "grader": g, "message": m, "count": n}
+                for (c, g, m), n in self.groups.most_common()
+            ],
+        }
 
 
 def _choose(scan: dict[str, Any], limit: int) -> set[int]:
@@ -344,8 +443,15 @@ def _choose(scan: dict[str, Any], limit: int) -> set[int]:
     return set(failing) | set(rng.sample(others, room) if len(others) > room else others)
 
 
-def _rows_json(results: Path, keep: set[int], cut: _Cut, base: _Baseline, regs: dict[tuple, set[str]],
-               max_bytes: int | None, trust: Trust) -> tuple[list[str], list[str], int]:
+def _rows_json(
+    results: Path,
+    keep: set[int],
+    cut: _Cut,
+    base: _Baseline,
+    regs: dict[tuple, set[str]],
+    max_bytes: int | None,
+    trust: Trust,
+) -> tuple[list[str], list[str], int]:
     """The kept rows as JSON texts (table part, detail part) and their size; stops early (returning
     the projected size) once they cannot fit ``max_bytes``, so memory stays near ``max_bytes``."""
     tables: list[str] = []
@@ -361,14 +467,23 @@ def _rows_json(results: Path, keep: set[int], cut: _Cut, base: _Baseline, regs: 
     return tables, details, size
 
 
-def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = None, *,
-               max_rows: int = MAX_ROWS, max_bytes: int = MAX_DATA_BYTES,
-               trust: Trust = Trust.OWN, scan: Scan | None = None) -> tuple[str, str, dict[str, Any]]:
+def build_data(
+    summary: dict[str, Any],
+    results: Path,
+    baseline: Path | None = None,
+    *,
+    max_rows: int = MAX_ROWS,
+    max_bytes: int = MAX_DATA_BYTES,
+    trust: Trust = Trust.OWN,
+    scan: Scan | None = None,
+) -> tuple[str, str, dict[str, Any]]:
     """(the page's data and the rows' details as script-safe JSON, facts for the template), cutting
     texts to fit ``max_bytes``; ``results`` is read at ``trust`` (see ci_evals.results.files).
     ``scan``: the first pass, already fed (its own results, baseline and limits then apply)."""
     if scan is None:
-        scan = Scan(summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes, trust=trust).feed()
+        scan = Scan(
+            summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes, trust=trust
+        ).feed()
     results, max_rows, max_bytes, trust = scan.results, scan.max_rows, scan.max_bytes, scan.trust
     base, regs = scan.base, scan.regs
     scan = scan.result()
@@ -382,8 +497,9 @@ def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = N
         rows, details, size = eager
     while eager is None:
         cut = _Cut(cap)
-        rows, details, size = _rows_json(results, keep, cut, base, regs, max_bytes if len(keep) > 1 else None,
-                                         trust)
+        rows, details, size = _rows_json(
+            results, keep, cut, base, regs, max_bytes if len(keep) > 1 else None, trust
+        )
         if size <= max_bytes or len(keep) <= 1:
             break
         smaller = max(MIN_TEXT_CAP, int(cap * max_bytes / size * 0.9))
@@ -392,9 +508,23 @@ def build_data(summary: dict[str, Any], results: Path, baseline: Path | None = N
         else:  # ... then hold fewer lines
             limit = max(1, min(len(keep) - 1, int(len(keep) * max_bytes / size * 0.9)))
             keep = _choose(scan, limit)
-    head = script_json({"metrics": [{"key": k, "label": (metrics.get(k) or {}).get("label") or k} for k in names],
-                        "total_rows": scan["total"], "has_baseline": bool(base.grades), "text_cap": cap})
+    head = script_json(
+        {
+            "metrics": [
+                {"key": k, "label": (metrics.get(k) or {}).get("label") or k} for k in names
+            ],
+            "total_rows": scan["total"],
+            "has_baseline": bool(base.grades),
+            "text_cap": cap,
+        }
+    )
     n_fail = len(scan["failing"])
-    scan.update(text_cap=cap, shown=len(rows), limit=limit, failing_total=n_fail,
-                failing_shown=min(n_fail, len(rows)), others_total=scan["total"] - n_fail)
+    scan.update(
+        text_cap=cap,
+        shown=len(rows),
+        limit=limit,
+        failing_total=n_fail,
+        failing_shown=min(n_fail, len(rows)),
+        others_total=scan["total"] - n_fail,
+    )
     return head[:-1] + ',"rows":[' + ",".join(rows) + "]}", "[" + ",".join(details) + "]", scan

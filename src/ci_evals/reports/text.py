@@ -127,16 +127,26 @@ def noise_lines(summary: dict[str, Any]) -> list[str]:
     ``quality: repeats (3 runs) disagree on 18 % of samples; the mean varies ±0.021 run to run
     (baseline: 15 %, ±0.019)``. Plain text: each renderer escapes it."""
     out = []
-    base = ((summary.get("baseline") or {}).get("metrics") or {}) if isinstance(summary.get("baseline"), dict) else {}
+    base = (
+        ((summary.get("baseline") or {}).get("metrics") or {})
+        if isinstance(summary.get("baseline"), dict)
+        else {}
+    )
     for name, m in (summary.get("metrics") or {}).items():
         noise = m.get("noise") if isinstance(m, dict) else None
         if not isinstance(noise, dict):
             continue
         how = "judge re-asks" if noise.get("source") == "judge_repeats" else "runs"
-        line = (f"{m.get('label') or name}: repeats ({fmt_int(noise.get('repeats'))} {how}) disagree on "
-                f"{fmt_pct(noise.get('disagree_rate'))} of samples; the mean varies ±{fmt_score(noise.get('run_spread'))} "
-                "run to run")
-        theirs = (base.get(name) or {}).get("baseline_noise") if isinstance(base.get(name), dict) else None
+        line = (
+            f"{m.get('label') or name}: repeats ({fmt_int(noise.get('repeats'))} {how}) disagree on "
+            f"{fmt_pct(noise.get('disagree_rate'))} of samples; the mean varies ±{fmt_score(noise.get('run_spread'))} "
+            "run to run"
+        )
+        theirs = (
+            (base.get(name) or {}).get("baseline_noise")
+            if isinstance(base.get(name), dict)
+            else None
+        )
         if isinstance(theirs, dict):
             line += f" (baseline: {fmt_pct(theirs.get('disagree_rate'))}, ±{fmt_score(theirs.get('run_spread'))})"
         out.append(line)

@@ -33,7 +33,9 @@ def iter_results(path: Path) -> Iterator[dict[str, Any]]:
     return records(path, Trust.OWN)
 
 
-def write_outputs(out: Path, summary: dict[str, Any], failing: FailingPass | None = None) -> FailingTally | None:
+def write_outputs(
+    out: Path, summary: dict[str, Any], failing: FailingPass | None = None
+) -> FailingTally | None:
     """summary.json, summary.md, junit.xml and report.html in ``out`` (results.jsonl is already
     there, this run's own), each written whole to a temporary file and renamed, never through a symlink.
 
@@ -44,7 +46,9 @@ def write_outputs(out: Path, summary: dict[str, Any], failing: FailingPass | Non
     ``failing``: the console's failing samples, gathered in the same read (a large results.jsonl
     read once more for them took 1-2 s at 100k lines); returns what it gathered."""
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "summary.json", dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n")
+    write_text(
+        out / "summary.json", dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n"
+    )
     results = out / "results.jsonl"
     with gcpolicy.streaming():
         if _size(results) < BESIDE_BYTES:
@@ -59,8 +63,9 @@ def write_outputs(out: Path, summary: dict[str, Any], failing: FailingPass | Non
         return side.join()
 
 
-def _write_md_junit(out: Path, summary: dict[str, Any], also=None,
-                    failing: FailingPass | None = None) -> FailingTally | None:
+def _write_md_junit(
+    out: Path, summary: dict[str, Any], also=None, failing: FailingPass | None = None
+) -> FailingTally | None:
     """summary.md and junit.xml from one pass over results.jsonl (``also(i, rec)``: another reader
     of each line; ``failing``: the console's, whose tally is returned)."""
     digester, junit = Digester(), JunitWriter(summary)

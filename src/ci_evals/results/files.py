@@ -79,7 +79,9 @@ def decode(data: bytes, depth: int = MAX_DEPTH) -> Any:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+        raise ValueError(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
@@ -91,7 +93,9 @@ def decode(data: bytes, depth: int = MAX_DEPTH) -> Any:
     # Nesting needs an opening bracket per level: a text with few of them cannot be too deep.
     if text.count("[") + text.count("{") > depth and depth_exceeds(value, depth):
         raise ValueError(f"nested more than {depth} levels deep")
-    if "\\u" in text and _SURROGATE_ESCAPE.search(text):  # a pair is one character; a lone half cannot be written as UTF-8
+    if "\\u" in text and _SURROGATE_ESCAPE.search(
+        text
+    ):  # a pair is one character; a lone half cannot be written as UTF-8
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
@@ -107,7 +111,10 @@ def _open_checked(path: Path, trust: Trust):
         except FileNotFoundError:
             raise ConfigError("no such file", file=str(path)) from None
         if stat.S_ISLNK(st.st_mode):
-            raise ConfigError("is a symlink; a results folder from elsewhere must hold its own files", file=str(path))
+            raise ConfigError(
+                "is a symlink; a results folder from elsewhere must hold its own files",
+                file=str(path),
+            )
         if not stat.S_ISREG(st.st_mode):
             raise ConfigError("is not a regular file", file=str(path))
     return path.open("rb")
@@ -126,13 +133,17 @@ def read_summary(folder: Path, trust: Trust, what: str = SUMMARY) -> Summary:
     with _open_checked(path, trust) as fh:
         data = fh.read(MAX_SUMMARY_BYTES + 1)
     if len(data) > MAX_SUMMARY_BYTES:
-        raise ConfigError(f"{what} is larger than {MAX_SUMMARY_BYTES // (1 << 20)} MiB", file=str(path))
+        raise ConfigError(
+            f"{what} is larger than {MAX_SUMMARY_BYTES // (1 << 20)} MiB", file=str(path)
+        )
     try:
         summary = decode(data)
     except ValueError as exc:
         detail = str(exc)
-        raise ConfigError(f"{what} is {detail}" if detail.startswith("not valid JSON") else f"{what}: {detail}",
-                          file=str(path)) from None
+        raise ConfigError(
+            f"{what} is {detail}" if detail.startswith("not valid JSON") else f"{what}: {detail}",
+            file=str(path),
+        ) from None
     if not isinstance(summary, dict):
         raise ConfigError(f"{what} is not a JSON object", file=str(path))
     problem = summary_problem(summary)
@@ -148,15 +159,18 @@ def foreign_shape(file: str, what: str) -> Iterator[None]:
         yield
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
         detail = shorten(f"{type(exc).__name__}: {exc}", 80)
-        raise ConfigError(f"{what} has an unexpected shape ({detail}); is it a ci-evals results folder?",
-                          file=file) from None
+        raise ConfigError(
+            f"{what} has an unexpected shape ({detail}); is it a ci-evals results folder?",
+            file=file,
+        ) from None
 
 
 # ---------------------------------------------------------------- results.jsonl
 
 
-def iter_records(path: Path, trust: Trust, wanted: set[int] | None = None,
-                 what: str = RESULTS) -> Iterator[tuple[int, ResultRecord]]:
+def iter_records(
+    path: Path, trust: Trust, wanted: set[int] | None = None, what: str = RESULTS
+) -> Iterator[tuple[int, ResultRecord]]:
     """(0-based line number, record) of a results.jsonl, checked for ``trust``; nothing when the
     file does not exist. ``wanted``: parse only these line numbers (the others are only counted).
 
@@ -177,13 +191,19 @@ def iter_records(path: Path, trust: Trust, wanted: set[int] | None = None,
                 return
             n += 1
             if len(raw) > MAX_LINE_BYTES:
-                raise ConfigError(f"{what}: line longer than {MAX_LINE_BYTES >> 20} MiB", file=str(path), line=n + 1)
+                raise ConfigError(
+                    f"{what}: line longer than {MAX_LINE_BYTES >> 20} MiB",
+                    file=str(path),
+                    line=n + 1,
+                )
             if (wanted is not None and n not in wanted) or not raw.strip():
                 continue
             try:
                 rec = decode(raw)
             except ValueError as exc:
-                if not raw.endswith(b"\n") and not fh.peek(1):  # torn last line: a writer was killed
+                if not raw.endswith(b"\n") and not fh.peek(
+                    1
+                ):  # torn last line: a writer was killed
                     return
                 raise ConfigError(f"{what}: {exc}", file=str(path), line=n + 1) from None
             problem = record_problem(rec)
@@ -228,8 +248,9 @@ def check_records(path: Path, trust: Trust, what: str = RESULTS) -> int:
 # ---------------------------------------------------------------- paths named inside a folder
 
 
-def baseline_reference(summary: dict[str, Any], folder: Path,
-                       root: Path | None) -> tuple[Path | None, str | None]:
+def baseline_reference(
+    summary: dict[str, Any], folder: Path, root: Path | None
+) -> tuple[Path | None, str | None]:
     """(the baseline folder summary.json names in ``baseline.folder``, why it is not read).
 
     The path is tried as given, then against ``folder``, and is used when it holds a
@@ -255,5 +276,8 @@ def baseline_reference(summary: dict[str, Any], folder: Path,
         if (real / RESULTS).is_file():
             return (cand if root is None else real), None
     if outside:
-        return None, f"the baseline folder it names ({shorten(ref, 80)!r}) is outside the current directory: not read"
+        return (
+            None,
+            f"the baseline folder it names ({shorten(ref, 80)!r}) is outside the current directory: not read",
+        )
     return None, None

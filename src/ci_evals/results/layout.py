@@ -34,7 +34,11 @@ def expand_suites(patterns: list[str]) -> list[Path]:
 def suite_slug(suite_file: str | Path, base: str | Path | None = None) -> str:
     """A results subfolder name for a suite: its path (relative to ``base``) without the suffix,
     e.g. ``evals/a/suite.yaml`` -> ``evals-a-suite`` (see :func:`unique_slugs` for several)."""
-    path = os.path.relpath(str(suite_file), str(base)) if base is not None else os.path.normpath(str(suite_file))
+    path = (
+        os.path.relpath(str(suite_file), str(base))
+        if base is not None
+        else os.path.normpath(str(suite_file))
+    )
     stem = os.path.splitext(path)[0]
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
 
@@ -51,5 +55,7 @@ def unique_slugs(suite_files: list, base: str | Path | None = None) -> dict[str,
     for path, slug in slugs.items():
         if counts[slug.lower()] > 1:
             norm = os.path.normpath(os.path.relpath(path, str(base)) if base is not None else path)
-            slugs[path] = f"{slug}-{hashlib.sha256(norm.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+            slugs[path] = (
+                f"{slug}-{hashlib.sha256(norm.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+            )
     return slugs

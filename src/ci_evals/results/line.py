@@ -47,7 +47,9 @@ def encode_line(rec: dict[str, Any]) -> str:
         return dumps(rec, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
-def record_line(rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP) -> tuple[str, dict[str, Any]]:
+def record_line(
+    rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP
+) -> tuple[str, dict[str, Any]]:
     """(the JSON line to write, the record as written): :func:`finish_record` at the cost of one
     :func:`encode_line` for the usual record, which has no long field and nothing to mask."""
     _share_submissions(rec)
@@ -117,8 +119,12 @@ def _walk(value: Any, path: str, secrets: list[str], cap: int, truncated: dict[s
             text = text[:cap] + cut_note(len(text))
         return text
     if isinstance(value, dict):
-        return {(scrub_with(k, secrets) if isinstance(k, str) else k):
-                _walk(v, f"{path}.{k}" if path else str(k), secrets, cap, truncated) for k, v in value.items()}
+        return {
+            (scrub_with(k, secrets) if isinstance(k, str) else k): _walk(
+                v, f"{path}.{k}" if path else str(k), secrets, cap, truncated
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [_walk(v, f"{path}[{i}]", secrets, cap, truncated) for i, v in enumerate(value)]
     return value

@@ -25,17 +25,34 @@ class Grade(TypedDict, total=False):
     metadata: dict[str, Any]
 
 
-def make_grade(score: float | None = None, passed: bool = False, rationale: str | None = None,
-               metadata: dict[str, Any] | None = None, *, error: str | None = None,
-               category: str = "grading") -> Grade:
+def make_grade(
+    score: float | None = None,
+    passed: bool = False,
+    rationale: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    *,
+    error: str | None = None,
+    category: str = "grading",
+) -> Grade:
     """The one constructor of a grade. With ``error``, an errored grade: no score, not passed,
     its rationale the error unless one is given, counted against the error budget (``category``:
     ``grading``, ``target``, ``extraction``...). Without, a scored grade."""
     if error is not None:
-        return {"score": None, "passed": False, "rationale": rationale or error, "error": error,
-                "error_category": category, "metadata": metadata if metadata is not None else {}}
-    return {"score": score, "passed": passed, "rationale": rationale, "error": None,
-            "metadata": metadata if metadata is not None else {}}
+        return {
+            "score": None,
+            "passed": False,
+            "rationale": rationale or error,
+            "error": error,
+            "error_category": category,
+            "metadata": metadata if metadata is not None else {},
+        }
+    return {
+        "score": score,
+        "passed": passed,
+        "rationale": rationale,
+        "error": None,
+        "metadata": metadata if metadata is not None else {},
+    }
 
 
 class RecordError(TypedDict):

@@ -39,7 +39,11 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
     if not isinstance(metrics, dict):
         return "'metrics' must be an object"
     for name, m in metrics.items():
-        if not (isinstance(m, dict) and _number(m.get("mean"), none=True) and _number(m.get("pass_rate"), none=True)):
+        if not (
+            isinstance(m, dict)
+            and _number(m.get("mean"), none=True)
+            and _number(m.get("pass_rate"), none=True)
+        ):
             return f"metrics.{shorten(str(name), 40)} must be an object with numeric 'mean' and 'pass_rate'"
     if not isinstance(summary.get("config", {}), dict):
         return "'config' must be an object"
@@ -47,16 +51,29 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
     if verdict is not None and verdict not in VERDICTS:
         return f"'verdict' must be one of {', '.join(VERDICTS)}, not {shorten(json.dumps(verdict), 40)}"
     shard = summary.get("shard")
-    if shard is not None and not (isinstance(shard, dict) and _count(shard.get("index")) and _count(shard.get("count"))
-                                  and shard.get("index") and shard.get("count") and shard["index"] <= shard["count"]
-                                  and _count(shard.get("selected"))):
+    if shard is not None and not (
+        isinstance(shard, dict)
+        and _count(shard.get("index"))
+        and _count(shard.get("count"))
+        and shard.get("index")
+        and shard.get("count")
+        and shard["index"] <= shard["count"]
+        and _count(shard.get("selected"))
+    ):
         return "'shard' must be an object with integers 1 <= 'index' <= 'count' (and 'selected')"
     for key in ("n_samples", "records"):
         if not _count(summary.get(key)):
             return f"'{key}' must be a non-negative integer"
     if not _number(summary.get("duration_s"), none=True):
         return "'duration_s' must be a number"
-    for key in ("suite", "suite_file", "description", "started_at", "verdict_reason", "partial_reason"):
+    for key in (
+        "suite",
+        "suite_file",
+        "description",
+        "started_at",
+        "verdict_reason",
+        "partial_reason",
+    ):
         if not _of(summary.get(key), str):
             return f"'{key}' must be a string"
     for key in ("gate", "errors", "baseline", "models", "usage", "letta", "target"):
@@ -64,7 +81,11 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
             return f"'{key}' must be an object"
     if not _of(summary.get("partial"), bool):
         return "'partial' must be true or false"
-    if summary.get("interrupted_by") is not None and summary["interrupted_by"] not in ("SIGINT", "SIGTERM", "SIGHUP"):
+    if summary.get("interrupted_by") is not None and summary["interrupted_by"] not in (
+        "SIGINT",
+        "SIGTERM",
+        "SIGHUP",
+    ):
         return "'interrupted_by' must name a signal (SIGINT, SIGTERM or SIGHUP)"
     gates = summary.get("gates")
     if not (gates is None or (isinstance(gates, list) and all(isinstance(g, dict) for g in gates))):
@@ -74,12 +95,21 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
     if not _of(summary.get("versions"), dict):
         return "'versions' must be an object"
     errors = summary.get("errors") or {}
-    if not (_of(errors.get("by_category"), dict) and all(_count(v) for v in (errors.get("by_category") or {}).values())
-            and _count(errors.get("total")) and _count(errors.get("samples"))):
+    if not (
+        _of(errors.get("by_category"), dict)
+        and all(_count(v) for v in (errors.get("by_category") or {}).values())
+        and _count(errors.get("total"))
+        and _count(errors.get("samples"))
+    ):
         return "errors.total, errors.samples and errors.by_category must hold non-negative integers"
     groups = errors.get("groups")
-    if not (groups is None or (isinstance(groups, list) and all(isinstance(g, dict) and _count(g.get("count"))
-                                                                for g in groups))):
+    if not (
+        groups is None
+        or (
+            isinstance(groups, list)
+            and all(isinstance(g, dict) and _count(g.get("count")) for g in groups)
+        )
+    ):
         return "errors.groups must be a list of objects with a 'count'"
     if not _count(summary.get("num_runs")):
         return "'num_runs' must be a non-negative integer"
@@ -91,10 +121,23 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
 
 
 _COUNTS = ("n", "graded", "errors", "max_errors")
-_TEXTS = ("status", "reason", "description", "label", "metric_key", "metric", "op", "model", "kind", "rule")
+_TEXTS = (
+    "status",
+    "reason",
+    "description",
+    "label",
+    "metric_key",
+    "metric",
+    "op",
+    "model",
+    "kind",
+    "rule",
+)
 
 
-def _entry_problem(entry: dict[str, Any], numbers: tuple[str, ...], intervals: tuple[str, ...]) -> str | None:
+def _entry_problem(
+    entry: dict[str, Any], numbers: tuple[str, ...], intervals: tuple[str, ...]
+) -> str | None:
     """What is wrong with one metric or gate entry as the reports read it ("key must be ..."), or None."""
     for key in numbers:
         if not _number(entry.get(key), none=True):
@@ -107,8 +150,9 @@ def _entry_problem(entry: dict[str, Any], numbers: tuple[str, ...], intervals: t
             return f"{key} must be a string"
     for key in intervals:
         span = entry.get(key)
-        if span is not None and not (isinstance(span, list) and len(span) == 2
-                                     and all(_number(x, none=True) for x in span)):
+        if span is not None and not (
+            isinstance(span, list) and len(span) == 2 and all(_number(x, none=True) for x in span)
+        ):
             return f"{key} must be a list of two numbers"
     return None
 
@@ -117,8 +161,14 @@ def _gates_problem(gates: list[dict[str, Any]], where: str, depth: int = 0) -> s
     for i, gate in enumerate(gates):
         problem = _entry_problem(gate, ("actual", "value", "max_error_rate"), ("interval",))
         children = gate.get("children")
-        if problem is None and not (children is None or (isinstance(children, list) and depth < 20
-                                                           and all(isinstance(c, dict) for c in children))):
+        if problem is None and not (
+            children is None
+            or (
+                isinstance(children, list)
+                and depth < 20
+                and all(isinstance(c, dict) for c in children)
+            )
+        ):
             problem = "children must be a list of objects"
         if problem is None and children:
             problem = _gates_problem(children, f"{where}[{i}].children", depth + 1)
@@ -146,7 +196,9 @@ def record_problem(rec: Any) -> str | None:
     if rec.get("model") is not None and not isinstance(rec["model"], str):
         return "'model' must be a string or null"
     error = rec.get("error")
-    if error is not None and not (isinstance(error, dict) and isinstance(error.get("message"), str)):
+    if error is not None and not (
+        isinstance(error, dict) and isinstance(error.get("message"), str)
+    ):
         return "'error' must be null or an object with a 'message'"
     if not _number(rec.get("duration_s"), none=True):
         return "'duration_s' must be a number"
@@ -154,7 +206,9 @@ def record_problem(rec: Any) -> str | None:
     if not isinstance(grades, dict):
         return "'grades' must be an object"
     for name, grade in grades.items():  # an errored grade has no score (null)
-        if not isinstance(grade, dict) or not _number(grade.get("score"), none=bool(grade.get("error"))):
+        if not isinstance(grade, dict) or not _number(
+            grade.get("score"), none=bool(grade.get("error"))
+        ):
             return f"grades.{shorten(str(name), 40)} must be an object with a numeric 'score'"
         if grade.get("error") is not None and not isinstance(grade["error"], str):
             return f"grades.{shorten(str(name), 40)}.error must be a string or null"
@@ -182,7 +236,10 @@ def _parts_problem(rec: dict[str, Any]) -> str | None:
         return "trajectory.turns must be a list of lists"
     for turn in turns or ():
         for m in turn:
-            if not isinstance(m, dict) or not _of(m.get("tool_calls"), list) \
-                    or not all(isinstance(t, dict) for t in m.get("tool_calls") or ()):
+            if (
+                not isinstance(m, dict)
+                or not _of(m.get("tool_calls"), list)
+                or not all(isinstance(t, dict) for t in m.get("tool_calls") or ())
+            ):
                 return "trajectory.turns must hold message objects (their tool_calls a list of objects)"
     return None

@@ -26,7 +26,14 @@ from typing import TextIO
 from ci_evals._util.errors import ConfigError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-WRITTEN = ("results.jsonl", "summary.json", "summary.md", "junit.xml", "report.html", ".ci-evals-run.json")
+WRITTEN = (
+    "results.jsonl",
+    "summary.json",
+    "summary.md",
+    "junit.xml",
+    "report.html",
+    ".ci-evals-run.json",
+)
 """The files a run or a merge writes into its results folder."""
 
 
@@ -37,7 +44,9 @@ def refuse_link(path: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISLNK(st.st_mode):
-        raise ConfigError("refusing to write through a symlink in the results folder", file=str(path))
+        raise ConfigError(
+            "refusing to write through a symlink in the results folder", file=str(path)
+        )
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError("refusing to write: not a regular file", file=str(path))
 
@@ -59,7 +68,9 @@ def open_atomic(path: Path, *, encoding: str = "utf-8") -> Iterator[TextIO]:
         with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
             yield fh
         os.chmod(tmp, 0o644)
-        refuse_link(path)  # planted while we wrote: still refuse, rather than replace the link silently
+        refuse_link(
+            path
+        )  # planted while we wrote: still refuse, rather than replace the link silently
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -81,7 +92,9 @@ def open_append(path: Path, *, truncate: bool) -> TextIO:
     appends), refusing a symlink."""
     path = Path(path)
     refuse_link(path)
-    flags = os.O_CREAT | _NOFOLLOW | (os.O_WRONLY | os.O_TRUNC if truncate else os.O_RDWR | os.O_APPEND)
+    flags = (
+        os.O_CREAT | _NOFOLLOW | (os.O_WRONLY | os.O_TRUNC if truncate else os.O_RDWR | os.O_APPEND)
+    )
     try:
         fd = os.open(path, flags, 0o644)
         if not truncate:

@@ -28,16 +28,26 @@ def guarded(command: Callable[[], int]) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
-    except (SystemExit, GeneratorExit) as exc:  # past argparse, only code of the suite's raises these
-        print(scrub(f"error: suite code raised {type(exc).__name__}({exc}) outside any sample; "
-                    "no summary was written"), file=sys.stderr)
+    except (
+        SystemExit,
+        GeneratorExit,
+    ) as exc:  # past argparse, only code of the suite's raises these
+        print(
+            scrub(
+                f"error: suite code raised {type(exc).__name__}({exc}) outside any sample; "
+                "no summary was written"
+            ),
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
     except Exception:  # a bug of ours: say so, with the traceback, and exit 3
         import traceback
 
         print(scrub(traceback.format_exc()), end="", file=sys.stderr)
-        print("internal error: this is a bug in ci-evals, please report it with the traceback above",
-              file=sys.stderr)
+        print(
+            "internal error: this is a bug in ci-evals, please report it with the traceback above",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 
@@ -66,10 +76,13 @@ def keep_stdio() -> None:
         except (OSError, ValueError):
             stream = current
         else:
-            stream = _Kept(io.BufferedWriter(raw), encoding=getattr(current, "encoding", None) or "utf-8",
-                           errors=getattr(current, "errors", None) or "backslashreplace",
-                           line_buffering=bool(getattr(current, "line_buffering", name == "stderr")),
-                           write_through=bool(getattr(current, "write_through", False)))
+            stream = _Kept(
+                io.BufferedWriter(raw),
+                encoding=getattr(current, "encoding", None) or "utf-8",
+                errors=getattr(current, "errors", None) or "backslashreplace",
+                line_buffering=bool(getattr(current, "line_buffering", name == "stderr")),
+                write_through=bool(getattr(current, "write_through", False)),
+            )
         if name == "stderr" and not isinstance(stream, ScrubbedStream):
             stream = ScrubbedStream(stream)
         setattr(sys, name, stream)

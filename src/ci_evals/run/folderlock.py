@@ -48,9 +48,14 @@ def code_files(suite: Any) -> list[Path]:
     import sys
 
     base = Path(suite.path).resolve().parent
-    found = set(getattr(suite.ctx, "files_read", ())) | set(getattr(suite.dataset, "_rubric_files", {}))
-    modules = [Path(m.__file__).resolve() for m in list(sys.modules.values())
-               if isinstance(getattr(m, "__file__", None), str) and m.__file__.endswith(".py")]
+    found = set(getattr(suite.ctx, "files_read", ())) | set(
+        getattr(suite.dataset, "_rubric_files", {})
+    )
+    modules = [
+        Path(m.__file__).resolve()
+        for m in list(sys.modules.values())
+        if isinstance(getattr(m, "__file__", None), str) and m.__file__.endswith(".py")
+    ]
     # Python files count when they sit in the suite's folder tree (loaded by this suite, or helpers
     # its graders import): an interpreter that ran other suites before does not blur the print.
     found.update(p for p in [*loaded_paths(), *modules] if p.is_relative_to(base) and p.is_file())
@@ -75,8 +80,11 @@ def fingerprint(suite: Any, selection: dict[str, Any]) -> dict[str, str]:
     files = [Path(suite.path), Path(suite.dataset.path)]
     config = {"spec": suite.spec.model_dump(mode="json"), "selection": selection}
     canon = json.dumps(config, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8")
-    return {"suite_sha256": _sha256_files(files), "code_sha256": _sha256_code(code_files(suite)),
-            "config_sha256": hashlib.sha256(canon).hexdigest()}
+    return {
+        "suite_sha256": _sha256_files(files),
+        "code_sha256": _sha256_code(code_files(suite)),
+        "config_sha256": hashlib.sha256(canon).hexdigest(),
+    }
 
 
 @dataclass
@@ -108,21 +116,29 @@ def hold(folder: Path, prints: dict[str, str], *, resume: bool) -> FolderLock:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"cannot create the results folder: {exc.strerror}", file=str(folder)) from None
+        raise ConfigError(
+            f"cannot create the results folder: {exc.strerror}", file=str(folder)
+        ) from None
     path = folder / LOCK_NAME
     refuse_link(path)  # a lock file planted as a symlink would have us truncate its target
     try:  # O_NOFOLLOW as well: a symlink planted between the check and the open is refused too
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:  # a folder, a dangling or planted symlink, no permission
-        raise ConfigError(f"cannot open the run lock {LOCK_NAME}: {exc.strerror}; remove it or use another "
-                          "--output", file=str(folder)) from None
+        raise ConfigError(
+            f"cannot open the run lock {LOCK_NAME}: {exc.strerror}; remove it or use another "
+            "--output",
+            file=str(folder),
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         held_by = _holder(path.read_text(encoding="utf-8", errors="replace"))
         os.close(fd)
-        raise ConfigError(f"the results folder is in use by another ci-evals run ({held_by}); "
-                          "use another --output or wait for it to finish", file=str(folder)) from None
+        raise ConfigError(
+            f"the results folder is in use by another ci-evals run ({held_by}); "
+            "use another --output or wait for it to finish",
+            file=str(folder),
+        ) from None
     previous = os.read(fd, 1 << 16).decode("utf-8", "replace")
     if resume:
         try:
@@ -130,8 +146,14 @@ def hold(folder: Path, prints: dict[str, str], *, resume: bool) -> FolderLock:
         except ConfigError:
             os.close(fd)
             raise
-    record = {"holder": {"pid": os.getpid(), "host": socket.gethostname(),
-                         "started_at": datetime.now(UTC).isoformat(timespec="seconds")}, **prints}
+    record = {
+        "holder": {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+        **prints,
+    }
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps(record, indent=2) + "\n").encode("utf-8"), 0)
     return FolderLock(path, fd)
@@ -139,7 +161,9 @@ def hold(folder: Path, prints: dict[str, str], *, resume: bool) -> FolderLock:
 
 def _written_by_us(results: Path) -> bool:
     try:
-        if not stat.S_ISREG(os.lstat(results).st_mode):  # a FIFO would hang: the runner's reader names it
+        if not stat.S_ISREG(
+            os.lstat(results).st_mode
+        ):  # a FIFO would hang: the runner's reader names it
             return False
         with results.open(encoding="utf-8") as fh:
             first = next((line for line in fh if line.strip()), "")
@@ -154,19 +178,35 @@ def _check_resume(previous: str, prints: dict[str, str], folder: Path) -> None:
         old = json.loads(previous) if previous.strip() else None
     except ValueError:
         old = None
-    if not isinstance(old, dict) or not all(isinstance(old.get(k), str) for k in prints if k != "code_sha256"):
+    if not isinstance(old, dict) or not all(
+        isinstance(old.get(k), str) for k in prints if k != "code_sha256"
+    ):
         if not _written_by_us(folder / "results.jsonl"):
             return  # the runner names the first line that is not ours
-        raise ConfigError(f"cannot resume: no record of the suite that wrote this folder ({LOCK_NAME} is "
-                          "missing or unreadable); run again without --resume", file=str(folder))
-    changed = [what for key, what in (("suite_sha256", "the suite file or its dataset"),
-                                      ("code_sha256", "the suite's code (graders, extractors, reward "
-                                                      "composer, setup script, rubric or prompt files)"),
-                                      ("config_sha256", "the configuration or sample selection"))
-               if old.get(key) != prints[key]]
+        raise ConfigError(
+            f"cannot resume: no record of the suite that wrote this folder ({LOCK_NAME} is "
+            "missing or unreadable); run again without --resume",
+            file=str(folder),
+        )
+    changed = [
+        what
+        for key, what in (
+            ("suite_sha256", "the suite file or its dataset"),
+            (
+                "code_sha256",
+                "the suite's code (graders, extractors, reward "
+                "composer, setup script, rubric or prompt files)",
+            ),
+            ("config_sha256", "the configuration or sample selection"),
+        )
+        if old.get(key) != prints[key]
+    ]
     if changed:
-        raise ConfigError(f"cannot resume: {' and '.join(changed)} changed since this folder was written "
-                          "(its grades would not match); run again without --resume", file=str(folder))
+        raise ConfigError(
+            f"cannot resume: {' and '.join(changed)} changed since this folder was written "
+            "(its grades would not match); run again without --resume",
+            file=str(folder),
+        )
 
 
 def job_key(rec: dict[str, Any]) -> tuple:
@@ -190,9 +230,24 @@ class ResumedJobs:
         model, sid, run = key
         if self.ids is None:
             self.ids = {str(sample.id) for sample in self.dataset}
-        if sid in self.ids and model in self.models and isinstance(run, int) and 0 <= run < self.runs:
+        if (
+            sid in self.ids
+            and model in self.models
+            and isinstance(run, int)
+            and 0 <= run < self.runs
+        ):
             return
-        what = "sample" if sid not in self.ids else "model" if model not in self.models else "run number"
-        raise ConfigError(f"cannot resume: a record of sample {sid[:80]!r} (model {str(model)[:80]!r}, run "
-                          f"{str(run)[:20]}), whose {what} this run does not have (dataset and selection, models, "
-                          "num_runs); run again without --resume", file=str(file), line=line)
+        what = (
+            "sample"
+            if sid not in self.ids
+            else "model"
+            if model not in self.models
+            else "run number"
+        )
+        raise ConfigError(
+            f"cannot resume: a record of sample {sid[:80]!r} (model {str(model)[:80]!r}, run "
+            f"{str(run)[:20]}), whose {what} this run does not have (dataset and selection, models, "
+            "num_runs); run again without --resume",
+            file=str(file),
+            line=line,
+        )

@@ -78,7 +78,9 @@ class Share:
         self.count = count
         total = max(1, count * passes)
         self.block = -(-total // BLOCKS)
-        ids = range(-(-total // self.block))  # at most BLOCKS: 4 KiB, what a pipe's first page holds
+        ids = range(
+            -(-total // self.block)
+        )  # at most BLOCKS: 4 KiB, what a pipe's first page holds
         self.fd, write = os.pipe()
         try:
             os.write(write, b"".join(_BLOCK.pack(i) for i in ids))
@@ -173,10 +175,15 @@ def _worker(runner: Runner, k: int, n: int, part: Path, shared: mmap.mmap) -> No
         # Its own records only (not those a --resume read before the fork): the state it hands over.
         runner.agg = Aggregator(runner.config, keep_outcomes=runner.agg.outcomes is not None)
         _, _, interrupted = asyncio.run(runner.run_records(_Tally(shared, k)))  # type: ignore[arg-type]
-        write_text(_state_file(part), orjson.dumps(runner.agg.state()).decode("utf-8"))  # after every line
+        write_text(
+            _state_file(part), orjson.dumps(runner.agg.state()).decode("utf-8")
+        )  # after every line
         code = 128 + interrupted if interrupted is not None else 0
     except BaseException:  # an internal error: the first process reports the worker as failed
-        print(scrub(f"ci-evals worker {k} of {n}: internal error\n{traceback.format_exc()}"), file=sys.stderr)
+        print(
+            scrub(f"ci-evals worker {k} of {n}: internal error\n{traceback.format_exc()}"),
+            file=sys.stderr,
+        )
     finally:
         sys.stderr.flush()
         os._exit(code)  # no cleanup of the first process's state (its lock, its buffers) runs here
@@ -202,12 +209,17 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
             if pid == 0:
                 _worker(runner, k, n, part, shared)
             workers[pid] = (k, part)
-    except OSError as exc:  # no process to be had (EAGAIN, ENOMEM): the whole run here, as if never split
+    except (
+        OSError
+    ) as exc:  # no process to be had (EAGAIN, ENOMEM): the whole run here, as if never split
         _signal(workers, signal.SIGKILL)
         for pid, (_, part) in workers.items():
             os.waitpid(pid, 0)
             _discard(part)
-        print(f"warning: could not start worker processes ({exc.strerror or exc}): the run uses one", file=sys.stderr)
+        print(
+            f"warning: could not start worker processes ({exc.strerror or exc}): the run uses one",
+            file=sys.stderr,
+        )
         dataset.lane.close()
         dataset.lane = None
         return asyncio.run(runner.execute())
@@ -229,13 +241,24 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
         shared.close()
         dataset.lane.close()
         dataset.lane = None
-    runner.opts.extra_summary["workers"] = {"processes": n, **({"failed": failed} if failed else {})}
+    runner.opts.extra_summary["workers"] = {
+        "processes": n,
+        **({"failed": failed} if failed else {}),
+    }
     if failed:  # the verdict's reason: partial, never a pass
         runner.opts.extra_summary["partial_reason"] = "; ".join(failed) + (
-            ": its samples left were not run" if len(failed) == 1 else ": their samples left were not run")
+            ": its samples left were not run"
+            if len(failed) == 1
+            else ": their samples left were not run"
+        )
     for line in failed:
-        print(f"ci-evals: {line}: its samples left were not run (finish with --resume {out})", file=sys.stderr)
-    return runner.finish(started, t0, interrupted if interrupted is not None else stopped_by, partial=bool(failed))
+        print(
+            f"ci-evals: {line}: its samples left were not run (finish with --resume {out})",
+            file=sys.stderr,
+        )
+    return runner.finish(
+        started, t0, interrupted if interrupted is not None else stopped_by, partial=bool(failed)
+    )
 
 
 def _signal(workers: dict[int, tuple[int, Path]], signum: int) -> None:
@@ -246,7 +269,9 @@ def _signal(workers: dict[int, tuple[int, Path]], signum: int) -> None:
             pass
 
 
-def _wait(workers: dict[int, tuple[int, Path]], n: int, progress: Progress) -> tuple[list[str], int | None]:
+def _wait(
+    workers: dict[int, tuple[int, Path]], n: int, progress: Progress
+) -> tuple[list[str], int | None]:
     """Wait for every worker, showing their progress and passing on a signal this process gets:
     (how each failed worker ended, the signal that stopped a worker or this process meanwhile)."""
     pending = dict(workers)
@@ -260,10 +285,16 @@ def _wait(workers: dict[int, tuple[int, Path]], n: int, progress: Progress) -> t
                 continue
             k, _ = pending.pop(pid)
             code = os.waitstatus_to_exitcode(status)
-            if code > 128 and code - 128 in SIGNALS:  # stopped by a signal, as a run stops: lines kept
+            if (
+                code > 128 and code - 128 in SIGNALS
+            ):  # stopped by a signal, as a run stops: lines kept
                 stopped_by = stopped_by or code - 128
             elif code:
-                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+                how = (
+                    f"was killed by {signal.Signals(-code).name}"
+                    if code < 0
+                    else f"exited with code {code}"
+                )
                 failed.append(f"worker process {k} of {n} {how}")
         held = held_now()
         if held is not None and not forwarded:
@@ -288,8 +319,12 @@ def _settle_parts(runner: Runner, jobs: ResumedJobs | None) -> None:
     ``--resume`` never takes another run's lines for its own. The folder's lock is held here."""
     out = runner.opts.output
     found = sorted(out.glob(".results.worker-*.jsonl")) if out.is_dir() else []
-    parts = [p for p in found if p.is_symlink() or not p.is_dir()]  # a folder of that name is not ours
-    readable = [p for p in parts if p.is_file() and not p.is_symlink()]  # a planted link is removed, never read
+    parts = [
+        p for p in found if p.is_symlink() or not p.is_dir()
+    ]  # a folder of that name is not ours
+    readable = [
+        p for p in parts if p.is_file() and not p.is_symlink()
+    ]  # a planted link is removed, never read
     if readable and jobs is not None:
         for part in readable:  # all of them checked before one line is appended
             for n, rec in iter_records(part, Trust.OTHER, what=part.name):
@@ -299,7 +334,9 @@ def _settle_parts(runner: Runner, jobs: ResumedJobs | None) -> None:
             for part in readable:
                 whole = _copy_lines(part, fh.buffer)
                 for n, rec in iter_records(part, Trust.OTHER, what=part.name):
-                    if n < whole and job_key(rec) not in runner.done_keys:  # (a torn last line was not copied)
+                    if (
+                        n < whole and job_key(rec) not in runner.done_keys
+                    ):  # (a torn last line was not copied)
                         runner.done_keys.add(job_key(rec))
                         with foreign_shape(f"{part}:{n + 1}", "this record"):
                             runner.agg.add(rec)
@@ -320,14 +357,19 @@ def _free(part: Path) -> None:
     outright is not this run's); ConfigError when a folder holds either name."""
     for path in (part, _state_file(part)):
         if path.is_dir() and not path.is_symlink():
-            raise ConfigError("is a folder where a worker process writes its records: remove it", file=str(path))
+            raise ConfigError(
+                "is a folder where a worker process writes its records: remove it", file=str(path)
+            )
         path.unlink(missing_ok=True)
 
 
 def _append_parts(runner: Runner, workers: dict[int, tuple[int, Path]]) -> None:
     """Each worker's complete lines, worker by worker, appended to results.jsonl, and its records
     added to the aggregator: from the state it left when it finished, else line by line."""
-    with gcpolicy.streaming(), open_append(runner.opts.output / runner.opts.results_name, truncate=False) as fh:
+    with (
+        gcpolicy.streaming(),
+        open_append(runner.opts.output / runner.opts.results_name, truncate=False) as fh,
+    ):
         fh.flush()
         for _, part in sorted(workers.values()):
             state = _read_state(_state_file(part))
@@ -343,7 +385,9 @@ def _append_parts(runner: Runner, workers: dict[int, tuple[int, Path]]) -> None:
 def _open(path: Path) -> BinaryIO | None:
     """``path`` to read, or None when it is absent or not a regular file (never a FIFO's wait)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
     except FileNotFoundError:  # the worker ended before it wrote it
         return None
     if not stat.S_ISREG(os.fstat(fd).st_mode):

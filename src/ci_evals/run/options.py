@@ -37,7 +37,13 @@ def _non_negative(text: str) -> int:
 
 def _shard(text: str) -> tuple[int, int]:
     k, sep, n = text.partition("/")
-    if not sep or not (k + n).isascii() or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n):
+    if (
+        not sep
+        or not (k + n).isascii()
+        or not k.isdigit()
+        or not n.isdigit()
+        or not 1 <= int(k) <= int(n)
+    ):
         raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
     return int(k), int(n)
 
@@ -60,8 +66,12 @@ def _positive_float(text: str) -> float:
 
 def _max_wait(text: str) -> float:
     value = _finite_positive(text)
-    if value is None or value < 1:  # llm.limits.MIN_MAX_WAIT: no throttling answer is waited out in less
-        raise argparse.ArgumentTypeError(f"expected a number of seconds of at least 1, got {text!r}")
+    if (
+        value is None or value < 1
+    ):  # llm.limits.MIN_MAX_WAIT: no throttling answer is waited out in less
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds of at least 1, got {text!r}"
+        )
     return value
 
 
@@ -71,9 +81,15 @@ def _rate(text: str) -> tuple[str, float]:
     key = key.strip() if sep else "*"
     value = _finite_positive(number)
     if value is None:
-        raise argparse.ArgumentTypeError(f"expected a positive number, optionally after PROVIDER= or URL=, got {text!r}")
-    if key not in ("*", "openai", "anthropic", "google") and not key.startswith(("http://", "https://")):
-        raise argparse.ArgumentTypeError(f"{key!r} is not a provider (openai, anthropic, google) or a base URL")
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number, optionally after PROVIDER= or URL=, got {text!r}"
+        )
+    if key not in ("*", "openai", "anthropic", "google") and not key.startswith(
+        ("http://", "https://")
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{key!r} is not a provider (openai, anthropic, google) or a base URL"
+        )
     return key, value
 
 
@@ -85,43 +101,118 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def add_gate_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gate", action="append", default=None, metavar="GATE",
-                        help='add a gate, "METRIC [AGGREGATION] OP VALUE", e.g. "reward avg_score gte 0.75" '
-                             "(repeatable)")
+    parser.add_argument(
+        "--gate",
+        action="append",
+        default=None,
+        metavar="GATE",
+        help='add a gate, "METRIC [AGGREGATION] OP VALUE", e.g. "reward avg_score gte 0.75" '
+        "(repeatable)",
+    )
 
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The ``run`` command's flags (every field of :class:`SuiteOptions`)."""
-    parser.add_argument("--output", "-o", type=Path, default=None, help="results folder (default ci-evals-results/)")
-    parser.add_argument("--max-concurrent", type=_positive, default=None, help="samples in flight (default: YAML, else 10)")
-    parser.add_argument("--max-samples", type=_non_negative, default=None, help="run only the first N samples")
-    parser.add_argument("--sample-tags", default=None, help="comma-separated tags; run samples having any of them")
-    parser.add_argument("--sample-id", action="append", default=None, metavar="ID",
-                        help="run only the sample with this id (repeatable): a partial run")
-    parser.add_argument("--sample-pattern", default=None, metavar="GLOB_OR_REGEX",
-                        help="run only samples whose id matches this glob (capital-*), or this regex with "
-                             "re: (re:^cap): a partial run")
-    parser.add_argument("--only-failed", type=Path, default=None, metavar="FROM_RESULTS",
-                        help="re-run only the failing and errored samples of an earlier results folder "
-                             "(results go to FROM_RESULTS-rerun/ unless --output): a partial run")
-    parser.add_argument("--num-runs", type=_positive, default=None, help="repeat each sample N times")
-    parser.add_argument("--dry-run", action="store_true", help="run everything but post nothing; print the PR comment")
-    parser.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")
-    parser.add_argument("--baseline", type=Path, default=None, help="an earlier results folder to compare with")
-    parser.add_argument("--shard", type=_shard, default=None, help="run shard K of N (stable hash of the sample id)")
-    parser.add_argument("--resume", type=Path, default=None, metavar="DIR",
-                        help="finish an interrupted run in DIR (only missing samples run)")
-    parser.add_argument("--max-errors", type=_non_negative, default=None, metavar="N",
-                        help="errored samples each gate (and a run without gates) tolerates (default: YAML, else 0)")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress and no table; just the verdict")
-    parser.add_argument("--rpm", type=_rate, action="append", default=None, metavar="[PROVIDER|URL=]N",
-                        help="requests per minute an LLM endpoint allows (your tier); e.g. 500 or anthropic=50")
-    parser.add_argument("--tpm", type=_rate, action="append", default=None, metavar="[PROVIDER|URL=]N",
-                        help="tokens per minute an LLM endpoint allows; e.g. 200000 or openai=30000")
-    parser.add_argument("--max-wait", type=_max_wait, default=None, metavar="SECONDS",
-                        help="how long one LLM call may stay throttled (429) before it errors (default 600)")
-    parser.add_argument("--model-handle", default=None, metavar="HANDLE",
-                        help="run only this one of the target's model_handles")
+    parser.add_argument(
+        "--output", "-o", type=Path, default=None, help="results folder (default ci-evals-results/)"
+    )
+    parser.add_argument(
+        "--max-concurrent",
+        type=_positive,
+        default=None,
+        help="samples in flight (default: YAML, else 10)",
+    )
+    parser.add_argument(
+        "--max-samples", type=_non_negative, default=None, help="run only the first N samples"
+    )
+    parser.add_argument(
+        "--sample-tags", default=None, help="comma-separated tags; run samples having any of them"
+    )
+    parser.add_argument(
+        "--sample-id",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="run only the sample with this id (repeatable): a partial run",
+    )
+    parser.add_argument(
+        "--sample-pattern",
+        default=None,
+        metavar="GLOB_OR_REGEX",
+        help="run only samples whose id matches this glob (capital-*), or this regex with "
+        "re: (re:^cap): a partial run",
+    )
+    parser.add_argument(
+        "--only-failed",
+        type=Path,
+        default=None,
+        metavar="FROM_RESULTS",
+        help="re-run only the failing and errored samples of an earlier results folder "
+        "(results go to FROM_RESULTS-rerun/ unless --output): a partial run",
+    )
+    parser.add_argument(
+        "--num-runs", type=_positive, default=None, help="repeat each sample N times"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run everything but post nothing; print the PR comment",
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="do not read or write the LLM response cache"
+    )
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="an earlier results folder to compare with"
+    )
+    parser.add_argument(
+        "--shard", type=_shard, default=None, help="run shard K of N (stable hash of the sample id)"
+    )
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="finish an interrupted run in DIR (only missing samples run)",
+    )
+    parser.add_argument(
+        "--max-errors",
+        type=_non_negative,
+        default=None,
+        metavar="N",
+        help="errored samples each gate (and a run without gates) tolerates (default: YAML, else 0)",
+    )
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress and no table; just the verdict"
+    )
+    parser.add_argument(
+        "--rpm",
+        type=_rate,
+        action="append",
+        default=None,
+        metavar="[PROVIDER|URL=]N",
+        help="requests per minute an LLM endpoint allows (your tier); e.g. 500 or anthropic=50",
+    )
+    parser.add_argument(
+        "--tpm",
+        type=_rate,
+        action="append",
+        default=None,
+        metavar="[PROVIDER|URL=]N",
+        help="tokens per minute an LLM endpoint allows; e.g. 200000 or openai=30000",
+    )
+    parser.add_argument(
+        "--max-wait",
+        type=_max_wait,
+        default=None,
+        metavar="SECONDS",
+        help="how long one LLM call may stay throttled (429) before it errors (default 600)",
+    )
+    parser.add_argument(
+        "--model-handle",
+        default=None,
+        metavar="HANDLE",
+        help="run only this one of the target's model_handles",
+    )
     add_gate_flag(parser)
 
 

@@ -22,11 +22,17 @@ GradeOne = Callable[[Any, Any, Trajectory], Awaitable[tuple[dict[str, Any], str]
 
 def turn_trajectory(traj: Trajectory, i: int) -> Trajectory:
     """Turn ``i`` alone, with the trajectory's memory blocks, usage and metadata."""
-    return Trajectory(turns=[traj.turns[i]] if i < len(traj.turns) else [], memory_blocks=traj.memory_blocks,
-                      usage=traj.usage, metadata=traj.metadata)
+    return Trajectory(
+        turns=[traj.turns[i]] if i < len(traj.turns) else [],
+        memory_blocks=traj.memory_blocks,
+        usage=traj.usage,
+        metadata=traj.metadata,
+    )
 
 
-async def grade_per_turn(grade_one: GradeOne, slot, sample, traj: Trajectory) -> tuple[dict[str, Any], str]:
+async def grade_per_turn(
+    grade_one: GradeOne, slot, sample, traj: Trajectory
+) -> tuple[dict[str, Any], str]:
     """(grade dict, submission) of one grader over every turn of ``sample``."""
     truths: list[str] = sample.ground_truth
     inputs = sample.input if isinstance(sample.input, list) else [sample.input] * len(truths)
@@ -38,13 +44,25 @@ async def grade_per_turn(grade_one: GradeOne, slot, sample, traj: Trajectory) ->
         turn_sample = sample.model_copy(update={"input": inputs[i], "ground_truth": truth})
         grade, submission = await grade_one(slot, turn_sample, turn_trajectory(traj, i))
         if grade.get("error"):
-            return _errored(f"turn {i}: {grade['error']}", grade.get("error_category", "grading"), turns), ""
-        turns.append({"turn": i, "score": grade["score"], "rationale": grade.get("rationale"),
-                      "submission": submission})
+            return _errored(
+                f"turn {i}: {grade['error']}", grade.get("error_category", "grading"), turns
+            ), ""
+        turns.append(
+            {
+                "turn": i,
+                "score": grade["score"],
+                "rationale": grade.get("rationale"),
+                "submission": submission,
+            }
+        )
     score = math.fsum(t["score"] for t in turns) / len(turns)
     passed_turns = sum(1 for t in turns if t["score"] >= 1.0)
-    grade = make_grade(score, passes(score, *slot.rule), f"{passed_turns}/{len(turns)} turns passed (mean {score:.4f})",
-                       {"per_turn_grades": turns, "turns_passed": passed_turns, "turns_total": len(turns)})
+    grade = make_grade(
+        score,
+        passes(score, *slot.rule),
+        f"{passed_turns}/{len(turns)} turns passed (mean {score:.4f})",
+        {"per_turn_grades": turns, "turns_passed": passed_turns, "turns_total": len(turns)},
+    )
     return grade, " | ".join(f"[Turn {t['turn']}] {t['submission']}" for t in turns)
 
 

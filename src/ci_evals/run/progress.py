@@ -33,8 +33,13 @@ class Progress:
             from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
             from rich.progress import Progress as RichProgress
 
-            self._bar = RichProgress("[progress.description]{task.description}", BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+            self._bar = RichProgress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                transient=True,
+            )
             self._bar.start()
             self._task = self._bar.add_task("evaluating", total=total)
 
@@ -53,14 +58,21 @@ class Progress:
         done, errors = self.done + more, self.errors + more_errors
         if self._bar is not None:
             note = self.note()
-            self._bar.update(self._task, completed=done, description=f"evaluating ({errors} errors"
-                             + (f"; {note})" if note else ")"))
-        elif (done == self.total and self._shown < done) or \
-                (done >= self.next_mark and time.monotonic() - self._last >= 2.0):
+            self._bar.update(
+                self._task,
+                completed=done,
+                description=f"evaluating ({errors} errors" + (f"; {note})" if note else ")"),
+            )
+        elif (done == self.total and self._shown < done) or (
+            done >= self.next_mark and time.monotonic() - self._last >= 2.0
+        ):
             self._shown = done
             note = self.note()
-            print(f"progress: {done}/{self.total} samples ({errors} with errors"
-                  + (f"; {note})" if note else ")"), file=sys.stderr)
+            print(
+                f"progress: {done}/{self.total} samples ({errors} with errors"
+                + (f"; {note})" if note else ")"),
+                file=sys.stderr,
+            )
             self.next_mark = done + max(1, self.total // 10)
             self._last = time.monotonic()
 

@@ -50,8 +50,6 @@ YIELD_SECONDS = 0.005
 """A worker whose jobs never suspend (replay, built-in graders) hands the loop over this often."""
 
 
-
-
 def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> Grade:
     if g.error:
         return make_grade(rationale=g.rationale, metadata=g.metadata, error=g.error)
@@ -60,7 +58,10 @@ def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> Grade:
 
 def _all_builtin(slots: list[GraderSlot]) -> bool:
     """Every grader a built-in tool function reading a built-in extractor: pure, fast, synchronous."""
-    return all(isinstance(s.grader, ToolGrader) and s.grader.builtin and not s.extractor.custom for s in slots)
+    return all(
+        isinstance(s.grader, ToolGrader) and s.grader.builtin and not s.extractor.custom
+        for s in slots
+    )
 
 
 def _grade_builtin(slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[Grade, str]:
@@ -77,11 +78,16 @@ def _grade_builtin(slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[
 
 def _extraction_error(slot: GraderSlot, exc: Exception) -> Grade:
     """A failing extractor (a custom one's bug) is that sample's extraction error for this grader."""
-    return make_grade(error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}", category="extraction")
+    return make_grade(
+        error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}",
+        category="extraction",
+    )
 
 
 def _grader_error(slot: GraderSlot, exc: BaseException) -> Grade:
-    return make_grade(error=f"grader '{slot.name}' raised {type(exc).__name__}: {exc}", category="grading")
+    return make_grade(
+        error=f"grader '{slot.name}' raised {type(exc).__name__}: {exc}", category="grading"
+    )
 
 
 def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
@@ -146,10 +152,16 @@ class Runner:
         """Whether every job is computation in this process alone (recorded outputs, built-in
         tool graders, no setup script or reward): what worker processes may split (ci_evals.run.lanes)."""
         builtin_only = (self._plan or self._make_plan())[1]
-        return (self.suite.target.cpu_only and builtin_only and self.suite.setup is None
-                and self.suite.reward is None)
+        return (
+            self.suite.target.cpu_only
+            and builtin_only
+            and self.suite.setup is None
+            and self.suite.reward is None
+        )
 
-    async def _grade_one(self, slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[dict, str]:
+    async def _grade_one(
+        self, slot: GraderSlot, sample: Sample, traj: Trajectory
+    ) -> tuple[dict, str]:
         if isinstance(sample.ground_truth, list):  # letta-evals 0.9+: each turn graded on its own
             return await grade_per_turn(self._grade_one, slot, sample, traj)
         try:
@@ -165,7 +177,9 @@ class Runner:
         except asyncio.CancelledError as exc:
             if usercode.ours():  # the run is being interrupted
                 raise
-            return _grader_error(slot, exc), submission  # one a client timeout raised: this grade's error
+            return _grader_error(
+                slot, exc
+            ), submission  # one a client timeout raised: this grade's error
         except Exception as exc:  # graders should not raise, but a bug must not lose the sample
             return _grader_error(slot, exc), submission
         return _grade_dict(g, slot.rule), submission
@@ -174,12 +188,19 @@ class Runner:
         t0 = time.perf_counter()
         sample, replaced = clean_sample(sample)
         rec: dict[str, Any] = {
-            "sample_id": sample.id, "run": run, "model": model, "input": sample.input,
-            "ground_truth": sample.ground_truth, "tags": sample.tags, "error": None,
+            "sample_id": sample.id,
+            "run": run,
+            "model": model,
+            "input": sample.input,
+            "ground_truth": sample.ground_truth,
+            "tags": sample.tags,
+            "error": None,
         }
         slots, builtin_only, needs_memory = self._plan or self._make_plan()
         try:
-            traj = await self.suite.target.run(sample, run=run, model=model, need_memory=needs_memory)
+            traj = await self.suite.target.run(
+                sample, run=run, model=model, need_memory=needs_memory
+            )
             if not any(traj.turns) and not traj.memory_blocks:
                 raise SampleError("target returned an empty trajectory (no messages)")
             replaced += clean_trajectory(traj) + traj.metadata.pop("replaced_chars", 0)
@@ -191,18 +212,24 @@ class Runner:
             rec["error"] = {"category": category, "message": msg}
             if getattr(exc, "retries", 0):
                 rec["retries"] = exc.retries
-            rec["grades"] = {n: make_grade(error=f"{category} error: {msg}", category=category)
-                             for n in self.suite.metric_names}
+            rec["grades"] = {
+                n: make_grade(error=f"{category} error: {msg}", category=category)
+                for n in self.suite.metric_names
+            }
             rec["submission"] = {n: "" for n in self.suite.graders}
             rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
             if replaced:
                 rec["replaced_chars"] = replaced
             _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))
             return rec
-        traj.metadata.setdefault("run", run)  # judges key their cache on it: repeats stay independent
+        traj.metadata.setdefault(
+            "run", run
+        )  # judges key their cache on it: repeats stay independent
         if builtin_only and not isinstance(sample.ground_truth, list):
             pairs = [_grade_builtin(s, sample, traj) for s in slots]  # no coroutine per grade
-        elif len(slots) == 1 or all(isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots):
+        elif len(slots) == 1 or all(
+            isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots
+        ):
             pairs = [await self._grade_one(s, sample, traj) for s in slots]
         else:
             pairs = await asyncio.gather(*(self._grade_one(s, sample, traj) for s in slots))
@@ -210,15 +237,26 @@ class Runner:
         rec["submission"] = {s.name: p[1] for s, p in zip(slots, pairs, strict=True)}
         if self.suite.reward is not None:
             rec["grades"]["reward"] = await self.suite.reward.grade(
-                sample, rec["grades"], rec["submission"], traj, model, {"total": time.perf_counter() - t0})
+                sample,
+                rec["grades"],
+                rec["submission"],
+                traj,
+                model,
+                {"total": time.perf_counter() - t0},
+            )
         rec["usage"] = traj.usage.to_dict()
-        rec["trajectory"] = {"turns": [[m.to_dict() for m in t] for t in traj.turns],
-                             "memory_blocks": dict(traj.memory_blocks)}
+        rec["trajectory"] = {
+            "turns": [[m.to_dict() for m in t] for t in traj.turns],
+            "memory_blocks": dict(traj.memory_blocks),
+        }
         for k in ("cache_hits", "retries", "throttled"):
             if traj.metadata.get(k):
                 rec[k] = traj.metadata[k]
-        extra = {k: v for k, v in traj.metadata.items()
-                 if k not in ("cache_hits", "retries", "throttled", "run", "queued_s")}
+        extra = {
+            k: v
+            for k, v in traj.metadata.items()
+            if k not in ("cache_hits", "retries", "throttled", "run", "queued_s")
+        }
         if extra:
             rec["target"] = extra
         if replaced:
@@ -252,20 +290,29 @@ class Runner:
         params = list(inspect.signature(fn).parameters)
         args = []
         if params:
-            args = [self.suite.spec if params[0] == "suite" else getattr(self.suite.target, "client", None)]
+            args = [
+                self.suite.spec
+                if params[0] == "suite"
+                else getattr(self.suite.target, "client", None)
+            ]
         try:  # off the loop, without a time limit (a signal still ends the run); SystemExit is its error
             # letta-evals 0.7+: a (client, model_handle) setup runs once per model handle
-            for extra in ([[m] for m in self.suite.target.models()] if len(params) == 2 else [[]]):
+            for extra in [[m] for m in self.suite.target.models()] if len(params) == 2 else [[]]:
                 await usercode.run(fn, *args, *extra, what="setup script", limited=False)
         except Exception as exc:
-            raise ConfigError(f"setup script raised {usercode.describe(exc)}", key="setup_script",
-                              file=str(self.suite.path)) from None
+            raise ConfigError(
+                f"setup script raised {usercode.describe(exc)}",
+                key="setup_script",
+                file=str(self.suite.path),
+            ) from None
 
     async def execute(self) -> dict[str, Any]:
         """Run every job; write results.jsonl and return the summary (``partial`` if interrupted)."""
         return self.finish(*await self.run_records())
 
-    async def run_records(self, progress: Progress | None = None) -> tuple[datetime, float, int | None]:
+    async def run_records(
+        self, progress: Progress | None = None
+    ) -> tuple[datetime, float, int | None]:
         """Run every job of this process into its results file: (when it started, its
         ``perf_counter`` then, the signal that interrupted it or None)."""
         out = self.opts.output
@@ -281,7 +328,9 @@ class Runner:
         loop = asyncio.get_running_loop()
         main_task = asyncio.current_task()
 
-        def on_signal(signum: int) -> None:  # runs between two bytecodes: record, then cancel from the loop
+        def on_signal(
+            signum: int,
+        ) -> None:  # runs between two bytecodes: record, then cancel from the loop
             nonlocal interrupted
             if interrupted is None:
                 interrupted = signum
@@ -308,13 +357,23 @@ class Runner:
         self._report_endpoints()
         return started, t0, interrupted
 
-    def finish(self, started: datetime, t0: float, interrupted: int | None, *, partial: bool = False) -> dict[str, Any]:
+    def finish(
+        self, started: datetime, t0: float, interrupted: int | None, *, partial: bool = False
+    ) -> dict[str, Any]:
         """The summary of the records fed so far (``partial`` when interrupted, or when told)."""
-        return self.summarize(started, time.perf_counter() - t0, partial=partial or interrupted is not None,
-                              interrupted=signal.Signals(interrupted).name if interrupted is not None else None)
+        return self.summarize(
+            started,
+            time.perf_counter() - t0,
+            partial=partial or interrupted is not None,
+            interrupted=signal.Signals(interrupted).name if interrupted is not None else None,
+        )
 
     async def _run_all(self, fh, progress: Progress) -> None:
-        pool.configure(max_concurrent=self.opts.max_concurrent, rates=self.opts.rates, max_wait=self.opts.max_wait)
+        pool.configure(
+            max_concurrent=self.opts.max_concurrent,
+            rates=self.opts.rates,
+            max_wait=self.opts.max_wait,
+        )
         progress.note = lambda: pool.throttling_note(pool.endpoint_reports())
         await self._call_setup()
         try:
@@ -335,7 +394,9 @@ class Runner:
                 self._write(fh, rec)
                 progress.advance(rec)
                 now = time.monotonic()
-                if now - last_yield >= YIELD_SECONDS:  # jobs that never suspend must not keep signals waiting
+                if (
+                    now - last_yield >= YIELD_SECONDS
+                ):  # jobs that never suspend must not keep signals waiting
                     await asyncio.sleep(0)
                     last_yield = time.monotonic()
 
@@ -358,7 +419,9 @@ class Runner:
             try:
                 await part.aclose()
             except Exception as exc:  # cleanup problems must not hide the verdict
-                print(scrub(f"warning: cleanup failed: {type(exc).__name__}: {exc}"), file=sys.stderr)
+                print(
+                    scrub(f"warning: cleanup failed: {type(exc).__name__}: {exc}"), file=sys.stderr
+                )
 
     def _report_agents(self) -> None:
         """summary.json ``letta``: agents left on a Letta server (failed deletes) or kept on purpose."""
@@ -390,7 +453,17 @@ class Runner:
             self._last_flush = now
         self.agg.add(rec)
 
-    def summarize(self, started: datetime, duration: float, *, partial: bool,
-                  interrupted: str | None = None) -> dict[str, Any]:
-        return summarize(self.suite, self.config, self.agg, started=started, duration=duration, partial=partial,
-                         extra=self.opts.extra_summary, baseline=self.opts.baseline, interrupted=interrupted)
+    def summarize(
+        self, started: datetime, duration: float, *, partial: bool, interrupted: str | None = None
+    ) -> dict[str, Any]:
+        return summarize(
+            self.suite,
+            self.config,
+            self.agg,
+            started=started,
+            duration=duration,
+            partial=partial,
+            extra=self.opts.extra_summary,
+            baseline=self.opts.baseline,
+            interrupted=interrupted,
+        )

@@ -35,6 +35,7 @@ IDS_SHOWN = 5
 def id_matcher(pattern: str) -> Callable[[str], bool]:
     """A predicate on sample ids for ``--sample-pattern`` (a glob, or ``re:REGEX``)."""
     if not pattern.startswith("re:"):
+
         def glob(sid: str) -> bool:
             return fnmatchcase(sid, pattern)
 
@@ -65,18 +66,25 @@ def failed_sample_ids(folder: Path) -> tuple[str, set[str]]:
     failed: set[str] = set()
     for n, rec in iter_records(path, Trust.OTHER):
         with foreign_shape(f"{path}:{n + 1}", RESULTS):
-            if rec.get("error") or any(not g.get("passed") or g.get("error") for g in rec["grades"].values()):
+            if rec.get("error") or any(
+                not g.get("passed") or g.get("error") for g in rec["grades"].values()
+            ):
                 failed.add(str(rec["sample_id"]))
     return str(summary.get("suite")), failed
 
 
-def plan(args: SuiteOptions) -> tuple[set[str] | None, Callable[[str], bool] | None, list[str], str | None]:
+def plan(
+    args: SuiteOptions,
+) -> tuple[set[str] | None, Callable[[str], bool] | None, list[str], str | None]:
     """From the run's options: (ids to keep or None, id predicate or None, what chose them, FROM's suite)."""
     ids = {str(i) for i in args.sample_id} if args.sample_id else None
     by: list[str] = []
     if ids is not None:
-        by.append("--sample-id " + ", ".join(sorted(ids)) if len(ids) <= IDS_SHOWN
-                  else f"--sample-id ×{len(ids)}")
+        by.append(
+            "--sample-id " + ", ".join(sorted(ids))
+            if len(ids) <= IDS_SHOWN
+            else f"--sample-id ×{len(ids)}"
+        )
     pattern = args.sample_pattern
     matcher = id_matcher(pattern) if pattern is not None else None
     if pattern is not None:
@@ -86,10 +94,14 @@ def plan(args: SuiteOptions) -> tuple[set[str] | None, Callable[[str], bool] | N
     if only is not None:
         from_suite, failed = failed_sample_ids(only)
         if not failed:
-            raise ConfigError("nothing to re-run: no sample failed or errored in this folder", file=str(only))
+            raise ConfigError(
+                "nothing to re-run: no sample failed or errored in this folder", file=str(only)
+            )
         if ids is not None and not ids & failed:
-            raise ConfigError(f"none of the --sample-id ids failed in this folder ({some_ids(ids, IDS_SHOWN)})", file=str(only))
+            raise ConfigError(
+                f"none of the --sample-id ids failed in this folder ({some_ids(ids, IDS_SHOWN)})",
+                file=str(only),
+            )
         ids = failed if ids is None else ids & failed
         by.append(f"--only-failed {only}")
     return ids, matcher, by, from_suite
-

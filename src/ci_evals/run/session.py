@@ -34,12 +34,18 @@ DEFAULT_CONCURRENCY = 10
 
 
 def print_comment(summary: dict[str, Any], out: Path) -> None:
-    body = render_comment(summary, iter_results(out / "results.jsonl"), run_url=None,
-                          marker_key=summary.get("suite") or "suite")
+    body = render_comment(
+        summary,
+        iter_results(out / "results.jsonl"),
+        run_url=None,
+        marker_key=summary.get("suite") or "suite",
+    )
     print("\n--- PR comment (dry run: not posted) ---\n" + body + "\n--- end of PR comment ---")
 
 
-def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tuple[int, dict[str, Any] | None, Path]:
+def run_suite(
+    path: Path, args: SuiteOptions, output: Path | None = None
+) -> tuple[int, dict[str, Any] | None, Path]:
     """Load, run and report one suite. Returns (exit code, summary, output folder).
 
     ``output`` (a subfolder when the CLI runs several suites) wins over ``args.output``.
@@ -53,27 +59,45 @@ def run_suite(path: Path, args: SuiteOptions, output: Path | None = None) -> tup
         for shown in (named, named.parent / f"{named.name}-rerun"):
             full = str(cwd / shown)
             if exc.file and (exc.file == full or exc.file.startswith(full + os.sep)):
-                exc.file = str(shown) + exc.file[len(full):]
+                exc.file = str(shown) + exc.file[len(full) :]
         raise
 
 
-def _run_suite(path: Path, args: SuiteOptions, given: Path | None, cwd: Path) -> tuple[int, dict[str, Any] | None, Path]:
+def _run_suite(
+    path: Path, args: SuiteOptions, given: Path | None, cwd: Path
+) -> tuple[int, dict[str, Any] | None, Path]:
     resume = args.resume
-    tags = [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
+    tags = (
+        [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
+    )
     ids, id_match, chosen_by, from_suite = selection.plan(args)
-    suite = load_suite(path, max_samples=args.max_samples, sample_tags=tags, num_runs=args.num_runs,
-                       shard=args.shard, cache_dir=False if args.no_cache else None,
-                       max_errors=args.max_errors, extra_gates=args.gate,
-                       sample_ids=ids, id_match=id_match, meanwhile=html.warm)
+    suite = load_suite(
+        path,
+        max_samples=args.max_samples,
+        sample_tags=tags,
+        num_runs=args.num_runs,
+        shard=args.shard,
+        cache_dir=False if args.no_cache else None,
+        max_errors=args.max_errors,
+        extra_gates=args.gate,
+        sample_ids=ids,
+        id_match=id_match,
+        meanwhile=html.warm,
+    )
     if from_suite is not None and from_suite != suite.spec.name:
-        raise ConfigError(f"--only-failed: this folder holds results of suite {from_suite!r}, not "
-                          f"{suite.spec.name!r}", file=str(args.only_failed))
+        raise ConfigError(
+            f"--only-failed: this folder holds results of suite {from_suite!r}, not "
+            f"{suite.spec.name!r}",
+            file=str(args.only_failed),
+        )
     if args.model_handle:
         select_model(suite, args.model_handle)
     shown = given or (suite.ctx.resolve(suite.spec.output) if suite.spec.output else DEFAULT_OUTPUT)
     out = cwd / shown  # cwd as it was before the suite's code was imported
     only = args.only_failed
-    if only is not None and out.resolve() == only.resolve():  # never overwrite the input: a sibling folder
+    if (
+        only is not None and out.resolve() == only.resolve()
+    ):  # never overwrite the input: a sibling folder
         out, shown = out.parent / f"{out.name}-rerun", shown.parent / f"{shown.name}-rerun"
     check_output_folder(out, "--resume" if resume is not None else "--output")
     refuse_links(out)
@@ -83,9 +107,17 @@ def _run_suite(path: Path, args: SuiteOptions, given: Path | None, cwd: Path) ->
     concurrency = args.max_concurrent or suite.spec.max_concurrent or DEFAULT_CONCURRENCY
     extra: dict[str, Any] = {}
     if args.shard:
-        extra["shard"] = {"index": args.shard[0], "count": args.shard[1], "selected": suite.dataset.unsharded}
+        extra["shard"] = {
+            "index": args.shard[0],
+            "count": args.shard[1],
+            "selected": suite.dataset.unsharded,
+        }
     if chosen_by:
-        extra["selection"] = {"by": chosen_by, "selected": suite.dataset.count, "total": suite.dataset.total}
+        extra["selection"] = {
+            "by": chosen_by,
+            "selected": suite.dataset.count,
+            "total": suite.dataset.total,
+        }
     rates = {key: (lim.rpm, lim.tpm) for key, lim in suite.spec.rate_limits.items()}
     for flag, index in (("rpm", 0), ("tpm", 1)):
         for key, value in getattr(args, flag) or []:  # the command line wins over the suite
@@ -94,9 +126,19 @@ def _run_suite(path: Path, args: SuiteOptions, given: Path | None, cwd: Path) ->
             rates[key] = (pair[0], pair[1])
     if rates:  # before the folder is touched: a rate no call could wait for is a setting's mistake
         pool.configure(rates=rates, max_wait=args.max_wait or suite.spec.max_wait, check_only=True)
-    runner = Runner(suite, RunOptions(output=out, max_concurrent=concurrency, resume=resume is not None,
-                                      progress=not args.quiet, extra_summary=extra, rates=rates, baseline=baseline,
-                                      max_wait=args.max_wait or suite.spec.max_wait))
+    runner = Runner(
+        suite,
+        RunOptions(
+            output=out,
+            max_concurrent=concurrency,
+            resume=resume is not None,
+            progress=not args.quiet,
+            extra_summary=extra,
+            rates=rates,
+            baseline=baseline,
+            max_wait=args.max_wait or suite.spec.max_wait,
+        ),
+    )
     if baseline is not None:
         runner.agg = Aggregator(runner.config, keep_outcomes=True)
         baseline.attach(runner.agg, suite=suite.spec.name)
@@ -106,21 +148,29 @@ def _run_suite(path: Path, args: SuiteOptions, given: Path | None, cwd: Path) ->
         chosen["sample_pattern"] = args.sample_pattern
     lock = hold(out, fingerprint(suite, chosen), resume=resume is not None)
     try:
-        with held_signals() as held:  # the runner cancels on a signal; after the run, none may stop the flush
+        with (
+            held_signals() as held
+        ):  # the runner cancels on a signal; after the run, none may stop the flush
             summary = lanes.execute(runner)  # in this process, or in one per core when CPU-bound
             held.stopping = bool(summary.get("partial"))
             gather = None if args.quiet else console.FailingPass.of(summary)
-            failing = write_outputs(out, summary, gather)  # the console's failing samples, in the same read
+            failing = write_outputs(
+                out, summary, gather
+            )  # the console's failing samples, in the same read
             if args.shard and suite.dataset.count == 0:
-                print(f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
-                      f"gate here (merge the shards for the verdict). Results: {shown}/")
+                print(
+                    f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
+                    f"gate here (merge the shards for the verdict). Results: {shown}/"
+                )
                 return 0, summary, out
             color = console.use_color(sys.stdout)
             if not args.quiet:
                 print(console.render(summary, color=color, failing=failing))
             else:
                 print(console.verdict_line(summary, prefix=f"{summary['suite']}: ", color=color))
-            print(f"Results: {shown}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)")
+            print(
+                f"Results: {shown}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)"
+            )
             if summary.get("letta"):  # agents left on a Letta server: shown even with --quiet
                 print("\n".join(console_lines(summary)))
             if args.dry_run:
@@ -128,5 +178,8 @@ def _run_suite(path: Path, args: SuiteOptions, given: Path | None, cwd: Path) ->
     finally:
         lock.release()
     if summary.get("interrupted_by"):
-        print(f"interrupted: partial results written to {shown}/; finish with --resume {shown}", file=sys.stderr)
+        print(
+            f"interrupted: partial results written to {shown}/; finish with --resume {shown}",
+            file=sys.stderr,
+        )
     return exit_code(summary), summary, out

@@ -19,12 +19,15 @@ import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+SIGNALS = tuple(
+    s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
+)
 
 
 @contextmanager
-def on_signals(callback: Callable[[int], None], *, ignore_after: Callable[[], bool] = lambda: False
-               ) -> Iterator[None]:
+def on_signals(
+    callback: Callable[[int], None], *, ignore_after: Callable[[], bool] = lambda: False
+) -> Iterator[None]:
     """Call ``callback(signum)`` on each of :data:`SIGNALS` inside the block (main thread only; elsewhere a no-op).
 
     On exit the previous handlers come back, unless ``ignore_after()`` is true: then the signals
@@ -67,7 +70,9 @@ class _ReapedNoise(logging.Filter):
     stderr in the middle of the interruption's message."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (isinstance(record.msg, str) and record.msg.startswith("Unknown child process pid"))
+        return not (
+            isinstance(record.msg, str) and record.msg.startswith("Unknown child process pid")
+        )
 
 
 @contextmanager
@@ -77,7 +82,9 @@ def held_signals() -> Iterator[Held]:
     held = Held()
     noise, log = _ReapedNoise(), logging.getLogger("asyncio")
     log.addFilter(noise)
-    with on_signals(held.received.append, ignore_after=lambda: held.stopping or bool(held.received)):
+    with on_signals(
+        held.received.append, ignore_after=lambda: held.stopping or bool(held.received)
+    ):
         _holding.append(held)
         try:
             yield held

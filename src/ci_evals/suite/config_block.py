@@ -12,13 +12,26 @@ def suite_config(suite: LoadedSuite) -> dict[str, Any]:
     """The machine-readable config block of summary.json (what ``merge`` and recomputation need)."""
     return {
         "graders": {
-            name: {"label": s.grader.label, "kind": s.grader.spec.kind, "rule": list(s.rule),
-                   "extractor": s.extractor.name}
-            | ({"model": s.grader.spec.model} if isinstance(getattr(s.grader.spec, "model", None), str) else {})
+            name: {
+                "label": s.grader.label,
+                "kind": s.grader.spec.kind,
+                "rule": list(s.rule),
+                "extractor": s.extractor.name,
+            }
+            | (
+                {"model": s.grader.spec.model}
+                if isinstance(getattr(s.grader.spec, "model", None), str)
+                else {}
+            )
             for name, s in suite.graders.items()
-        } | reward_config(suite.reward),
+        }
+        | reward_config(suite.reward),
         "gates": [g.model_dump(exclude_none=True) for g in suite.gates],
-        **({"typed_gates": [g.model_dump(exclude_none=True) for g in suite.typed_gates]} if suite.typed_gates else {}),
+        **(
+            {"typed_gates": [g.model_dump(exclude_none=True) for g in suite.typed_gates]}
+            if suite.typed_gates
+            else {}
+        ),
         "max_errors": suite.max_errors,
         "max_error_rate": suite.max_error_rate,
         "num_runs": suite.spec.num_runs,

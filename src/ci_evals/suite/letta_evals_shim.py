@@ -39,15 +39,23 @@ def install() -> None:
             setattr(pkg, name, value)
     for name in ("GradeResult", "Sample"):
         setattr(pkg, name, getattr(models, name))
-    for name in ("RewardOutput", "RewardContext"):  # letta-evals 0.21+ reward composers import these
+    for name in (
+        "RewardOutput",
+        "RewardContext",
+    ):  # letta-evals 0.21+ reward composers import these
         setattr(pkg, name, getattr(rewards, name))
         setattr(shim_models, name, getattr(rewards, name))
     shim_models.LettaMessageUnion = Message  # custom extractors get ci-evals messages, turn by turn
     extractors = _extractors_shim()
     pkg.extractors = extractors
     sys.modules.update(
-        {"letta_evals": pkg, "letta_evals.decorators": decorators, "letta_evals.models": shim_models,
-         "letta_evals.extractors": extractors, "letta_evals.extractors.builtin": extractors}
+        {
+            "letta_evals": pkg,
+            "letta_evals.decorators": decorators,
+            "letta_evals.models": shim_models,
+            "letta_evals.extractors": extractors,
+            "letta_evals.extractors.builtin": extractors,
+        }
     )
 
 

@@ -77,9 +77,13 @@ class SuiteSpec(Strict):
     @classmethod
     def _rate_keys(cls, v: dict) -> dict:
         for key in v:
-            if key not in ("*", "openai", "anthropic", "google") and not key.startswith(("http://", "https://")):
-                raise ValueError(f"rate_limits key {key!r} is not '*', a provider (openai, anthropic, google) "
-                                 "or a base URL (http://... or https://...)")
+            if key not in ("*", "openai", "anthropic", "google") and not key.startswith(
+                ("http://", "https://")
+            ):
+                raise ValueError(
+                    f"rate_limits key {key!r} is not '*', a provider (openai, anthropic, google) "
+                    "or a base URL (http://... or https://...)"
+                )
         return v
 
     @field_validator("graders")
@@ -125,7 +129,9 @@ class LoadedSuite:
     max_errors: int | None = 0  # the run's error budget when there is no gate
     max_error_rate: float | None = None
     typed_gates: list = field(default_factory=list)  # letta-evals weighted_average / logical gates
-    reward: Any = None  # a letta-evals 0.21+ reward (ci_evals.graders.reward.Reward), the metric `reward`
+    reward: Any = (
+        None  # a letta-evals 0.21+ reward (ci_evals.graders.reward.Reward), the metric `reward`
+    )
     dialect: str = "ci-evals"
 
     @property
@@ -135,8 +141,10 @@ class LoadedSuite:
 
     @property
     def needs_memory(self) -> bool:
-        return any(s.extractor.needs_memory or getattr(s.grader, "needs_memory", False)
-                   for s in self.graders.values())
+        return any(
+            s.extractor.needs_memory or getattr(s.grader, "needs_memory", False)
+            for s in self.graders.values()
+        )
 
 
 def _line(lines: dict[str, int], key: str) -> int | None:
@@ -173,13 +181,29 @@ def load_suite(
     raw, lines = load_yaml(path)
     letta_evals_shim.install()  # before any user file is imported
     try:
-        return _load(path, file, raw, lines, offline=offline, max_samples=max_samples, sample_tags=sample_tags,
-                     num_runs=num_runs, shard=shard, cache_dir=cache_dir, max_errors=max_errors,
-                     extra_gates=extra_gates, sample_ids=sample_ids, id_match=id_match, meanwhile=meanwhile)
+        return _load(
+            path,
+            file,
+            raw,
+            lines,
+            offline=offline,
+            max_samples=max_samples,
+            sample_tags=sample_tags,
+            num_runs=num_runs,
+            shard=shard,
+            cache_dir=cache_dir,
+            max_errors=max_errors,
+            extra_gates=extra_gates,
+            sample_ids=sample_ids,
+            id_match=id_match,
+            meanwhile=meanwhile,
+        )
     except ConfigError as exc:
         _locate(exc, file, lines)
         raise
-    except OSError as exc:  # a path the suite names that the system refuses (too long, no permission)
+    except (
+        OSError
+    ) as exc:  # a path the suite names that the system refuses (too long, no permission)
         name = shorten(str(exc.filename or ""), 80)
         raise ConfigError(f"cannot open '{name}': {exc.strerror or exc}", file=file) from None
 
@@ -199,39 +223,98 @@ def _locate(exc: ConfigError, file: str, lines: dict[str, int]) -> None:
     exc.line = lines.get(key)
 
 
-def _load(path: Path, file: str, raw: Any, lines: dict[str, int], *, offline: bool, max_samples, sample_tags,
-          num_runs, shard, cache_dir, max_errors=None, extra_gates=None, sample_ids=None,
-          id_match=None, meanwhile=None) -> LoadedSuite:
+def _load(
+    path: Path,
+    file: str,
+    raw: Any,
+    lines: dict[str, int],
+    *,
+    offline: bool,
+    max_samples,
+    sample_tags,
+    num_runs,
+    shard,
+    cache_dir,
+    max_errors=None,
+    extra_gates=None,
+    sample_ids=None,
+    id_match=None,
+    meanwhile=None,
+) -> LoadedSuite:
     if not isinstance(raw, dict):
-        raise ConfigError("a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file)
-    translated, dialect = translate(raw, file, lines, offline=offline)  # `raw` stays as the user wrote it
+        raise ConfigError(
+            "a suite file must be a YAML mapping (name, dataset, target, graders, gate)", file=file
+        )
+    translated, dialect = translate(
+        raw, file, lines, offline=offline
+    )  # `raw` stays as the user wrote it
     spec: SuiteSpec = validate_model(SuiteSpec, translated, "", file, lines)
     base = path.resolve().parent
 
     if cache_dir is None:
-        cache_dir = None if spec.cache is False else (
-            base / spec.cache if isinstance(spec.cache, str) else Path.cwd() / ".ci-evals-cache")  # resolved now: user code may chdir
-    ctx = Context(base, path, cache_dir=cache_dir or None, offline=offline,
-                  pricing={k: v.model_dump() for k, v in spec.pricing.items()})
+        cache_dir = (
+            None
+            if spec.cache is False
+            else (
+                base / spec.cache if isinstance(spec.cache, str) else Path.cwd() / ".ci-evals-cache"
+            )
+        )  # resolved now: user code may chdir
+    ctx = Context(
+        base,
+        path,
+        cache_dir=cache_dir or None,
+        offline=offline,
+        pricing={k: v.model_dump() for k, v in spec.pricing.items()},
+    )
     ctx.suite_raw = raw
     if num_runs is not None:
         spec.num_runs = num_runs
-    selection = {"sample_tags": sample_tags if sample_tags is not None else spec.sample_tags,
-                 "max_samples": max_samples if max_samples is not None else spec.max_samples,
-                 "shard": shard, "sample_ids": sample_ids, "id_match": id_match,
-                 "needs_ids": any(g.max_drop is not None or g.max_regressions is not None for g in [*spec.gates, spec.gate] if g)}
+    selection = {
+        "sample_tags": sample_tags if sample_tags is not None else spec.sample_tags,
+        "max_samples": max_samples if max_samples is not None else spec.max_samples,
+        "shard": shard,
+        "sample_ids": sample_ids,
+        "id_match": id_match,
+        "needs_ids": any(
+            g.max_drop is not None or g.max_regressions is not None
+            for g in [*spec.gates, spec.gate]
+            if g
+        ),
+    }
     early = _scan_beside(ctx.resolve(spec.dataset), selection)
     try:
-        return _load_parts(path, file, lines, spec, ctx, dialect, selection, early, max_errors=max_errors,
-                           extra_gates=extra_gates, meanwhile=meanwhile)
+        return _load_parts(
+            path,
+            file,
+            lines,
+            spec,
+            ctx,
+            dialect,
+            selection,
+            early,
+            max_errors=max_errors,
+            extra_gates=extra_gates,
+            meanwhile=meanwhile,
+        )
     finally:
         if early is not None:
             early.cancel()  # joined already, unless something failed first
 
 
-def _load_parts(path: Path, file: str, lines: dict[str, int], spec: SuiteSpec, ctx: Context, dialect,
-                selection: dict[str, Any], early: forks.Beside | None, *, max_errors, extra_gates,
-                meanwhile) -> LoadedSuite:
+def _load_parts(
+    path: Path,
+    file: str,
+    lines: dict[str, int],
+    spec: SuiteSpec,
+    ctx: Context,
+    dialect,
+    selection: dict[str, Any],
+    early: forks.Beside | None,
+    *,
+    max_errors,
+    extra_gates,
+    meanwhile,
+) -> LoadedSuite:
     """The rest of :func:`_load`, in the order its errors are reported: setup script, target,
     graders, gates, then the dataset (scanned here, or adopted from ``early``)."""
     base = ctx.base_dir
@@ -239,16 +322,27 @@ def _load_parts(path: Path, file: str, lines: dict[str, int], spec: SuiteSpec, c
     if spec.setup_script:
         setup = load_object(spec.setup_script, base, key="setup_script")
         if not callable(setup):
-            raise ConfigError(f"'{spec.setup_script}' is not a function", file=file, key="setup_script")
+            raise ConfigError(
+                f"'{spec.setup_script}' is not a function", file=file, key="setup_script"
+            )
 
     # Target
     traw = spec.target
     if "kind" not in traw:
-        raise ConfigError("missing 'kind'" + did_you_mean("", TARGETS.names()), file=file, key="target",
-                          line=_line(lines, "target"))
+        raise ConfigError(
+            "missing 'kind'" + did_you_mean("", TARGETS.names()),
+            file=file,
+            key="target",
+            line=_line(lines, "target"),
+        )
     tcls = TARGETS.get(str(traw["kind"]), key="target.kind")
-    tspec = validate_model(tcls.spec_model, with_cleanup(traw, dialect.cleanup, tcls, file, lines), "target", file,
-                           lines)
+    tspec = validate_model(
+        tcls.spec_model,
+        with_cleanup(traw, dialect.cleanup, tcls, file, lines),
+        "target",
+        file,
+        lines,
+    )
     target = _construct(lambda: tcls(tspec, ctx), file, "target", lines)
 
     # Graders and their extractors
@@ -256,44 +350,74 @@ def _load_parts(path: Path, file: str, lines: dict[str, int], spec: SuiteSpec, c
     for name, graw in spec.graders.items():
         key = f"graders.{name}"
         grader = build_grader(name, graw, ctx, key=key, file=file, lines=lines)
-        extractor = make_extractor(grader.spec.extractor, grader.spec.extractor_config, base, key=key,
-                                   file=file, lines=lines)
+        extractor = make_extractor(
+            grader.spec.extractor,
+            grader.spec.extractor_config,
+            base,
+            key=key,
+            file=file,
+            lines=lines,
+        )
         graders[name] = (grader, extractor)
 
     # Gates
     gates = ([spec.gate] if spec.gate else []) + list(spec.gates)
     names = list(graders)
-    reward = load_reward(dialect.reward, names, ctx, file, lines) if dialect.reward is not None else None
+    reward = (
+        load_reward(dialect.reward, names, ctx, file, lines) if dialect.reward is not None else None
+    )
     metrics = names + (["reward"] if reward else [])
     typed = typed_gates_of(dialect, metrics, file, lines)
     for i, gate in enumerate(gates):
-        gkey = "gate" if (spec.gate is not None and i == 0) else f"gates[{i - (1 if spec.gate else 0)}]"
+        gkey = (
+            "gate"
+            if (spec.gate is not None and i == 0)
+            else f"gates[{i - (1 if spec.gate else 0)}]"
+        )
         if gate.metric_key is None:
             gate.metric_key = names[0]
         elif gate.metric_key not in metrics:
             raise ConfigError(
                 f"metric_key '{shorten(gate.metric_key, 60)}' names no grader{did_you_mean(gate.metric_key, metrics)}",
-                file=file, key=f"{gkey}.metric_key", line=_line(lines, f"{gkey}.metric_key"))
+                file=file,
+                key=f"{gkey}.metric_key",
+                line=_line(lines, f"{gkey}.metric_key"),
+            )
     gates += gates_from_flags(extra_gates, metrics, file)
 
-    slots = {name: GraderSlot(name, g, x, metric_rule(name, g.spec, gates, file, lines))
-             for name, (g, x) in graders.items()}
+    slots = {
+        name: GraderSlot(name, g, x, metric_rule(name, g.spec, gates, file, lines))
+        for name, (g, x) in graders.items()
+    }
     for slot in slots.values():  # a judge asked K times marks each answer by the metric's own rule
         slot.grader.rule = slot.rule
     if reward is not None:
-        reward.rule = metric_rule("reward", SimpleNamespace(pass_threshold=None), gates, file, lines)
+        reward.rule = metric_rule(
+            "reward", SimpleNamespace(pass_threshold=None), gates, file, lines
+        )
     budget = _apply_budgets(spec, gates + typed, max_errors)
 
     # Dataset, scanned once: every row parsed, ids unique, per-sample grader checks.
     ds_path = ctx.resolve(spec.dataset)
-    if not ds_path.exists():  # say where it was looked for: paths in a suite are relative to the suite
+    if (
+        not ds_path.exists()
+    ):  # say where it was looked for: paths in a suite are relative to the suite
         what = "dataset file not found"
-        raise ConfigError(f"{what}: '{shorten(spec.dataset, 100)}', relative to the suite "
-                          f"({shorten(str(ds_path), 200)})", file=file, key="dataset", line=_line(lines, "dataset"))
+        raise ConfigError(
+            f"{what}: '{shorten(spec.dataset, 100)}', relative to the suite "
+            f"({shorten(str(ds_path), 200)})",
+            file=file,
+            key="dataset",
+            line=_line(lines, "dataset"),
+        )
     if ds_path.is_dir():
-        raise ConfigError(f"dataset is a folder, expected a .jsonl or .csv file: '{shorten(spec.dataset, 100)}', "
-                          f"relative to the suite ({shorten(str(ds_path), 200)})", file=file, key="dataset",
-                          line=_line(lines, "dataset"))
+        raise ConfigError(
+            f"dataset is a folder, expected a .jsonl or .csv file: '{shorten(spec.dataset, 100)}', "
+            f"relative to the suite ({shorten(str(ds_path), 200)})",
+            file=file,
+            key="dataset",
+            line=_line(lines, "dataset"),
+        )
     dataset = Dataset(ds_path, **selection)
     checkers = [g for g, _ in graders.values() if g.checks_samples()]
     if checkers:  # they see every selected sample, one at a time, in the file's order: scanned here
@@ -327,8 +451,11 @@ def _scan_beside(path: Path, selection: dict[str, Any]) -> forks.Beside | None:
     before the shard), when it is large and a second core is free; else None (scanned in order).
     Any failure there (a bad row) is found again here, by the scan in order, and reported as usual."""
     try:
-        if path.suffix.lower() not in (".jsonl", ".csv") or not path.is_file() or \
-                path.stat().st_size < SCAN_BESIDE_BYTES:
+        if (
+            path.suffix.lower() not in (".jsonl", ".csv")
+            or not path.is_file()
+            or path.stat().st_size < SCAN_BESIDE_BYTES
+        ):
             return None
     except (OSError, ValueError):  # reported in order, where the dataset is checked
         return None
@@ -342,7 +469,9 @@ def _scan_beside(path: Path, selection: dict[str, Any]) -> forks.Beside | None:
     return side if side.pid is not None else None
 
 
-def metric_rule(name: str, gspec, gates: list[GateSpec], file: str, lines: dict[str, int]) -> tuple[str, float]:
+def metric_rule(
+    name: str, gspec, gates: list[GateSpec], file: str, lines: dict[str, int]
+) -> tuple[str, float]:
     """A metric's own per-sample pass rule: its grader's (``pass_threshold`` or ``pass_op``/``pass_value``),
     else its own gates' (the first one's), else score >= 1.0. Never another metric's gate.
 
@@ -353,23 +482,36 @@ def metric_rule(name: str, gspec, gates: list[GateSpec], file: str, lines: dict[
     stated: list[tuple[tuple[str, float], str]] = []
     if gspec.pass_threshold is not None:
         stated.append((("gte", gspec.pass_threshold), f"graders.{name}.pass_threshold"))
-    if getattr(gspec, "pass_value", None) is not None or getattr(gspec, "pass_op", None) is not None:
-        stated.append(((gspec.pass_op or "gte", 1.0 if gspec.pass_value is None else gspec.pass_value),
-                       f"graders.{name}.pass_value"))
+    if (
+        getattr(gspec, "pass_value", None) is not None
+        or getattr(gspec, "pass_op", None) is not None
+    ):
+        stated.append(
+            (
+                (gspec.pass_op or "gte", 1.0 if gspec.pass_value is None else gspec.pass_value),
+                f"graders.{name}.pass_value",
+            )
+        )
     for i, g in enumerate(own):
         if g.explicit_rule() is not None:
             stated.append((g.explicit_rule(), f"gates on '{name}' #{i + 1}"))
     for rule, where in stated[1:]:
         if rule != stated[0][0]:
-            raise ConfigError(f"metric '{name}' has two per-sample pass rules: {rule_text(*stated[0][0])} "
-                              f"({stated[0][1]}) and {rule_text(*rule)} ({where}); keep one",
-                              file=file, key=f"graders.{name}", line=lines.get(f"graders.{name}"))
+            raise ConfigError(
+                f"metric '{name}' has two per-sample pass rules: {rule_text(*stated[0][0])} "
+                f"({stated[0][1]}) and {rule_text(*rule)} ({where}); keep one",
+                file=file,
+                key=f"graders.{name}",
+                line=lines.get(f"graders.{name}"),
+            )
     if stated:
         return stated[0][0]
     return own[0].sample_rule() if own else ("gte", 1.0)
 
 
-def _apply_budgets(spec: SuiteSpec, gates: list[GateSpec], flag: int | None) -> tuple[int | None, float | None]:
+def _apply_budgets(
+    spec: SuiteSpec, gates: list[GateSpec], flag: int | None
+) -> tuple[int | None, float | None]:
     """Give every gate its error budget: ``--max-errors``, else its own, else the suite's default, else 0.
 
     Returns the run's own budget (used when there is no gate).

@@ -41,12 +41,16 @@ def suite_schema() -> dict[str, Any]:
     for branch in grader_branches:
         props = branch["properties"]
         props["type"] = {**props["kind"], "title": "Type (OpenAI spelling of kind)"}
-        props.setdefault("name", {"type": "string", "title": "Name (OpenAI spelling of display_name)"})
+        props.setdefault(
+            "name", {"type": "string", "title": "Name (OpenAI spelling of display_name)"}
+        )
         branch["required"] = [r for r in branch.get("required", []) if r != "kind"]
         branch["anyOf"] = [{"required": ["kind"]}, {"required": ["type"]}]
     # OpenAI grader objects may be pasted verbatim with `type` instead of `kind`.
     schema["properties"]["graders"] = {
-        "type": "object", "title": "Graders", "minProperties": 1,
+        "type": "object",
+        "title": "Graders",
+        "minProperties": 1,
         "additionalProperties": {"anyOf": grader_branches},
     }
     extend_schema(schema)

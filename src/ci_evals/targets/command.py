@@ -43,8 +43,12 @@ class CommandSpec(TargetSpec):
     timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
-    max_output_mb: float = Field(default=8.0, gt=0, le=1024,
-                                 description="MiB of stdout read per sample; more is an error for the sample.")
+    max_output_mb: float = Field(
+        default=8.0,
+        gt=0,
+        le=1024,
+        description="MiB of stdout read per sample; more is an error for the sample.",
+    )
 
 
 class CommandTarget(Target):
@@ -53,7 +57,9 @@ class CommandTarget(Target):
     def __init__(self, spec: CommandSpec, ctx: Context) -> None:
         super().__init__(spec, ctx)
         try:
-            argv = shlex.split(spec.command) if isinstance(spec.command, str) else list(spec.command)
+            argv = (
+                shlex.split(spec.command) if isinstance(spec.command, str) else list(spec.command)
+            )
         except ValueError as exc:  # an unbalanced quote
             raise ConfigError(f"cannot split the command: {exc}", key="target.command") from None
         if not argv:
@@ -64,14 +70,20 @@ class CommandTarget(Target):
             raise ConfigError(f"folder not found: {shorten(self.cwd)}", key="target.cwd")
         self._live: dict[int, str] = {}  # pid -> marker of each running command
 
-    async def run(self, sample: Sample, *, run: int = 0, model: str | None = None,
-                  need_memory: bool = False) -> Trajectory:
+    async def run(
+        self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
+    ) -> Trajectory:
         marker = new_marker()
         env = {**os.environ, **self.spec.env, MARKER: marker}
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, cwd=self.cwd, env=env, start_new_session=True,
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self.cwd,
+                env=env,
+                start_new_session=True,
             )
         except OSError as exc:
             raise SampleError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
@@ -79,14 +91,18 @@ class CommandTarget(Target):
         data = json.dumps(sample_payload(sample, run, model)).encode()
         out, err = bytearray(), bytearray()
         cap = int(self.spec.max_output_mb * 1024 * 1024)
-        readers = [asyncio.create_task(_drain(proc.stdout, out, cap)),
-                   asyncio.create_task(_drain(proc.stderr, err, None))]
+        readers = [
+            asyncio.create_task(_drain(proc.stdout, out, cap)),
+            asyncio.create_task(_drain(proc.stderr, err, None)),
+        ]
         try:
             async with asyncio.timeout(self.spec.timeout):
                 await _feed(proc.stdin, data)
                 await _finish(proc, readers)
         except TimeoutError:
-            raise SampleError(f"command timed out after {self.spec.timeout:g} s; stderr: {tail(bytes(err))}") from None
+            raise SampleError(
+                f"command timed out after {self.spec.timeout:g} s; stderr: {tail(bytes(err))}"
+            ) from None
         finally:
             # Whatever happened (answer, timeout, cancel), nothing the command started outlives it,
             # and nobody waits on pipes a leftover child might hold.
@@ -95,7 +111,9 @@ class CommandTarget(Target):
                 r.cancel()
             _close(proc)
         if proc.returncode != 0:
-            raise SampleError(f"command exited with code {proc.returncode}; stderr: {tail(bytes(err))}")
+            raise SampleError(
+                f"command exited with code {proc.returncode}; stderr: {tail(bytes(err))}"
+            )
         text, replaced = decode(bytes(out))
         traj = parse_answer(text)
         if replaced:
@@ -121,8 +139,10 @@ async def _drain(stream: asyncio.StreamReader, buf: bytearray, cap: int | None) 
             if len(buf) > 2 * STDERR_KEEP:
                 del buf[:-STDERR_KEEP]
         elif len(buf) > cap:
-            raise SampleError(f"command wrote more than {cap / 1048576:g} MiB to stdout (max_output_mb); "
-                              "it was stopped")
+            raise SampleError(
+                f"command wrote more than {cap / 1048576:g} MiB to stdout (max_output_mb); "
+                "it was stopped"
+            )
 
 
 async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
@@ -152,7 +172,9 @@ async def _finish(proc, readers: list[asyncio.Task]) -> None:
     while proc.returncode is None:
         done, _ = await asyncio.wait(readers, timeout=POLL_SECONDS)
         for task in done:
-            if task.exception() is not None:  # output over the cap: stop now (the caller kills the tree)
+            if (
+                task.exception() is not None
+            ):  # output over the cap: stop now (the caller kills the tree)
                 raise task.exception()
         if len(done) == len(readers):  # both pipes closed: wait() returns promptly now
             await proc.wait()

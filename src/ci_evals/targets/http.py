@@ -31,8 +31,12 @@ class HttpSpec(TargetSpec):
     url: str
     headers: dict[str, str | EnvValue] = Field(default_factory=dict)
     timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT)
-    max_response_mb: float = Field(default=8.0, gt=0, le=1024,
-                                   description="MiB of response body read per sample; more is an error for the sample.")
+    max_response_mb: float = Field(
+        default=8.0,
+        gt=0,
+        le=1024,
+        description="MiB of response body read per sample; more is an error for the sample.",
+    )
 
 
 class HttpTarget(Target):
@@ -51,11 +55,14 @@ class HttpTarget(Target):
         for name, value in self.spec.headers.items():
             if isinstance(value, EnvValue):
                 if value.env not in os.environ:
-                    raise ConfigError(f"environment variable {value.env} is not set",
-                                      key=f"target.headers.{name}")
+                    raise ConfigError(
+                        f"environment variable {value.env} is not set", key=f"target.headers.{name}"
+                    )
                 out[name] = value.prefix + os.environ[value.env]
                 self._secrets += [os.environ[value.env], out[name]]
-                register(os.environ[value.env])  # masked wherever it shows up, model output included
+                register(
+                    os.environ[value.env]
+                )  # masked wherever it shows up, model output included
             else:
                 out[name] = value
         return out
@@ -63,36 +70,51 @@ class HttpTarget(Target):
     async def start(self) -> None:
         import httpx
 
-        self.client = httpx.AsyncClient(timeout=self.spec.timeout, headers=self._headers(),
-                                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=200))
+        self.client = httpx.AsyncClient(
+            timeout=self.spec.timeout,
+            headers=self._headers(),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
+        )
 
-    async def run(self, sample: Sample, *, run: int = 0, model: str | None = None,
-                  need_memory: bool = False) -> Trajectory:
+    async def run(
+        self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
+    ) -> Trajectory:
         import httpx
 
         cap = int(self.spec.max_response_mb * 1024 * 1024)
         try:
             async with asyncio.timeout(self.spec.timeout):  # the whole request, not each read
-                request = self.client.build_request("POST", self.spec.url, json=sample_payload(sample, run, model))
+                request = self.client.build_request(
+                    "POST", self.spec.url, json=sample_payload(sample, run, model)
+                )
                 resp = await self.client.send(request, stream=True)
                 try:  # read at most the cap: a huge body is an error, never held whole
                     body = bytearray()
                     async for chunk in resp.aiter_bytes():
                         body += chunk
                         if len(body) > cap:
-                            raise SampleError(f"HTTP target response is larger than {cap / 1048576:g} MiB "
-                                              "(max_response_mb)")
+                            raise SampleError(
+                                f"HTTP target response is larger than {cap / 1048576:g} MiB "
+                                "(max_response_mb)"
+                            )
                     text = bytes(body).decode(resp.encoding or "utf-8", errors="replace")
                 finally:
                     await resp.aclose()
         except (httpx.TimeoutException, TimeoutError):
             raise SampleError(f"HTTP target timed out after {self.spec.timeout:g} s") from None
         except httpx.HTTPError as exc:
-            raise SampleError(scrub_and_shorten(f"HTTP target request failed: {type(exc).__name__}: {exc}", MESSAGE_LIMIT,
-                                   self._secrets)) from None
+            raise SampleError(
+                scrub_and_shorten(
+                    f"HTTP target request failed: {type(exc).__name__}: {exc}",
+                    MESSAGE_LIMIT,
+                    self._secrets,
+                )
+            ) from None
         if not 200 <= resp.status_code < 300:
-            raise SampleError(f"HTTP target returned {resp.status_code}: "
-                              + scrub_and_shorten(text, MESSAGE_LIMIT, self._secrets, tail=True))
+            raise SampleError(
+                f"HTTP target returned {resp.status_code}: "
+                + scrub_and_shorten(text, MESSAGE_LIMIT, self._secrets, tail=True)
+            )
         return parse_answer(text)
 
     async def aclose(self) -> None:

@@ -53,11 +53,19 @@ class LettaTargetSpec(TargetSpec, LettaServer, AgentFileImport):
     kind: Literal["agent", "letta_agent"] = "agent"
     agent_file: str | None = Field(None, description="An .af file imported fresh for every sample.")
     agent_id: str | None = Field(None, description="An existing agent, shared by all samples.")
-    agent_script: str | None = Field(None, description="'file.py:factory', (client, sample) -> agent id.")
+    agent_script: str | None = Field(
+        None, description="'file.py:factory', (client, sample) -> agent id."
+    )
     max_retries: int = Field(0, ge=0, description="Extra attempts of a failed sample run.")
-    retry_backoff: float = Field(1.0, ge=0, description="Seconds before the first retry; doubles each time.")
-    model_handles: list[str] | None = Field(None, description="Run every sample once per Letta model handle.")
-    model_configs: list[str] | None = Field(None, description="letta-evals 0.5 only; use model_handles.")
+    retry_backoff: float = Field(
+        1.0, ge=0, description="Seconds before the first retry; doubles each time."
+    )
+    model_handles: list[str] | None = Field(
+        None, description="Run every sample once per Letta model handle."
+    )
+    model_configs: list[str] | None = Field(
+        None, description="letta-evals 0.5 only; use model_handles."
+    )
     cleanup: bool = Field(True, description="Delete the agents the run created (false keeps them).")
 
 
@@ -71,28 +79,48 @@ class LettaTarget(Target):
         self.spec: LettaTargetSpec = spec
         chosen = [k for k in ("agent_file", "agent_id", "agent_script") if getattr(spec, k)]
         if not chosen:
-            raise ConfigError("an agent target needs one of agent_file, agent_id or agent_script", key="target")
+            raise ConfigError(
+                "an agent target needs one of agent_file, agent_id or agent_script", key="target"
+            )
         if len(chosen) > 1:
-            raise ConfigError(f"an agent target takes only one of agent_file, agent_id, agent_script; "
-                              f"got {' and '.join(chosen)}", key="target")
+            raise ConfigError(
+                f"an agent target takes only one of agent_file, agent_id, agent_script; "
+                f"got {' and '.join(chosen)}",
+                key="target",
+            )
         if spec.model_configs is not None:
-            raise ConfigError("model_configs (letta-evals' bundled LLM config files) is not supported; "
-                              "list Letta model handles in model_handles, e.g. [openai/gpt-4o-mini]",
-                              key="target.model_configs")
+            raise ConfigError(
+                "model_configs (letta-evals' bundled LLM config files) is not supported; "
+                "list Letta model handles in model_handles, e.g. [openai/gpt-4o-mini]",
+                key="target.model_configs",
+            )
         handles = spec.model_handles
         if handles is not None:
-            if not handles or len(set(handles)) != len(handles) or not all(h.strip() for h in handles):
-                raise ConfigError("model_handles must be a non-empty list of distinct handles",
-                                  key="target.model_handles")
+            if (
+                not handles
+                or len(set(handles)) != len(handles)
+                or not all(h.strip() for h in handles)
+            ):
+                raise ConfigError(
+                    "model_handles must be a non-empty list of distinct handles",
+                    key="target.model_handles",
+                )
             if spec.agent_id:
-                raise ConfigError("model_handles cannot be used with agent_id: it would change the model of "
-                                  "an agent shared by all samples; use agent_file or agent_script so each "
-                                  "sample gets its own agent", key="target.model_handles")
-        self.agent_file = read_agent_file(spec.agent_file, ctx, "target.agent_file") if spec.agent_file else None
+                raise ConfigError(
+                    "model_handles cannot be used with agent_id: it would change the model of "
+                    "an agent shared by all samples; use agent_file or agent_script so each "
+                    "sample gets its own agent",
+                    key="target.model_handles",
+                )
+        self.agent_file = (
+            read_agent_file(spec.agent_file, ctx, "target.agent_file") if spec.agent_file else None
+        )
         self.factory = self._load_factory(spec.agent_script, ctx) if spec.agent_script else None
         self.base_url = base_url_of(spec)
         self.ledger = AgentLedger(self.base_url)  # live, kept (cleanup: false) and left-over agents
-        self.breaker = Breaker()  # stops calling a server that never answered (ci_evals._util.breaker)
+        self.breaker = (
+            Breaker()
+        )  # stops calling a server that never answered (ci_evals._util.breaker)
         self._client: Any = None
         self._lock: asyncio.Lock | None = None
 
@@ -106,8 +134,10 @@ class LettaTarget(Target):
         except (TypeError, ValueError):
             n = 2
         if n != 2:
-            raise ConfigError(f"agent factory '{ref}' must take (client, sample), it takes {n} parameters",
-                              key="target.agent_script")
+            raise ConfigError(
+                f"agent factory '{ref}' must take (client, sample), it takes {n} parameters",
+                key="target.agent_script",
+            )
         return fn
 
     def models(self) -> list[str | None]:
@@ -131,8 +161,10 @@ class LettaTarget(Target):
         await self.start()
         if self.spec.agent_id:
             if sample.agent_args:
-                raise SampleError("agent_args cannot be applied to an existing agent (agent_id); "
-                                  "use agent_file or agent_script")
+                raise SampleError(
+                    "agent_args cannot be applied to an existing agent (agent_id); "
+                    "use agent_file or agent_script"
+                )
             waited = time.perf_counter() if self._lock.locked() else None
             async with self._lock:  # one conversation at a time on a shared agent
                 queued = 0.0 if waited is None else time.perf_counter() - waited
@@ -162,8 +194,11 @@ class LettaTarget(Target):
                 error = exc
                 retried[0] += getattr(exc, "retries", 0)
                 await self.ledger.forget(self._client, created)
-                if not retryable(exc) or getattr(exc, "exhausted", False) or (
-                        self.breaker.first_contact and systematic_kind(exc, self.base_url)):
+                if (
+                    not retryable(exc)
+                    or getattr(exc, "exhausted", False)
+                    or (self.breaker.first_contact and systematic_kind(exc, self.base_url))
+                ):
                     break
                 continue
             self.breaker.success()
@@ -189,18 +224,30 @@ class LettaTarget(Target):
             import httpx
             import letta_client
 
-            raise letta_client.APITimeoutError(request=httpx.Request("POST", self.base_url + path)) from None
+            raise letta_client.APITimeoutError(
+                request=httpx.Request("POST", self.base_url + path)
+            ) from None
 
-    async def _attempt(self, sample: Sample, model: str | None, need_memory: bool,
-                       created: list[str], retried: list[int]) -> Trajectory:
+    async def _attempt(
+        self,
+        sample: Sample,
+        model: str | None,
+        need_memory: bool,
+        created: list[str],
+        retried: list[int],
+    ) -> Trajectory:
         client = self._client
         agent_id = await self._agent_for(sample, model, created, retried)
         traj = Trajectory()
         stops = []
         turns = sample.input if isinstance(sample.input, list) else [sample.input]
         for text in turns:
-            resp = await self._within(client.agents.messages.create(
-                agent_id, messages=[{"role": "user", "content": text}]), f"/v1/agents/{agent_id}/messages")
+            resp = await self._within(
+                client.agents.messages.create(
+                    agent_id, messages=[{"role": "user", "content": text}]
+                ),
+                f"/v1/agents/{agent_id}/messages",
+            )
             traj.turns.append(to_turn(dump(resp.messages), text))
             add_usage(traj.usage, resp.usage)
             stop = resp.stop_reason.stop_reason if resp.stop_reason else None
@@ -208,6 +255,7 @@ class LettaTarget(Target):
             if stop in FAILED_STOPS:
                 raise SampleError(f"the Letta run stopped with '{stop}'")
         if need_memory:
+
             async def blocks() -> None:
                 async for block in client.agents.blocks.list(agent_id):
                     if block.label is not None:
@@ -217,21 +265,32 @@ class LettaTarget(Target):
         if model is None:
             state = await client.agents.retrieve(agent_id)
             cfg = state.llm_config
-            model_used = state.model or (cfg.handle if cfg else None) or (cfg.model if cfg else None)
+            model_used = (
+                state.model or (cfg.handle if cfg else None) or (cfg.model if cfg else None)
+            )
         else:
             model_used = model
         traj.metadata.update(agent_id=agent_id, model=model_used, stop_reasons=stops)
         return traj
 
-    async def _agent_for(self, sample: Sample, model: str | None, created: list[str], retried: list[int]) -> str:
+    async def _agent_for(
+        self, sample: Sample, model: str | None, created: list[str], retried: list[int]
+    ) -> str:
         """The agent this attempt talks to, set up with the sample's agent_args and the model handle."""
         client = self._client
         if self.spec.agent_id:
             return self.spec.agent_id
         args = dict(sample.agent_args or {})
         if self.agent_file is not None:  # the model handle is applied by the import itself
-            agent_id, retries = await import_agent(client, self.agent_file, project_of(self.spec), self.ledger,
-                                                   created, model, self.spec.override_existing_tools)
+            agent_id, retries = await import_agent(
+                client,
+                self.agent_file,
+                project_of(self.spec),
+                self.ledger,
+                created,
+                model,
+                self.spec.override_existing_tools,
+            )
             retried[0] += retries
             model = None
         else:
@@ -244,7 +303,9 @@ class LettaTarget(Target):
                         result = await result
             agent_id = getattr(result, "id", result)
             if not isinstance(agent_id, str) or not agent_id:
-                raise SampleError(f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id")
+                raise SampleError(
+                    f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id"
+                )
             created.append(agent_id)
             self.ledger.add([agent_id], getattr(result, "name", None))
             args = {}  # the factory got the sample and applied its agent_args itself
@@ -260,7 +321,9 @@ class LettaTarget(Target):
     async def aclose(self) -> None:
         if self._client is None:
             return
-        await self.ledger.close(self._client)  # agents of failed deletes: tried once more, else reported
+        await self.ledger.close(
+            self._client
+        )  # agents of failed deletes: tried once more, else reported
         await self._client.close()
         self._client = None
 

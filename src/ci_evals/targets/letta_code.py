@@ -51,26 +51,48 @@ def extra_vars(sample: Sample) -> dict[str, Any]:
 
 class LettaCodeSpec(TargetSpec, LettaServer):
     kind: Literal["letta_code"] = "letta_code"
-    model_handles: list[str] = Field(min_length=1, description="Letta model handles; every sample runs once per handle.")
-    agent_script: str | None = Field(None, description="'file.py:factory', async (client, sample) -> agent id.")
+    model_handles: list[str] = Field(
+        min_length=1, description="Letta model handles; every sample runs once per handle."
+    )
+    agent_script: str | None = Field(
+        None, description="'file.py:factory', async (client, sample) -> agent id."
+    )
     flags: str | None = Field(None, description="Extra CLI flags, split with shell rules.")
-    permission_mode: str | None = Field(None, description="Passed as --permission-mode (default: --yolo).")
-    memory_workspace: bool = Field(False, description="Set MEMORY_DIR / LETTA_MEMORY_DIR and run from it.")
-    memory_dir: str | None = Field(None, description="Memory workspace root, relative to the suite.")
-    working_dir: str | None = Field(None, description="letta-evals 0.6-0.17: the CLI's folder, relative to the suite.")
-    allowed_tools: list[str] | None = Field(None, description="letta-evals <= 0.21: --allowed-tools.")
-    disallowed_tools: list[str] | None = Field(None, description="letta-evals <= 0.21: --disallowed-tools.")
+    permission_mode: str | None = Field(
+        None, description="Passed as --permission-mode (default: --yolo)."
+    )
+    memory_workspace: bool = Field(
+        False, description="Set MEMORY_DIR / LETTA_MEMORY_DIR and run from it."
+    )
+    memory_dir: str | None = Field(
+        None, description="Memory workspace root, relative to the suite."
+    )
+    working_dir: str | None = Field(
+        None, description="letta-evals 0.6-0.17: the CLI's folder, relative to the suite."
+    )
+    allowed_tools: list[str] | None = Field(
+        None, description="letta-evals <= 0.21: --allowed-tools."
+    )
+    disallowed_tools: list[str] | None = Field(
+        None, description="letta-evals <= 0.21: --disallowed-tools."
+    )
     max_retries: int = Field(0, ge=0, description="Extra attempts of a failed sample run.")
-    retry_backoff: float = Field(1.0, ge=0, description="Seconds before the first retry; doubles each time (jittered).")
-    command: str = Field("letta", description="The Letta Code executable (PyPI package 'letta' >= 0.32.13).")
+    retry_backoff: float = Field(
+        1.0, ge=0, description="Seconds before the first retry; doubles each time (jittered)."
+    )
+    command: str = Field(
+        "letta", description="The Letta Code executable (PyPI package 'letta' >= 0.32.13)."
+    )
     cleanup: bool = Field(True, description="Delete the agents the run created (false keeps them).")
 
     @field_validator("permission_mode")
     @classmethod
     def _no_memory_mode(cls, v: str | None) -> str | None:
         if v == "memory":
-            raise ValueError("permission_mode 'memory' was removed from Letta Code; use memory_workspace: true "
-                             "with a permission_mode such as 'unrestricted'")
+            raise ValueError(
+                "permission_mode 'memory' was removed from Letta Code; use memory_workspace: true "
+                "with a permission_mode such as 'unrestricted'"
+            )
         return v
 
 
@@ -83,13 +105,18 @@ class LettaCodeTarget(LettaTarget):
     spec_model = LettaCodeSpec
 
     def __init__(self, spec: LettaCodeSpec, ctx: Context) -> None:
-        Target.__init__(self, spec, ctx)  # not the agent target's checks: there is no agent source here
+        Target.__init__(
+            self, spec, ctx
+        )  # not the agent target's checks: there is no agent source here
         self.spec: LettaCodeSpec = spec  # type: ignore[assignment]
         self._lock: asyncio.Lock | None = None
         self.base_url = base_url_of(spec)
         self.ledger = AgentLedger(self.base_url)  # live, kept (cleanup: false) and left-over agents
         self.flags = shlex.split(spec.flags) if spec.flags else []
-        for name, flag in (("allowed_tools", "--allowed-tools"), ("disallowed_tools", "--disallowed-tools")):
+        for name, flag in (
+            ("allowed_tools", "--allowed-tools"),
+            ("disallowed_tools", "--disallowed-tools"),
+        ):
             if getattr(spec, name):
                 self.flags += [flag, *getattr(spec, name)]
         self.cwd = ctx.resolve(spec.working_dir) if spec.working_dir else ctx.base_dir
@@ -100,12 +127,15 @@ class LettaCodeTarget(LettaTarget):
 
     async def start(self) -> None:
         if shutil.which(self.spec.command) is None:
-            raise ConfigError(f"the Letta Code CLI '{self.spec.command}' is not on PATH: pip install 'letta>=0.32.13'",
-                              key="target.command")
+            raise ConfigError(
+                f"the Letta Code CLI '{self.spec.command}' is not on PATH: pip install 'letta>=0.32.13'",
+                key="target.command",
+            )
         await super().start()
 
-    async def run(self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
-                  ) -> Trajectory:
+    async def run(
+        self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
+    ) -> Trajectory:
         await self.start()
         error: Exception | None = None
         policy = Backoff(base=self.spec.retry_backoff, cap=30.0, max_retries=self.spec.max_retries)
@@ -114,7 +144,9 @@ class LettaCodeTarget(LettaTarget):
                 await asyncio.sleep(policy.next_wait() or 0.0)
             created: list[str] = []
             try:
-                traj = await self._attempt(sample, model or self.spec.model_handles[0], need_memory, created)
+                traj = await self._attempt(
+                    sample, model or self.spec.model_handles[0], need_memory, created
+                )
             except SampleError as exc:
                 error = exc
                 await self.ledger.forget(self._client, created)
@@ -127,13 +159,19 @@ class LettaCodeTarget(LettaTarget):
                 traj.metadata["retries"] = attempt
             return traj
         where = f" after {self.spec.max_retries + 1} attempts" if self.spec.max_retries else ""
-        raise SampleError(f"Letta Code run failed{where}: {error}", retries=self.spec.max_retries) from error
+        raise SampleError(
+            f"Letta Code run failed{where}: {error}", retries=self.spec.max_retries
+        ) from error
 
     def _memory_dir(self, sample: Sample, agent_id: str | None) -> Path | None:
         if not self.spec.memory_workspace:
             return None
         env = extra_vars(sample).get("env") or {}
-        given = (env.get("MEMORY_DIR") or env.get("LETTA_MEMORY_DIR")) if isinstance(env, dict) else None
+        given = (
+            (env.get("MEMORY_DIR") or env.get("LETTA_MEMORY_DIR"))
+            if isinstance(env, dict)
+            else None
+        )
         given = given or extra_vars(sample).get("memory_dir")
         if given:
             return Path(str(given)).expanduser()
@@ -152,11 +190,15 @@ class LettaCodeTarget(LettaTarget):
         extra = extra_vars(sample).get("env")
         if extra is not None:
             if not isinstance(extra, dict) or not all(isinstance(k, str) for k in extra):
-                raise SampleError(f"sample {sample.id}: extra_vars.env must be an object of strings")
+                raise SampleError(
+                    f"sample {sample.id}: extra_vars.env must be an object of strings"
+                )
             env.update({k: "" if v is None else str(v) for k, v in extra.items()})
         return env
 
-    async def _attempt(self, sample: Sample, model: str, need_memory: bool, created: list[str]) -> Trajectory:
+    async def _attempt(
+        self, sample: Sample, model: str, need_memory: bool, created: list[str]
+    ) -> Trajectory:
         factory_agent = None
         if self.factory is not None:
             with contained():  # SystemExit and the like from the factory: that sample's error
@@ -164,7 +206,9 @@ class LettaCodeTarget(LettaTarget):
                 result = await result if asyncio.iscoroutine(result) else result
             factory_agent = getattr(result, "id", result)
             if not isinstance(factory_agent, str) or not factory_agent:
-                raise SampleError(f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id")
+                raise SampleError(
+                    f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id"
+                )
             created.append(factory_agent)
             self.ledger.add([factory_agent], getattr(result, "name", None))
         cmd = [self.spec.command, "--output-format", "stream-json", "--model", model]
@@ -178,20 +222,36 @@ class LettaCodeTarget(LettaTarget):
         inputs = sample.input if isinstance(sample.input, list) else [sample.input]
         prompt = "\n".join(inputs).replace("{pwd}", self.ctx.base_dir.resolve().as_posix())
         memory = self._memory_dir(sample, factory_agent)
-        events, stderr = await self._run_cli(cmd, prompt, self._env(sample, memory), str(memory or self.cwd))
-        init = next((e for e in events if e.get("type") == "system" and e.get("subtype") == "init"), {})
+        events, stderr = await self._run_cli(
+            cmd, prompt, self._env(sample, memory), str(memory or self.cwd)
+        )
+        init = next(
+            (e for e in events if e.get("type") == "system" and e.get("subtype") == "init"), {}
+        )
         agent_id = init.get("agent_id") or factory_agent
         if agent_id and agent_id not in created:
             created.append(agent_id)
             self.ledger.add([agent_id], None)
-        return await self._trace(events, stderr, agent_id, init.get("conversation_id"), model, need_memory)
+        return await self._trace(
+            events, stderr, agent_id, init.get("conversation_id"), model, need_memory
+        )
 
-    async def _run_cli(self, cmd: list[str], prompt: str, env: dict[str, str], cwd: str) -> tuple[list[dict], str]:
-        proc = await asyncio.create_subprocess_exec(*cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
-                                                    start_new_session=True)
+    async def _run_cli(
+        self, cmd: list[str], prompt: str, env: dict[str, str], cwd: str
+    ) -> tuple[list[dict], str]:
+        proc = await asyncio.create_subprocess_exec(
+            *cmd,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
         try:
-            out, err = await asyncio.wait_for(proc.communicate(prompt.encode("utf-8")), self.spec.timeout)
+            out, err = await asyncio.wait_for(
+                proc.communicate(prompt.encode("utf-8")), self.spec.timeout
+            )
         except (TimeoutError, asyncio.CancelledError) as exc:
             import signal
 
@@ -215,14 +275,28 @@ class LettaCodeTarget(LettaTarget):
         if proc.returncode != 0:
             failed = next((e for e in reversed(events) if e.get("type") == "error"), None)
             why = failed.get("message") if failed else tail or "no output"
-            raise SampleError(f"letta exited with code {proc.returncode}: {' '.join(str(why).split())[:STDERR_TAIL]}")
+            raise SampleError(
+                f"letta exited with code {proc.returncode}: {' '.join(str(why).split())[:STDERR_TAIL]}"
+            )
         return events, tail
 
-    async def _trace(self, events: list[dict], stderr: str, agent_id: str | None, conversation: str | None,
-                     model: str, need_memory: bool) -> Trajectory:
+    async def _trace(
+        self,
+        events: list[dict],
+        stderr: str,
+        agent_id: str | None,
+        conversation: str | None,
+        model: str,
+        need_memory: bool,
+    ) -> Trajectory:
         result = next((e for e in reversed(events) if e.get("type") == "result"), None)
         if result is None or result.get("subtype") != "success":
-            why = (result or {}).get("result") or (result or {}).get("subtype") or stderr or "no result event"
+            why = (
+                (result or {}).get("result")
+                or (result or {}).get("subtype")
+                or stderr
+                or "no result event"
+            )
             raise SampleError(f"letta reported no successful result: {why}")
         if not agent_id:
             raise SampleError("letta reported no agent id")
@@ -231,7 +305,9 @@ class LettaCodeTarget(LettaTarget):
             page = client.conversations.messages.list(conversation, limit=1000, order="asc")
         else:
             page = client.agents.messages.list(agent_id, limit=1000, order="asc")
-        messages = [m for m in dump([m async for m in page]) if m.get("message_type") != "system_message"]
+        messages = [
+            m for m in dump([m async for m in page]) if m.get("message_type") != "system_message"
+        ]
         traj = Trajectory()
         traj.turns.append(to_turn(messages))
         usage = result.get("usage") or {}
@@ -240,6 +316,10 @@ class LettaCodeTarget(LettaTarget):
             async for block in client.agents.blocks.list(agent_id):
                 if block.label is not None:
                     traj.memory_blocks[block.label] = block.value
-        traj.metadata.update(agent_id=agent_id, model=model, conversation_id=conversation,
-                             duration_ms=result.get("duration_ms"))
+        traj.metadata.update(
+            agent_id=agent_id,
+            model=model,
+            conversation_id=conversation,
+            duration_ms=result.get("duration_ms"),
+        )
         return traj

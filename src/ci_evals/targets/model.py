@@ -31,15 +31,31 @@ TOOL_NOT_RUN = "Tool execution is not available in this evaluation."
 
 class ModelTargetSpec(TargetSpec):
     model: str = Field(description="Model name sent to the endpoint.")
-    system_prompt: str | None = Field(default=None, description="System message (or use system_prompt_path).")
-    system_prompt_path: str | None = Field(default=None, description="File holding the system message.")
-    tools: list[dict[str, Any]] | None = Field(default=None, description="Tool JSON schemas the model may call.")
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0, description="Default: the server's.")
+    system_prompt: str | None = Field(
+        default=None, description="System message (or use system_prompt_path)."
+    )
+    system_prompt_path: str | None = Field(
+        default=None, description="File holding the system message."
+    )
+    tools: list[dict[str, Any]] | None = Field(
+        default=None, description="Tool JSON schemas the model may call."
+    )
+    temperature: float | None = Field(
+        default=None, ge=0.0, le=2.0, description="Default: the server's."
+    )
     max_tokens: int | None = Field(default=None, gt=0, description="Reply length cap.")
-    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; default OPENAI_BASE_URL.")
-    api_key_env: str | None = Field(default=None, description="Environment variable with the key; default OPENAI_API_KEY.")
-    timeout: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT, description="Seconds per HTTP attempt.")
-    max_retries: int = Field(default=5, ge=0, description="Retries on 429, 5xx, timeouts and dropped connections.")
+    base_url: str | None = Field(
+        default=None, description="OpenAI-compatible endpoint; default OPENAI_BASE_URL."
+    )
+    api_key_env: str | None = Field(
+        default=None, description="Environment variable with the key; default OPENAI_API_KEY."
+    )
+    timeout: float = Field(
+        default=120.0, gt=0, le=MAX_TIMEOUT, description="Seconds per HTTP attempt."
+    )
+    max_retries: int = Field(
+        default=5, ge=0, description="Retries on 429, 5xx, timeouts and dropped connections."
+    )
 
     @model_validator(mode="after")
     def _one_system_prompt(self) -> ModelTargetSpec:
@@ -58,7 +74,9 @@ class ModelTargetSpec(TargetSpec):
             if fn is None and "name" in tool and "type" not in tool:
                 fn = tool  # the short form {name, description, parameters}
             if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                raise ValueError(f"tools[{i}] must be {{type: function, function: {{name, parameters}}}}")
+                raise ValueError(
+                    f"tools[{i}] must be {{type: function, function: {{name, parameters}}}}"
+                )
             out.append({"type": "function", "function": fn})
         return out
 
@@ -73,7 +91,9 @@ class ModelTarget(Target):
         super().__init__(spec, ctx)
         self.system_prompt = spec.system_prompt
         if spec.system_prompt_path is not None:
-            self.system_prompt = ctx.read_text(spec.system_prompt_path, "system prompt", "target.system_prompt_path")
+            self.system_prompt = ctx.read_text(
+                spec.system_prompt_path, "system prompt", "target.system_prompt_path"
+            )
         self.llm = LLM(
             base_url=spec.base_url,
             api_key_env=spec.api_key_env,
@@ -95,7 +115,10 @@ class ModelTarget(Target):
     def params(self, model: str) -> dict[str, Any]:
         """Sampling parameters; reasoning models get temperature 1 and max_completion_tokens."""
         cap = "max_completion_tokens" if is_reasoning_model(model) else "max_tokens"
-        return {"temperature": effective_temperature(model, self.spec.temperature), cap: self.spec.max_tokens}
+        return {
+            "temperature": effective_temperature(model, self.spec.temperature),
+            cap: self.spec.max_tokens,
+        }
 
     async def run(
         self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
@@ -111,10 +134,14 @@ class ModelTarget(Target):
         for n, text in enumerate(turns):
             history.append({"role": "user", "content": text})
             try:
-                result = await self.llm.chat(model=model, messages=history, params=params, tools=self.spec.tools, repeat=run)
+                result = await self.llm.chat(
+                    model=model, messages=history, params=params, tools=self.spec.tools, repeat=run
+                )
             except LLMError as exc:
-                raise SampleError(f"model call failed on turn {n + 1}: {exc.message}",
-                                  retries=tally.retries + exc.retries) from None
+                raise SampleError(
+                    f"model call failed on turn {n + 1}: {exc.message}",
+                    retries=tally.retries + exc.retries,
+                ) from None
             tally.add(result, model, self.ctx.pricing)
             if not result.data.get("choices"):
                 raise SampleError(f"the model returned no choices on turn {n + 1}")
@@ -123,9 +150,13 @@ class ModelTarget(Target):
             traj.turns.append([Message(role="user", content=text), reply])
             history.append(_history_message(reply))
             if calls and n + 1 < len(turns):
-                history += [{"role": "tool", "tool_call_id": c.id, "content": TOOL_NOT_RUN} for c in calls]
+                history += [
+                    {"role": "tool", "tool_call_id": c.id, "content": TOOL_NOT_RUN} for c in calls
+                ]
         traj.usage.add(tally.prompt_tokens, tally.completion_tokens)
-        traj.metadata.update({"model": model, "run": run, "cache_hits": tally.cache_hits, "retries": tally.retries})
+        traj.metadata.update(
+            {"model": model, "run": run, "cache_hits": tally.cache_hits, "retries": tally.retries}
+        )
         if tally.throttled:
             traj.metadata["throttled"] = tally.throttled
         if tally.cost_usd is not None:

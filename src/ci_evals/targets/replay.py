@@ -33,40 +33,59 @@ class ReplayTarget(Target):
         # id -> (line, raw JSON bytes): far smaller than parsed dicts for 100k records.
         self.records: dict[str, tuple[int, bytes]] = {}
         if not self.path.exists():
-            raise ConfigError("replay outputs file not found", file=str(self.path), key="target.outputs")
+            raise ConfigError(
+                "replay outputs file not found", file=str(self.path), key="target.outputs"
+            )
         if not self.path.is_dir():
             regular_file(self.path, "replay outputs", key="target.outputs")
         if self.path.is_dir():
-            raise ConfigError("replay outputs is a folder, expected a JSONL file", file=str(self.path),
-                              key="target.outputs")
+            raise ConfigError(
+                "replay outputs is a folder, expected a JSONL file",
+                file=str(self.path),
+                key="target.outputs",
+            )
         with self.path.open("rb") as fh:
             for line_no, raw in enumerate(fh, 1):
                 rec = quick_loads(raw)  # valid UTF-8 JSON, read as below would read it
-                if rec is NOT_READ:  # anything else: checked step by step, so the error names what is wrong
+                if (
+                    rec is NOT_READ
+                ):  # anything else: checked step by step, so the error names what is wrong
                     try:
                         text = raw.decode("utf-8")
                     except UnicodeDecodeError as exc:
-                        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=str(self.path),
-                                          line=line_no) from None
+                        raise ConfigError(
+                            f"not UTF-8 text (byte {exc.start})", file=str(self.path), line=line_no
+                        ) from None
                     if not text.strip():
                         continue
                     try:
                         rec = loads(text)
                     except ValueError as exc:
-                        raise ConfigError(f"invalid JSON: {exc}", file=str(self.path), line=line_no) from None
+                        raise ConfigError(
+                            f"invalid JSON: {exc}", file=str(self.path), line=line_no
+                        ) from None
                 if not isinstance(rec, dict) or "id" not in rec:
-                    raise ConfigError("each line must be an object with an 'id'", file=str(self.path), line=line_no)
+                    raise ConfigError(
+                        "each line must be an object with an 'id'",
+                        file=str(self.path),
+                        line=line_no,
+                    )
                 if "output" not in rec and "messages" not in rec:
-                    raise ConfigError("a record needs 'output' or 'messages'", file=str(self.path), line=line_no)
+                    raise ConfigError(
+                        "a record needs 'output' or 'messages'", file=str(self.path), line=line_no
+                    )
                 self.records[str(rec["id"])] = (line_no, raw)
 
-    async def run(self, sample: Sample, *, run: int = 0, model: str | None = None,
-                  need_memory: bool = False) -> Trajectory:
+    async def run(
+        self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
+    ) -> Trajectory:
         found = self.records.get(str(sample.id))
         if found is None:
             raise SampleError(f"no recorded output for sample id {sample.id!r} in {self.path.name}")
         line, raw = found
-        rec = orjson_loads(raw)  # read (and checked) whole when the suite loaded: the fast reader will do
+        rec = orjson_loads(
+            raw
+        )  # read (and checked) whole when the suite loaded: the fast reader will do
         if rec is NOT_READ:
             rec = json.loads(raw.decode("utf-8"))
         try:

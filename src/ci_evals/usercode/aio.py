@@ -80,7 +80,9 @@ class _UserLoop:
             error = escaped(exc)
         except Exception as exc:
             error = exc
-        except BaseException as exc:  # SystemExit, GeneratorExit, a class of the author's: its error
+        except (
+            BaseException
+        ) as exc:  # SystemExit, GeneratorExit, a class of the author's: its error
             error = escaped(exc)
         finally:
             with _state_lock:
@@ -93,7 +95,9 @@ class _UserLoop:
 
 
 _user_loop: _UserLoop | None = None
-_retired: list[_UserLoop] = []  # abandoned loops stay referenced: a pending task collected would log
+_retired: list[
+    _UserLoop
+] = []  # abandoned loops stay referenced: a pending task collected would log
 
 
 def _submit(call: _Call) -> None:
@@ -160,7 +164,9 @@ def _expire(call: _Call, seconds: float) -> None:
     if call.state == _QUEUED:  # its loop has not started it yet: the limit counts from its start
         call.loop.call_later(seconds, _expire, call, seconds)
         return
-    call.fut.set_exception(UserCodeTimeout(f"{call.what} took over {seconds:g} s and was abandoned"))
+    call.fut.set_exception(
+        UserCodeTimeout(f"{call.what} took over {seconds:g} s and was abandoned")
+    )
     _stop(call)
     call.loop.call_later(GRACE_SECONDS, _blocked, call)
 

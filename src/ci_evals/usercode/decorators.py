@@ -36,7 +36,9 @@ def _decorate(kind: str, check: Callable[[Callable[..., Any]], None], registry=N
 
 def _check_grader(f) -> None:
     if _params(f) != ["sample", "submission"]:
-        raise TypeError(f"@grader {f.__name__} must take exactly (sample, submission), got {_params(f)}")
+        raise TypeError(
+            f"@grader {f.__name__} must take exactly (sample, submission), got {_params(f)}"
+        )
 
 
 def _check_extractor(f) -> None:
@@ -48,7 +50,9 @@ def _check_extractor(f) -> None:
 
 def _check_setup(f) -> None:
     if len(_params(f)) > 2:
-        raise TypeError(f"@suite_setup {f.__name__} must take (), (client) or (client, model_handle)")
+        raise TypeError(
+            f"@suite_setup {f.__name__} must take (), (client) or (client, model_handle)"
+        )
 
 
 def _check_factory(f) -> None:
@@ -58,7 +62,9 @@ def _check_factory(f) -> None:
 
 def _check_reward(f) -> None:
     if _params(f) != ["ctx"]:
-        raise TypeError(f"@reward_composer {f.__name__} must take exactly one parameter named ctx, got {_params(f)}")
+        raise TypeError(
+            f"@reward_composer {f.__name__} must take exactly one parameter named ctx, got {_params(f)}"
+        )
 
 
 grader = _decorate("grader", _check_grader, GRADER_FUNCTIONS)

@@ -39,8 +39,18 @@ from ci_evals.usercode.contain import (
     settle,
 )
 
-__all__ = ["ESCAPES", "USER_CODE_SECONDS", "UserCodeExit", "UserCodeTimeout", "call", "contained", "describe",
-           "escaped", "ours", "run"]
+__all__ = [
+    "ESCAPES",
+    "USER_CODE_SECONDS",
+    "UserCodeExit",
+    "UserCodeTimeout",
+    "call",
+    "contained",
+    "describe",
+    "escaped",
+    "ours",
+    "run",
+]
 
 USER_CODE_SECONDS = 300.0
 """Seconds one call of a custom grader or extractor may take."""
@@ -82,7 +92,9 @@ class _Lane:
                 value, error = None, exc
             except Abandoned:
                 return
-            except BaseException as exc:  # SystemExit, CancelledError, any other: an ordinary failure
+            except (
+                BaseException
+            ) as exc:  # SystemExit, CancelledError, any other: an ordinary failure
                 value, error = None, escaped(exc)
             try:
                 loop.call_soon_threadsafe(settle, fut, value, error)
@@ -104,13 +116,18 @@ def _arm(fut: asyncio.Future, what: str, seconds: float | None, lane: _Lane) -> 
     """The call has started: time it, and leave its thread behind if nobody waits for it any more."""
     if fut.done():
         return
-    handle = None if seconds is None else \
-        asyncio.get_running_loop().call_later(seconds, _expire, fut, what, seconds, lane)
+    handle = (
+        None
+        if seconds is None
+        else asyncio.get_running_loop().call_later(seconds, _expire, fut, what, seconds, lane)
+    )
 
     def done(_: asyncio.Future) -> None:
         if handle is not None:
             handle.cancel()
-        if fut.cancelled():  # the run was interrupted mid-call: later calls must not queue behind it
+        if (
+            fut.cancelled()
+        ):  # the run was interrupted mid-call: later calls must not queue behind it
             _abandon(lane)
 
     fut.add_done_callback(done)
@@ -145,7 +162,9 @@ async def call(fn: Callable[..., Any], *args: Any, what: str, limited: bool = Tr
     return await fut
 
 
-async def run(fn: Callable[..., Any], *args: Any, what: str, limited: bool = True, here: bool = False) -> Any:
+async def run(
+    fn: Callable[..., Any], *args: Any, what: str, limited: bool = True, here: bool = False
+) -> Any:
     """Call user code of either colour: a coroutine function on the user-code event loop, anything
     else on the user-code thread (an awaitable it returns is awaited on that loop); every escape is
     a :class:`UserCodeExit`. ``here``: a coroutine runs on the caller's loop (it was handed an

@@ -38,20 +38,29 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
     added = parent not in sys.path
     if added:
         sys.path.insert(0, parent)  # lets the file import its neighbours
-    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__/ in the user's repo
+    writes_bytecode, sys.dont_write_bytecode = (
+        sys.dont_write_bytecode,
+        True,
+    )  # no __pycache__/ in the user's repo
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         sys.modules.pop(name, None)
-        raise ConfigError(f"syntax error: {exc.msg}", file=str(path), line=exc.lineno, key=key) from None
-    except BaseException as exc:  # an escape (SystemExit, CancelledError, any BaseException) is the file's error
+        raise ConfigError(
+            f"syntax error: {exc.msg}", file=str(path), line=exc.lineno, key=key
+        ) from None
+    except (
+        BaseException
+    ) as exc:  # an escape (SystemExit, CancelledError, any BaseException) is the file's error
         sys.modules.pop(name, None)
         hint = ""
         if isinstance(exc, ImportError) and "letta_client" in str(exc):
             from importlib.metadata import version
 
-            hint = (f" (the installed letta-client {version('letta-client')} has no such name: this file was "
-                    "written for another letta-client version, such as 0.x before letta-evals 0.8)")
+            hint = (
+                f" (the installed letta-client {version('letta-client')} has no such name: this file was "
+                "written for another letta-client version, such as 0.x before letta-evals 0.8)"
+            )
         raise ConfigError(
             f"importing it failed: {type(exc).__name__}: {exc}{hint}", file=str(path), key=key
         ) from None
