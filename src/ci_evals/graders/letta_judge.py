@@ -9,7 +9,7 @@ default ``submit_grade``) attached to its agent, taking ``score: float`` and ``r
 For each sample a fresh judge agent is imported, sent the LLM judge's prompt (the rubric with
 ``{input}``, ``{submission}``, ``{ground_truth}`` and rubric variables filled in, then the input,
 ground truth and submission, asking for a call of the judge tool; see
-:func:`ci_evals.graders.rubric.build_judge_prompt`), and deleted afterwards, also on failure. The
+:func:`ci_evals.graders.judge_prompt.build_judge_prompt`), and deleted afterwards, also on failure. The
 first call of the judge tool gives the grade, its score clamped to [0, 1]; a judge that never
 calls it gives score 0 with an error. With ``judge_repeats: K`` that is done K times, a fresh judge
 each time, and the scores averaged (:mod:`ci_evals.graders.repeats`).
@@ -32,10 +32,14 @@ from ci_evals.config.templating import TemplateError
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory, Usage
 from ci_evals.graders.base import Grader
-from ci_evals.graders.judge_prompt import STANDARD_PLACEHOLDERS, build_judge_prompt, fill_rubric
+from ci_evals.graders.judge_prompt import (
+    STANDARD_PLACEHOLDERS,
+    build_judge_prompt,
+    check_rubric_vars,
+    fill_rubric,
+)
 from ci_evals.graders.letta_judge_tool import DEFAULT_TOOL, check_judge_tool, read_verdict
 from ci_evals.graders.repeats import JudgeRepeatsSpec, reduce_repeats
-from ci_evals.graders.rubric import RubricGrader
 from ci_evals.letta.agents import AgentLedger, systematic_kind
 from ci_evals.letta.client import (
     AgentFileImport,
@@ -90,14 +94,13 @@ class LettaJudgeSpec(JudgeRepeatsSpec, LettaServer, AgentFileImport):
 # -- the grader -----------------------------------------------------------------------------------
 
 
-class LettaJudgeGrader(Grader):
+class LettaJudgeGrader(Grader[LettaJudgeSpec]):
     """Grades with a Letta judge agent imported fresh for every submission."""
 
     spec_model = LettaJudgeSpec
 
     def __init__(self, name: str, spec: LettaJudgeSpec, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
-        self.spec: LettaJudgeSpec = spec
         if spec.prompt_path is not None:
             self.rubric = ctx.read_text(spec.prompt_path, "rubric", f"graders.{name}.prompt_path")
         else:
@@ -144,7 +147,8 @@ class LettaJudgeGrader(Grader):
 
     def check_samples(self, samples: Iterable[Sample]) -> None:
         """Every sample gives every declared rubric variable (the LLM rubric grader's rule and message)."""
-        RubricGrader.check_samples(self, samples)  # uses only self.name and self.rubric_vars
+        for sample in samples:
+            check_rubric_vars(sample, self.rubric_vars, self.name)
 
     def build_prompt(self, sample: Sample, submission: str) -> str:
         """The message to the judge: the LLM judge's prompt, asking for a call of the judge tool."""
@@ -228,6 +232,7 @@ class LettaJudgeGrader(Grader):
                     break
             finally:
                 await self.ledger.forget(self._client, created)
+        assert error is not None  # every attempt (max_retries >= 0) returned or failed
         failed = stop_line(self.breaker, error, self.base_url, "Letta judge failed")
         return GradeResult(score=0.0, error=str(failed), metadata=meta)
 

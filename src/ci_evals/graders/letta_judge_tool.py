@@ -152,7 +152,7 @@ def read_verdict(
             error=f"the judge called {tool} with arguments that are not a JSON object: "
             f"{scrub_and_shorten(call.arguments, 200)}",
         )
-    raw = args.get("score")
+    raw: Any = args.get("score")  # any JSON value: float() decides
     try:
         score = float(raw)
     except (TypeError, ValueError, OverflowError):

@@ -53,7 +53,7 @@ def find_grade(body: list[ast.stmt]) -> ast.AST | None:
 
     Looks inside ``if``/``try``/``with``/loops at module level, not inside functions or classes.
     """
-    found = None
+    found: ast.AST | None = None
     for node in body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             if node.name == "grade":
@@ -103,7 +103,7 @@ class PythonSpec(GraderSpec):
     )
 
 
-class PythonGrader(Grader):
+class PythonGrader(Grader[PythonSpec]):
     """Run user ``grade(sample, item)`` code in limited worker processes."""
 
     spec_model = PythonSpec
@@ -149,10 +149,10 @@ class PythonGrader(Grader):
             return self._load_error
         deadline = time.monotonic() + self.spec.timeout
         with self._lock:
-            worker = self._idle.pop() if self._idle else None
+            idle = self._idle.pop() if self._idle else None
         try:
-            if worker is None:
-                worker = self._spawn()
+            worker = idle if idle is not None else self._spawn()
+            if idle is None:
                 loaded = worker.ask({"source": self.spec.source}, deadline)
                 if "error" in loaded:
                     loaded["error"] = f"running the source failed: {loaded['error']}"

@@ -143,20 +143,23 @@ class Worker:
         except OSError:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None  # both opened as PIPE above
+        self.stdin, self.stdout = stdin, stdout
         self.served = 0
         self._buf = b""
 
     def ask(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
         """Send one JSON line and read the one-line answer before ``deadline`` (monotonic)."""
         try:
-            self.proc.stdin.write((json.dumps(message, default=str) + "\n").encode())
-            self.proc.stdin.flush()
+            self.stdin.write((json.dumps(message, default=str) + "\n").encode())
+            self.stdin.flush()
         except (BrokenPipeError, ValueError, OSError):
             raise WorkerDied(self._exit_reason()) from None
         return json.loads(self._readline(deadline))
 
     def _readline(self, deadline: float) -> bytes:
-        fd = self.proc.stdout.fileno()
+        fd = self.stdout.fileno()
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         while b"\n" not in self._buf:
@@ -188,7 +191,7 @@ class Worker:
         """Kill the worker and anything it started (setsid'd children too); remove its folder."""
         kill_tree(self.proc.pid, self.marker)
         self.proc.wait()
-        for pipe in (self.proc.stdin, self.proc.stdout):
+        for pipe in (self.stdin, self.stdout):
             try:
                 pipe.close()
             except OSError:

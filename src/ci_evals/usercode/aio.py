@@ -69,7 +69,8 @@ class _UserLoop:
         call.task = self.loop.create_task(self._guard(call))
 
     async def _guard(self, call: _Call) -> None:
-        value = error = None
+        value: Any = None
+        error: BaseException | None = None
         try:
             value = await call.make()
         except Abandoned:

@@ -10,65 +10,122 @@ TypeError at import time, so a broken file fails validation rather than a run.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from ci_evals._util.registry import EXTRACTORS, GRADER_FUNCTIONS
+from ci_evals._util.registry import EXTRACTORS, GRADER_FUNCTIONS, Registry
+
+if TYPE_CHECKING:  # the grader's contract, for type checkers only: registering one loads no model
+    from ci_evals.core.sample import GradeResult, Sample
+
+F = TypeVar("F", bound=Callable[..., Any])
+"""A decorated function: every decorator returns it unchanged (registered, and marked)."""
+GraderF = TypeVar("GraderF", bound="Callable[[Sample, str], GradeResult | Awaitable[GradeResult]]")
+"""A ``@grader``: ``(sample, submission)`` to a GradeResult, sync or async."""
 
 
 def _params(func: Callable[..., Any]) -> list[str]:
     return list(inspect.signature(func).parameters)
 
 
-def _decorate(kind: str, check: Callable[[Callable[..., Any]], None], registry=None):
-    def outer(func=None, *, name: str | None = None):
-        def wrap(f):
-            check(f)
-            setattr(f, f"_is_{kind}", True)
-            if registry is not None:
-                registry.register(name or f.__name__, f)
-            return f
+def _register(
+    kind: str,
+    check: Callable[[Callable[..., Any]], None],
+    registry: Registry | None,
+    func: F | None,
+    name: str | None,
+) -> F | Callable[[F], F]:
+    """``func`` checked, marked ``_is_<kind>`` and registered under ``name`` (default its own); or,
+    without ``func``, the decorator doing that (``@grader(name="x")``)."""
 
-        return wrap(func) if func is not None else wrap
+    def wrap(f: F) -> F:
+        check(f)
+        setattr(f, f"_is_{kind}", True)
+        if registry is not None:
+            registry.register(name or f.__name__, f)
+        return f
 
-    return outer
+    return wrap(func) if func is not None else wrap
 
 
-def _check_grader(f) -> None:
+def _check_grader(f: Callable[..., Any]) -> None:
     if _params(f) != ["sample", "submission"]:
         raise TypeError(
             f"@grader {f.__name__} must take exactly (sample, submission), got {_params(f)}"
         )
 
 
-def _check_extractor(f) -> None:
+def _check_extractor(f: Callable[..., Any]) -> None:
     if _params(f) not in (["trajectory", "config"], ["trajectory", "config", "agent_state"]):
         raise TypeError(
             f"@extractor {f.__name__} must take (trajectory, config) or (trajectory, config, agent_state)"
         )
 
 
-def _check_setup(f) -> None:
+def _check_setup(f: Callable[..., Any]) -> None:
     if len(_params(f)) > 2:
         raise TypeError(
             f"@suite_setup {f.__name__} must take (), (client) or (client, model_handle)"
         )
 
 
-def _check_factory(f) -> None:
+def _check_factory(f: Callable[..., Any]) -> None:
     if _params(f) != ["client", "sample"]:
         raise TypeError(f"@agent_factory {f.__name__} must take exactly (client, sample)")
 
 
-def _check_reward(f) -> None:
+def _check_reward(f: Callable[..., Any]) -> None:
     if _params(f) != ["ctx"]:
         raise TypeError(
             f"@reward_composer {f.__name__} must take exactly one parameter named ctx, got {_params(f)}"
         )
 
 
-grader = _decorate("grader", _check_grader, GRADER_FUNCTIONS)
-extractor = _decorate("extractor", _check_extractor, EXTRACTORS)
-suite_setup = _decorate("suite_setup", _check_setup)
-agent_factory = _decorate("agent_factory", _check_factory)
-reward_composer = _decorate("reward_composer", _check_reward)
+@overload
+def grader(func: GraderF, *, name: str | None = None) -> GraderF: ...
+@overload
+def grader(func: None = None, *, name: str | None = None) -> Callable[[GraderF], GraderF]: ...
+def grader(
+    func: GraderF | None = None, *, name: str | None = None
+) -> GraderF | Callable[[GraderF], GraderF]:
+    """Register a custom grader ``(sample, submission) -> GradeResult`` (sync or async) under its
+    name, or ``name``: ``@grader`` or ``@grader(name="x")``."""
+    return _register("grader", _check_grader, GRADER_FUNCTIONS, func, name)
+
+
+@overload
+def extractor(func: F, *, name: str | None = None) -> F: ...
+@overload
+def extractor(func: None = None, *, name: str | None = None) -> Callable[[F], F]: ...
+def extractor(func: F | None = None, *, name: str | None = None) -> F | Callable[[F], F]:
+    """Register a custom extractor ``(trajectory, config)`` or ``(trajectory, config, agent_state)``
+    returning the text to grade: ``@extractor`` or ``@extractor(name="x")``."""
+    return _register("extractor", _check_extractor, EXTRACTORS, func, name)
+
+
+@overload
+def suite_setup(func: F, *, name: str | None = None) -> F: ...
+@overload
+def suite_setup(func: None = None, *, name: str | None = None) -> Callable[[F], F]: ...
+def suite_setup(func: F | None = None, *, name: str | None = None) -> F | Callable[[F], F]:
+    """Mark a setup script's function: ``()``, ``(client)`` or ``(client, model_handle)``."""
+    return _register("suite_setup", _check_setup, None, func, name)
+
+
+@overload
+def agent_factory(func: F, *, name: str | None = None) -> F: ...
+@overload
+def agent_factory(func: None = None, *, name: str | None = None) -> Callable[[F], F]: ...
+def agent_factory(func: F | None = None, *, name: str | None = None) -> F | Callable[[F], F]:
+    """Mark an agent factory ``(client, sample)`` returning the agent it made (or its id)."""
+    return _register("agent_factory", _check_factory, None, func, name)
+
+
+@overload
+def reward_composer(func: F, *, name: str | None = None) -> F: ...
+@overload
+def reward_composer(func: None = None, *, name: str | None = None) -> Callable[[F], F]: ...
+def reward_composer(func: F | None = None, *, name: str | None = None) -> F | Callable[[F], F]:
+    """Mark a reward composer ``(ctx)`` returning a RewardOutput, a number or a dict of its fields
+    (sync or async; ``ctx`` is a :class:`ci_evals.graders.reward.RewardContext`)."""
+    return _register("reward_composer", _check_reward, None, func, name)
