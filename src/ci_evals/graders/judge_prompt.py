@@ -76,7 +76,7 @@ def fill_rubric(
     sample: Sample,
     submission: str,
     rubric_vars: Iterable[str] = (),
-    tool_calls: list | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> str:
     """The rubric with ``{{ item.x }}``, ``{input}``, ``{submission}``, ``{ground_truth}`` and the
     declared rubric variables substituted in one pass (other braces stay; substituted text is

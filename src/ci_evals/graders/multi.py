@@ -27,7 +27,7 @@ import ast
 import asyncio
 import keyword
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import Field
@@ -44,7 +44,7 @@ MAX_FORMULA_CHARS = 1000
 MAX_DEPTH = 40
 
 
-def _minmax(fn):
+def _minmax(fn: Callable[[tuple[float, ...]], float]) -> Callable[..., float]:
     return lambda *args: fn(args)
 
 
