@@ -14,7 +14,7 @@ import csv
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from ci_evals._util.bounds import NOT_READ, loads, quick_loads
 from ci_evals._util.errors import ConfigError
@@ -40,6 +40,17 @@ class Lane(Protocol):
     done: bool
 
     def owns(self, ordinal: int) -> bool: ...
+
+
+class Selection(TypedDict):
+    """Which samples of a dataset run: the keyword arguments of :class:`Dataset` (read there)."""
+
+    sample_tags: list[str] | None
+    max_samples: int | None
+    shard: tuple[int, int] | None
+    sample_ids: set[str] | None
+    id_match: Callable[[str], bool] | None
+    needs_ids: bool
 
 
 class Dataset:

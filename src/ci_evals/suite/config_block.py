@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ci_evals.graders.reward import reward_config
-from ci_evals.suite.loader import LoadedSuite
+from ci_evals.suite.loaded import LoadedSuite
 
 
 def suite_config(suite: LoadedSuite) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from ci_evals._util.registry import GRADER_KINDS, TARGETS
 from ci_evals.suite.dialects import extend_schema
-from ci_evals.suite.loader import SuiteSpec
+from ci_evals.suite.spec import SuiteSpec
 
 
 def _kind_schema(model, kinds: list[str], defs: dict[str, Any]) -> dict[str, Any]:
