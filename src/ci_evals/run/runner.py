@@ -42,7 +42,7 @@ from ci_evals.run.perturn import grade_per_turn
 from ci_evals.run.progress import Progress
 from ci_evals.run.signals import on_signals
 from ci_evals.suite.config_block import suite_config
-from ci_evals.suite.loaded import GraderSlot, LoadedSuite
+from ci_evals.suite.loader import GraderSlot, LoadedSuite
 from ci_evals.usercode import lane as usercode
 
 FLUSH_SECONDS = 0.5

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ci_evals._util.registry import GRADER_KINDS, TARGETS
+from pydantic import BaseModel
+
+from ci_evals._util.registry import GRADER_KINDS, TARGETS, Registry
 from ci_evals.suite.dialects import extend_schema
 from ci_evals.suite.spec import SuiteSpec
 
 
-def _kind_schema(model, kinds: list[str], defs: dict[str, Any]) -> dict[str, Any]:
+def _kind_schema(model: type[BaseModel], kinds: list[str], defs: dict[str, Any]) -> dict[str, Any]:
     schema = model.model_json_schema(ref_template="#/$defs/{model}")
     defs.update(schema.pop("$defs", {}))
     props = schema.setdefault("properties", {})
@@ -22,7 +24,7 @@ def suite_schema() -> dict[str, Any]:
     schema = SuiteSpec.model_json_schema(ref_template="#/$defs/{model}")
     defs = schema.setdefault("$defs", {})
 
-    def branches(registry) -> list[dict[str, Any]]:
+    def branches(registry: Registry) -> list[dict[str, Any]]:
         by_class: dict[Any, list[str]] = {}
         for kind in registry.names():
             cls = registry.get(kind)
