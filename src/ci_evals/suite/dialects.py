@@ -22,14 +22,13 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ci_evals._util.errors import ConfigError, did_you_mean
 from ci_evals.core.rule import Op
 from ci_evals.gating import letta_gates as typed_gates
 from ci_evals.gating.gates import GateSpec, Metric
-from ci_evals.gating.letta_gates import Condition, LogicalGate, TypedGate, WeightedGate
-from ci_evals.graders.reward import CustomReward, MetricReward
+from ci_evals.gating.letta_gates import Condition, TypedGate
 from ci_evals.targets.base import Target
 
 DIALECTS = {
@@ -361,40 +360,3 @@ def select_model(suite, handle: str) -> None:
             line=suite.lines.get("target.model_handles"),
         )
     spec.model_handles = [handle]
-
-
-def extend_schema(schema: dict[str, Any]) -> None:
-    """Add the letta-evals keys :func:`translate` reads to the suite JSON Schema (for editors)."""
-    defs = schema.setdefault("$defs", {})
-
-    def ref(model: type[BaseModel]) -> dict[str, Any]:
-        sub = model.model_json_schema(ref_template="#/$defs/{model}")
-        defs.update(sub.pop("$defs", {}))
-        defs[model.__name__] = sub
-        return {"$ref": f"#/$defs/{model.__name__}"}
-
-    props = schema["properties"]
-    typed = [ref(Condition), ref(WeightedGate), ref(LogicalGate)]
-    native = props["gate"]
-    props["gate"] = {
-        "anyOf": [native, *typed],
-        "title": "Gate (letta-evals 0.7-0.20: kind simple, weighted_average or logical)",
-    }
-    props["gates"] = {**props["gates"], "items": {"anyOf": [props["gates"]["items"], *typed]}}
-    props["reward"] = {
-        "anyOf": [ref(MetricReward), ref(CustomReward)],
-        "title": "Reward (letta-evals 0.21+): the metric `reward`",
-    }
-    props["cleanup"] = {
-        "type": "boolean",
-        "title": "Cleanup (letta-evals 0.12+): the target's `cleanup`",
-    }
-    props["accuracy_scale"] = {
-        "enum": list(SCALES),
-        "title": "How accuracy thresholds are read: fraction "
-        "(ci-evals, default) or percent (letta-evals 0.4-0.20's 0-100, to reproduce its verdict)",
-    }
-    props["sandbox"] = {
-        "type": "object",
-        "title": "Sandbox (letta-evals Modal): not supported, run refuses it",
-    }

@@ -1,4 +1,5 @@
-"""The suite's JSON Schema, generated from the same pydantic models that validate it."""
+"""The suite's JSON Schema, generated from the same pydantic models that validate it, with the
+letta-evals keys :func:`ci_evals.suite.dialects.translate` reads (for editors)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ci_evals._util.registry import GRADER_KINDS, TARGETS, Registry
-from ci_evals.suite.dialects import extend_schema
+from ci_evals.gating.letta_gates import Condition, LogicalGate, WeightedGate
+from ci_evals.graders.reward import CustomReward, MetricReward
+from ci_evals.suite.dialects import SCALES
 from ci_evals.suite.spec import SuiteSpec
 
 
@@ -59,3 +62,40 @@ def suite_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "ci-evals suite"
     return schema
+
+
+def extend_schema(schema: dict[str, Any]) -> None:
+    """Add the letta-evals keys :func:`translate` reads to the suite JSON Schema (for editors)."""
+    defs = schema.setdefault("$defs", {})
+
+    def ref(model: type[BaseModel]) -> dict[str, Any]:
+        sub = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(sub.pop("$defs", {}))
+        defs[model.__name__] = sub
+        return {"$ref": f"#/$defs/{model.__name__}"}
+
+    props = schema["properties"]
+    typed = [ref(Condition), ref(WeightedGate), ref(LogicalGate)]
+    native = props["gate"]
+    props["gate"] = {
+        "anyOf": [native, *typed],
+        "title": "Gate (letta-evals 0.7-0.20: kind simple, weighted_average or logical)",
+    }
+    props["gates"] = {**props["gates"], "items": {"anyOf": [props["gates"]["items"], *typed]}}
+    props["reward"] = {
+        "anyOf": [ref(MetricReward), ref(CustomReward)],
+        "title": "Reward (letta-evals 0.21+): the metric `reward`",
+    }
+    props["cleanup"] = {
+        "type": "boolean",
+        "title": "Cleanup (letta-evals 0.12+): the target's `cleanup`",
+    }
+    props["accuracy_scale"] = {
+        "enum": list(SCALES),
+        "title": "How accuracy thresholds are read: fraction "
+        "(ci-evals, default) or percent (letta-evals 0.4-0.20's 0-100, to reproduce its verdict)",
+    }
+    props["sandbox"] = {
+        "type": "object",
+        "title": "Sandbox (letta-evals Modal): not supported, run refuses it",
+    }
