@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ci_evals._util.errors import ConfigError
 from ci_evals.action.inputs import Inputs
@@ -150,7 +150,9 @@ def post_comments(
         )
     job = inputs.comment_key or env.get("GITHUB_JOB") or "evals"
     urls = []
-    for run in (r for r in runs if r.summary is not None):
+    for run in runs:
+        if run.summary is None:
+            continue
         key = run.comment_key(job)
         body = render_comment(run.summary, run.results(), run_url=run_url(env), marker_key=key)
         url = upsert_pr_comment(
@@ -168,13 +170,30 @@ def post_comments(
     return urls
 
 
-def metrics_output(runs: list[SuiteRun]) -> dict[str, Any]:
+class MetricOutput(TypedDict):
+    """One metric in the ``metrics`` output: its summary.json entry's headline figures (null
+    when the entry lacks one)."""
+
+    mean: float | None
+    pass_rate: float | None
+    n: int | None
+    graded: int | None
+    errors: int | None
+
+
+def metrics_output(runs: list[SuiteRun]) -> dict[str, MetricOutput]:
     """``{metric: {mean, pass_rate, n, graded, errors}}``; with several suites the keys are ``suite/metric``."""
-    out: dict[str, Any] = {}
+    out: dict[str, MetricOutput] = {}
     for run in runs:
         for name, m in ((run.summary or {}).get("metrics") or {}).items():
             key = f"{run.name}/{name}" if len(runs) > 1 else name
-            out[key] = {k: m.get(k) for k in ("mean", "pass_rate", "n", "graded", "errors")}
+            out[key] = {
+                "mean": m.get("mean"),
+                "pass_rate": m.get("pass_rate"),
+                "n": m.get("n"),
+                "graded": m.get("graded"),
+                "errors": m.get("errors"),
+            }
     return out
 
 

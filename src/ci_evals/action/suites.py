@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from ci_evals._util.workflow import commands_stopped
 from ci_evals.action.inputs import Inputs
@@ -23,6 +23,7 @@ from ci_evals.gating.verdict import SIGNAL_EXIT
 from ci_evals.reports import artifact
 from ci_evals.reports.write import iter_results
 from ci_evals.results.layout import suite_slug
+from ci_evals.results.records import ResultRecord, Summary
 from ci_evals.run.exits import guarded
 from ci_evals.run.options import SuiteOptions, parse_run_flags
 from ci_evals.run.session import run_suite
@@ -52,7 +53,7 @@ class SuiteRun:
     suite_file: str
     out_dir: Path
     exit_code: int
-    summary: dict[str, Any] | None
+    summary: Summary | None
     log_tail: str = ""
     untrusted: bool = False
     """An artifact of another job (results mode): every string of it is made inert."""
@@ -71,7 +72,7 @@ class SuiteRun:
             else f"{self.name}:{job}"
         )
 
-    def results(self) -> Iterator[dict[str, Any]]:
+    def results(self) -> Iterator[ResultRecord]:
         if self.untrusted:
             return artifact.iter_results(self.out_dir)
         return iter_results(self.out_dir / "results.jsonl")
@@ -118,13 +119,15 @@ def run_here(
     suite_file: str,
     out_dir: Path,
     baseline: str | None,
-) -> tuple[int, dict[str, Any] | None, Path, str]:
+) -> tuple[int, Summary | None, Path, str]:
     """Run one suite in this process: (exit code, its summary or None, its folder, tail of stderr)."""
     tail = _Tail(sys.stderr)
-    done: dict[str, Any] = {"summary": None, "out": out_dir}
+    summary: Summary | None = None
+    folder = out_dir
 
     def one() -> int:
-        code, done["summary"], done["out"] = run_suite(Path(suite_file), options)
+        nonlocal summary, folder
+        code, summary, folder = run_suite(Path(suite_file), options)
         return code
 
     with contextlib.redirect_stderr(tail):
@@ -133,7 +136,7 @@ def run_here(
         except SystemExit as exc:  # a bad flag in the args input: one line already printed
             return (exc.code if isinstance(exc.code, int) else EXIT_CONFIG), None, out_dir, tail.buf
         code = guarded(one)
-    return code, done["summary"], done["out"], tail.buf
+    return code, summary, folder, tail.buf
 
 
 def run_one_suite(
