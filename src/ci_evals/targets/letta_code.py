@@ -233,7 +233,7 @@ class LettaCodeTarget(LettaBase[LettaCodeSpec]):
 
     async def _run_cli(
         self, cmd: list[str], prompt: str, env: dict[str, str], cwd: str
-    ) -> tuple[list[dict], str]:
+    ) -> tuple[list[dict[str, Any]], str]:
         proc = await asyncio.create_subprocess_exec(
             *cmd,
             stdin=asyncio.subprocess.PIPE,
@@ -277,7 +277,7 @@ class LettaCodeTarget(LettaBase[LettaCodeSpec]):
 
     async def _trace(
         self,
-        events: list[dict],
+        events: list[dict[str, Any]],
         stderr: str,
         agent_id: str | None,
         conversation: str | None,
