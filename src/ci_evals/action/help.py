@@ -7,6 +7,8 @@ image has no action.yml to read at run time, hence the table here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 INPUTS: tuple[tuple[str, str, str], ...] = (
     # (input, default as in action.yml, what it does)
     ("suite", "", "suite YAML path(s) or glob(s), one per line; required unless 'results'"),
@@ -47,7 +49,7 @@ GITHUB_VARIABLES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _rows(pairs) -> list[str]:
+def _rows(pairs: Sequence[tuple[str, str]]) -> list[str]:
     width = max(len(name) for name, _ in pairs)
     return [f"  {name:<{width}}  {text}" for name, text in pairs]
 

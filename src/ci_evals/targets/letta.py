@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
@@ -45,6 +45,8 @@ from ci_evals.letta.messages import FAILED_STOPS, add_usage, dump, to_turn
 from ci_evals.targets.letta_base import LettaBase, LettaSpec
 from ci_evals.usercode.lane import contained
 from ci_evals.usercode.load import load_object
+
+T = TypeVar("T")
 
 
 class LettaTargetSpec(LettaSpec, AgentFileImport):
@@ -196,7 +198,7 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
         failed.retries = attempt + retried[0]
         raise failed from error
 
-    async def _within(self, call, path: str):
+    async def _within(self, call: Awaitable[T], path: str) -> T:
         """``await call`` with ``timeout`` as a total deadline (httpx's is per read); past it, the
         SDK's timeout error, which the retries and messages already treat as one."""
         try:
