@@ -11,6 +11,7 @@ from pathlib import Path
 from ci_evals.cli.app import main
 from ci_evals.reports import html
 from ci_evals.reports import report_data as data_mod
+from ci_evals.reports import report_rows as rows_mod
 from tests import reportdata as rd
 from tests.conftest import replay_suite
 
@@ -51,10 +52,10 @@ def test_script_json_escapes_what_could_end_or_start_markup():
 
 
 def test_long_text_is_cut_with_its_full_length():
-    assert data_mod._cap("x" * 10, 4) == {"text": "xxxx", "length": 10}
-    assert data_mod._cap("short", 10) == "short"
-    assert data_mod._cap({"k": 1}, 100) == '{"k": 1}'
-    assert data_mod._cap(None, 10) is None
+    assert rows_mod.capped("x" * 10, 4) == {"text": "xxxx", "length": 10}
+    assert rows_mod.capped("short", 10) == "short"
+    assert rows_mod.capped({"k": 1}, 100) == '{"k": 1}'
+    assert rows_mod.capped(None, 10) is None
 
 
 def test_report_embeds_every_row_with_its_baseline_and_regressions(tmp_path: Path):
