@@ -14,15 +14,13 @@ from typing import Any, NamedTuple
 from ci_evals.gating.verdict import display_name
 from ci_evals.reports import letta_agents
 from ci_evals.reports.digest import BUCKETS, Digest, digest, input_text, row_failures, sample_label
+from ci_evals.reports.figures import baseline_section, metric_table, usage_line
 from ci_evals.reports.markdown import (
-    baseline_section,
     error_table,
     errors_line,
     flaky_line,
     gate_table,
-    metric_table,
     report_line,
-    usage_line,
     verdict,
     verdict_line,
     worst_heading,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.gating.verdict import stability_note, unstable
-from ci_evals.reports import markdown as md
+from ci_evals.reports import text as fmt
 from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, Scan, build_data
 from ci_evals.results.files import Trust, baseline_reference
 from ci_evals.results.writer import write_text
@@ -97,11 +97,11 @@ def template():
         {
             name: lenient(fn)
             for name, fn in (
-                ("score", md.fmt_score),
-                ("pct", md.fmt_pct),
-                ("interval", md.fmt_interval),
-                ("delta", md.fmt_delta),
-                ("cost", md.fmt_cost),
+                ("score", fmt.fmt_score),
+                ("pct", fmt.fmt_pct),
+                ("interval", fmt.fmt_interval),
+                ("delta", fmt.fmt_delta),
+                ("cost", fmt.fmt_cost),
             )
         }
     )
