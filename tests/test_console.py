@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from ci_evals.reports.console import FailingPass, failing_entries, failing_lines, use_color
+from ci_evals.reports.console import failing_lines, use_color
+from ci_evals.reports.failing import FailingPass, failing_entries
 from tests.conftest import replay_suite
 
 DATASET = [{"id": f"s{i:02d}", "input": f"q{i}", "ground_truth": "yes"} for i in range(14)]

@@ -11,17 +11,15 @@ cannot move the cursor or recolour the terminal.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ci_evals._util.text import one_line
 from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable, word
+from ci_evals.reports.failing import FAILING_SHOWN, FailingPass, FailingTally
 from ci_evals.reports.text import noise_lines
 
 GROUPS_SHOWN = 5
-FAILING_SHOWN = 10
 _ANSI = {
     "PASS": "1;32",
     "PASSED": "1;32",
@@ -175,91 +173,6 @@ def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]
             f"  and {len(groups) - limit} more distinct messages (summary.json errors.groups)"
         )
     return lines
-
-
-def failing_entries(results: Iterable[dict[str, Any]], num_runs: int = 1) -> Iterable[tuple]:
-    """``(sort key, status, sample, grader, score, reason)`` for every failing or errored grade.
-
-    A result line whose target or extraction failed is one ERRORED entry (its graders never saw an
-    answer); otherwise each grade that errored (ERRORED) or did not pass (FAIL) is one entry.
-    """
-    for rec in results:
-        sid = str(rec.get("sample_id"))
-        label = (
-            sid
-            + (f" run {rec.get('run')}" if num_runs > 1 or rec.get("run") else "")
-            + (f" [{rec['model']}]" if rec.get("model") else "")
-        )
-        key = (sid, rec.get("run") or 0, str(rec.get("model") or ""))
-        grades = rec.get("grades") or {}
-        err = rec.get("error")
-        if err:
-            cat, msg = (
-                (err.get("category") or "target", err.get("message"))
-                if isinstance(err, dict)
-                else ("target", err)
-            )
-            yield (*key, ""), "ERRORED", label, cat, None, f"{cat} error: {msg}"
-            continue
-        for i, (name, g) in enumerate(grades.items()):
-            if g.get("error"):
-                yield (
-                    (*key, f"{i:04d}"),
-                    "ERRORED",
-                    label,
-                    name,
-                    None,
-                    f"{g.get('error_category') or 'grading'} error: {g['error']}",
-                )
-            elif not g.get("passed"):
-                yield (
-                    (*key, f"{i:04d}"),
-                    "FAIL",
-                    label,
-                    name,
-                    g.get("score"),
-                    g.get("rationale") or "",
-                )
-
-
-@dataclass
-class FailingTally:
-    """What :func:`failing_lines` shows: the first failing entries by sample id, and how many
-    failures and failing samples there were in all."""
-
-    shown: list[tuple]
-    failures: int
-    samples: int
-
-
-class FailingPass:
-    """:func:`failing_lines`' pass over the result lines, fed one line at a time (:meth:`add`), so
-    the reports' read of results.jsonl can feed it too (ci_evals.reports.write)."""
-
-    def __init__(self, num_runs: int = 1, limit: int = FAILING_SHOWN) -> None:
-        self.num_runs, self.limit = num_runs, limit
-        self._kept: list[tuple] = []  # (sort key, arrival, entry), sorted: heapq.nsmallest's order
-        self._seen = 0
-        self._samples: set[tuple] = set()
-
-    @classmethod
-    def of(cls, summary: dict[str, Any], limit: int = FAILING_SHOWN) -> FailingPass:
-        """The pass for the result lines of the run ``summary`` describes (its ``num_runs``)."""
-        return cls(int(summary.get("num_runs") or 1), limit)
-
-    def add(self, rec: dict[str, Any]) -> None:
-        kept, limit = self._kept, self.limit
-        for entry in failing_entries((rec,), self.num_runs):
-            self._seen += 1
-            self._samples.add(entry[0][:3])
-            if len(kept) < limit or (
-                kept and entry[0] < kept[-1][0]
-            ):  # an equal key came earlier: it stays ahead
-                bisect.insort(kept, (entry[0], self._seen, entry))
-                del kept[limit:]
-
-    def tally(self) -> FailingTally:
-        return FailingTally([e for _, _, e in self._kept], self._seen, len(self._samples))
 
 
 def failing_lines(

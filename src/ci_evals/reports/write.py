@@ -14,8 +14,8 @@ from typing import Any
 
 from ci_evals._util import forks, gcpolicy
 from ci_evals._util.bounds import dumps
-from ci_evals.reports.console import FailingPass, FailingTally
 from ci_evals.reports.digest import Digester
+from ci_evals.reports.failing import FailingPass, FailingTally
 from ci_evals.reports.html import report_scan, write_report
 from ci_evals.reports.junit import JunitWriter
 from ci_evals.reports.markdown import render_summary_md
