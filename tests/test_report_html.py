@@ -117,7 +117,13 @@ def test_an_older_summary_without_the_new_fields_still_renders(tmp_path: Path):
     s = rd.summary(new_fields=False)
     folder = rd.write_folder(tmp_path / "old", s, rd.records())
     text = html.write_report(folder, s).read_text()
-    assert '<span id="verdict">FAILED</span>' in text
+    # no verdict recorded: shown as none, never decided again from its gates
+    assert '<span id="verdict">NO VERDICT</span>' in text
+    assert '<header class="verdict v-none">' in text
+    assert (
+        '<p id="verdict-words">summary.json records no verdict '
+        "(written by another tool or an older version).</p>"
+    ) in text
     assert "<td>answer</td>" in text  # no label: the metric key
     assert '<td class="num">5</td>' in text  # graded = n - errors
     # errors.groups absent: grouped from results.jsonl

@@ -43,6 +43,7 @@ from ci_evals.reports.markdown import (
     render_error_md,
     render_summary_md,
 )
+from ci_evals.reports.verdicts import ORDER as VERDICT_ORDER
 from ci_evals.reports.write import iter_results
 from ci_evals.results.files import foreign_shape
 from ci_evals.results.layout import suite_slug, unique_slugs
@@ -328,9 +329,6 @@ def metrics_output(runs: list[SuiteRun]) -> dict[str, Any]:
             key = f"{run.name}/{name}" if len(runs) > 1 else name
             out[key] = {k: m.get(k) for k in ("mean", "pass_rate", "n", "graded", "errors")}
     return out
-
-
-VERDICT_ORDER = ("passed", "failed", "partial", "errored", "interrupted")
 
 
 def combined_verdict(runs: list[SuiteRun]) -> str:

@@ -15,20 +15,17 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 
 from ci_evals._util.text import one_line
-from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable, word
+from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable
 from ci_evals.reports.failing import FAILING_SHOWN, FailingPass, FailingTally
 from ci_evals.reports.text import noise_lines
+from ci_evals.reports.verdicts import WORDS, words_of
 
 GROUPS_SHOWN = 5
 _ANSI = {
     "PASS": "1;32",
-    "PASSED": "1;32",
     "FAIL": "1;31",
-    "FAILED": "1;31",
-    "ERRORED": "1;35",
     "INCONCLUSIVE": "1;33",
-    "PARTIAL": "1;33",
-    "INTERRUPTED": "1;33",
+    **{w.word: w.ansi for w in WORDS.values()},
 }
 INTERVALS_NOTE = (
     "95% intervals: the mean's by bootstrap (normal approximation above 200 samples), "
@@ -222,9 +219,10 @@ def all_target_failed(summary: dict[str, Any]) -> bool:
 
 
 def verdict_line(summary: dict[str, Any], prefix: str = "Verdict: ", color: bool = False) -> str:
-    """``Verdict: ERRORED (quality: 3 of 50 samples errored (max_errors 0))``."""
+    """``Verdict: ERRORED (quality: 3 of 50 samples errored (max_errors 0))``; ``Verdict: NO
+    VERDICT`` for a summary that records none (read, never decided here)."""
     reason = summary.get("verdict_reason")
-    return f"{prefix}{paint(word(summary), color)}" + (f" ({reason})" if reason else "")
+    return f"{prefix}{paint(words_of(summary).word, color)}" + (f" ({reason})" if reason else "")
 
 
 def render(

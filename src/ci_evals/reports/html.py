@@ -21,25 +21,11 @@ from typing import Any
 from ci_evals.gating.verdict import stability_note, unstable
 from ci_evals.reports import text as fmt
 from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, Scan, build_data
+from ci_evals.reports.verdicts import verdict_of, words_of
 from ci_evals.results.files import Trust, baseline_reference
 from ci_evals.results.writer import write_text
 
-VERDICT_WORDS = {
-    "passed": "Every gate passed.",
-    "failed": "A gate failed on the measured scores.",
-    "errored": "Samples errored: the gates could not be judged on scores alone.",
-    "interrupted": "The run was interrupted; these are partial results.",
-    "partial": "Samples are missing (merge or resume incomplete); these are partial results.",
-}
 OPS = {"gte": "≥", "gt": ">", "lte": "≤", "lt": "<", "eq": "="}
-
-
-def _verdict(summary: dict[str, Any]) -> str:
-    if summary.get("verdict"):
-        return str(summary["verdict"])
-    if summary.get("partial"):
-        return "partial"
-    return "passed" if (summary.get("gate") or {}).get("passed") else "failed"
 
 
 def _histogram_svg(counts: list[int]) -> list[dict[str, Any]]:
@@ -186,8 +172,8 @@ def render_report(
     models = list(summary.get("models") or {}) or facts["models"]
     return template().render(
         s=summary,
-        verdict=_verdict(summary),
-        verdict_words=VERDICT_WORDS,
+        verdict=verdict_of(summary) or "none",
+        words=words_of(summary),
         ops=OPS,
         script=Markup(script),
         style=Markup(style),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ci_evals.gating.verdict import decide, display_name, gate_title, stability_note, unstable
+from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable
 from ci_evals.reports.digest import (
     Digest,
     digest,
@@ -29,29 +29,25 @@ from ci_evals.reports.text import (
     fmt_score,
     noise_lines,
 )
+from ci_evals.reports.verdicts import NO_VERDICT, WORDS, verdict_of
 
 # ---------------------------------------------------------------- sections shared with the comment
 
 
-VERDICT_ICONS = {
-    "passed": "✅",
-    "failed": "❌",
-    "errored": "❌",
-    "interrupted": "⚠️",
-    "partial": "⚠️",
-}
-
-
 def verdict(summary: dict[str, Any]) -> tuple[str, str]:
-    """(icon, word) of the run's verdict: passed, failed, errored, interrupted or partial."""
-    word = summary.get("verdict") or decide(summary)[0]
-    return VERDICT_ICONS[word], word
+    """(icon, word) of the run's verdict: passed, failed, errored, interrupted or partial; ``no
+    verdict`` for a summary that records none (read, never decided here)."""
+    v = verdict_of(summary)
+    return (WORDS[v].icon, v) if v is not None else (NO_VERDICT.icon, NO_VERDICT.word.lower())
 
 
 def verdict_line(summary: dict[str, Any]) -> str:
     """``**Verdict: errored**: quality: 3 of 50 samples errored (max_errors 0)``."""
-    reason = summary.get("verdict_reason") if summary.get("verdict") else decide(summary)[1]
-    return f"**Verdict: {verdict(summary)[1]}**" + (f": {escape_md(reason, 500)}" if reason else "")
+    v = verdict_of(summary)
+    if v is None:
+        return f"**No verdict**: {NO_VERDICT.sentence}"
+    reason = summary.get("verdict_reason")
+    return f"**Verdict: {v}**" + (f": {escape_md(reason, 500)}" if reason else "")
 
 
 def gate_status(gate: dict[str, Any]) -> str:
