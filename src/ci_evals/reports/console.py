@@ -19,6 +19,7 @@ from ci_evals.gating.verdict import display_name, gate_title, stability_note, un
 from ci_evals.reports.failing import FAILING_SHOWN, FailingPass, FailingTally
 from ci_evals.reports.text import noise_lines
 from ci_evals.reports.verdicts import WORDS, words_of
+from ci_evals.results.records import GateResult, MetricEntry, ResultRecord, Summary
 
 GROUPS_SHOWN = 5
 _ANSI = {
@@ -63,14 +64,16 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def _interval(ci, pct: bool = False) -> str:
+def _interval(ci: list[float] | None, pct: bool = False) -> str:
     if not ci:
         return "-"
     fmt = _pct if pct else _num
     return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
-def metric_rows(metrics: dict[str, Any], baseline: dict[str, Any] | None = None) -> list[list[Any]]:
+def metric_rows(
+    metrics: dict[str, MetricEntry], baseline: dict[str, Any] | None = None
+) -> list[list[Any]]:
     rows = []
     base = (baseline or {}).get("metrics", {})
     for name, m in metrics.items():
@@ -103,7 +106,7 @@ HEADERS = [
 ]
 
 
-def endpoint_lines(summary: dict[str, Any]) -> list[str]:
+def endpoint_lines(summary: Summary) -> list[str]:
     """One line per LLM endpoint that throttled, paced or stopped the run (summary.json ``endpoints``)."""
     out = []
     for ep in summary.get("endpoints") or []:
@@ -136,7 +139,7 @@ def endpoint_lines(summary: dict[str, Any]) -> list[str]:
     return out
 
 
-def sub_gate_lines(g: dict[str, Any], depth: int = 1) -> list[str]:
+def sub_gate_lines(g: GateResult, depth: int = 1) -> list[str]:
     """The sub-gates of a weighted or logical gate, one indented line each, with their values."""
     out = []
     for c in g.get("children") or []:
@@ -145,7 +148,7 @@ def sub_gate_lines(g: dict[str, Any], depth: int = 1) -> list[str]:
     return out
 
 
-def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]:
+def error_lines(summary: Summary, limit: int = GROUPS_SHOWN) -> list[str]:
     """The distinct error messages, most frequent first: ``target error ×6: cannot start 'pyhton3': ...``."""
     errs = summary.get("errors") or {}
     groups = errs.get("groups") or []
@@ -173,8 +176,8 @@ def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]
 
 
 def failing_lines(
-    summary: dict[str, Any],
-    results: Iterable[dict[str, Any]],
+    summary: Summary,
+    results: Iterable[ResultRecord],
     *,
     color: bool = False,
     limit: int = FAILING_SHOWN,
@@ -211,14 +214,14 @@ def failing_lines(
     return lines
 
 
-def all_target_failed(summary: dict[str, Any]) -> bool:
+def all_target_failed(summary: Summary) -> bool:
     """Every result line failed at the target: nothing the agent did was graded."""
     errs = summary.get("errors") or {}
     records = summary.get("records") or 0
     return bool(records) and (errs.get("by_category") or {}).get("target", 0) >= records
 
 
-def verdict_line(summary: dict[str, Any], prefix: str = "Verdict: ", color: bool = False) -> str:
+def verdict_line(summary: Summary, prefix: str = "Verdict: ", color: bool = False) -> str:
     """``Verdict: ERRORED (quality: 3 of 50 samples errored (max_errors 0))``; ``Verdict: NO
     VERDICT`` for a summary that records none (read, never decided here)."""
     reason = summary.get("verdict_reason")
@@ -226,8 +229,8 @@ def verdict_line(summary: dict[str, Any], prefix: str = "Verdict: ", color: bool
 
 
 def render(
-    summary: dict[str, Any],
-    results: Iterable[dict[str, Any]] = (),
+    summary: Summary,
+    results: Iterable[ResultRecord] = (),
     *,
     color: bool = False,
     failing: FailingTally | None = None,

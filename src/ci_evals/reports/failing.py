@@ -9,14 +9,20 @@ id (an earlier line first on a tie) and counts the rest. The console shows them
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+
+from ci_evals.results.records import ResultRecord, Summary
 
 FAILING_SHOWN = 10
 
+SortKey = tuple[str, int, str, str]
+"""(sample id, run, model, the grade's place in its line): the order the entries are shown in."""
+Entry = tuple[SortKey, str, str, str, float | None, str]
+"""(sort key, status, sample, grader or error category, score, reason)."""
 
-def failing_entries(results: Iterable[dict[str, Any]], num_runs: int = 1) -> Iterable[tuple]:
+
+def failing_entries(results: Iterable[ResultRecord], num_runs: int = 1) -> Iterator[Entry]:
     """``(sort key, status, sample, grader, score, reason)`` for every failing or errored grade.
 
     A result line whose target or extraction failed is one ERRORED entry (its graders never saw an
@@ -66,7 +72,7 @@ class FailingTally:
     """What the console's ``failing_lines`` shows: the first failing entries by sample id, and
     how many failures and failing samples there were in all."""
 
-    shown: list[tuple]
+    shown: list[Entry]
     failures: int
     samples: int
 
@@ -77,16 +83,16 @@ class FailingPass:
 
     def __init__(self, num_runs: int = 1, limit: int = FAILING_SHOWN) -> None:
         self.num_runs, self.limit = num_runs, limit
-        self._kept: list[tuple] = []  # (sort key, arrival, entry), sorted: heapq.nsmallest's order
+        self._kept: list[tuple[SortKey, int, Entry]] = []  # sorted: heapq.nsmallest's order
         self._seen = 0
-        self._samples: set[tuple] = set()
+        self._samples: set[tuple[str, int, str]] = set()
 
     @classmethod
-    def of(cls, summary: dict[str, Any], limit: int = FAILING_SHOWN) -> FailingPass:
+    def of(cls, summary: Summary, limit: int = FAILING_SHOWN) -> FailingPass:
         """The pass for the result lines of the run ``summary`` describes (its ``num_runs``)."""
         return cls(int(summary.get("num_runs") or 1), limit)
 
-    def add(self, rec: dict[str, Any]) -> None:
+    def add(self, rec: ResultRecord) -> None:
         kept, limit = self._kept, self.limit
         for entry in failing_entries((rec,), self.num_runs):
             self._seen += 1

@@ -20,15 +20,16 @@ from ci_evals.reports.text import (
     fmt_score,
     with_interval,
 )
+from ci_evals.results.records import MetricEntry, Summary
 
 
-def baseline_metrics(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def baseline_metrics(summary: Summary) -> dict[str, dict[str, Any]]:
     """Per-metric baseline figures, ``summary["baseline"]["metrics"]`` (empty without a baseline)."""
     return (summary.get("baseline") or {}).get("metrics") or {}
 
 
 def metric_table(
-    metrics: dict[str, Any], summary: dict[str, Any], *, compact: bool, deltas: bool = True
+    metrics: dict[str, MetricEntry], summary: Summary, *, compact: bool, deltas: bool = True
 ) -> list[str]:
     """The metric table; ``compact`` (the PR comment) drops the pass-rate interval and rules, adds Δ vs baseline.
 
@@ -83,7 +84,7 @@ def _tokens(u: dict[str, Any] | None) -> int:
     return int(u.get("prompt_tokens") or 0) + int(u.get("completion_tokens") or 0)
 
 
-def usage_line(summary: dict[str, Any]) -> str:
+def usage_line(summary: Summary) -> str:
     """Token totals (target and graders), cost, cache hits and retries on one line."""
     usage = summary.get("usage") or {}
     total = usage.get("total") or {}
@@ -100,7 +101,7 @@ def usage_line(summary: dict[str, Any]) -> str:
     )
 
 
-def usage_table(summary: dict[str, Any]) -> list[str]:
+def usage_table(summary: Summary) -> list[str]:
     """Tokens per target and grader (only when any were used)."""
     usage = summary.get("usage") or {}
     if not _tokens(usage.get("total")):
@@ -129,7 +130,7 @@ BASELINE_LISTS = (
 )
 
 
-def _baseline_item(item: Any, labels: dict[str, Any]) -> str:
+def _baseline_item(item: Any, labels: dict[str, MetricEntry]) -> str:
     if not isinstance(item, dict):
         return f"sample {item}"
     label = f"sample {item.get('sample_id')}"
@@ -142,7 +143,7 @@ def _baseline_item(item: Any, labels: dict[str, Any]) -> str:
 
 
 def baseline_section(
-    summary: dict[str, Any], *, max_items: int, heading: str, with_table: bool = True
+    summary: Summary, *, max_items: int, heading: str, with_table: bool = True
 ) -> list[str]:
     """Baseline vs current per metric and the per-sample change lists; nothing without a baseline.
 

@@ -10,8 +10,7 @@ so it cannot inject HTML, ping people (``@user``, ``#123``) or break the layout.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable
 from ci_evals.reports.digest import (
@@ -30,18 +29,19 @@ from ci_evals.reports.text import (
     noise_lines,
 )
 from ci_evals.reports.verdicts import NO_VERDICT, WORDS, verdict_of
+from ci_evals.results.records import GateResult, ResultRecord, Summary
 
 # ---------------------------------------------------------------- sections shared with the comment
 
 
-def verdict(summary: dict[str, Any]) -> tuple[str, str]:
+def verdict(summary: Summary) -> tuple[str, str]:
     """(icon, word) of the run's verdict: passed, failed, errored, interrupted or partial; ``no
     verdict`` for a summary that records none (read, never decided here)."""
     v = verdict_of(summary)
     return (WORDS[v].icon, v) if v is not None else (NO_VERDICT.icon, NO_VERDICT.word.lower())
 
 
-def verdict_line(summary: dict[str, Any]) -> str:
+def verdict_line(summary: Summary) -> str:
     """``**Verdict: errored**: quality: 3 of 50 samples errored (max_errors 0)``."""
     v = verdict_of(summary)
     if v is None:
@@ -50,7 +50,7 @@ def verdict_line(summary: dict[str, Any]) -> str:
     return f"**Verdict: {v}**" + (f": {escape_md(reason, 500)}" if reason else "")
 
 
-def gate_status(gate: dict[str, Any]) -> str:
+def gate_status(gate: GateResult) -> str:
     """An icon and the status word of one gate."""
     status = gate.get("status") or ("passed" if gate.get("passed") else "failed")
     if status == "no_baseline":
@@ -67,47 +67,48 @@ def gate_status(gate: dict[str, Any]) -> str:
     return f"{flag}{icon} {status}" + (f" ({note})" if note else "")
 
 
-def gate_description(gate: dict[str, Any]) -> str:
+def gate_description(gate: GateResult) -> str:
     """The gate as the user wrote it, its metric named as the metric table names it:
     ``Quality (quality_v2) avg_score gte 0.75``."""
     return gate_title(gate)
 
 
-def gate_compared(gate: dict[str, Any], fmt=fmt_score) -> str:
+def gate_compared(gate: GateResult, fmt: Callable[[float], str] = fmt_score) -> str:
     """What a gate compared, in words: ``actual 0.750``, ``3 regressions, max 1``,
     ``drop 0.200 from 0.800, max 0.1``, ``no baseline`` (parts joined by ``; ``)."""
 
-    def show(key: str) -> str:
-        return "none" if gate.get(key) is None else fmt(gate[key])
+    def show(value: float | None) -> str:
+        return "none" if value is None else fmt(value)
 
-    def limit(key: str) -> str:
-        return "" if gate.get(key) is None else f", max {gate[key]:g}"
+    def limit(value: float | None) -> str:
+        return "" if value is None else f", max {value:g}"
 
-    actual = f"actual {show('actual')}"
+    actual = f"actual {show(gate.get('actual'))}"
     parts = [actual] if gate.get("op") is not None else []
     drop = gate.get("drop")
-    if (
-        isinstance(drop, int | float) and not isinstance(drop, bool) and drop < 0
-    ):  # the metric went up
-        parts.append(f"rise {fmt(-drop)} from {show('baseline_value')}{limit('max_drop')}")
-    elif drop is not None:
-        parts.append(f"drop {show('drop')} from {show('baseline_value')}{limit('max_drop')}")
-    if gate.get("regressions") is not None:
-        count = gate["regressions"]
+    if drop is not None:
+        went_up = isinstance(drop, int | float) and not isinstance(drop, bool) and drop < 0
+        change = f"rise {fmt(-drop)}" if went_up else f"drop {show(drop)}"
         parts.append(
-            f"{fmt_int(count)} regression{'' if count == 1 else 's'}{limit('max_regressions')}"
+            f"{change} from {show(gate.get('baseline_value'))}{limit(gate.get('max_drop'))}"
+        )
+    count = gate.get("regressions")
+    if count is not None:
+        parts.append(
+            f"{fmt_int(count)} regression{'' if count == 1 else 's'}"
+            f"{limit(gate.get('max_regressions'))}"
         )
     if gate.get("status") == "no_baseline":
         parts.append("no baseline")
     return "; ".join(parts) or actual
 
 
-def gate_actual(gate: dict[str, Any]) -> str:
+def gate_actual(gate: GateResult) -> str:
     """The measured value, or for a regression gate the drop and regression count it compared."""
     return gate_compared(gate).removeprefix("actual ")
 
 
-def gate_table(summary: dict[str, Any]) -> list[str]:
+def gate_table(summary: Summary) -> list[str]:
     """The gates as a markdown table (no lines when there are none)."""
     gates = summary.get("gates") or []
     if not gates:
@@ -120,9 +121,9 @@ def gate_table(summary: dict[str, Any]) -> list[str]:
     )
     lines = [head, "|---|" + ("---|" if with_model else "") + "---:|---:|---:|---:|---|---|"]
 
-    def rows(g: dict[str, Any], indent: str) -> None:
+    def rows(g: GateResult, indent: str) -> None:
         model = f" {escape_md(g.get('model') or '')} |" if with_model else ""
-        weight = f" × {g['weight']:.3g}" if g.get("weight") is not None else ""
+        weight = f" × {w:.3g}" if (w := g.get("weight")) is not None else ""
         lines.append(
             f"| {indent}{escape_md(gate_description(g))}{weight} |{model} {gate_actual(g)} | "
             f"{fmt_interval(g.get('interval'))} | {fmt_int(g.get('graded'))}/{fmt_int(g.get('n'))} | "
@@ -141,7 +142,7 @@ def gate_table(summary: dict[str, Any]) -> list[str]:
 ERROR_GROUPS_SHOWN = 10
 
 
-def error_table(summary: dict[str, Any], limit: int = ERROR_GROUPS_SHOWN) -> list[str]:
+def error_table(summary: Summary, limit: int = ERROR_GROUPS_SHOWN) -> list[str]:
     """The distinct error messages, grouped and counted, most frequent first (no lines without errors)."""
     groups = (summary.get("errors") or {}).get("groups") or []
     if not groups:
@@ -165,7 +166,7 @@ def error_table(summary: dict[str, Any], limit: int = ERROR_GROUPS_SHOWN) -> lis
     return lines
 
 
-def errors_line(summary: dict[str, Any]) -> str:
+def errors_line(summary: Summary) -> str:
     """``3 errored samples (no score, counted as failed): target 2, extraction 1``, or nothing."""
     errs = summary.get("errors") or {}
     total = int(errs.get("samples", errs.get("total")) or 0)
@@ -177,7 +178,7 @@ def errors_line(summary: dict[str, Any]) -> str:
     )
 
 
-def flaky_line(summary: dict[str, Any], limit: int = 20) -> str:
+def flaky_line(summary: Summary, limit: int = 20) -> str:
     """The samples whose verdict differed across repeats, or nothing."""
     flaky = summary.get("flaky") or []
     if not flaky:
@@ -203,7 +204,7 @@ def report_line() -> str:
 # ---------------------------------------------------------------- summary.md
 
 
-def worst_heading(shown: list[dict[str, Any]], d: Digest) -> str:
+def worst_heading(shown: list[ResultRecord], d: Digest) -> str:
     """``(2 of 5 failing samples, 3 failing grades)``: what the section shows, counted."""
     grades = sum(len(row_failures(r)) for r in shown)
     return (
@@ -212,7 +213,9 @@ def worst_heading(shown: list[dict[str, Any]], d: Digest) -> str:
     )
 
 
-def _worst_table(rows: list[dict[str, Any]], num_runs: int, labels: dict[str, Any]) -> list[str]:
+def _worst_table(
+    rows: list[ResultRecord], num_runs: int, labels: dict[str, str | None]
+) -> list[str]:
     lines = ["| Sample | Metric | Score | Why |", "|---|---|---:|---|"]
     for row in rows:
         for name, g in row_failures(row):
@@ -225,7 +228,7 @@ def _worst_table(rows: list[dict[str, Any]], num_runs: int, labels: dict[str, An
 
 
 def render_summary_md(
-    summary: dict[str, Any], results: Iterable[dict[str, Any]] | Digest, *, worst: int = 10
+    summary: Summary, results: Iterable[ResultRecord] | Digest, *, worst: int = 10
 ) -> str:
     """summary.md and the step summary: verdict, gates, metrics, errors, usage, baseline, failures.
 

@@ -17,9 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from typing_extensions import TypedDict
 
-from ci_evals.reports.report_rows import Baseline, Cut, page_row, regression_index, row_key
+from ci_evals.reports.report_rows import (
+    Baseline,
+    Cut,
+    SampleKey,
+    page_row,
+    regression_index,
+    row_key,
+)
 from ci_evals.results.files import Trust, iter_records
+from ci_evals.results.records import ResultRecord, Summary
 
 MAX_ROWS = 20_000
 MAX_DATA_BYTES = 20_000_000
@@ -33,6 +42,32 @@ _JSON_ESCAPES = {
     "\u2028": "\\u2028",
     "\u2029": "\\u2029",
 }
+
+
+class ErrorGroup(TypedDict):
+    """One distinct error message of the run and how many lines (or grades) had it."""
+
+    category: str
+    grader: str | None
+    message: str
+    count: int
+
+
+class PageFacts(TypedDict, total=False):
+    """What report.html shows about its data besides the rows: counts, what was kept, the cut."""
+
+    total: int
+    failing: list[int]
+    others: list[int]
+    models: list[str]
+    hist: dict[str, list[int]]
+    groups: list[ErrorGroup]
+    text_cap: int
+    shown: int
+    limit: int
+    failing_total: int
+    failing_shown: int
+    others_total: int
 
 
 _ENCODE = json.JSONEncoder(
@@ -75,7 +110,7 @@ class Scan:
 
     def __init__(
         self,
-        summary: dict[str, Any],
+        summary: Summary,
         results: Path,
         baseline: Path | None = None,
         *,
@@ -99,7 +134,7 @@ class Scan:
         self.details: list[str] = []
         self.size = 0
         self.hist: dict[str, list[int]] = {}
-        self.groups: Counter = Counter()
+        self.groups: Counter[tuple[str, str | None, str]] = Counter()
         self.models: set[str] = set()
         self._rng = random.Random(0)
         self._cut = Cut(TEXT_CAP)
@@ -110,7 +145,7 @@ class Scan:
             self.add(i, rec)
         return self
 
-    def add(self, i: int, rec: dict[str, Any]) -> None:
+    def add(self, i: int, rec: ResultRecord) -> None:
         """Line ``i`` of results.jsonl."""
         self.total += 1
         total = self.total
@@ -118,8 +153,9 @@ class Scan:
             self.models.add(str(rec["model"]))
         grades = rec.get("grades") or {}
         err = rec.get("error")
-        row_errored = isinstance(err, dict)
-        if row_errored:
+        row_errored = False
+        if isinstance(err, dict):
+            row_errored = True
             self.groups[(err.get("category") or "target", None, str(err.get("message"))[:500])] += 1
         failing = bool(err)
         hist = self.hist
@@ -160,14 +196,14 @@ class Scan:
             if j < self.max_rows:
                 self.others[j] = i
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> PageFacts:
+        """What the scan counted (the rows it holds, if any, are its ``tables`` and ``details``)."""
         return {
             "total": self.total,
             "failing": self.keep,
             "others": self.others,
             "models": sorted(self.models),
             "hist": self.hist,
-            "rows": (self.tables, self.details, self.size) if self.tables is not None else None,
             "groups": [
                 {"category": c, "grader": g, "message": m, "count": n}
                 for (c, g, m), n in self.groups.most_common()
@@ -175,7 +211,7 @@ class Scan:
         }
 
 
-def _choose(scan: dict[str, Any], limit: int) -> set[int]:
+def _choose(scan: PageFacts, limit: int) -> set[int]:
     """At most ``limit`` line numbers: the failing ones first, then a seeded sample of the others."""
     rng = random.Random(1)
     failing, others = scan["failing"], scan["others"]
@@ -190,7 +226,7 @@ def _rows_json(
     keep: set[int],
     cut: Cut,
     base: Baseline,
-    regs: dict[tuple, set[str]],
+    regs: dict[SampleKey, set[str]],
     max_bytes: int | None,
     trust: Trust,
 ) -> tuple[list[str], list[str], int]:
@@ -210,7 +246,7 @@ def _rows_json(
 
 
 def build_data(
-    summary: dict[str, Any],
+    summary: Summary,
     results: Path,
     baseline: Path | None = None,
     *,
@@ -218,7 +254,7 @@ def build_data(
     max_bytes: int = MAX_DATA_BYTES,
     trust: Trust = Trust.OWN,
     scan: Scan | None = None,
-) -> tuple[str, str, dict[str, Any]]:
+) -> tuple[str, str, PageFacts]:
     """(the page's data and the rows' details as script-safe JSON, facts for the template), cutting
     texts to fit ``max_bytes``; ``results`` is read at ``trust`` (see ci_evals.results.files).
     ``scan``: the first pass, already fed (its own results, baseline and limits then apply)."""
@@ -228,13 +264,13 @@ def build_data(
         ).feed()
     results, max_rows, max_bytes, trust = scan.results, scan.max_rows, scan.max_bytes, scan.trust
     base, regs = scan.base, scan.regs
-    scan = scan.result()
+    eager = (scan.tables, scan.details, scan.size) if scan.tables is not None else None
+    facts = scan.result()
     metrics = summary.get("metrics") or {}
-    names = list(metrics) or sorted(scan["hist"])
+    names = list(metrics) or sorted(facts["hist"])
     limit = max_rows
-    keep = _choose(scan, limit)
+    keep = _choose(facts, limit)
     cap = TEXT_CAP
-    eager = scan.pop("rows")
     if eager is not None:
         rows, details, size = eager
     while eager is None:
@@ -249,24 +285,19 @@ def build_data(
             cap = smaller
         else:  # ... then hold fewer lines
             limit = max(1, min(len(keep) - 1, int(len(keep) * max_bytes / size * 0.9)))
-            keep = _choose(scan, limit)
+            keep = _choose(facts, limit)
     head = script_json(
         {
             "metrics": [
                 {"key": k, "label": (metrics.get(k) or {}).get("label") or k} for k in names
             ],
-            "total_rows": scan["total"],
+            "total_rows": facts["total"],
             "has_baseline": bool(base.grades),
             "text_cap": cap,
         }
     )
-    n_fail = len(scan["failing"])
-    scan.update(
-        text_cap=cap,
-        shown=len(rows),
-        limit=limit,
-        failing_total=n_fail,
-        failing_shown=min(n_fail, len(rows)),
-        others_total=scan["total"] - n_fail,
-    )
-    return head[:-1] + ',"rows":[' + ",".join(rows) + "]}", "[" + ",".join(details) + "]", scan
+    n_fail = len(facts["failing"])
+    facts["text_cap"], facts["shown"], facts["limit"] = cap, len(rows), limit
+    facts["failing_total"], facts["failing_shown"] = n_fail, min(n_fail, len(rows))
+    facts["others_total"] = facts["total"] - n_fail
+    return head[:-1] + ',"rows":[' + ",".join(rows) + "]}", "[" + ",".join(details) + "]", facts

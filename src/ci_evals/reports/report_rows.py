@@ -12,13 +12,33 @@ import json
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import TypedDict
+
 from ci_evals.results.files import Trust, records
 from ci_evals.results.line import submissions_of
+from ci_evals.results.records import Grade, ResultRecord, Summary
 
 BASELINE_RATIONALE_CAP = 1_000
 
+RowKey = tuple[str | None, str, int]
+"""(model, sample id, run): what tells result lines apart."""
+SampleKey = tuple[str | None, str]
+"""(model, sample id): how summary.json's baseline block names a regressed sample."""
+PageGrades = dict[str, dict[str, Any]]
+"""One line's grades as the page shows them, by grader: score, passed, error, rationale."""
 
-def capped(value: Any, limit: int) -> Any:
+
+class CutText(TypedDict):
+    """A text longer than its cut: the first ``limit`` characters and the full length."""
+
+    text: str
+    length: int
+
+
+Capped = str | CutText | None
+
+
+def capped(value: Any, limit: int) -> Capped:
     """Text cut to ``limit`` characters as ``{"text", "length"}``; other values as text; None stays."""
     if value is None:
         return None
@@ -33,7 +53,7 @@ class Cut:
         self.limit = limit
         self.longest = 0
 
-    def __call__(self, value: Any) -> Any:
+    def __call__(self, value: Any) -> Capped:
         if value.__class__ is str and len(value) <= self.limit:  # the usual text: kept whole
             if len(value) > self.longest:
                 self.longest = len(value)
@@ -53,7 +73,7 @@ def _compact(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v or (v is not False and v == 0)}
 
 
-def row_key(rec: dict[str, Any]) -> tuple:
+def row_key(rec: ResultRecord) -> RowKey:
     """(model, sample id, run): what tells result lines apart."""
     return rec.get("model"), str(rec.get("sample_id")), rec.get("run") or 0
 
@@ -69,7 +89,7 @@ class Baseline:
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
-        self.grades: dict[tuple, dict[str, Any]] = {}
+        self.grades: dict[RowKey, PageGrades] = {}
         if folder is None:
             return
         for rec in records(folder / "results.jsonl", Trust.OTHER, what="baseline results.jsonl"):
@@ -85,7 +105,7 @@ class Baseline:
                 for name, g in (rec.get("grades") or {}).items()
             }
 
-    def of(self, key: tuple) -> dict[str, Any] | None:
+    def of(self, key: RowKey) -> PageGrades | None:
         """The same sample's grades: same model and run, else its first run, else a model-less baseline."""
         if not self.grades:
             return None
@@ -95,7 +115,7 @@ class Baseline:
                 return self.grades[k]
         return None
 
-    def regressed(self, key: tuple, grades: dict[str, Any]) -> list[str]:
+    def regressed(self, key: RowKey, grades: dict[str, Grade]) -> list[str]:
         if not self.grades:
             return []
         old = self.of(key) or {}
@@ -106,9 +126,9 @@ class Baseline:
         ]
 
 
-def regression_index(summary: dict[str, Any]) -> dict[tuple, set[str]]:
+def regression_index(summary: Summary) -> dict[SampleKey, set[str]]:
     """summary.json's baseline regressions: (model, sample id) -> the metrics that regressed."""
-    index: dict[tuple, set[str]] = {}
+    index: dict[SampleKey, set[str]] = {}
     for i in (summary.get("baseline") or {}).get("regressions") or []:
         if isinstance(i, dict):
             index.setdefault((i.get("model"), str(i.get("sample_id"))), set()).add(
@@ -118,8 +138,8 @@ def regression_index(summary: dict[str, Any]) -> dict[tuple, set[str]]:
 
 
 def page_row(
-    rec: dict[str, Any], cut: Cut, base: Baseline, regs: dict[tuple, set[str]]
-) -> tuple[dict, dict]:
+    rec: ResultRecord, cut: Cut, base: Baseline, regs: dict[SampleKey, set[str]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """One result line as the page reads it: (what the table needs, the texts for the detail and
     search, which the page parses only on first use). Every text is capped; empty entries are left out."""
     key = row_key(rec)
@@ -140,13 +160,14 @@ def page_row(
         (target or {}).get("cost_usd")
     ]  # summed in this order: the target's, then each grader's
     hits = target_hits
-    flags, texts = {}, {}
+    flags: dict[str, dict[str, Any]] = {}
+    texts: dict[str, dict[str, Any]] = {}
     for (
         name,
         g,
     ) in grades_in.items():  # _compact's rule written out for the flags: every grade shown
         meta = g.get("metadata")
-        flag = {}
+        flag: dict[str, Any] = {}
         score = g.get("score")
         if score or (score is not False and score == 0):
             flag["score"] = score
@@ -161,12 +182,13 @@ def page_row(
         flags[name] = flag
         if meta:
             costs.append(meta.get("cost_usd"))
-        entry = {}  # _compact's rule written out (a cut text is kept when not empty): four times a line
+        # _compact's rule written out (a cut text is kept when not empty): four times a line
+        entry: dict[str, Any] = {}
         if value := cut(g.get("error")):
             entry["error"] = value
-        value = g.get("error_category")
-        if value or (value is not False and value == 0):
-            entry["category"] = value
+        category: object = g.get("error_category")  # as the line holds it: kept unless empty
+        if category or (category is not False and category == 0):
+            entry["category"] = category
         if value := cut(g.get("rationale")):
             entry["rationale"] = value
         text = subs.get(name)
@@ -174,8 +196,8 @@ def page_row(
             entry["submission"] = {"ref": first[text]}
         elif text is not None and (text := cut(text)):
             entry["submission"] = text
-        if meta and (meta := cut(meta)):
-            entry["metadata"] = meta
+        if meta and (shown := cut(meta)):
+            entry["metadata"] = shown
         if entry:
             texts[name] = entry
     costs = [c for c in costs if isinstance(c, int | float)]
