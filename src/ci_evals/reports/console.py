@@ -11,7 +11,7 @@ cannot move the cursor or recolour the terminal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from ci_evals._util.text import one_line
@@ -19,7 +19,7 @@ from ci_evals.gating.verdict import display_name, gate_title, stability_note, un
 from ci_evals.reports.failing import FAILING_SHOWN, FailingPass, FailingTally
 from ci_evals.reports.text import noise_lines
 from ci_evals.reports.verdicts import WORDS, words_of
-from ci_evals.results.records import GateResult, MetricEntry, ResultRecord, Summary
+from ci_evals.results.records import BaselineBlock, GateResult, MetricEntry, ResultRecord, Summary
 
 GROUPS_SHOWN = 5
 _ANSI = {
@@ -64,7 +64,7 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def _interval(ci: list[float] | None, pct: bool = False) -> str:
+def _interval(ci: Sequence[float | None] | None, pct: bool = False) -> str:
     if not ci:
         return "-"
     fmt = _pct if pct else _num
@@ -72,7 +72,7 @@ def _interval(ci: list[float] | None, pct: bool = False) -> str:
 
 
 def metric_rows(
-    metrics: dict[str, MetricEntry], baseline: dict[str, Any] | None = None
+    metrics: dict[str, MetricEntry], baseline: BaselineBlock | None = None
 ) -> list[list[Any]]:
     rows = []
     base = (baseline or {}).get("metrics", {})
@@ -162,11 +162,8 @@ def error_lines(summary: Summary, limit: int = GROUPS_SHOWN) -> list[str]:
         "errored samples have no score and count as failed:"
     ]
     for grp in groups[:limit]:
-        who = (
-            f" ({display_name(labels.get(grp['grader']), grp['grader'])})"
-            if grp.get("grader")
-            else ""
-        )
+        grader = grp.get("grader")
+        who = f" ({display_name(labels.get(grader), grader)})" if grader else ""
         lines.append(f"  {grp['category']} error ×{grp['count']}{who}: {one_line(grp['message'])}")
     if len(groups) > limit:
         lines.append(

@@ -7,6 +7,7 @@ Every name, label and message in them comes from the suite or a run: it goes thr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ci_evals.gating.verdict import display_name
@@ -20,7 +21,7 @@ from ci_evals.reports.text import (
     fmt_score,
     with_interval,
 )
-from ci_evals.results.records import MetricEntry, Summary
+from ci_evals.results.records import BaselineBlock, MetricEntry, Summary
 
 
 def baseline_metrics(summary: Summary) -> dict[str, dict[str, Any]]:
@@ -122,12 +123,14 @@ def usage_table(summary: Summary) -> list[str]:
     return lines
 
 
-BASELINE_LISTS = (
-    ("regressions", "Regressions (passed before, fail now)"),
-    ("improvements", "Improvements (failed before, pass now)"),
-    ("new", "New samples"),
-    ("removed", "Removed samples"),
-)
+def _changes(base: BaselineBlock) -> list[tuple[str, str, Sequence[object]]]:
+    """(key, title, samples) of each of the baseline block's per-sample change lists."""
+    return [
+        ("regressions", "Regressions (passed before, fail now)", base.get("regressions") or []),
+        ("improvements", "Improvements (failed before, pass now)", base.get("improvements") or []),
+        ("new", "New samples", base.get("new") or []),
+        ("removed", "Removed samples", base.get("removed") or []),
+    ]
 
 
 def _baseline_item(item: Any, labels: dict[str, MetricEntry]) -> str:
@@ -171,9 +174,9 @@ def baseline_section(
                 f"{fmt_delta(e.get('delta_mean'))} | {fmt_delta(e.get('delta_pass_rate'), pct=True)} |"
             )
         lines.append("")
-    lines += [" · ".join(f"{k}: {len(base.get(k) or []):,}" for k, _ in BASELINE_LISTS), ""]
-    for key, title in BASELINE_LISTS:
-        items = base.get(key) or []
+    changes = _changes(base)
+    lines += [" · ".join(f"{k}: {len(items):,}" for k, _, items in changes), ""]
+    for _, title, items in changes:
         if not items or max_items <= 0:
             continue
         entries = [f"- {escape_md(_baseline_item(i, labels), 160)}" for i in items[:max_items]]

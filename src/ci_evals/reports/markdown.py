@@ -150,11 +150,8 @@ def error_table(summary: Summary, limit: int = ERROR_GROUPS_SHOWN) -> list[str]:
     labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
     lines = ["| Error | Grader | Count | Message |", "|---|---|---:|---|"]
     for grp in groups[:limit]:
-        grader = (
-            escape_md(display_name(labels.get(grp["grader"]), grp["grader"]))
-            if grp.get("grader")
-            else "–"
-        )
+        name = grp.get("grader")
+        grader = escape_md(display_name(labels.get(name), name)) if name else "–"
         lines.append(
             f"| {escape_md(grp.get('category'))} | {grader} | {fmt_int(grp.get('count'))} | "
             f"{escape_md(grp.get('message'), 300)} |"

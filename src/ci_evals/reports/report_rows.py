@@ -16,7 +16,7 @@ from typing_extensions import TypedDict
 
 from ci_evals.results.files import Trust, records
 from ci_evals.results.line import submissions_of
-from ci_evals.results.records import Grade, ResultRecord, Summary
+from ci_evals.results.records import Grade, Message, ResultRecord, Summary
 
 BASELINE_RATIONALE_CAP = 1_000
 
@@ -268,7 +268,7 @@ def page_row(
 
 
 def _message(
-    m: dict[str, Any], cut: Cut, submissions: dict[str, str], inputs: dict[str, int]
+    m: Message, cut: Cut, submissions: dict[str, str], inputs: dict[str, int]
 ) -> dict[str, Any]:
     content = m.get("content")
     if isinstance(content, str) and content in submissions:
@@ -283,16 +283,18 @@ def _message(
         out["role"] = role
     if text or (text is not False and text == 0):
         out["content"] = text
-    if m.get("tool_calls"):
+    calls = m.get("tool_calls")
+    if calls:
         out["tool_calls"] = [
             {
                 "id": t.get("id"),
                 "name": capped(t.get("name"), 200),
                 "arguments": cut(t.get("arguments")),
             }
-            for t in m["tool_calls"]
+            for t in calls
         ]
-    for k in ("tool_call_id", "name"):
-        if m.get(k) is not None:
-            out[k] = capped(m[k], 200)
+    if (call_id := m.get("tool_call_id")) is not None:
+        out["tool_call_id"] = capped(call_id, 200)
+    if (name := m.get("name")) is not None:
+        out["name"] = capped(name, 200)
     return out
