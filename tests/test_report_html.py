@@ -113,6 +113,16 @@ def test_the_summary_text_is_escaped_by_the_template(tmp_path: Path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
+def test_a_summary_without_a_verdict_is_shown_as_having_none(tmp_path: Path):
+    s = rd.summary(verdict=None)  # its gate failed: the page still decides nothing
+    folder = rd.write_folder(tmp_path / "none", s, rd.records())
+    text = html.write_report(folder, s).read_text()
+    assert "<title>NO VERDICT · ci-evals" in text
+    assert '<header class="verdict v-none">' in text
+    assert '<span id="verdict">NO VERDICT</span>' in text
+    assert "FAILED" not in text
+
+
 def test_an_older_summary_without_the_new_fields_still_renders(tmp_path: Path):
     s = rd.summary(new_fields=False)
     folder = rd.write_folder(tmp_path / "old", s, rd.records())
