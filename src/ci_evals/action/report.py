@@ -29,6 +29,7 @@ from ci_evals.reports.markdown import (
     render_error_md,
     render_summary_md,
 )
+from ci_evals.reports.verdicts import ORDER as VERDICT_ORDER
 from ci_evals.results.files import foreign_shape
 
 FOREIGN = "not a ci-evals results folder"
@@ -195,9 +196,6 @@ def metrics_output(runs: list[SuiteRun]) -> dict[str, MetricOutput]:
                 "errors": m.get("errors"),
             }
     return out
-
-
-VERDICT_ORDER = ("passed", "failed", "partial", "errored", "interrupted")
 
 
 def combined_verdict(runs: list[SuiteRun]) -> str:

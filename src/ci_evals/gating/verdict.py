@@ -1,6 +1,7 @@
-"""The run's one verdict word, its reason and its exit code (the same in every report).
+"""The run's one verdict, its reason and its exit code (the same in every report).
 
-A leaf module: reports and gates both read it.
+A leaf module: reports and gates both read it. The reports name each verdict with the words of
+``ci_evals.reports.verdicts`` and never decide one themselves.
 
 ``passed``: every gate passed (with no gate: no sample errored beyond the run's error budget).
 ``failed``: a gate failed on measured scores. ``errored``: a gate or the run failed because
@@ -14,14 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-VERDICTS = ("passed", "failed", "errored", "interrupted", "partial")
-WORDS = {
-    "passed": "PASSED",
-    "failed": "FAILED",
-    "errored": "ERRORED",
-    "interrupted": "INTERRUPTED",
-    "partial": "PARTIAL",
-}
 SIGNAL_EXIT = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
 """128 + the number of each signal that interrupts a run (ci_evals.run.signals)."""
 
@@ -200,8 +193,3 @@ def exit_code(summary: dict[str, Any]) -> int:
     if verdict == "interrupted":
         return SIGNAL_EXIT.get(summary.get("interrupted_by") or "SIGINT", 130)
     return 1
-
-
-def word(summary: dict[str, Any]) -> str:
-    """PASSED, FAILED, ERRORED, INTERRUPTED or PARTIAL."""
-    return WORDS[summary.get("verdict") or decide(summary)[0]]
