@@ -164,6 +164,9 @@ class Endpoint:
             if self.stopped:
                 raise EndpointStopped(self.stopped)
             await self._pace(tokens)
+        except ThrottledOut as out:  # the call's own pace passed max_wait: stopped, and not sent
+            self._release()
+            raise EndpointStopped(str(out)) from None
         except BaseException:
             self._release()
             raise
