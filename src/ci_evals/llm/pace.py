@@ -10,9 +10,12 @@ longer than ``max_wait`` stops the endpoint, with the line that names the rate a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci_evals.llm.limits import Announced, Bucket, Limits, announced
+
+if TYPE_CHECKING:  # the summary.json type only: importing ci_evals.llm loads no pydantic
+    from ci_evals.results.records import EndpointReport
 
 Bound = Callable[[float, str], None]
 """The endpoint's one check of a wait: (seconds, why) -> None, or raise after stopping it."""
@@ -119,16 +122,17 @@ class Pace:
             return until
         return None
 
-    def rates(self) -> dict[str, Any]:
+    def rates(self) -> EndpointReport:
         """The rates the endpoint was paced by, for its report: ``rpm``/``tpm`` and where each came
         from (``settings`` or ``server``); none when it had none."""
-        out: dict[str, Any] = {}
+        # (the ignores: results/records' EndpointReport does not list these documented keys yet)
+        out: EndpointReport = {}
         rpm = self.user_rpm or (self.announced.rpm if self.announced else None)
         tpm = self.user_tpm or (self.announced.tpm if self.announced else None)
         if rpm:
-            out["rpm"] = rpm
-            out["rpm_from"] = "settings" if self.user_rpm else "server"
+            out["rpm"] = rpm  # type: ignore[typeddict-unknown-key]
+            out["rpm_from"] = "settings" if self.user_rpm else "server"  # type: ignore[typeddict-unknown-key]
         if tpm:
-            out["tpm"] = tpm
-            out["tpm_from"] = "settings" if self.user_tpm else "server"
+            out["tpm"] = tpm  # type: ignore[typeddict-unknown-key]
+            out["tpm_from"] = "settings" if self.user_tpm else "server"  # type: ignore[typeddict-unknown-key]
         return out

@@ -18,7 +18,7 @@ import asyncio
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.errors import ConfigError
@@ -27,6 +27,9 @@ from ci_evals.llm.cost import LLMResult
 from ci_evals.llm.errors import LLMError
 from ci_evals.llm.limits import Limits
 from ci_evals.llm.scheduler import Endpoint
+
+if TYPE_CHECKING:  # the summary.json type only: importing ci_evals.llm loads no pydantic
+    from ci_evals.results.records import EndpointReport
 
 
 @dataclass
@@ -190,7 +193,7 @@ def configure(
     state.endpoints.clear()
 
 
-def endpoint_reports() -> list[dict[str, Any]]:
+def endpoint_reports() -> list[EndpointReport]:
     """Every endpoint this event loop called: calls, throttling, the limit it settled on, breaker
     (none outside a running loop: a split run's progress line while it waits for its workers)."""
     try:
@@ -202,7 +205,7 @@ def endpoint_reports() -> list[dict[str, Any]]:
     return [ep.report() for ep in state.endpoints.values() if ep.calls or ep.stopped]
 
 
-def throttling_note(reports: list[dict[str, Any]]) -> str | None:
+def throttling_note(reports: list[EndpointReport]) -> str | None:
     """One short line on throttling for the progress line (None when nothing was throttled)."""
     rejected = sum(r["rejected"] for r in reports)
     if not rejected:

@@ -47,11 +47,14 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci_evals._util.breaker import Breaker
 from ci_evals.llm.limits import Limits
 from ci_evals.llm.pace import Pace
+
+if TYPE_CHECKING:  # the summary.json type only: importing ci_evals.llm loads no pydantic
+    from ci_evals.results.records import EndpointReport
 
 PAUSE_FIRST = 1.0
 """Seconds a 429 with no ``Retry-After`` pauses the endpoint; doubles while 429s continue."""
@@ -337,8 +340,9 @@ class Endpoint:
 
     # -- what the summary shows ------------------------------------------------------------------
 
-    def report(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def report(self) -> EndpointReport:
+        """summary.json's ``endpoints[]`` entry of this endpoint."""
+        out: EndpointReport = {
             "endpoint": self.name,
             "provider": self.provider,
             "calls": self.calls,
@@ -350,5 +354,5 @@ class Endpoint:
         }
         out.update(self.pace.rates())
         if self.stopped:
-            out["stopped"] = self.stopped
+            out["stopped"] = self.stopped  # type: ignore[typeddict-unknown-key]  # asked of results/records
         return out
