@@ -15,15 +15,10 @@ import ci_evals.llm.client as llm_client
 from ci_evals._util.errors import ConfigError
 from ci_evals.llm import transport as llm_transport
 from ci_evals.llm.cache import ResponseCache, cache_key
-from ci_evals.llm.client import (
-    LLM,
-    NO_KEY,
-    LLMError,
-    effective_temperature,
-    is_reasoning_model,
-    retry_after_seconds,
-)
+from ci_evals.llm.client import LLM, retry_after_seconds
 from ci_evals.llm.cost import LLMResult, Tally, cost_usd
+from ci_evals.llm.errors import LLMError
+from ci_evals.llm.openai_api import NO_KEY, effective_temperature, is_reasoning_model
 from ci_evals.llm.pool import loop_state
 from tests.fakes.openai_server import EMBEDDINGS, FakeOpenAI, embedding, openai_env, openai_server  # noqa: F401
 
