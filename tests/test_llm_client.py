@@ -13,6 +13,7 @@ import pytest
 
 import ci_evals.llm.client as llm_client
 from ci_evals._util.errors import ConfigError
+from ci_evals.llm import pool
 from ci_evals.llm import transport as llm_transport
 from ci_evals.llm.cache import ResponseCache, cache_key
 from ci_evals.llm.client import LLM, retry_after_seconds
@@ -413,6 +414,7 @@ def test_many_concurrent_calls_reuse_pooled_connections(openai_server):
     openai_server.latency = 0.02
 
     async def go():
+        pool.configure(max_concurrent=50)  # unconfigured, a loop's endpoints allow the default 10
         llm = LLM(base_url=openai_server.url)
         try:
             for _ in range(3):
