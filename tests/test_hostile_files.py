@@ -107,6 +107,6 @@ def test_a_judge_score_of_1e999_is_an_error_not_a_pass(letta_fake, tmp_path, raw
 
 @pytest.mark.parametrize("text", ['{"score": 1e999}', "[1.5e400]", '{"a": -1E+999}'])
 def test_bounded_json_refuses_literals_too_large_for_a_float(text):
-    with pytest.raises(ValueError, match="is not a finite number"):
+    with pytest.raises(ValueError, match=r"is too large \(numbers must be finite\)"):
         bounds.loads(text)
     assert bounds.loads('{"score": 1e308}') == {"score": 1e308}

@@ -52,7 +52,7 @@ def depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):  # 1e999: a literal too large for a float reads as inf
-        raise ValueError(f"{text[:40]} is not a finite number")
+        raise ValueError(f"the number {text[:40]} is too large (numbers must be finite)")
     return value
 
 
@@ -90,23 +90,31 @@ def quick_loads(raw: bytes) -> Any:
     return orjson_loads(raw)
 
 
-def loads(text: str | bytes) -> Any:
-    """``json.loads`` that refuses NaN/Infinity and nesting deeper than MAX_JSON_DEPTH (ValueError)."""
-    if isinstance(text, (bytes, bytearray)):
-        text = text.decode(json.detect_encoding(text), "surrogatepass")
+def parse_untrusted(text: str, depth: int = MAX_JSON_DEPTH) -> Any:
+    """The one reader of JSON from outside (a dataset row, a replay record, a cache entry, a results
+    folder from elsewhere): finite numbers only, at most ``depth`` levels of nesting; ValueError
+    (``json.JSONDecodeError`` for a syntax error) says what is wrong. orjson reads the usual text.
+    Our own results.jsonl is read by ``results.files.own_loads`` instead (trusted, torn lines skipped)."""
     try:
         value = orjson_loads(text.encode("utf-8"))
-    except UnicodeEncodeError:  # a lone surrogate (from "surrogatepass"): json words the error
+    except UnicodeEncodeError:  # a lone surrogate: json reads or words it
         value = NOT_READ
     if value is NOT_READ:
         try:
             value = _DECODER.decode(text)
         except RecursionError:
-            raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+            raise ValueError(f"nested more than {depth} levels deep") from None
     # Nesting needs an opening bracket per level: a text with few of them cannot be too deep.
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and depth_exceeds(value):
-        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+    if text.count("[") + text.count("{") > depth and depth_exceeds(value, depth):
+        raise ValueError(f"nested more than {depth} levels deep")
     return value
+
+
+def loads(text: str | bytes) -> Any:
+    """:func:`parse_untrusted` of a text or of bytes in any of JSON's encodings."""
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    return parse_untrusted(text)
 
 
 def finite(value: Any) -> Any:
