@@ -11,21 +11,22 @@ from __future__ import annotations
 import math
 from array import array
 from statistics import median
-from typing import Any
+from typing import Literal, TypedDict
 
 from ci_evals.core.rule import passes
 
+Outcome = tuple[float, bool, Literal[False]] | tuple[None, Literal[False], Literal[True]]
+"""One sample's (score, passed, errored) on one metric: an errored one has no score, never passes."""
 
-def reduce_runs(
-    reducer: str, runs: list[tuple[float | None, bool, bool]], rule: tuple[str, float]
-) -> tuple[float | None, bool, bool]:
+
+def reduce_runs(reducer: str, runs: list[Outcome], rule: tuple[str, float]) -> Outcome:
     """One (score, passed, errored) from a sample's k runs. A run that errored makes the sample
     errored (no score, failed): an incomplete measurement never passes."""
     if any(r[2] for r in runs):
         return None, False, True
-    scores = [r[0] for r in runs]
+    scores = [r[0] for r in runs if not r[2]]  # every run: none errored
     oks = [r[1] for r in runs]
-    errored = False
+    errored: Literal[False] = False
     if reducer == "mean":
         s = math.fsum(scores) / len(scores)
     elif reducer == "median":
@@ -42,6 +43,34 @@ def reduce_runs(
     else:
         raise ValueError(f"unknown reducer {reducer!r}")
     return s, passes(s, *rule), errored
+
+
+def judge_repeats(info: object) -> tuple[list[float], list[bool]] | None:
+    """Each re-ask's score and pass from a grade's ``judge_repeats`` metadata; None unless it holds
+    two or more finite scores, each with its pass."""
+    if not isinstance(info, dict):
+        return None
+    scores, oks = info.get("scores"), info.get("passed")
+    if (
+        isinstance(scores, list)
+        and isinstance(oks, list)
+        and len(scores) == len(oks) >= 2
+        and all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+            for x in scores
+        )
+    ):
+        return [float(x) for x in scores], [bool(b) for b in oks]
+    return None
+
+
+class RepeatsState(TypedDict):
+    """:meth:`Repeats.state`: what a worker process hands over (plain JSON data)."""
+
+    source: str
+    disagree: int
+    variances: list[float]
+    repeats: int
 
 
 class Repeats:
@@ -69,7 +98,7 @@ class Repeats:
         mean = math.fsum(scores) / len(scores)
         self.variances.append(math.fsum((x - mean) ** 2 for x in scores) / (len(scores) - 1))
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> RepeatsState:
         return {
             "source": self.source,
             "disagree": self.disagree,
@@ -77,12 +106,12 @@ class Repeats:
             "repeats": self.repeats,
         }
 
-    def merge(self, st: dict[str, Any]) -> None:
+    def merge(self, st: RepeatsState) -> None:
         self.disagree += st["disagree"]
         self.variances.extend(st["variances"])
         self.repeats = max(self.repeats, st["repeats"])
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> dict[str, str | int | float | None]:
         """summary.json ``metrics[].noise``: repeats, samples with repeats, how often they disagree,
         the run-to-run spread (SD) of the metric's mean and a sample's mean variance across repeats."""
         n, k = self.samples, self.repeats
