@@ -130,6 +130,28 @@ def test_merge_of_a_shard_whose_field_is_a_string_is_one_line(run_folder, tmp_pa
     assert not Path("merged").exists()
 
 
+def test_merge_counts_a_grade_error_of_null_category_as_a_grading_error(run_folder, capsys):
+    """The contract lets a shard's errored grade carry ``error_category: null``: a grading error,
+    as every report counts it (summary.json's error groups once crashed sorting it)."""
+    lines = (run_folder / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    rec = json.loads(lines[0])
+    rec["grades"]["answer"] = {
+        "score": None,
+        "passed": False,
+        "error": "judge down",
+        "error_category": None,
+    }
+    lines[0] = json.dumps(rec)
+    (run_folder / "results.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["merge", "out", "--output", "merged"]) == 1
+    errors = json.loads(Path("merged/summary.json").read_text(encoding="utf-8"))["errors"]
+    assert errors["by_category"] == {"target": 1, "extraction": 0, "grading": 1}
+    assert [(g["category"], g["grader"], g["count"]) for g in errors["groups"]] == [
+        ("grading", "answer", 1),
+        ("target", None, 1),
+    ]
+
+
 def test_merge_of_a_deep_results_line_is_one_line_and_writes_nothing(run_folder, capsys):
     with (run_folder / "results.jsonl").open("a", encoding="utf-8") as fh:
         fh.write('{"sample_id": "z", "grades": {}, "metadata": ' + DEEP + "}\n")

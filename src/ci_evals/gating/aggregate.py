@@ -118,7 +118,7 @@ class Aggregator:
         errored = False
         for name, g in grades.items():
             if not row_error and g.get("error"):
-                cat = g.get("error_category", "grading")
+                cat = g.get("error_category") or "grading"  # null: as the reports count it
                 self.errors.add(cat, name, g["error"])
                 errored = True
             meta = g.get("metadata")
