@@ -152,6 +152,29 @@ def test_merge_counts_a_grade_error_of_null_category_as_a_grading_error(run_fold
     ]
 
 
+@pytest.mark.parametrize(
+    ("config", "detail"),
+    [
+        ({"gates": [{"metric": "accuracy", "op": "gte", "value": 0.75}]}, "KeyError: 'metric_key'"),
+        (
+            {"gates": [], "typed_gates": [{"metric_key": "answer", "op": "gte", "value": 0.5}]},
+            "ValueError: a typed gate is weighted_average or logical",
+        ),
+    ],
+)
+def test_merge_of_a_shard_whose_config_gates_cannot_be_evaluated_is_one_line(
+    run_folder, capsys, config, detail
+):
+    doc = json.loads((run_folder / "summary.json").read_text(encoding="utf-8"))
+    _edit_summary(run_folder, config={**doc["config"], **config})
+    capsys.readouterr()
+    assert main(["merge", "out", "--output", "merged"]) == 2
+    assert _err_lines(capsys) == [
+        f"error: out/summary.json: summary.json has an unexpected shape ({detail}); "
+        "is it a ci-evals results folder?"
+    ]
+
+
 def test_merge_of_a_deep_results_line_is_one_line_and_writes_nothing(run_folder, capsys):
     with (run_folder / "results.jsonl").open("a", encoding="utf-8") as fh:
         fh.write('{"sample_id": "z", "grades": {}, "metadata": ' + DEEP + "}\n")
