@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals._util.errors import ConfigError
-from ci_evals.results.shapes import record_problem
+from ci_evals.results.contract import record_problem
 from ci_evals.results.writer import refuse_link
 from ci_evals.usercode.load import loaded_paths
 

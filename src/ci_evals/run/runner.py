@@ -24,6 +24,7 @@ from ci_evals._util import gcpolicy, redact
 from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals._util.redact import scrub
 from ci_evals._util.textsafe import clean_sample, clean_trajectory, clean_value
+from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
 from ci_evals.core.rule import passes
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory
@@ -100,7 +101,7 @@ def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
 @dataclass
 class RunOptions:
     output: Path
-    max_concurrent: int = 10
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
     resume: bool = False
     progress: bool = True
     extra_summary: dict[str, Any] = field(default_factory=dict)
