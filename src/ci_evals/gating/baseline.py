@@ -26,7 +26,7 @@ from ci_evals.gating.aggregate import Aggregator, Model
 from ci_evals.gating.gates import GateSpec, metric_value
 from ci_evals.gating.regression import GateFacts
 from ci_evals.results.files import RESULTS, SUMMARY, Trust, foreign_shape, read_summary, records
-from ci_evals.results.records import MetricEntry, Summary
+from ci_evals.results.records import BaselineBlock, MetricEntry, Summary
 
 JUDGE_KINDS = frozenset({"rubric", "model_judge", "letta_judge", "score_model", "label_model"})
 """Grader kinds whose score comes from a model's judgement: the same answer may score otherwise on
@@ -186,11 +186,11 @@ class Baseline:
             if agg
         )
 
-    def summary_block(self, summary_metrics: dict[str, MetricEntry]) -> dict[str, Any]:
+    def summary_block(self, summary_metrics: dict[str, MetricEntry]) -> BaselineBlock:
         """The ``baseline`` block of summary.json."""
         theirs = self.agg
         if self.missing or theirs is None:  # (no aggregator: missing says why)
-            return {
+            return {  # type: ignore[typeddict-unknown-key]  # BaselineBlock names only folder (asked)
                 "folder": str(self.folder),
                 "missing": self.missing,
                 "suite": self.summary.get("suite"),
@@ -214,7 +214,7 @@ class Baseline:
             }
             if name in theirs.repeats and theirs.repeats[name].samples:
                 metrics[name]["baseline_noise"] = theirs.repeats[name].report()
-        return {
+        return {  # type: ignore[typeddict-unknown-key]  # BaselineBlock names only folder (asked)
             "folder": str(self.folder),
             "missing": None,
             "suite": self.summary.get("suite"),

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ci_evals.results.records import ErrorsBlock
+
 MAX_ERROR_GROUPS = 1000
 """Distinct (category, grader, message) groups kept; later distinct messages are counted together."""
 OTHER_MESSAGES = "(other distinct messages)"
@@ -48,7 +50,7 @@ class ErrorTally:
         for cat, grader, message, n in groups:
             self.group(cat, grader, message, n)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ErrorsBlock:
         """summary.json ``errors``: totals, per category, and the distinct messages most frequent first."""
         groups = sorted(
             self.groups.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "", kv[0][2])
@@ -58,6 +60,7 @@ class ErrorTally:
             "samples": self.samples,
             "by_category": dict(self.by_category),
             "groups": [
-                {"category": c, "grader": g, "message": m, "count": k} for (c, g, m), k in groups
+                {"category": c, "grader": g, "message": m, "count": k}  # type: ignore[typeddict-unknown-key]  # ErrorGroup names only count (asked)
+                for (c, g, m), k in groups
             ],
         }

@@ -30,7 +30,6 @@ from pydantic import model_validator
 from ci_evals.config.specs import Strict
 from ci_evals.core.rule import OPS, SYMBOL, Op
 from ci_evals.gating.regression import (
-    Findings,
     GateFacts,
     absolute_stability,
     errors_stability,
@@ -144,12 +143,14 @@ def _interval(
 ) -> tuple[float, float] | None:
     """The gate's interval at its confidence: the metric's own when that is 95 %."""
     same = abs(confidence - 0.95) < 1e-12
-    ci: Sequence[float] | None
+    ci: Sequence[float | None] | None
     if metric == "avg_score":
         ci = agg["ci_mean"] if same else bootstrap_mean(scores, confidence)
     else:
         ci = agg["ci_pass_rate"] if same else wilson(agg["passed"], agg["n"], confidence)
-    return (ci[0], ci[1]) if ci else None
+    if not ci or ci[0] is None or ci[1] is None:  # (the aggregate's are never null)
+        return None
+    return ci[0], ci[1]
 
 
 def evaluate(
@@ -171,16 +172,16 @@ def evaluate(
     n, graded, errors = agg["n"], agg["graded"], agg["errors"]
     actual = metric_value(gate, agg)
     out: GateResult = {
-        "metric_key": gate.metric_key,  # type: ignore[typeddict-item]  # GateResult: str | None asked
+        "metric_key": gate.metric_key,
         "metric": gate.metric,
-        "op": gate.op,  # type: ignore[typeddict-item]  # GateResult: str | None asked
+        "op": gate.op,
         "value": gate.value,
         "actual": actual,
         "model": model,
         "description": gate.describe(),
         "interval": None,
-        "label": label or gate.metric_key,  # type: ignore[typeddict-item]  # str | None asked
-        "max_errors": gate.max_errors,  # type: ignore[typeddict-item]  # int | None asked
+        "label": label or gate.metric_key,
+        "max_errors": gate.max_errors,
         "max_error_rate": gate.max_error_rate,
         "errors": errors,
         "graded": graded,
@@ -245,12 +246,10 @@ def evaluate(
                 f"no baseline: {missing} (on_missing_baseline: {gate.on_missing_baseline})"
             )
         else:
-            found: Findings = {}
-            for check, reason, stab in regression_checks(gate, actual, baseline, found):
+            for check, reason, stab in regression_checks(gate, actual, baseline, out):
                 checks.append(check)
                 reasons.append(reason)
                 stable.append(stab)
-            out.update(found)
 
     if errors:
         reasons.append(

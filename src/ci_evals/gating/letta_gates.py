@@ -169,7 +169,7 @@ def evaluate(gate: TypedGate, metric: MetricSource, *, model: str | None = None)
 def _base(
     *,
     metric: str,
-    label: str,
+    label: str | None,
     description: str,
     budget: Budget,
     metric_key: str | None = None,
@@ -183,9 +183,9 @@ def _base(
 ) -> GateResult:
     """A node not yet decided (``failed``, no reason), every key in the order summary.json has it."""
     return {
-        "metric_key": metric_key,  # type: ignore[typeddict-item]  # GateResult: str | None asked
+        "metric_key": metric_key,
         "metric": metric,
-        "op": op,  # type: ignore[typeddict-item]  # GateResult: str | None asked
+        "op": op,
         "value": value,
         "actual": actual,
         "passed": False,
@@ -193,7 +193,7 @@ def _base(
         "label": label,
         "description": description,
         "interval": None,
-        "max_errors": budget[0],  # type: ignore[typeddict-item]  # GateResult: int | None asked
+        "max_errors": budget[0],
         "max_error_rate": budget[1],
         "errors": errors,
         "graded": graded,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol, TypedDict
+from typing import Protocol, TypedDict
 
 from ci_evals.core.rule import OPS
 from ci_evals.gating.noise import (
@@ -37,7 +37,7 @@ from ci_evals.gating.noise import (
     z_one_sided,
 )
 from ci_evals.gating.stats import percentile, z_value
-from ci_evals.results.records import MetricEntry
+from ci_evals.results.records import GateResult, MetricEntry, RegressionTest
 
 DEFAULT_CONFIDENCE = 0.95
 QUANTILE = {"min": 0.0, "max": 100.0, "median": 50.0, "p50": 50.0, "p95": 95.0, "p99": 99.0}
@@ -66,19 +66,6 @@ class GateFacts(TypedDict, total=False):
     noisy: bool
 
 
-class Findings(TypedDict, total=False):
-    """What a regression gate's checks found, added to its ``gates[]`` entry."""
-
-    noisy: bool
-    tests: list[dict[str, Any]]  # one per check: the test it ran and what it found
-    baseline_value: float
-    drop: float
-    max_drop: float
-    regressions: int
-    improvements: int
-    max_regressions: int
-
-
 class RegressionLimits(Protocol):
     """What the checks read of a gate (:class:`ci_evals.gating.gates.GateSpec`)."""
 
@@ -91,7 +78,7 @@ class RegressionLimits(Protocol):
 
 
 def regression_checks(
-    gate: RegressionLimits, actual: float, facts: GateFacts, out: Findings
+    gate: RegressionLimits, actual: float, facts: GateFacts, out: GateResult
 ) -> Iterator[tuple[str, str, float]]:
     """(check, reason, stability) for the gate's ``max_drop`` and ``max_regressions``; records what
     each test found in ``out`` (``baseline_value``, ``drop``, ``regressions``, ``improvements``,
@@ -125,7 +112,7 @@ def _drop_check(
     diffs: Sequence[float],
     noisy: bool,
     confidence: float,
-    tests: list[dict[str, Any]],
+    tests: list[RegressionTest],
 ) -> tuple[str, str, float]:
     change = paired_change(list(diffs), confidence)
     if not noisy or change is None:
@@ -180,7 +167,7 @@ def _regressions_check(
     pairs: int,
     noisy: bool,
     confidence: float,
-    tests: list[dict[str, Any]],
+    tests: list[RegressionTest],
 ) -> tuple[str, str, float]:
     plural = "s" if reg != 1 else ""
     if not noisy:
@@ -277,7 +264,9 @@ def metric_se(metric: str, agg: MetricEntry, actual: float) -> float:
     if metric in QUANTILE:
         return 0.0
     ci = agg.get("ci_mean")
-    return (ci[1] - ci[0]) / (2 * z_value(0.95)) if ci else 0.0
+    if not ci or ci[0] is None or ci[1] is None:
+        return 0.0
+    return (ci[1] - ci[0]) / (2 * z_value(0.95))
 
 
 def _quantile_stability(op: str, value: float, q: float, scores: Sequence[float]) -> float:

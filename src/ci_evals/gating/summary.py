@@ -20,7 +20,7 @@ from ci_evals.gating import letta_gates
 from ci_evals.gating.aggregate import Aggregator, Model
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.gates import GateSpec, evaluate
-from ci_evals.gating.verdict import decide
+from ci_evals.gating.verdict import StopSignal, decide
 from ci_evals.results.records import GateResult, MetricEntry, Summary
 
 
@@ -144,7 +144,7 @@ def summarize(
     partial: bool,
     extra: Summary | None = None,
     baseline: Baseline | None = None,
-    interrupted: str | None = None,
+    interrupted: StopSignal | None = None,
 ) -> Summary:
     """The summary.json document (see the output contract in docs/reference.md): aggregates, then
     gates (with the baseline's facts for regression gates), then the verdict, in that order.

@@ -13,6 +13,7 @@ never get as far as a verdict.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from ci_evals.results.records import GateResult, Selection, Summary, Verdict
 
@@ -24,7 +25,9 @@ WORDS = {
     "interrupted": "INTERRUPTED",
     "partial": "PARTIAL",
 }
-SIGNAL_EXIT = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
+StopSignal = Literal["SIGHUP", "SIGINT", "SIGTERM"]
+"""The signals that interrupt a run (summary.json ``interrupted_by``)."""
+SIGNAL_EXIT: dict[str, int] = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
 """128 + the number of each signal that interrupts a run (ci_evals.run.signals)."""
 
 
