@@ -7,6 +7,8 @@ image has no action.yml to read at run time, hence the table here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
 
 INPUTS: tuple[tuple[str, str, str], ...] = (
@@ -53,7 +55,7 @@ GITHUB_VARIABLES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _rows(pairs) -> list[str]:
+def _rows(pairs: Sequence[tuple[str, str]]) -> list[str]:
     width = max(len(name) for name, _ in pairs)
     return [f"  {name:<{width}}  {text}" for name, text in pairs]
 

@@ -1,6 +1,7 @@
-"""The run's one verdict word, its reason and its exit code (the same in every report).
+"""The run's one verdict, its reason and its exit code (the same in every report).
 
-A leaf module: reports and gates both read it.
+A leaf module: reports and gates both read it. The reports name each verdict with the words of
+``ci_evals.reports.verdicts`` and never decide one themselves.
 
 ``passed``: every gate passed (with no gate: no sample errored beyond the run's error budget).
 ``failed``: a gate failed on measured scores. ``errored``: a gate or the run failed because
@@ -17,14 +18,6 @@ from typing import Literal
 
 from ci_evals.results.records import GateResult, Selection, Summary, Verdict
 
-VERDICTS = ("passed", "failed", "errored", "interrupted", "partial")
-WORDS = {
-    "passed": "PASSED",
-    "failed": "FAILED",
-    "errored": "ERRORED",
-    "interrupted": "INTERRUPTED",
-    "partial": "PARTIAL",
-}
 StopSignal = Literal["SIGHUP", "SIGINT", "SIGTERM"]
 """The signals that interrupt a run (summary.json ``interrupted_by``)."""
 SIGNAL_EXIT: dict[str, int] = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
@@ -209,8 +202,3 @@ def exit_code(summary: Summary) -> int:
     if verdict == "interrupted":
         return SIGNAL_EXIT.get(summary.get("interrupted_by") or "SIGINT", 130)
     return 1
-
-
-def word(summary: Summary) -> str:
-    """PASSED, FAILED, ERRORED, INTERRUPTED or PARTIAL."""
-    return WORDS[summary.get("verdict") or decide(summary)[0]]

@@ -51,6 +51,7 @@ from typing import Any
 
 from ci_evals._util.breaker import Breaker
 from ci_evals.llm.limits import Announced, Bucket, Limits, announced
+from ci_evals.results.records import EndpointReport
 
 PAUSE_FIRST = 1.0
 """Seconds a 429 with no ``Retry-After`` pauses the endpoint; doubles while 429s continue."""
@@ -401,8 +402,8 @@ class Endpoint:
 
     # -- what the summary shows ------------------------------------------------------------------
 
-    def report(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def report(self) -> EndpointReport:
+        out: EndpointReport = {
             "endpoint": self.name,
             "provider": self.provider,
             "calls": self.calls,
