@@ -19,35 +19,33 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from ci_evals._util.errors import ConfigError
 from ci_evals.gating.aggregate import Aggregator, Model
 from ci_evals.gating.gates import GateSpec, metric_value
 from ci_evals.gating.regression import GateFacts
 from ci_evals.results.files import RESULTS, SUMMARY, Trust, foreign_shape, read_summary, records
-from ci_evals.results.records import BaselineBlock, MetricEntry, Summary
+from ci_evals.results.records import (
+    BaselineBlock,
+    BaselineMetric,
+    MetricEntry,
+    SampleChange,
+    Summary,
+)
 
 JUDGE_KINDS = frozenset({"rubric", "model_judge", "letta_judge", "score_model", "label_model"})
 """Grader kinds whose score comes from a model's judgement: the same answer may score otherwise on
 another call, so their regression gates decide on evidence, not on counts."""
 
 
-class Flip(TypedDict):
-    """A sample whose pass changed since the baseline (a regression or an improvement)."""
-
-    sample_id: str
-    model: Model
-    metric: str
-
-
 class Diff(TypedDict):
     """The samples that changed between the baseline and this run, matched by (model, sample id)."""
 
-    regressions: list[Flip]
-    improvements: list[Flip]
-    new: list[str]
-    removed: list[str]
+    regressions: list[SampleChange]
+    improvements: list[SampleChange]
+    new: list[str | int]  # sample ids, as summary.json's baseline block has them
+    removed: list[str | int]
 
 
 class Baseline:
@@ -103,8 +101,8 @@ class Baseline:
     def _compute_diff(self, model: Model = None) -> Diff:
         before = (self.agg.outcomes if self.agg and not self.missing else None) or {}
         now = (self.current.outcomes if self.current else None) or {}
-        regressions: list[Flip] = []
-        improvements: list[Flip] = []
+        regressions: list[SampleChange] = []
+        improvements: list[SampleChange] = []
         for key, metrics in now.items():
             if model is not None and key[0] != model:
                 continue
@@ -113,10 +111,12 @@ class Baseline:
                 continue
             for name, (_, ok) in metrics.items():
                 if name in old and old[name][1] != ok:
-                    entry: Flip = {"sample_id": key[1], "model": key[0], "metric": name}
+                    entry: SampleChange = {"sample_id": key[1], "model": key[0], "metric": name}
                     (improvements if ok else regressions).append(entry)
-        new = sorted({k[1] for k in now if k not in before and (model is None or k[0] == model)})
-        removed = sorted(
+        new: list[str | int] = sorted(
+            {k[1] for k in now if k not in before and (model is None or k[0] == model)}
+        )
+        removed: list[str | int] = sorted(
             {k[1] for k in before if k not in now and (model is None or k[0] == model)}
         )
         return {
@@ -190,7 +190,7 @@ class Baseline:
         """The ``baseline`` block of summary.json."""
         theirs = self.agg
         if self.missing or theirs is None:  # (no aggregator: missing says why)
-            return {  # type: ignore[typeddict-unknown-key]  # BaselineBlock names only folder (asked)
+            return {
                 "folder": str(self.folder),
                 "missing": self.missing,
                 "suite": self.summary.get("suite"),
@@ -201,7 +201,7 @@ class Baseline:
                 "new": [],
                 "removed": [],
             }
-        metrics: dict[str, dict[str, Any]] = {}
+        metrics: dict[str, BaselineMetric] = {}
         for name, cur in summary_metrics.items():
             b: MetricEntry = theirs.aggregate(name) if name in theirs.names else {}
             metrics[name] = {
@@ -214,7 +214,7 @@ class Baseline:
             }
             if name in theirs.repeats and theirs.repeats[name].samples:
                 metrics[name]["baseline_noise"] = theirs.repeats[name].report()
-        return {  # type: ignore[typeddict-unknown-key]  # BaselineBlock names only folder (asked)
+        return {
             "folder": str(self.folder),
             "missing": None,
             "suite": self.summary.get("suite"),

@@ -60,7 +60,6 @@ class ErrorTally:
             "samples": self.samples,
             "by_category": dict(self.by_category),
             "groups": [
-                {"category": c, "grader": g, "message": m, "count": k}  # type: ignore[typeddict-unknown-key]  # ErrorGroup names only count (asked)
-                for (c, g, m), k in groups
+                {"category": c, "grader": g, "message": m, "count": k} for (c, g, m), k in groups
             ],
         }
