@@ -13,7 +13,6 @@ never get as far as a verdict.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Literal
 
 from ci_evals.results.records import GateResult, Selection, Summary, Verdict
@@ -187,10 +186,8 @@ def _ungated_errors(summary: Summary, gates: list[GateResult]) -> str:
 def _stopped(summary: Summary) -> str | None:
     """The first endpoint breaker's line (``stopped calling ...``), if the run stopped calling one."""
     for ep in summary.get("endpoints") or []:
-        report: Mapping[str, object] = ep  # EndpointReport does not name ``stopped`` yet
-        stopped = report.get("stopped") if isinstance(ep, dict) else None
-        if isinstance(stopped, str):
-            return stopped
+        if isinstance(ep, dict) and isinstance(ep.get("stopped"), str):
+            return ep["stopped"]
     return None
 
 
