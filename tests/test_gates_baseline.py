@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from ci_evals.gating.aggregate import reduce_runs
 from ci_evals.gating.gates import GateSpec, evaluate
+from ci_evals.gating.repeats import reduce_runs
 from ci_evals.gating.stats import bootstrap_mean, percentile, summarize, wilson
 from tests.conftest import replay_suite
 

@@ -128,6 +128,51 @@ def test_merge_of_a_shard_whose_field_is_a_string_is_one_line(run_folder, tmp_pa
     assert not Path("merged").exists()
 
 
+def test_merge_counts_a_grade_error_of_null_category_as_a_grading_error(run_folder, capsys):
+    """The contract lets a shard's errored grade carry ``error_category: null``: a grading error,
+    as every report counts it (summary.json's error groups once crashed sorting it)."""
+    lines = (run_folder / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    rec = json.loads(lines[0])
+    rec["grades"]["answer"] = {
+        "score": None,
+        "passed": False,
+        "error": "judge down",
+        "error_category": None,
+    }
+    lines[0] = json.dumps(rec)
+    (run_folder / "results.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["merge", "out", "--output", "merged"]) == 1
+    errors = json.loads(Path("merged/summary.json").read_text(encoding="utf-8"))["errors"]
+    assert errors["by_category"] == {"target": 1, "extraction": 0, "grading": 1}
+    assert [(g["category"], g["grader"], g["count"]) for g in errors["groups"]] == [
+        ("grading", "answer", 1),
+        ("target", None, 1),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("config", "detail"),
+    [
+        ({"gates": [{"metric": "accuracy", "op": "gte", "value": 0.75}]}, "KeyError: 'metric_key'"),
+        (
+            {"gates": [], "typed_gates": [{"metric_key": "answer", "op": "gte", "value": 0.5}]},
+            "ValueError: a typed gate is weighted_average or logical",
+        ),
+    ],
+)
+def test_merge_of_a_shard_whose_config_gates_cannot_be_evaluated_is_one_line(
+    run_folder, capsys, config, detail
+):
+    doc = json.loads((run_folder / "summary.json").read_text(encoding="utf-8"))
+    _edit_summary(run_folder, config={**doc["config"], **config})
+    capsys.readouterr()
+    assert main(["merge", "out", "--output", "merged"]) == 2
+    assert _err_lines(capsys) == [
+        f"error: out/summary.json: summary.json has an unexpected shape ({detail}); "
+        "is it a ci-evals results folder?"
+    ]
+
+
 def test_merge_of_a_deep_results_line_is_one_line_and_writes_nothing(run_folder, capsys):
     with (run_folder / "results.jsonl").open("a", encoding="utf-8") as fh:
         fh.write('{"sample_id": "z", "grades": {}, "metadata": ' + DEEP + "}\n")

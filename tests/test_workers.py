@@ -507,7 +507,7 @@ def test_a_workers_state_file_is_read_whatever_its_numbers_look_like(tmp_path):
 
 
 def test_the_cap_on_distinct_error_messages_holds_across_a_merge(monkeypatch):
-    monkeypatch.setattr("ci_evals.gating.aggregate.MAX_ERROR_GROUPS", 6)
+    monkeypatch.setattr("ci_evals.gating.error_tally.MAX_ERROR_GROUPS", 6)
     config = {
         "graders": {"a": {"rule": ["gte", 0.5]}, "b": {"rule": ["gte", 1.0]}},
         "gates": [],

@@ -14,7 +14,6 @@ import sys
 from argparse import Namespace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
@@ -76,12 +75,12 @@ def cmd_merge(args: Namespace) -> int:
     with foreign_shape(str(args.dirs[0] / "summary.json"), "summary.json"):
         started = min(datetime.fromisoformat(s["started_at"]) for s in summaries)
         duration = max(float(s["duration_s"]) for s in summaries)
-        extra: dict[str, Any] = {
+        extra: Summary = {
             "suite": first["suite"],
             "suite_file": first.get("suite_file"),
             "description": first.get("description"),
             "merged_from": [str(d) for d in args.dirs],
-            "versions": first.get("versions"),
+            "versions": first.get("versions") or {},  # none: summarize lists this machine's
         }
         if missing:
             extra["partial_reason"] = "; ".join(missing)

@@ -13,46 +13,39 @@ of whose runs errored is errored. Every report and every gate reads the one aggr
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections import defaultdict
-from statistics import median
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
-from ci_evals.core.rule import passes, rule_text
+from ci_evals.core.rule import rule_text
+from ci_evals.gating.error_tally import ErrorTally
+from ci_evals.gating.repeats import Outcome, Repeats, RepeatsState, judge_repeats, reduce_runs
 from ci_evals.gating.stats import summarize
+from ci_evals.results.records import Grade, MetricEntry, ResultRecord, Summary
 
-MAX_ERROR_GROUPS = 1000
-"""Distinct (category, grader, message) groups kept; later distinct messages are counted together."""
-OTHER_MESSAGES = "(other distinct messages)"
+Model = str | None
+"""A model key: the model a record names (a multi-model run), or None (the run's one target)."""
+SampleKey = tuple[Model, str]
+"""(model, sample id): one sample of one model, as runs and baselines match them."""
 
 
-def reduce_runs(
-    reducer: str, runs: list[tuple[float | None, bool, bool]], rule: tuple[str, float]
-) -> tuple[float | None, bool, bool]:
-    """One (score, passed, errored) from a sample's k runs. A run that errored makes the sample
-    errored (no score, failed): an incomplete measurement never passes."""
-    if any(r[2] for r in runs):
-        return None, False, True
-    scores = [r[0] for r in runs]
-    oks = [r[1] for r in runs]
-    errored = False
-    if reducer == "mean":
-        s = math.fsum(scores) / len(scores)
-    elif reducer == "median":
-        s = median(scores)
-    elif reducer == "max":
-        s = max(scores)
-    elif reducer == "pass_at_k":
-        return (1.0 if any(oks) else 0.0), any(oks), errored
-    elif reducer == "pass_all_k":
-        return (1.0 if all(oks) else 0.0), all(oks), errored
-    elif reducer == "majority":
-        ok = sum(oks) * 2 > len(oks)
-        return (1.0 if ok else 0.0), ok, errored
-    else:
-        raise ValueError(f"unknown reducer {reducer!r}")
-    return s, passes(s, *rule), errored
+class AggregatorState(TypedDict):
+    """:meth:`Aggregator.state`: plain JSON data (arrays where the aggregator holds tuples)."""
+
+    records: int
+    errored_records: int
+    errors_by_category: dict[str, int]
+    error_groups: list[list[Any]]  # [category, grader or null, message, count]
+    usage: dict[str, dict[str, int]]
+    cache_hits: int
+    retries: int
+    cost_usd: float | None
+    metrics: list[list[Any]]  # [model, {metric: [scores, passed, errors]}]
+    pending: list[list[Any]]  # [model, sample id, [{metric: [score, passed, errored]}, ...]]
+    flaky: list[dict[str, Any]]
+    outcomes: list[list[Any]] | None  # [model, sample id, {metric: [score, passed]}]
+    repeats: dict[str, RepeatsState]
 
 
 class _Metric:
@@ -63,12 +56,12 @@ class _Metric:
         self.passed = 0
         self.errors = 0
 
-    def add(self, score: float | None, ok: bool, errored: bool) -> None:
-        if errored:
+    def add(self, outcome: Outcome) -> None:
+        if outcome[2]:
             self.errors += 1
         else:
-            self.scores.append(score)
-            self.passed += ok
+            self.scores.append(outcome[0])
+            self.passed += outcome[1]
 
 
 class Aggregator:
@@ -84,25 +77,25 @@ class Aggregator:
         self.config = config
         # (model, sample id) -> {metric: (score or None when errored, passed)}; kept only when a
         # baseline comparison needs it (the paired tests of ci_evals.gating.noise).
-        self.outcomes: dict[tuple, dict[str, tuple[float | None, bool]]] | None = (
+        self.outcomes: dict[SampleKey, dict[str, tuple[float | None, bool]]] | None = (
             {} if keep_outcomes else None
         )
         self.repeats: dict[
             str, Repeats
         ] = {}  # metric -> how its repeats (runs or judge re-asks) agree
-        self.names = list(config["graders"])
-        self.rules = {n: tuple(g["rule"]) for n, g in config["graders"].items()}
-        self.num_runs = config.get("num_runs", 1)
-        self.reducer = config.get("reducer", "mean")
-        self.metrics: dict[str | None, dict[str, _Metric]] = defaultdict(
+        self.names: list[str] = list(config["graders"])
+        self.rules: dict[str, tuple[str, float]] = {
+            n: tuple(g["rule"]) for n, g in config["graders"].items()
+        }
+        self.num_runs: int = config.get("num_runs", 1)
+        self.reducer: str = config.get("reducer", "mean")
+        self.metrics: dict[Model, dict[str, _Metric]] = defaultdict(
             lambda: {n: _Metric() for n in self.names}
         )
-        self.pending: dict[tuple, list[dict]] = {}
+        self.pending: dict[SampleKey, list[dict[str, Outcome]]] = {}
         self.flaky: list[dict[str, Any]] = []
         self.records = 0
-        self.errors_by_category = {"target": 0, "extraction": 0, "grading": 0}
-        self.errored_records = 0
-        self.error_groups: dict[tuple[str, str | None, str], int] = {}
+        self.errors = ErrorTally()  # every error, per category and message
         self.usage: dict[str, dict[str, int]] = defaultdict(
             lambda: {"prompt_tokens": 0, "completion_tokens": 0}
         )
@@ -110,35 +103,35 @@ class Aggregator:
         self.retries = 0
         self.cost_usd: float | None = None  # None until some call had a price (suite `pricing`)
 
-    def add(self, rec: dict[str, Any]) -> None:
+    def add(self, rec: ResultRecord) -> None:
         self.records += 1
         grades = rec["grades"]
         row_error = rec.get("error")
         if row_error:
-            cat = row_error.get("category", "target")
-            self.errors_by_category[cat] = self.errors_by_category.get(cat, 0) + 1
-            self._group(cat, None, row_error.get("message"))
-            self.errored_records += 1
+            self.errors.add(row_error.get("category", "target"), None, row_error.get("message"))
+            self.errors.samples += 1
         self._usage("target", rec.get("usage"))
-        self.cache_hits += rec.get("cache_hits", 0) or 0
+        raw: Mapping[str, Any] = rec  # cache_hits: a key ResultRecord does not name yet
+        self.cache_hits += raw.get("cache_hits", 0) or 0
         self.retries += rec.get("retries", 0) or 0
         self._cost((rec.get("target") or {}).get("cost_usd"))
         errored = False
         for name, g in grades.items():
             if not row_error and g.get("error"):
-                cat = g.get("error_category", "grading")
-                self.errors_by_category[cat] = self.errors_by_category.get(cat, 0) + 1
-                self._group(cat, name, g["error"])
+                cat = g.get("error_category") or "grading"  # null: as the reports count it
+                self.errors.add(cat, name, g["error"])
                 errored = True
             meta = g.get("metadata")
             if meta and "judge_repeats" in meta and not g.get("error"):
-                self._judge_repeats(name, meta["judge_repeats"])
+                asks = judge_repeats(meta["judge_repeats"])
+                if asks is not None:
+                    self.repeats.setdefault(name, Repeats("judge_repeats")).add(*asks)
             if meta:  # an empty one adds nothing
                 self._usage(name, meta.get("usage"))
                 self.cache_hits += meta.get("cache_hits", 0) or 0
                 self.retries += meta.get("retries", 0) or 0
                 self._cost(meta.get("cost_usd"))
-        self.errored_records += errored
+        self.errors.samples += errored
         model = rec.get("model")
         outcome = {n: _outcome(grades[n]) for n in self.names if n in grades}
         if self.num_runs == 1:
@@ -146,7 +139,7 @@ class Aggregator:
             return
         self._run((model, str(rec["sample_id"])), outcome)
 
-    def _run(self, key: tuple, outcome: dict[str, tuple[float | None, bool, bool]]) -> None:
+    def _run(self, key: SampleKey, outcome: dict[str, Outcome]) -> None:
         """One of a sample's ``num_runs`` runs; the last one reduces them."""
         runs = self.pending.setdefault(key, [])
         runs.append(outcome)
@@ -154,72 +147,29 @@ class Aggregator:
             del self.pending[key]
             self._reduce(key, runs)
 
-    def _judge_repeats(self, name: str, info: Any) -> None:
-        """A grade's ``judge_repeats`` metadata (each re-ask's score and pass): how they agree."""
-        if not isinstance(info, dict):
-            return
-        scores, oks = info.get("scores"), info.get("passed")
-        if (
-            isinstance(scores, list)
-            and isinstance(oks, list)
-            and len(scores) == len(oks) >= 2
-            and all(
-                isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-                for x in scores
-            )
-        ):
-            self.repeats.setdefault(name, Repeats("judge_repeats")).add(
-                [float(x) for x in scores], [bool(b) for b in oks]
-            )
-
-    def _group(self, category: str, grader: str | None, message: str | None, n: int = 1) -> None:
-        key = (category, grader, str(message))
-        if key not in self.error_groups and len(self.error_groups) >= MAX_ERROR_GROUPS:
-            key = (category, grader, OTHER_MESSAGES)
-        self.error_groups[key] = self.error_groups.get(key, 0) + n
-
-    def error_summary(self) -> dict[str, Any]:
-        """summary.json ``errors``: totals, per category, and the distinct messages most frequent first."""
-        groups = sorted(
-            self.error_groups.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "", kv[0][2])
-        )
-        return {
-            "total": sum(self.errors_by_category.values()),
-            "samples": self.errored_records,
-            "by_category": dict(self.errors_by_category),
-            "groups": [
-                {"category": c, "grader": g, "message": m, "count": k} for (c, g, m), k in groups
-            ],
-        }
-
     def _cost(self, cost: float | None) -> None:
         """Costs are priced per call by the LLM wrapper (ci_evals.llm.cost_usd); here they only add up."""
         if cost is not None:
             self.cost_usd = (self.cost_usd or 0.0) + cost
 
-    def _usage(self, bucket: str, usage: dict | None) -> None:
+    def _usage(self, bucket: str, usage: Mapping[str, int] | None) -> None:
         if usage:
             u = self.usage[bucket]
             u["prompt_tokens"] += usage.get("prompt_tokens", 0) or 0
             u["completion_tokens"] += usage.get("completion_tokens", 0) or 0
 
-    def _push(self, model, outcome: dict[str, tuple[float, bool, bool]], sid: str) -> None:
+    def _push(self, model: Model, outcome: dict[str, Outcome], sid: str) -> None:
         per_metric = self.metrics[model]
-        for name, (s, ok, err) in outcome.items():
-            m = per_metric[name]
-            if err:
-                m.errors += 1
-            else:
-                m.scores.append(s)
-                m.passed += ok
+        for name, o in outcome.items():
+            per_metric[name].add(o)
         if self.outcomes is not None:
             self.outcomes[(model, sid)] = {
                 name: (None if o[2] else o[0], o[1]) for name, o in outcome.items()
             }
 
-    def _reduce(self, key: tuple, runs: list[dict]) -> None:
+    def _reduce(self, key: SampleKey, runs: list[dict[str, Outcome]]) -> None:
         model, sid = key
-        reduced = {}
+        reduced: dict[str, Outcome] = {}
         for name in self.names:
             per = [r[name] for r in runs if name in r]
             if not per:
@@ -241,7 +191,7 @@ class Aggregator:
                 and (rep is None or rep.source == "num_runs")
             ):
                 self.repeats.setdefault(name, Repeats("num_runs")).add(
-                    [sc for sc, _, _ in per], [ok for _, ok, _ in per]
+                    [o[0] for o in per if not o[2]], [ok for _, ok, _ in per]
                 )
             reduced[name] = reduce_runs(self.reducer, per, self.rules[name])
         self._push(model, reduced, sid)
@@ -252,7 +202,7 @@ class Aggregator:
             self._reduce(key, self.pending[key])
         self.pending.clear()
 
-    def scores(self, name: str, model=None) -> list[float]:
+    def scores(self, name: str, model: Model = None) -> list[float]:
         """Sorted graded scores of one metric (all models when ``model`` is None)."""
         models = [model] if model is not None else list(self.metrics)
         return sorted(s for m in models for s in self.metrics[m][name].scores)
@@ -265,25 +215,25 @@ class Aggregator:
             (len(m[first].scores) + m[first].errors for m in self.metrics.values()), default=0
         )
 
-    def aggregate(self, name: str, model=None) -> dict[str, Any]:
+    def aggregate(self, name: str, model: Model = None) -> MetricEntry:
         """One metric's aggregate (all models when ``model`` is None), as summary.json has it."""
         models = [model] if model is not None else list(self.metrics)
         passed = sum(self.metrics[m][name].passed for m in models)
         errors = sum(self.metrics[m][name].errors for m in models)
         return summarize(self.scores(name, model), passed, errors)
 
-    def models(self) -> list[Any]:
+    def models(self) -> list[Model]:
         """The model keys seen (None: the run's one target model), in the order summary.json lists them."""
         return sorted(self.metrics, key=lambda m: "" if m is None else str(m))
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> AggregatorState:
         """Everything fed so far, as plain JSON data: what a worker process hands to the first
         (ci_evals.run.lanes), which adds it with :meth:`merge`."""
         return {
             "records": self.records,
-            "errored_records": self.errored_records,
-            "errors_by_category": self.errors_by_category,
-            "error_groups": [[*key, n] for key, n in self.error_groups.items()],
+            "errored_records": self.errors.samples,
+            "errors_by_category": self.errors.by_category,
+            "error_groups": [[*key, n] for key, n in self.errors.groups.items()],
             "usage": self.usage,
             "cache_hits": self.cache_hits,
             "retries": self.retries,
@@ -303,14 +253,12 @@ class Aggregator:
             "repeats": {name: r.state() for name, r in self.repeats.items()},
         }
 
-    def merge(self, state: dict[str, Any]) -> None:
+    def merge(self, state: AggregatorState) -> None:
         """Add another aggregator's :meth:`state` (records of other samples), as if fed here."""
         self.records += state["records"]
-        self.errored_records += state["errored_records"]
-        for cat, n in state["errors_by_category"].items():
-            self.errors_by_category[cat] = self.errors_by_category.get(cat, 0) + n
-        for cat, grader, message, n in state["error_groups"]:
-            self._group(cat, grader, message, n)
+        self.errors.merge(
+            state["errored_records"], state["errors_by_category"], state["error_groups"]
+        )
         for bucket, usage in state["usage"].items():
             self._usage(bucket, usage)
         self.cache_hits += state["cache_hits"]
@@ -332,7 +280,7 @@ class Aggregator:
         for name, rstate in (state.get("repeats") or {}).items():
             self.repeats.setdefault(name, Repeats(rstate["source"])).merge(rstate)
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> Summary:
         """Aggregates and counts: every metric's aggregate (and each model's, with several).
 
         Gates are not evaluated here: :func:`ci_evals.gating.summary.evaluate_gates` compares these
@@ -342,8 +290,8 @@ class Aggregator:
         models = self.models()
         confidence = 0.95
 
-        def block(metric_map: dict[str, _Metric]) -> dict[str, Any]:
-            out = {}
+        def block(metric_map: dict[str, _Metric]) -> dict[str, MetricEntry]:
+            out: dict[str, MetricEntry] = {}
             for name in self.names:
                 m = metric_map[name]
                 info = self.config["graders"][name]
@@ -369,13 +317,13 @@ class Aggregator:
                 dst.passed += src.passed
                 dst.errors += src.errors
         metrics = block(combined)
-        out: dict[str, Any] = {"metrics": metrics}
+        out: Summary = {"metrics": metrics}
         if len(models) > 1 or (models and models[0] is not None):
             out["models"] = {
                 str(model): {"metrics": block(self.metrics[model])} for model in models
             }
         out["n_samples"] = self.n_samples()
-        out["errors"] = self.error_summary()
+        out["errors"] = self.errors.summary()
         out["flaky"] = self.flaky
         out["records"] = self.records
         out["cache"] = {"hits": self.cache_hits}
@@ -383,61 +331,11 @@ class Aggregator:
         return out
 
 
-class Repeats:
-    """How a metric's repeats agree: each sample's ``num_runs`` runs, or its judge's re-asks
-    (``judge_repeats``). The run-to-run spread of the metric's mean over the same samples is
-    ``sqrt(sum_i s_i^2 / k) / n``, from each sample's variance ``s_i^2`` across its ``k`` repeats
-    (Miller 2024, section 3: the judge's share of the variance); order-free, so a live run, a
-    recomputation and a merge agree exactly."""
-
-    __slots__ = ("source", "disagree", "variances", "repeats")
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.disagree = 0
-        self.variances = array("d")  # one per sample with repeats
-        self.repeats = 0
-
-    @property
-    def samples(self) -> int:
-        return len(self.variances)
-
-    def add(self, scores: list[float], oks: list[bool]) -> None:
-        self.disagree += len(set(oks)) > 1
-        self.repeats = max(self.repeats, len(scores))
-        mean = math.fsum(scores) / len(scores)
-        self.variances.append(math.fsum((x - mean) ** 2 for x in scores) / (len(scores) - 1))
-
-    def state(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "disagree": self.disagree,
-            "variances": self.variances.tolist(),
-            "repeats": self.repeats,
-        }
-
-    def merge(self, st: dict[str, Any]) -> None:
-        self.disagree += st["disagree"]
-        self.variances.extend(st["variances"])
-        self.repeats = max(self.repeats, st["repeats"])
-
-    def report(self) -> dict[str, Any]:
-        """summary.json ``metrics[].noise``: repeats, samples with repeats, how often they disagree,
-        the run-to-run spread (SD) of the metric's mean and a sample's mean variance across repeats."""
-        n, k = self.samples, self.repeats
-        within = math.fsum(self.variances)
-        return {
-            "source": self.source,
-            "repeats": k,
-            "samples": n,
-            "disagree_rate": self.disagree / n if n else None,
-            "run_spread": math.sqrt(within / k) / n if n and k else None,
-            "within_variance": within / n if n else None,
-        }
-
-
-def _outcome(grade: dict[str, Any]) -> tuple[float | None, bool, bool]:
+def _outcome(grade: Grade) -> Outcome:
     """(score, passed, errored) of one grade; an errored grade has no score and never passes."""
     if grade.get("error"):
         return None, False, True
-    return float(grade["score"]), bool(grade["passed"]), False
+    score = grade["score"]
+    if score is None:  # the shape checks refuse it (float(None) raised the same TypeError)
+        raise TypeError("a grade without an error has a null score")
+    return float(score), bool(grade["passed"]), False

@@ -19,28 +19,45 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ci_evals._util.errors import ConfigError
-from ci_evals.gating.aggregate import Aggregator
+from ci_evals.gating.aggregate import Aggregator, Model
 from ci_evals.gating.gates import GateSpec, metric_value
+from ci_evals.gating.regression import GateFacts
 from ci_evals.results.files import RESULTS, SUMMARY, Trust, foreign_shape, read_summary, records
+from ci_evals.results.records import (
+    BaselineBlock,
+    BaselineMetric,
+    MetricEntry,
+    SampleChange,
+    Summary,
+)
 
 JUDGE_KINDS = frozenset({"rubric", "model_judge", "letta_judge", "score_model", "label_model"})
 """Grader kinds whose score comes from a model's judgement: the same answer may score otherwise on
 another call, so their regression gates decide on evidence, not on counts."""
 
 
+class Diff(TypedDict):
+    """The samples that changed between the baseline and this run, matched by (model, sample id)."""
+
+    regressions: list[SampleChange]
+    improvements: list[SampleChange]
+    new: list[str | int]  # sample ids, as summary.json's baseline block has them
+    removed: list[str | int]
+
+
 class Baseline:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.missing: str | None = None
-        self.summary: dict[str, Any] = {}
+        self.summary: Summary = {}
         self.agg: Aggregator | None = None
         self.current: Aggregator | None = None
         self.suite: str | None = None
-        self._diffs: dict = {}  # model -> diff, computed once the current run has finished
-        self._aggs: dict[tuple, dict[str, Any]] = {}  # (metric, model) -> the baseline's aggregate
+        self._diffs: dict[Model, Diff] = {}  # computed once the current run has finished
+        self._aggs: dict[tuple[str, Model], MetricEntry] = {}  # the baseline's, per (metric, model)
         summary_path = folder / SUMMARY
         if not folder.is_dir():
             self.missing = f"baseline folder {folder} does not exist"
@@ -48,7 +65,7 @@ class Baseline:
         if not os.path.lexists(summary_path):
             self.missing = f"baseline folder {folder} has no summary.json"
             return
-        self.summary = dict(read_summary(folder, Trust.OTHER, what="baseline summary.json"))
+        self.summary = read_summary(folder, Trust.OTHER, what="baseline summary.json").copy()
         config = self.summary.get("config")
         if not config:
             raise ConfigError(
@@ -56,15 +73,15 @@ class Baseline:
                 file=str(summary_path),
             )
         with foreign_shape(str(summary_path), "baseline summary.json"):
-            self.agg = Aggregator(config, keep_outcomes=True)
+            self.agg = agg = Aggregator(config, keep_outcomes=True)
         if not os.path.lexists(folder / RESULTS):
             self.missing = f"baseline folder {folder} has no results.jsonl"
             return
         with foreign_shape(str(folder / RESULTS), "baseline results.jsonl"):
             for rec in records(folder / RESULTS, Trust.OTHER, what="baseline results.jsonl"):
-                self.agg.add(rec)
-            self.agg.flush_pending()
-        if not self.agg.records:
+                agg.add(rec)
+            agg.flush_pending()
+        if not agg.records:
             self.missing = f"baseline results.jsonl in {folder} is empty"
 
     def attach(self, current: Aggregator, suite: str | None = None) -> None:
@@ -76,15 +93,16 @@ class Baseline:
         if not self.missing and suite is not None and theirs != suite:
             self.missing = f"the baseline is of suite {theirs!r}, not {suite!r}"
 
-    def _diff(self, model=None) -> dict[str, list]:
+    def _diff(self, model: Model = None) -> Diff:
         if model not in self._diffs:
             self._diffs[model] = self._compute_diff(model)
         return self._diffs[model]
 
-    def _compute_diff(self, model=None) -> dict[str, list]:
+    def _compute_diff(self, model: Model = None) -> Diff:
         before = (self.agg.outcomes if self.agg and not self.missing else None) or {}
         now = (self.current.outcomes if self.current else None) or {}
-        regressions, improvements = [], []
+        regressions: list[SampleChange] = []
+        improvements: list[SampleChange] = []
         for key, metrics in now.items():
             if model is not None and key[0] != model:
                 continue
@@ -93,10 +111,12 @@ class Baseline:
                 continue
             for name, (_, ok) in metrics.items():
                 if name in old and old[name][1] != ok:
-                    entry = {"sample_id": key[1], "model": key[0], "metric": name}
+                    entry: SampleChange = {"sample_id": key[1], "model": key[0], "metric": name}
                     (improvements if ok else regressions).append(entry)
-        new = sorted({k[1] for k in now if k not in before and (model is None or k[0] == model)})
-        removed = sorted(
+        new: list[str | int] = sorted(
+            {k[1] for k in now if k not in before and (model is None or k[0] == model)}
+        )
+        removed: list[str | int] = sorted(
             {k[1] for k in before if k not in now and (model is None or k[0] == model)}
         )
         return {
@@ -106,19 +126,20 @@ class Baseline:
             "removed": removed,
         }
 
-    def gate_facts(self, gate: GateSpec, model=None) -> dict[str, Any]:
+    def gate_facts(self, gate: GateSpec, model: Model = None) -> GateFacts:
         """What a regression gate needs: the baseline's value of its metric and the regression count,
         or ``{"missing": why}`` when the baseline cannot say."""
-        if self.missing:
-            return {"missing": self.missing}
+        theirs = self.agg
+        if self.missing or theirs is None:  # (no aggregator: missing says why)
+            return {"missing": str(self.missing)}
         name = gate.metric_key
-        if name not in self.agg.names:
+        if name is None or name not in theirs.names:
             return {"missing": f"the baseline has no metric {name!r} (added or renamed since?)"}
-        if model is not None and model not in self.agg.metrics:
+        if model is not None and model not in theirs.metrics:
             return {"missing": f"the baseline has no results for model {model!r}"}
         key = (name, model)
         if key not in self._aggs:  # each gate on the metric reads the same aggregate
-            self._aggs[key] = self.agg.aggregate(name, model)
+            self._aggs[key] = theirs.aggregate(name, model)
         value = metric_value(gate, self._aggs[key])
         if value is None:
             return {"missing": f"the baseline's {name!r} has no graded sample"}
@@ -131,12 +152,13 @@ class Baseline:
             "noisy": self.noisy(name),
         }
 
-    def paired(self, name: str, model=None, *, accuracy: bool = False) -> list[float]:
+    def paired(self, name: str, model: Model = None, *, accuracy: bool = False) -> list[float]:
         """``now - before`` of metric ``name`` for every sample graded in both runs (its pass as 0/1
         for an accuracy gate), in the current run's order."""
-        before = self.agg.outcomes or {}
-        out = []
-        for key, metrics in (self.current.outcomes or {}).items():
+        before = (self.agg.outcomes if self.agg else None) or {}
+        now = (self.current.outcomes if self.current else None) or {}
+        out: list[float] = []
+        for key, metrics in now.items():
             if model is not None and key[0] != model:
                 continue
             old = before.get(key)
@@ -164,9 +186,10 @@ class Baseline:
             if agg
         )
 
-    def summary_block(self, summary_metrics: dict[str, Any]) -> dict[str, Any]:
+    def summary_block(self, summary_metrics: dict[str, MetricEntry]) -> BaselineBlock:
         """The ``baseline`` block of summary.json."""
-        if self.missing:
+        theirs = self.agg
+        if self.missing or theirs is None:  # (no aggregator: missing says why)
             return {
                 "folder": str(self.folder),
                 "missing": self.missing,
@@ -178,9 +201,9 @@ class Baseline:
                 "new": [],
                 "removed": [],
             }
-        metrics = {}
+        metrics: dict[str, BaselineMetric] = {}
         for name, cur in summary_metrics.items():
-            b = self.agg.aggregate(name) if name in self.agg.names else {}
+            b: MetricEntry = theirs.aggregate(name) if name in theirs.names else {}
             metrics[name] = {
                 "baseline_mean": b.get("mean"),
                 "mean": cur["mean"],
@@ -189,8 +212,8 @@ class Baseline:
                 "pass_rate": cur["pass_rate"],
                 "delta_pass_rate": _delta(cur["pass_rate"], b.get("pass_rate")),
             }
-            if name in self.agg.repeats and self.agg.repeats[name].samples:
-                metrics[name]["baseline_noise"] = self.agg.repeats[name].report()
+            if name in theirs.repeats and theirs.repeats[name].samples:
+                metrics[name]["baseline_noise"] = theirs.repeats[name].report()
         return {
             "folder": str(self.folder),
             "missing": None,

@@ -22,15 +22,22 @@ threshold, and report ``inconclusive`` when it straddles it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import model_validator
 
 from ci_evals.config.specs import Strict
 from ci_evals.core.rule import OPS, SYMBOL, Op
-from ci_evals.gating.regression import absolute_stability, errors_stability, regression_checks
+from ci_evals.gating.regression import (
+    GateFacts,
+    absolute_stability,
+    errors_stability,
+    regression_checks,
+)
 from ci_evals.gating.stats import bootstrap_mean, wilson
 from ci_evals.gating.verdict import budget_exceeded
+from ci_evals.results.records import GateResult, MetricEntry
 
 Metric = Literal["avg_score", "accuracy", "min", "max", "median", "p50", "p95", "p99"]
 
@@ -90,8 +97,8 @@ class GateSpec(Strict):
         explicit = self.explicit_rule()
         if explicit is not None:
             return explicit
-        if self.metric == "accuracy" or self.op is None:
-            return "gte", 1.0
+        if self.metric == "accuracy" or self.op is None or self.value is None:
+            return "gte", 1.0  # (op and value go together)
         return self.op, self.value
 
     def describe(self) -> str:
@@ -122,7 +129,7 @@ def _budget_text(max_errors: int | None, max_error_rate: float | None) -> str:
     return ", ".join(parts) or "max_errors 0"
 
 
-def metric_value(gate: GateSpec, agg: dict[str, Any]) -> float | None:
+def metric_value(gate: GateSpec, agg: MetricEntry) -> float | None:
     """The aggregate a gate compares, from the metric's one aggregate (None when nothing was graded)."""
     if gate.metric == "avg_score":
         return agg["mean"]
@@ -131,25 +138,30 @@ def metric_value(gate: GateSpec, agg: dict[str, Any]) -> float | None:
     return agg[gate.metric]
 
 
-def _interval(gate: GateSpec, agg: dict[str, Any], scores) -> tuple[float, float] | None:
+def _interval(
+    metric: Metric, confidence: float, agg: MetricEntry, scores: Sequence[float]
+) -> tuple[float, float] | None:
     """The gate's interval at its confidence: the metric's own when that is 95 %."""
-    same = abs(gate.confidence - 0.95) < 1e-12
-    if gate.metric == "avg_score":
-        ci = agg["ci_mean"] if same else bootstrap_mean(scores, gate.confidence)
+    same = abs(confidence - 0.95) < 1e-12
+    ci: Sequence[float | None] | None
+    if metric == "avg_score":
+        ci = agg["ci_mean"] if same else bootstrap_mean(scores, confidence)
     else:
-        ci = agg["ci_pass_rate"] if same else wilson(agg["passed"], agg["n"], gate.confidence)
-    return tuple(ci) if ci else None
+        ci = agg["ci_pass_rate"] if same else wilson(agg["passed"], agg["n"], confidence)
+    if not ci or ci[0] is None or ci[1] is None:  # (the aggregate's are never null)
+        return None
+    return ci[0], ci[1]
 
 
 def evaluate(
     gate: GateSpec,
-    agg: dict[str, Any],
-    scores=(),
+    agg: MetricEntry,
+    scores: Sequence[float] = (),
     *,
     model: str | None = None,
-    baseline: dict[str, Any] | None = None,
+    baseline: GateFacts | None = None,
     label: str | None = None,
-) -> dict[str, Any]:
+) -> GateResult:
     """Check one gate against its metric's aggregate; returns the summary.json ``gates[]`` entry.
 
     Args:
@@ -159,7 +171,7 @@ def evaluate(
     """
     n, graded, errors = agg["n"], agg["graded"], agg["errors"]
     actual = metric_value(gate, agg)
-    out: dict[str, Any] = {
+    out: GateResult = {
         "metric_key": gate.metric_key,
         "metric": gate.metric,
         "op": gate.op,
@@ -189,11 +201,13 @@ def evaluate(
 
     checks: list[str] = []  # each "passed" / "failed" / "inconclusive" / "no_baseline"
     reasons: list[str] = []
-    if gate.op is not None:
+    decided_by: tuple[float, float] | None = None  # the interval a confidence gate decides with
+    if gate.op is not None and gate.value is not None:  # (op and value go together)
         sym = SYMBOL[gate.op]
         if gate.confidence is not None:
-            lo, hi = _interval(gate, agg, scores) or (actual, actual)
+            lo, hi = _interval(gate.metric, gate.confidence, agg, scores) or (actual, actual)
             out["interval"] = [lo, hi]
+            decided_by = (lo, hi)
             cmp = OPS[gate.op]
             bound_ok, other_ok = (
                 (cmp(lo, gate.value), cmp(hi, gate.value))
@@ -219,13 +233,14 @@ def evaluate(
             )
         checks.append(check)
 
-    decided_by = tuple(out["interval"]) if gate.confidence is not None and out["interval"] else None
     stable = (
-        [absolute_stability(gate, agg, actual, scores, decided_by)] if gate.op is not None else []
+        [absolute_stability(gate.metric, gate.op, gate.value, agg, actual, scores, decided_by)]
+        if gate.op is not None and gate.value is not None
+        else []
     )
     if gate.max_drop is not None or gate.max_regressions is not None:
         missing = "run without --baseline" if baseline is None else baseline.get("missing")
-        if missing:
+        if missing or baseline is None:
             checks.append("no_baseline")
             reasons.append(
                 f"no baseline: {missing} (on_missing_baseline: {gate.on_missing_baseline})"

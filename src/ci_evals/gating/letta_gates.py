@@ -19,8 +19,7 @@ makes every gate on it ``errored``, whatever the other samples scored.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from types import SimpleNamespace
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -32,6 +31,7 @@ from ci_evals.gating.gates import Metric
 from ci_evals.gating.noise import stability
 from ci_evals.gating.regression import absolute_stability, errors_stability, metric_se
 from ci_evals.gating.verdict import budget_exceeded
+from ci_evals.results.records import GateResult, MetricEntry
 
 
 class Condition(Strict):
@@ -93,9 +93,10 @@ def parse(
     """Validate one typed gate (recursively), naming the exact YAML path of any mistake."""
     kind = raw.get("kind") if isinstance(raw, dict) else None
     if kind == "weighted_average" and not nested:
-        return validate_model(WeightedGate, raw, key, file, lines)
+        weighted: WeightedGate = validate_model(WeightedGate, raw, key, file, lines)
+        return weighted
     if kind == "logical":
-        gate = validate_model(LogicalGate, raw, key, file, lines)
+        gate: LogicalGate = validate_model(LogicalGate, raw, key, file, lines)
         if not gate.conditions:
             raise ConfigError(
                 "conditions cannot be empty",
@@ -108,7 +109,8 @@ def parse(
             for i, c in enumerate(gate.conditions)
         ]
         return gate
-    return validate_model(Condition, raw, key, file, lines)
+    condition: Condition = validate_model(Condition, raw, key, file, lines)
+    return condition
 
 
 def metric_keys(gate: TypedGate | Condition) -> list[tuple[str, str]]:
@@ -134,7 +136,7 @@ def describe(gate: TypedGate | Condition) -> str:
 
 
 def aggregate_value(
-    aggregation: str, agg: dict[str, Any], scores: list[float], threshold: float | None
+    aggregation: Metric, agg: MetricEntry, scores: Sequence[float], threshold: float | None
 ) -> float | None:
     """letta-evals' aggregation of one metric; ``scores`` are the graded scores, sorted.
 
@@ -149,10 +151,12 @@ def aggregate_value(
     return agg["mean"] if aggregation == "avg_score" else agg[aggregation]
 
 
-MetricSource = Callable[[str], tuple[dict[str, Any], list[float]]]
+MetricSource = Callable[[str], tuple[MetricEntry, list[float]]]
+Budget = tuple[int | None, float | None]
+"""A gate's error budget: (``max_errors``, ``max_error_rate``)."""
 
 
-def evaluate(gate: TypedGate, metric: MetricSource, *, model: str | None = None) -> dict[str, Any]:
+def evaluate(gate: TypedGate, metric: MetricSource, *, model: str | None = None) -> GateResult:
     """The summary.json ``gates[]`` entry of a typed gate, its sub-gates under ``children``.
 
     ``metric(name)`` gives a metric's aggregate (as summary.json has it) and its sorted graded scores.
@@ -162,39 +166,57 @@ def evaluate(gate: TypedGate, metric: MetricSource, *, model: str | None = None)
     return out
 
 
-def _base(**kw: Any) -> dict[str, Any]:
-    out = {
-        "metric_key": None,
-        "metric": None,
-        "op": None,
-        "value": None,
-        "actual": None,
+def _base(
+    *,
+    metric: str,
+    label: str | None,
+    description: str,
+    budget: Budget,
+    metric_key: str | None = None,
+    op: str | None = None,
+    value: float | None = None,
+    actual: float | None = None,
+    errors: int = 0,
+    graded: int = 0,
+    n: int = 0,
+    children: list[GateResult] | None = None,
+) -> GateResult:
+    """A node not yet decided (``failed``, no reason), every key in the order summary.json has it."""
+    return {
+        "metric_key": metric_key,
+        "metric": metric,
+        "op": op,
+        "value": value,
+        "actual": actual,
         "passed": False,
         "status": "failed",
-        "label": None,
-        "description": None,
+        "label": label,
+        "description": description,
         "interval": None,
-        "max_errors": None,
-        "max_error_rate": None,
-        "errors": 0,
-        "graded": 0,
-        "n": 0,
+        "max_errors": budget[0],
+        "max_error_rate": budget[1],
+        "errors": errors,
+        "graded": graded,
+        "n": n,
         "reason": "",
-        "children": [],
+        "children": children if children is not None else [],
     }
-    out.update(kw)
-    return out
 
 
-def _counts(out: dict[str, Any], children: list[dict[str, Any]]) -> None:
+def _counts(out: GateResult, children: list[GateResult]) -> None:
     out["n"] = max(c["n"] for c in children)
     out["errors"] = max(c["errors"] for c in children)
     out["graded"] = min(c["graded"] for c in children)
 
 
 def _leaf(
-    name: str, aggregation: str, threshold: float | None, metric: MetricSource, budget
-) -> tuple[dict[str, Any], dict[str, Any], list[float]]:
+    name: str,
+    aggregation: Metric,
+    threshold: float | None,
+    metric: MetricSource,
+    budget: Budget,
+    description: str,
+) -> tuple[GateResult, MetricEntry, list[float]]:
     """One metric's entry, with the aggregate and scores it was read from (for its stability)."""
     agg, scores = metric(name)
     actual = aggregate_value(aggregation, agg, scores, threshold)
@@ -204,8 +226,8 @@ def _leaf(
         metric=aggregation,
         actual=actual,
         label=agg.get("label", name),
-        max_errors=budget[0],
-        max_error_rate=budget[1],
+        description=description,
+        budget=budget,
         errors=agg["errors"],
         graded=agg["graded"],
         n=agg["n"],
@@ -221,15 +243,21 @@ def _leaf(
     return out, agg, scores
 
 
-def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, Any]:
+def _node(
+    gate: TypedGate | Condition,
+    metric: MetricSource,
+    max_errors: int | None,
+    max_error_rate: float | None,
+) -> GateResult:
     budget = (max_errors, max_error_rate)
     if isinstance(gate, Condition):
         out, agg, scores = _leaf(
-            gate.metric_key, gate.aggregation, gate.pass_threshold, metric, budget
+            gate.metric_key, gate.aggregation, gate.pass_threshold, metric, budget, describe(gate)
         )
-        out.update(op=gate.op, value=gate.value, description=describe(gate))
-        if out["status"] != "errored":
-            ok = OPS[gate.op](out["actual"], gate.value)
+        out["op"], out["value"] = gate.op, gate.value
+        actual = out["actual"]
+        if out["status"] != "errored" and actual is not None:  # (errored: nothing to compare)
+            ok = OPS[gate.op](actual, gate.value)
             out["status"], out["passed"] = ("passed", True) if ok else ("failed", False)
             sym = SYMBOL[gate.op]
             out["reason"] = (
@@ -238,47 +266,46 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
                 else f"{gate.aggregation} {out['actual']:.4f}, needs {sym} {gate.value:g}"
             )
             out["stability"] = round(
-                absolute_stability(
-                    SimpleNamespace(
-                        metric=gate.aggregation, op=gate.op, value=gate.value, confidence=None
-                    ),
-                    agg,
-                    out["actual"],
-                    scores,
-                ),
-                4,
+                absolute_stability(gate.aggregation, gate.op, gate.value, agg, actual, scores), 4
             )
         return out
 
     if isinstance(gate, WeightedGate):
         total = math.fsum(gate.weights.values())
-        children, ses = [], []
+        parts: list[tuple[GateResult, float]] = []  # each component and its normalised weight
+        terms: list[tuple[float, float]] = []  # (weight, value) of each graded component
+        ses: list[float] = []
         for name, w in gate.weights.items():
-            child, agg, _ = _leaf(name, gate.aggregation, None, metric, budget)
-            child["weight"], child["description"] = w / total, f"{name} {gate.aggregation}"
-            children.append(child)
-            if child["actual"] is not None:
-                ses.append(child["weight"] * metric_se(gate.aggregation, agg, child["actual"]))
+            child, agg, _ = _leaf(
+                name, gate.aggregation, None, metric, budget, f"{name} {gate.aggregation}"
+            )
+            weight = w / total
+            child["weight"] = weight  # type: ignore[typeddict-unknown-key]  # asked of GateResult
+            parts.append((child, weight))
+            value = child["actual"]
+            if value is not None:
+                terms.append((weight, value))
+                ses.append(weight * metric_se(gate.aggregation, agg, value))
+        children = [c for c, _ in parts]
         out = _base(
             metric="weighted_average",
             op=gate.op,
             value=gate.value,
             label=describe(gate),
             description=describe(gate),
-            max_errors=max_errors,
-            max_error_rate=max_error_rate,
+            budget=budget,
             children=children,
-            aggregation=gate.aggregation,
         )
+        out["aggregation"] = gate.aggregation  # type: ignore[typeddict-unknown-key]  # asked
         _counts(out, children)
         errored = [c for c in children if c["status"] == "errored"]
         if errored:
             out["status"] = "errored"
             out["reason"] = "; ".join(f"{c['metric_key']}: {c['reason']}" for c in errored)
-            out["stability"] = min(c["stability"] for c in errored)
+            out["stability"] = min(c["stability"] for c in errored)  # type: ignore[type-var]  # asked: float
         else:
-            out["actual"] = math.fsum(c["weight"] * c["actual"] for c in children)
-            ok = OPS[gate.op](out["actual"], gate.value)
+            out["actual"] = weighted = math.fsum(w * v for w, v in terms)  # (every one graded)
+            ok = OPS[gate.op](weighted, gate.value)
             out["status"], out["passed"] = ("passed", True) if ok else ("failed", False)
             sym = SYMBOL[gate.op]
             out["reason"] = (
@@ -288,26 +315,23 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
             )
             # the components' errors taken as independent; predictive: this run and a rerun both stray
             se = math.sqrt(math.fsum(s * s for s in ses))
-            out["stability"] = round(stability(out["actual"], gate.value, math.sqrt(2.0) * se), 4)
-        for c in (
-            children
-        ):  # a component has no verdict of its own: it shares the gate's (and its stability)
+            out["stability"] = round(stability(weighted, gate.value, math.sqrt(2.0) * se), 4)
+        for c, weight in parts:  # a component has no verdict of its own: it shares the gate's
             c.setdefault("stability", out["stability"])
             if c["status"] != "errored":
                 c["status"], c["passed"] = out["status"], out["passed"]
-                c["reason"] = f"{gate.aggregation} {c['actual']:.4f} x weight {c['weight']:.4f}"
+                c["reason"] = f"{gate.aggregation} {c['actual']:.4f} x weight {weight:.4f}"
         return out
 
     children = [_node(c, metric, max_errors, max_error_rate) for c in gate.conditions]
     out = _base(
         metric="logical",
-        operator=gate.operator,
         label=describe(gate),
         description=describe(gate),
-        max_errors=max_errors,
-        max_error_rate=max_error_rate,
+        budget=budget,
         children=children,
     )
+    out["operator"] = gate.operator  # type: ignore[typeddict-unknown-key]  # asked of GateResult
     _counts(out, children)
     statuses = [c["status"] for c in children]
     passed = sum(s == "passed" for s in statuses)
@@ -321,7 +345,6 @@ def _node(gate, metric: MetricSource, max_errors, max_error_rate) -> dict[str, A
         status = "passed" if passed else ("errored" if "errored" in statuses else "failed")
     out["status"], out["passed"] = status, status == "passed"
     out["reason"] = f"{passed} of {len(children)} conditions passed ({gate.operator})"
-    out["stability"] = min(
-        c["stability"] for c in children
-    )  # about: the least stable condition decides
+    # about: the least stable condition decides
+    out["stability"] = min(c["stability"] for c in children)  # type: ignore[type-var]  # asked: float
     return out

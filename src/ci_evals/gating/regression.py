@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Protocol, TypedDict
 
 from ci_evals.core.rule import OPS
 from ci_evals.gating.noise import (
@@ -37,6 +37,7 @@ from ci_evals.gating.noise import (
     z_one_sided,
 )
 from ci_evals.gating.stats import percentile, z_value
+from ci_evals.results.records import GateResult, MetricEntry, RegressionTest
 
 DEFAULT_CONFIDENCE = 0.95
 QUANTILE = {"min": 0.0, "max": 100.0, "median": 50.0, "p50": 50.0, "p95": 95.0, "p99": 99.0}
@@ -52,8 +53,32 @@ def _needed(effect: float, sd: float, confidence: float, what: str) -> str:
     return f"; about {n:,} samples would tell {what} at {confidence:.0%}" if n else ""
 
 
+class GateFacts(TypedDict, total=False):
+    """What a regression gate knows of its baseline (:meth:`Baseline.gate_facts`): the baseline's
+    value of the metric, the samples that regressed and improved, the paired differences and
+    whether the metric is noisy; or only ``missing``, why the baseline cannot say."""
+
+    missing: str
+    value: float
+    regressions: int
+    improvements: int
+    diffs: list[float]
+    noisy: bool
+
+
+class RegressionLimits(Protocol):
+    """What the checks read of a gate (:class:`ci_evals.gating.gates.GateSpec`)."""
+
+    @property
+    def confidence(self) -> float | None: ...
+    @property
+    def max_drop(self) -> float | None: ...
+    @property
+    def max_regressions(self) -> int | None: ...
+
+
 def regression_checks(
-    gate: Any, actual: float, facts: dict[str, Any], out: dict[str, Any]
+    gate: RegressionLimits, actual: float, facts: GateFacts, out: GateResult
 ) -> Iterator[tuple[str, str, float]]:
     """(check, reason, stability) for the gate's ``max_drop`` and ``max_regressions``; records what
     each test found in ``out`` (``baseline_value``, ``drop``, ``regressions``, ``improvements``,
@@ -67,7 +92,7 @@ def regression_checks(
         before = facts["value"]
         drop = before - actual
         out["baseline_value"], out["drop"], out["max_drop"] = before, drop, gate.max_drop
-        yield _drop_check(gate, drop, before, diffs, noisy, confidence, tests)
+        yield _drop_check(gate.max_drop, drop, before, diffs, noisy, confidence, tests)
     if gate.max_regressions is not None:
         reg, imp = int(facts.get("regressions", 0)), int(facts.get("improvements", 0))
         out["regressions"], out["improvements"], out["max_regressions"] = (
@@ -81,15 +106,14 @@ def regression_checks(
 
 
 def _drop_check(
-    gate: Any,
+    limit: float,
     drop: float,
     before: float,
     diffs: Sequence[float],
     noisy: bool,
     confidence: float,
-    tests: list,
+    tests: list[RegressionTest],
 ) -> tuple[str, str, float]:
-    limit = gate.max_drop
     change = paired_change(list(diffs), confidence)
     if not noisy or change is None:
         check = "passed" if drop <= limit + 1e-12 else "failed"
@@ -137,7 +161,13 @@ def _drop_check(
 
 
 def _regressions_check(
-    limit: int, reg: int, imp: int, pairs: int, noisy: bool, confidence: float, tests: list
+    limit: int,
+    reg: int,
+    imp: int,
+    pairs: int,
+    noisy: bool,
+    confidence: float,
+    tests: list[RegressionTest],
 ) -> tuple[str, str, float]:
     plural = "s" if reg != 1 else ""
     if not noisy:
@@ -196,23 +226,24 @@ def _regressions_check(
 
 
 def absolute_stability(
-    gate: Any,
-    agg: dict[str, Any],
+    metric: str,
+    op: str,
+    value: float,
+    agg: MetricEntry,
     actual: float,
     scores: Sequence[float],
     interval: tuple[float, float] | None = None,
 ) -> float:
-    """How often a rerun would give an absolute gate (``op``/``value``) the same status: the
+    """How often a rerun would give an absolute gate (``metric op value``) the same status: the
     statistic spreads with its standard error (the mean's from its 95 % interval, the pass rate's
     binomial); a percentile's rerun by resampling is a binomial count of the scores below the cut.
     ``interval``: the one a ``confidence`` gate decided with (its bounds must stay where they are)."""
-    value, op = gate.value, gate.op
     if op == "eq":
         return 1.0
-    if gate.metric in QUANTILE:
-        return _quantile_stability(op, value, QUANTILE[gate.metric], scores)
+    if metric in QUANTILE:
+        return _quantile_stability(op, value, QUANTILE[metric], scores)
     se = SQRT2 * metric_se(
-        gate.metric, agg, actual
+        metric, agg, actual
     )  # predictive: this run and a rerun both stray from the truth
     if interval is None:
         return stability(actual, value, se)
@@ -224,7 +255,7 @@ def absolute_stability(
     return max(0.0, below_lo + above_hi - 1.0)  # inconclusive: both bounds stay where they are
 
 
-def metric_se(metric: str, agg: dict[str, Any], actual: float) -> float:
+def metric_se(metric: str, agg: MetricEntry, actual: float) -> float:
     """The standard error of a mean (from its 95 % interval) or of a pass rate (binomial); 0 for a
     percentile, whose stability is a resampled count (:func:`absolute_stability`)."""
     if metric == "accuracy":
@@ -233,7 +264,9 @@ def metric_se(metric: str, agg: dict[str, Any], actual: float) -> float:
     if metric in QUANTILE:
         return 0.0
     ci = agg.get("ci_mean")
-    return (ci[1] - ci[0]) / (2 * z_value(0.95)) if ci else 0.0
+    if not ci or ci[0] is None or ci[1] is None:
+        return 0.0
+    return (ci[1] - ci[0]) / (2 * z_value(0.95))
 
 
 def _quantile_stability(op: str, value: float, q: float, scores: Sequence[float]) -> float:
@@ -260,10 +293,11 @@ def errors_stability(
     """How often a rerun would break (or keep) the error budget the same way, errors ~ Binomial."""
     if not n:
         return 1.0
-    limit = max_errors if max_errors is not None else (None if max_error_rate is not None else 0)
-    if max_error_rate is not None:
+    if max_error_rate is None:
+        limit = max_errors if max_errors is not None else 0
+    else:
         by_rate = math.floor(max_error_rate * n + 1e-9)
-        limit = by_rate if limit is None else min(limit, by_rate)
+        limit = by_rate if max_errors is None else min(max_errors, by_rate)
     f = errors / n
     p_within = 1.0 - binom_sf(limit + 1, n, f) if 0 < f < 1 else (1.0 if errors <= limit else 0.0)
     return 1.0 - p_within if errors > limit else p_within

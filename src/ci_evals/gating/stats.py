@@ -12,6 +12,8 @@ import random
 from collections.abc import Sequence
 from statistics import NormalDist
 
+from ci_evals.results.records import MetricEntry
+
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_MAX_N = 200
 BOOTSTRAP_SEED = 12345
@@ -68,7 +70,7 @@ def bootstrap_mean(
 
 def summarize(
     graded: Sequence[float], passed: int, errors: int, *, confidence: float = 0.95
-) -> dict:
+) -> MetricEntry:
     """The per-metric aggregate of summary.json, the metric table and every gate.
 
     ``graded`` holds the scores of the samples that were graded, sorted; errored samples have no
@@ -79,6 +81,8 @@ def summarize(
     k = len(graded)
     n = k + errors
     mean = math.fsum(graded) / k if k else None
+    ci_mean = bootstrap_mean(graded, confidence) if k else None
+    ci_pass_rate = wilson(passed, n, confidence) if n else None
     return {
         "n": n,
         "graded": k,
@@ -92,8 +96,8 @@ def summarize(
         "p50": percentile(graded, 50) if k else None,
         "p95": percentile(graded, 95) if k else None,
         "p99": percentile(graded, 99) if k else None,
-        "ci_mean": list(bootstrap_mean(graded, confidence)) if k else None,
-        "ci_pass_rate": list(wilson(passed, n, confidence)) if n else None,
+        "ci_mean": list(ci_mean) if ci_mean is not None else None,
+        "ci_pass_rate": list(ci_pass_rate) if ci_pass_rate is not None else None,
         "ci_method": {
             "mean": "bootstrap" if k <= BOOTSTRAP_MAX_N else "normal",
             "pass_rate": "wilson",

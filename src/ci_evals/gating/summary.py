@@ -9,52 +9,96 @@ Rendering it is the reports' job; nothing here reads or writes a file.
 from __future__ import annotations
 
 import platform
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import ci_evals
 from ci_evals.gating import letta_gates
-from ci_evals.gating.aggregate import Aggregator
+from ci_evals.gating.aggregate import Aggregator, Model
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.gates import GateSpec, evaluate
-from ci_evals.gating.verdict import decide
+from ci_evals.gating.verdict import StopSignal, decide
+from ci_evals.results.records import GateResult, MetricEntry, Summary
+
+
+class _SuiteSpec(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str | None: ...
+
+
+class _GraderSlot(Protocol):
+    @property
+    def grader(self) -> object: ...
+
+
+class SuiteFacts(Protocol):
+    """What a summary reads of the suite that ran (a ci_evals.suite.loader.LoadedSuite)."""
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def spec(self) -> _SuiteSpec: ...
+    @property
+    def graders(self) -> Mapping[str, _GraderSlot]: ...
 
 
 def evaluate_gates(
-    agg: Aggregator, parts: dict[str, Any], config: dict[str, Any], baseline: Baseline | None
-) -> list[dict[str, Any]]:
+    agg: Aggregator, parts: Summary, config: dict[str, Any], baseline: Baseline | None
+) -> list[GateResult]:
     """Every gate's result: per model when the run has several (each model is gated alone)."""
     gates = [GateSpec.model_validate(g) for g in config.get("gates", [])]
-    typed = [letta_gates.parse(g, "gate", None, None) for g in config.get("typed_gates", [])]
+    typed = [_typed_gate(g) for g in config.get("typed_gates", [])]
 
-    def for_model(aggs: dict[str, Any], model) -> list[dict[str, Any]]:
+    def for_model(aggs: dict[str, MetricEntry], model: Model) -> list[GateResult]:
         def scores(name: str) -> list[float]:
             return agg.scores(name, model)  # model None: every model's scores
 
-        out = [
-            evaluate(
-                g,
-                aggs[g.metric_key],
-                scores(g.metric_key),
-                model=model,
-                baseline=baseline.gate_facts(g, model) if baseline is not None else None,
-                label=aggs[g.metric_key]["label"],
+        out: list[GateResult] = []
+        for g in gates:
+            key = _metric_key(g)
+            out.append(
+                evaluate(
+                    g,
+                    aggs[key],
+                    scores(key),
+                    model=model,
+                    baseline=baseline.gate_facts(g, model) if baseline is not None else None,
+                    label=aggs[key]["label"],
+                )
             )
-            for g in gates
-        ]
         return out + [
             letta_gates.evaluate(t, lambda n: (aggs[n], scores(n)), model=model) for t in typed
         ]
 
     if "models" not in parts:
         return for_model(parts["metrics"], None)
-    results = []
+    results: list[GateResult] = []
     for model in agg.models():
         block = parts["models"][str(model)]
         block["gates"] = for_model(block["metrics"], model)
         results.extend(block["gates"])
     return results
+
+
+def _typed_gate(raw: dict[str, Any]) -> letta_gates.TypedGate:
+    """A ``weighted_average`` or ``logical`` gate of the config (the loader keeps simple ones with
+    the gates)."""
+    gate = letta_gates.parse(raw, "gate", None, None)
+    if isinstance(gate, letta_gates.Condition):
+        raise ValueError("a typed gate is weighted_average or logical")
+    return gate
+
+
+def _metric_key(gate: GateSpec) -> str:
+    """The metric a gate reads (the suite's loader names it; a summary's config may not)."""
+    if gate.metric_key is None:
+        raise KeyError("metric_key")
+    return gate.metric_key
 
 
 SCHEMA_VERSION = 1
@@ -78,7 +122,7 @@ def versions(kinds: set[str]) -> dict[str, str]:
     return out
 
 
-def _all_versions(suite, kinds: set[str], extra: dict[str, Any]) -> dict[str, str]:
+def _all_versions(suite: SuiteFacts | None, kinds: set[str], extra: Summary) -> dict[str, str]:
     """Library versions, including what each grader reports about itself (e.g. WordNet)."""
     if suite is None and extra.get("versions"):
         return extra["versions"]
@@ -91,17 +135,17 @@ def _all_versions(suite, kinds: set[str], extra: dict[str, Any]) -> dict[str, st
 
 
 def summarize(
-    suite,
+    suite: SuiteFacts | None,
     config: dict[str, Any],
-    agg,
+    agg: Aggregator,
     *,
     started: datetime,
     duration: float,
     partial: bool,
-    extra: dict[str, Any] | None = None,
+    extra: Summary | None = None,
     baseline: Baseline | None = None,
-    interrupted: str | None = None,
-) -> dict[str, Any]:
+    interrupted: StopSignal | None = None,
+) -> Summary:
     """The summary.json document (see the output contract in docs/reference.md): aggregates, then
     gates (with the baseline's facts for regression gates), then the verdict, in that order.
 
@@ -119,7 +163,7 @@ def summarize(
         + sum(u["completion_tokens"] for u in usage.values()),
     }
     kinds = {g["kind"] for g in config["graders"].values()} | {config["target"]["kind"]}
-    summary: dict[str, Any] = {
+    summary: Summary = {
         "schema_version": SCHEMA_VERSION,
         "suite": suite.spec.name if suite else extra.get("suite"),
         "suite_file": str(suite.path) if suite else extra.get("suite_file"),
@@ -162,9 +206,9 @@ def summarize(
             else None,
         }
     )
-    for k, v in extra.items():
-        if k != "versions":
-            summary[k] = v
+    rest = extra.copy()  # what the caller learned (shard, letta, endpoints...): as it gave them
+    rest.pop("versions", None)
+    summary.update(rest)
     if interrupted:
         summary["interrupted_by"] = interrupted
     summary["verdict"], summary["verdict_reason"] = decide(summary)

@@ -13,9 +13,13 @@ never get as far as a verdict.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
-SIGNAL_EXIT = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
+from ci_evals.results.records import GateResult, Selection, Summary, Verdict
+
+StopSignal = Literal["SIGHUP", "SIGINT", "SIGTERM"]
+"""The signals that interrupt a run (summary.json ``interrupted_by``)."""
+SIGNAL_EXIT: dict[str, int] = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
 """128 + the number of each signal that interrupts a run (ci_evals.run.signals)."""
 
 
@@ -32,7 +36,7 @@ UNSTABLE = 0.9
 """A gate whose status would hold in fewer reruns than this is flagged in every report."""
 
 
-def stability_note(g: dict[str, Any]) -> str:
+def stability_note(g: GateResult) -> str:
     """``holds in 97 % of reruns`` (empty for a gate without a stability figure, e.g. an older summary)."""
     stab = g.get("stability")
     if g.get("status") == "no_baseline":  # no rerun brings the missing baseline: nothing to tell
@@ -43,7 +47,7 @@ def stability_note(g: dict[str, Any]) -> str:
     return f"holds in {shown} % of reruns"
 
 
-def unstable(g: dict[str, Any]) -> bool:
+def unstable(g: GateResult) -> bool:
     """Whether a gate's status would hold in fewer than 90 % of reruns (an ``undecided`` one always is flagged)."""
     stab = g.get("stability")
     return g.get("status") == "undecided" or (
@@ -67,7 +71,7 @@ def budget_exceeded(
     return None
 
 
-def gate_title(g: dict[str, Any]) -> str:
+def gate_title(g: GateResult) -> str:
     """A gate as written, its metric named as the metric table names it: ``Quality (q) avg_score gte 0.75``."""
     desc = str(g.get("description") or "")
     if g.get(
@@ -79,7 +83,7 @@ def gate_title(g: dict[str, Any]) -> str:
     return f"{display_name(g.get('label'), key)} {rest}".rstrip()
 
 
-def decide(summary: dict[str, Any]) -> tuple[str, str]:
+def decide(summary: Summary) -> tuple[Verdict, str]:
     """(verdict, one-line reason) from a summary's gates, errors, counts and completeness.
 
     An errored verdict caused by a stopped endpoint (its breaker) leads with that cause. A run of
@@ -96,14 +100,14 @@ def decide(summary: dict[str, Any]) -> tuple[str, str]:
     return verdict, reason
 
 
-def selection_note(selection: dict[str, Any]) -> str:
+def selection_note(selection: Selection) -> str:
     """``partial run: 2 of 6 samples (--only-failed ci-evals-results)``."""
     by = selection.get("by")
     how = "; ".join(str(b) for b in by) if isinstance(by, list) else ""
     return f"partial run: {selection.get('selected')} of {selection.get('total')} samples ({how})"
 
 
-def _decide(summary: dict[str, Any]) -> tuple[str, str]:
+def _decide(summary: Summary) -> tuple[Verdict, str]:
     gates = summary.get("gates") or []
     errors = summary.get("errors") or {}
     n = int(summary.get("n_samples") or 0)
@@ -151,21 +155,23 @@ def _decide(summary: dict[str, Any]) -> tuple[str, str]:
             "passed",
             f"{len(gates)} of {len(gates)} gates passed{note}{_ungated_errors(summary, gates)}",
         )
-    errored = [g for g in bad if g.get("status") == "errored"]
-    first = (errored or bad)[0]
+    errored_gates = [g for g in bad if g.get("status") == "errored"]
+    first = (errored_gates or bad)[0]
     more = f" (and {len(bad) - 1} more gate{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
     reason = (
         f"{display_name(first.get('label'), first.get('metric_key'))}: {first.get('reason')}{more}"
     )
-    return ("errored" if errored else "failed"), reason
+    return ("errored" if errored_gates else "failed"), reason
 
 
-def _ungated_errors(summary: dict[str, Any], gates: list[dict[str, Any]]) -> str:
+def _ungated_errors(summary: Summary, gates: list[GateResult]) -> str:
     """``; not gated: 5 of 5 samples errored in style`` for metrics no gate reads (empty when none errored)."""
     gated = {g.get("metric_key") for g in gates} | {
         c.get("metric_key") for g in gates for c in g.get("children") or []
     }
-    metrics = summary.get("metrics") if isinstance(summary.get("metrics"), dict) else {}
+    metrics = summary.get("metrics")
+    if not isinstance(metrics, dict):
+        metrics = {}
     parts = [
         f"{m.get('errors')} of {m.get('n')} samples errored in {display_name(m.get('label'), name)}"
         for name, m in metrics.items()
@@ -177,7 +183,7 @@ def _ungated_errors(summary: dict[str, Any], gates: list[dict[str, Any]]) -> str
     return f"; not gated: {', '.join(parts)}" if parts else ""
 
 
-def _stopped(summary: dict[str, Any]) -> str | None:
+def _stopped(summary: Summary) -> str | None:
     """The first endpoint breaker's line (``stopped calling ...``), if the run stopped calling one."""
     for ep in summary.get("endpoints") or []:
         if isinstance(ep, dict) and isinstance(ep.get("stopped"), str):
@@ -185,7 +191,7 @@ def _stopped(summary: dict[str, Any]) -> str | None:
     return None
 
 
-def exit_code(summary: dict[str, Any]) -> int:
+def exit_code(summary: Summary) -> int:
     """The process exit code for a summary's verdict."""
     verdict = summary.get("verdict") or decide(summary)[0]
     if verdict == "passed":
