@@ -111,8 +111,7 @@ class Aggregator:
             self.errors.add(row_error.get("category", "target"), None, row_error.get("message"))
             self.errors.samples += 1
         self._usage("target", rec.get("usage"))
-        raw: Mapping[str, Any] = rec  # cache_hits: a key ResultRecord does not name yet
-        self.cache_hits += raw.get("cache_hits", 0) or 0
+        self.cache_hits += rec.get("cache_hits", 0) or 0
         self.retries += rec.get("retries", 0) or 0
         self._cost((rec.get("target") or {}).get("cost_usd"))
         errored = False

@@ -280,7 +280,7 @@ def _node(
                 name, gate.aggregation, None, metric, budget, f"{name} {gate.aggregation}"
             )
             weight = w / total
-            child["weight"] = weight  # type: ignore[typeddict-unknown-key]  # asked of GateResult
+            child["weight"] = weight
             parts.append((child, weight))
             value = child["actual"]
             if value is not None:
@@ -296,13 +296,13 @@ def _node(
             budget=budget,
             children=children,
         )
-        out["aggregation"] = gate.aggregation  # type: ignore[typeddict-unknown-key]  # asked
+        out["aggregation"] = gate.aggregation
         _counts(out, children)
         errored = [c for c in children if c["status"] == "errored"]
         if errored:
             out["status"] = "errored"
             out["reason"] = "; ".join(f"{c['metric_key']}: {c['reason']}" for c in errored)
-            out["stability"] = min(c["stability"] for c in errored)  # type: ignore[type-var]  # asked: float
+            out["stability"] = min(c["stability"] for c in errored)
         else:
             out["actual"] = weighted = math.fsum(w * v for w, v in terms)  # (every one graded)
             ok = OPS[gate.op](weighted, gate.value)
@@ -331,7 +331,7 @@ def _node(
         budget=budget,
         children=children,
     )
-    out["operator"] = gate.operator  # type: ignore[typeddict-unknown-key]  # asked of GateResult
+    out["operator"] = gate.operator
     _counts(out, children)
     statuses = [c["status"] for c in children]
     passed = sum(s == "passed" for s in statuses)
@@ -346,5 +346,5 @@ def _node(
     out["status"], out["passed"] = status, status == "passed"
     out["reason"] = f"{passed} of {len(children)} conditions passed ({gate.operator})"
     # about: the least stable condition decides
-    out["stability"] = min(c["stability"] for c in children)  # type: ignore[type-var]  # asked: float
+    out["stability"] = min(c["stability"] for c in children)
     return out

@@ -20,8 +20,8 @@ from ci_evals.gating import letta_gates
 from ci_evals.gating.aggregate import Aggregator, Model
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.gates import GateSpec, evaluate
-from ci_evals.gating.verdict import StopSignal, decide
-from ci_evals.results.records import GateResult, MetricEntry, Summary
+from ci_evals.gating.verdict import decide
+from ci_evals.results.records import GateResult, MetricEntry, StopSignal, Summary
 
 
 class _SuiteSpec(Protocol):

@@ -13,12 +13,8 @@ never get as far as a verdict.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from ci_evals.results.records import GateResult, Selection, Summary, Verdict
 
-StopSignal = Literal["SIGHUP", "SIGINT", "SIGTERM"]
-"""The signals that interrupt a run (summary.json ``interrupted_by``)."""
 SIGNAL_EXIT: dict[str, int] = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
 """128 + the number of each signal that interrupts a run (ci_evals.run.signals)."""
 

@@ -25,6 +25,8 @@ from typing_extensions import TypedDict
 _OPEN = ConfigDict(extra="ignore", strict=True)
 
 Verdict = Literal["passed", "failed", "errored", "interrupted", "partial"]
+StopSignal = Literal["SIGINT", "SIGTERM", "SIGHUP"]
+"""The signal that interrupted a run (summary.json ``interrupted_by``)."""
 Count = Annotated[int, Field(ge=0)]
 """A non-negative integer."""
 Number = Annotated[float, Field(ge=-1e300, le=1e300)]
@@ -122,6 +124,8 @@ class ResultRecord(TypedDict, total=False):
     queued_s: Number  # time waited for a shared resource (a slot, a rate limit)
     retries: Count  # attempts the target's calls retried
     replaced_chars: Count  # characters neutralised in what the target answered
+    cache_hits: Count  # the target's LLM calls answered from the cache
+    throttled: Count  # the target's LLM calls a rate limit held back
     error: RecordError | None
     grades: Required[dict[str, Grade]]
     truncated: dict[str, Any]
@@ -232,7 +236,10 @@ class GateResult(TypedDict, total=False):
     status: str  # passed, failed, errored, no_baseline, ...
     passed: bool
     reason: str
-    stability: Number | None  # how often a rerun would reach the same decision
+    stability: Number  # how often a rerun would reach the same decision
+    weight: Number  # a weighted_average gate's component: its normalised weight
+    aggregation: str  # ... and how its grader's scores were aggregated
+    operator: Literal["and", "or"]  # a logical gate
     # a regression gate (``max_drop``, ``max_regressions``): the baseline's facts and its tests
     noisy: bool  # decided by a statistical test (a judge, or repeats that disagree)
     tests: list[RegressionTest]  # one per check
@@ -322,7 +329,7 @@ class Summary(TypedDict, total=False):
     verdict: Verdict | None
     verdict_reason: str | None
     partial: bool
-    interrupted_by: Literal["SIGINT", "SIGTERM", "SIGHUP"]
+    interrupted_by: StopSignal
     target: dict[str, Any]
     num_runs: Count
     reducer: str
