@@ -21,10 +21,10 @@ from ci_evals.reports.text import (
     fmt_score,
     with_interval,
 )
-from ci_evals.results.records import BaselineBlock, MetricEntry, Summary
+from ci_evals.results.records import BaselineBlock, BaselineMetric, MetricEntry, Summary
 
 
-def baseline_metrics(summary: Summary) -> dict[str, dict[str, Any]]:
+def baseline_metrics(summary: Summary) -> dict[str, BaselineMetric]:
     """Per-metric baseline figures, ``summary["baseline"]["metrics"]`` (empty without a baseline)."""
     return (summary.get("baseline") or {}).get("metrics") or {}
 

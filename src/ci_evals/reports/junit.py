@@ -343,7 +343,9 @@ class JunitWriter:
             f"{self.suite}.gates",
             {
                 **_common_properties(summary),
-                "gate.passed": str(bool((summary.get("gate") or {}).get("passed"))).lower(),
+                "gate.passed": str(
+                    bool((summary.get("gate") or {"passed": False})["passed"])
+                ).lower(),
             },
             self.stamp,
             wall,

@@ -278,7 +278,7 @@ def _message(
     else:
         text = cut(content)
     out: dict[str, Any] = {}  # _compact's rule written out: once a message
-    role = m.get("role")
+    role: Any = m.get("role")  # any JSON value in a line read as written
     if role or (role is not False and role == 0):
         out["role"] = role
     if text or (text is not False and text == 0):
