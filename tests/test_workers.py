@@ -21,7 +21,7 @@ import pytest
 
 from ci_evals.config.dataset import Dataset
 from ci_evals.gating.aggregate import Aggregator
-from ci_evals.run import lanes
+from ci_evals.run import lanes, parts
 from tests.conftest import exited, in_fresh_process, replay_suite
 
 VOLATILE = ("started_at", "finished_at", "duration_s", "workers")
@@ -502,8 +502,8 @@ def test_a_workers_state_file_is_read_whatever_its_numbers_look_like(tmp_path):
     }  # orjson's reader refuses both
     path = tmp_path / ".results.worker-1.state.json"
     path.write_text(json.dumps(state))
-    assert lanes._read_state(path) == state
-    assert lanes._read_state(tmp_path / "absent.json") is None
+    assert parts.read_state(path) == state
+    assert parts.read_state(tmp_path / "absent.json") is None
 
 
 def test_the_cap_on_distinct_error_messages_holds_across_a_merge(monkeypatch):

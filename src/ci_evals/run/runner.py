@@ -1,10 +1,9 @@
 """Async orchestration: every (model, sample, run) job under one concurrency cap, results streamed.
 
 A fixed pool of ``max_concurrent`` workers pulls jobs from a lazy iterator, so memory stays flat
-however large the dataset. Each job runs the target, extracts each grader's submission and runs
-the sample's graders concurrently; the finished record is appended to ``results.jsonl`` at once
-and fed to the :class:`~ci_evals.gating.aggregate.Aggregator`. Failures are data: a target, extraction or
-grading failure becomes an errored grade (score 0, counted), never a dropped sample.
+however large the dataset. Each job (:mod:`ci_evals.run.job`) runs the target and the sample's
+graders into one record; the finished record is appended to ``results.jsonl`` at once and fed to
+the :class:`~ci_evals.gating.aggregate.Aggregator`.
 """
 
 from __future__ import annotations
@@ -21,80 +20,29 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals._util import gcpolicy, redact
-from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.errors import ConfigError
 from ci_evals._util.redact import scrub
-from ci_evals._util.textsafe import clean_sample, clean_trajectory, clean_value
-from ci_evals.core.rule import passes
-from ci_evals.core.sample import GradeResult, Sample
-from ci_evals.core.trajectory import Trajectory
+from ci_evals._util.textsafe import clean_value
+from ci_evals.core.sample import Sample
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.summary import summarize
-from ci_evals.graders.tool import ToolGrader
 from ci_evals.letta.agents import letta_report
 from ci_evals.llm import pool
 from ci_evals.llm.pool import endpoint_reports
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, iter_records
 from ci_evals.results.line import record_line
-from ci_evals.results.records import Grade, make_grade
 from ci_evals.results.writer import open_append
-from ci_evals.run.perturn import grade_per_turn
+from ci_evals.run.job import Plan
 from ci_evals.run.progress import Progress
 from ci_evals.run.signals import on_signals
 from ci_evals.suite.config_block import suite_config
-from ci_evals.suite.loader import GraderSlot, LoadedSuite
+from ci_evals.suite.loader import LoadedSuite
 from ci_evals.usercode import lane as usercode
 
 FLUSH_SECONDS = 0.5
 YIELD_SECONDS = 0.005
 """A worker whose jobs never suspend (replay, built-in graders) hands the loop over this often."""
-
-
-def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> Grade:
-    if g.error:
-        return make_grade(rationale=g.rationale, metadata=g.metadata, error=g.error)
-    return make_grade(g.score, passes(g.score, *rule), g.rationale, g.metadata)
-
-
-def _all_builtin(slots: list[GraderSlot]) -> bool:
-    """Every grader a built-in tool function reading a built-in extractor: pure, fast, synchronous."""
-    return all(
-        isinstance(s.grader, ToolGrader) and s.grader.builtin and not s.extractor.custom
-        for s in slots
-    )
-
-
-def _grade_builtin(slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[Grade, str]:
-    """:meth:`Runner._grade_one` for a built-in grader and extractor, without the event loop."""
-    try:
-        submission = slot.extractor(traj)
-    except Exception as exc:
-        return _extraction_error(slot, exc), ""
-    try:
-        return slot.grader.grade_builtin(sample, submission, slot.rule), submission
-    except Exception as exc:  # graders should not raise, but a bug must not lose the sample
-        return _grader_error(slot, exc), submission
-
-
-def _extraction_error(slot: GraderSlot, exc: Exception) -> Grade:
-    """A failing extractor (a custom one's bug) is that sample's extraction error for this grader."""
-    return make_grade(
-        error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}",
-        category="extraction",
-    )
-
-
-def _grader_error(slot: GraderSlot, exc: BaseException) -> Grade:
-    return make_grade(
-        error=f"grader '{slot.name}' raised {type(exc).__name__}: {exc}", category="grading"
-    )
-
-
-def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
-    """``duration_s`` is the sample's own work; time it waited for a shared resource is ``queued_s``."""
-    rec["duration_s"] = round(max(0.0, elapsed - queued), 6)
-    if queued:
-        rec["queued_s"] = round(queued, 6)
 
 
 @dataclass
@@ -125,14 +73,14 @@ class Runner:
         self._stopping = False
         self._secrets: list[str] = []
         self._secrets_gen = -1
-        self._plan: tuple[list[GraderSlot], bool, bool] | None = None
+        self._plan: Plan | None = None
         self._resumed = False
 
-    def _make_plan(self) -> tuple[list[GraderSlot], bool, bool]:
-        """What every job of this run asks of the suite, asked once: (grader slots, all built-in
-        and synchronous, whether the target must return memory blocks)."""
-        slots = list(self.suite.graders.values())
-        self._plan = (slots, _all_builtin(slots), self.suite.needs_memory)
+    @property
+    def plan(self) -> Plan:
+        """What every job of this run asks of the suite, asked once (when first needed)."""
+        if self._plan is None:
+            self._plan = Plan(self.suite)
         return self._plan
 
     # -- jobs ------------------------------------------------------------------------------------
@@ -151,118 +99,12 @@ class Runner:
     def cpu_only(self) -> bool:
         """Whether every job is computation in this process alone (recorded outputs, built-in
         tool graders, no setup script or reward): what worker processes may split (ci_evals.run.lanes)."""
-        builtin_only = (self._plan or self._make_plan())[1]
         return (
             self.suite.target.cpu_only
-            and builtin_only
+            and self.plan.builtin is not None
             and self.suite.setup is None
             and self.suite.reward is None
         )
-
-    async def _grade_one(
-        self, slot: GraderSlot, sample: Sample, traj: Trajectory
-    ) -> tuple[dict, str]:
-        if isinstance(sample.ground_truth, list):  # letta-evals 0.9+: each turn graded on its own
-            return await grade_per_turn(self._grade_one, slot, sample, traj)
-        try:
-            submission = await slot.extractor.extract(traj)
-        except Exception as exc:  # a custom extractor failing is that sample's extraction error
-            return _extraction_error(slot, exc), ""
-        grader = slot.grader
-        try:
-            if isinstance(grader, ToolGrader) and grader.builtin:
-                g = grader.grade_sync(sample, submission)
-            else:
-                g = await grader.grade(sample, submission, traj)
-        except asyncio.CancelledError as exc:
-            if usercode.ours():  # the run is being interrupted
-                raise
-            return _grader_error(
-                slot, exc
-            ), submission  # one a client timeout raised: this grade's error
-        except Exception as exc:  # graders should not raise, but a bug must not lose the sample
-            return _grader_error(slot, exc), submission
-        return _grade_dict(g, slot.rule), submission
-
-    async def run_job(self, model: str | None, sample: Sample, run: int) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        sample, replaced = clean_sample(sample)
-        rec: dict[str, Any] = {
-            "sample_id": sample.id,
-            "run": run,
-            "model": model,
-            "input": sample.input,
-            "ground_truth": sample.ground_truth,
-            "tags": sample.tags,
-            "error": None,
-        }
-        slots, builtin_only, needs_memory = self._plan or self._make_plan()
-        try:
-            traj = await self.suite.target.run(
-                sample, run=run, model=model, need_memory=needs_memory
-            )
-            if not any(traj.turns) and not traj.memory_blocks:
-                raise SampleError("target returned an empty trajectory (no messages)")
-            replaced += clean_trajectory(traj) + traj.metadata.pop("replaced_chars", 0)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            msg = str(exc) if isinstance(exc, SampleError) else f"{type(exc).__name__}: {exc}"
-            category = exc.category if isinstance(exc, SampleError) else "target"
-            rec["error"] = {"category": category, "message": msg}
-            if getattr(exc, "retries", 0):
-                rec["retries"] = exc.retries
-            rec["grades"] = {
-                n: make_grade(error=f"{category} error: {msg}", category=category)
-                for n in self.suite.metric_names
-            }
-            rec["submission"] = {n: "" for n in self.suite.graders}
-            rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
-            if replaced:
-                rec["replaced_chars"] = replaced
-            _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))
-            return rec
-        traj.metadata.setdefault(
-            "run", run
-        )  # judges key their cache on it: repeats stay independent
-        if builtin_only and not isinstance(sample.ground_truth, list):
-            pairs = [_grade_builtin(s, sample, traj) for s in slots]  # no coroutine per grade
-        elif len(slots) == 1 or all(
-            isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots
-        ):
-            pairs = [await self._grade_one(s, sample, traj) for s in slots]
-        else:
-            pairs = await asyncio.gather(*(self._grade_one(s, sample, traj) for s in slots))
-        rec["grades"] = {s.name: p[0] for s, p in zip(slots, pairs, strict=True)}
-        rec["submission"] = {s.name: p[1] for s, p in zip(slots, pairs, strict=True)}
-        if self.suite.reward is not None:
-            rec["grades"]["reward"] = await self.suite.reward.grade(
-                sample,
-                rec["grades"],
-                rec["submission"],
-                traj,
-                model,
-                {"total": time.perf_counter() - t0},
-            )
-        rec["usage"] = traj.usage.to_dict()
-        rec["trajectory"] = {
-            "turns": [[m.to_dict() for m in t] for t in traj.turns],
-            "memory_blocks": dict(traj.memory_blocks),
-        }
-        for k in ("cache_hits", "retries", "throttled"):
-            if traj.metadata.get(k):
-                rec[k] = traj.metadata[k]
-        extra = {
-            k: v
-            for k, v in traj.metadata.items()
-            if k not in ("cache_hits", "retries", "throttled", "run", "queued_s")
-        }
-        if extra:
-            rec["target"] = extra
-        if replaced:
-            rec["replaced_chars"] = replaced
-        _timing(rec, time.perf_counter() - t0, traj.metadata.get("queued_s", 0.0))
-        return rec
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -383,14 +225,14 @@ class Runner:
             if exc.file is None:
                 exc.file, exc.line = str(self.suite.path), self.suite.lines.get(exc.key or "")
             raise
-        jobs = self.jobs()
+        jobs, plan = self.jobs(), self.plan
 
         async def worker() -> None:
             last_yield = time.monotonic()
             for model, sample, run in jobs:
                 if self._stopping:
                     return
-                rec = await self.run_job(model, sample, run)
+                rec = await plan.run_job(model, sample, run)
                 self._write(fh, rec)
                 progress.advance(rec)
                 now = time.monotonic()
