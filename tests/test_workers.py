@@ -113,6 +113,31 @@ def test_a_split_run_writes_what_one_process_writes(sd, runs):
     assert stdout.splitlines()[0].startswith("t: ERRORED")
 
 
+def test_a_split_run_compares_with_its_baseline_as_one_process_does(sd):
+    """The runner's aggregator keeps the outcomes a baseline compares with, in each worker too."""
+    _suite(sd, 300)
+    _cli(sd, out="base", workers=1)
+    sd.write(  # now every 5th sample answers wrong as well: regressions against the baseline
+        "outputs.jsonl",
+        "".join(
+            json.dumps({"id": i, "output": f"a {i if i % 3 and i % 5 else i + 1}"}) + "\n"
+            for i in range(300)
+            if i % 7
+        ),
+    )
+    base = str(sd.root / "base")
+    assert _cli(sd, "--baseline", base, out="one", workers=1)[0] == 1
+    rc, _, stderr = _cli(sd, "--baseline", base, out="three", workers=3)
+    assert rc == 1, stderr
+    one, three = sd.summary("one"), sd.summary("three")
+    assert three["workers"] == {"processes": 3}
+    for summary in (one, three):  # listed in the order the outcomes were merged (worker by worker)
+        for key in ("regressions", "improvements"):
+            summary["baseline"][key].sort(key=lambda d: (int(d["sample_id"]), d["metric"]))
+    assert _stable(three) == _stable(one)
+    assert len(one["baseline"]["regressions"]) == 2 * 34  # 34 samples (5, 10, 20...), has and re
+
+
 def test_a_selection_is_split_the_same_way(sd):
     _suite(sd, 200)
     args = ("--sample-tags", "odd", "--max-samples", "60")

@@ -43,7 +43,6 @@ import orjson
 
 from ci_evals._util import forks
 from ci_evals._util.redact import scrub
-from ci_evals.gating.aggregate import Aggregator
 from ci_evals.results.writer import write_text
 from ci_evals.run import parts
 from ci_evals.run.folderlock import ResumedJobs
@@ -169,12 +168,10 @@ def _worker(runner: Runner, k: int, n: int, part: Path, shared: mmap.mmap) -> No
     """Worker k's life in the forked process: its share of the jobs into ``part``; never returns."""
     code = 3
     try:
-        runner.opts.results_name = part.name
-        # Its own records only (not those a --resume read before the fork): the state it hands over.
-        runner.agg = Aggregator(runner.config, keep_outcomes=runner.agg.outcomes is not None)
-        _, _, interrupted = asyncio.run(runner.run_records(_Tally(shared, k)))  # type: ignore[arg-type]
+        worker = runner.for_worker(part.name)
+        _, _, interrupted = asyncio.run(worker.run_records(_Tally(shared, k)))  # type: ignore[arg-type]
         write_text(
-            parts.state_file(part), orjson.dumps(runner.agg.state()).decode("utf-8")
+            parts.state_file(part), orjson.dumps(worker.agg.state()).decode("utf-8")
         )  # after every line
         code = 128 + interrupted if interrupted is not None else 0
     except BaseException:  # an internal error: the first process reports the worker as failed

@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,11 +63,17 @@ class RunOptions:
 
 
 class Runner:
+    """The run of one suite with its options, and the one aggregator of its records, built here
+    from those inputs (with ``baseline``: it keeps per-sample outcomes, and is the run the
+    baseline compares with)."""
+
     def __init__(self, suite: LoadedSuite, options: RunOptions) -> None:
         self.suite = suite
         self.opts = options
         self.config = suite_config(suite)
-        self.agg = Aggregator(self.config)
+        self.agg = Aggregator(self.config, keep_outcomes=options.baseline is not None)
+        if options.baseline is not None:
+            options.baseline.attach(self.agg, suite=suite.spec.name)
         self.done_keys: set[tuple] = set()
         self._last_flush = 0.0
         self._stopping = False
@@ -75,6 +81,16 @@ class Runner:
         self._secrets_gen = -1
         self._plan: Plan | None = None
         self._resumed = False
+
+    def for_worker(self, results_name: str) -> Runner:
+        """This run's runner in a worker process (ci_evals.run.lanes): the same suite, options and
+        jobs already done, its records to ``results_name``, and an aggregator of its own records
+        only (the state it hands over), not of those a ``--resume`` read before the fork."""
+        worker = Runner(self.suite, replace(self.opts, results_name=results_name))
+        worker.done_keys = set(self.done_keys)
+        worker._resumed = self._resumed
+        worker._plan = self._plan
+        return worker
 
     @property
     def plan(self) -> Plan:

@@ -12,7 +12,6 @@ from typing import Any
 
 from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
-from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.verdict import exit_code
 from ci_evals.llm import pool
@@ -139,9 +138,6 @@ def _run_suite(
             max_wait=args.max_wait or suite.spec.max_wait,
         ),
     )
-    if baseline is not None:
-        runner.agg = Aggregator(runner.config, keep_outcomes=True)
-        baseline.attach(runner.agg, suite=suite.spec.name)
     chosen = {k: getattr(args, k) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
     if chosen_by:
         chosen["sample_ids"] = sorted(ids) if ids is not None else None
