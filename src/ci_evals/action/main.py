@@ -28,7 +28,6 @@ from ci_evals._util.workflow import commands_stopped
 from ci_evals.action import handover
 from ci_evals.action.inputs import InputError, Inputs, parse_inputs
 from ci_evals.action.protocol import append_step_summary, command, secrets_to_mask, set_outputs
-from ci_evals.gating.verdict import SIGNAL_EXIT, exit_code
 from ci_evals.reports import artifact
 from ci_evals.reports.comment import marker, render_comment
 from ci_evals.reports.github import (
@@ -46,11 +45,9 @@ from ci_evals.reports.markdown import (
 from ci_evals.reports.write import iter_results
 from ci_evals.results.files import foreign_shape
 from ci_evals.results.layout import suite_slug, unique_slugs
-from ci_evals.run.exits import guarded, keep_stdio
+from ci_evals.run.exits import INTERRUPTED, ExitCode, guarded, keep_stdio
 from ci_evals.run.options import SuiteOptions, parse_run_flags
-from ci_evals.run.session import run_suite
-
-EXIT_PASSED, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
+from ci_evals.run.session import exit_code, run_suite
 
 # ---------------------------------------------------------------- running one suite
 
@@ -156,7 +153,12 @@ def run_here(
         try:
             options = suite_options(inputs, out_dir, baseline)
         except SystemExit as exc:  # a bad flag in the args input: one line already printed
-            return (exc.code if isinstance(exc.code, int) else EXIT_CONFIG), None, out_dir, tail.buf
+            return (
+                (exc.code if isinstance(exc.code, int) else ExitCode.CONFIG),
+                None,
+                out_dir,
+                tail.buf,
+            )
         code = guarded(one)
     return code, done["summary"], done["out"], tail.buf
 
@@ -175,14 +177,16 @@ def run_one_suite(
             rc, summary, out_dir, tail = run_here(inputs, suite_file, out_dir, baseline)
     finally:
         command("endgroup")
-    if not (rc in (EXIT_PASSED, EXIT_GATE_FAILED) or rc in SIGNAL_EXIT.values()):
+    if not (rc in (ExitCode.PASSED, ExitCode.FAILED) or rc in INTERRUPTED):
         summary = None
-    if rc == EXIT_PASSED and (not isinstance(summary, dict) or summary.get("verdict") != "passed"):
+    if rc == ExitCode.PASSED and (
+        not isinstance(summary, dict) or summary.get("verdict") != "passed"
+    ):
         # exit 0 is a pass only with a summary that says so (suite code calling sys.exit(0) is not)
         tail += (
             "error: ci-evals exited 0 without a summary.json whose verdict is passed; not a pass\n"
         )
-        rc = EXIT_INTERNAL if summary is None else EXIT_GATE_FAILED
+        rc = ExitCode.INTERNAL if summary is None else ExitCode.FAILED
     return SuiteRun(suite_file, out_dir, rc, summary, tail)
 
 
@@ -207,7 +211,7 @@ def load_results(folder: str) -> SuiteRun:
         _try_rendering(run)
     except ConfigError as exc:
         return SuiteRun(
-            folder, Path(folder), EXIT_GATE_FAILED, None, f"{FOREIGN}: {exc}", untrusted=True
+            folder, Path(folder), ExitCode.FAILED, None, f"{FOREIGN}: {exc}", untrusted=True
         )
     return run
 
@@ -268,7 +272,7 @@ def _failure_kind(run: SuiteRun) -> str:
         return f"{FOREIGN} (exit {run.exit_code})"
     return (
         "configuration error"
-        if run.exit_code == EXIT_CONFIG
+        if run.exit_code == ExitCode.CONFIG
         else f"run failed (exit {run.exit_code})"
     )
 
@@ -342,7 +346,7 @@ def combined_verdict(runs: list[SuiteRun]) -> str:
 def passed_for_sure(runs: list[SuiteRun], code: int, verdict: str) -> bool:
     """``passed=true`` needs exit 0, a combined verdict of passed and every suite's summary saying passed."""
     return (
-        code == EXIT_PASSED
+        code == ExitCode.PASSED
         and verdict == "passed"
         and bool(runs)
         and all(isinstance(r.summary, dict) and r.summary.get("verdict") == "passed" for r in runs)
@@ -351,7 +355,7 @@ def passed_for_sure(runs: list[SuiteRun], code: int, verdict: str) -> bool:
 
 def combined_exit(codes: list[int]) -> int:
     """The worst exit code: interruption > internal > configuration > gate failed > passed."""
-    return max(codes, default=EXIT_PASSED)
+    return max(codes, default=ExitCode.PASSED)
 
 
 def run_action(env: Mapping[str, str], token: str | None = None) -> int:
@@ -372,9 +376,10 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
         command("error", str(exc), title="ci-evals configuration error")
         append_step_summary(summary_path, render_error_md("action input error", str(exc)))
         set_outputs(
-            output_path, {"passed": "false", "verdict": "errored", "exit-code": str(EXIT_CONFIG)}
+            output_path,
+            {"passed": "false", "verdict": "errored", "exit-code": str(ExitCode.CONFIG)},
         )
-        return EXIT_CONFIG
+        return ExitCode.CONFIG
     if token:
         inputs.token = token
     os.environ.pop("INPUT_GITHUB-TOKEN", None)  # user code run by the suite never sees our token
@@ -409,9 +414,9 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
             "comment-url": "\n".join(urls),
         },
     )
-    if code == EXIT_GATE_FAILED and verdict == "failed" and not inputs.fail_on_gate:
+    if code == ExitCode.FAILED and verdict == "failed" and not inputs.fail_on_gate:
         print("ci-evals: the gate failed, but fail-on-gate is false: exiting 0")
-        return EXIT_PASSED
+        return ExitCode.PASSED
     return code
 
 
@@ -419,7 +424,7 @@ def refused(env: Mapping[str, str], code: int) -> None:
     """The step's outputs and summary when the run ended before its verdict (ci_evals._util.forks)."""
     why = (
         NO_VERDICT
-        if code == EXIT_INTERNAL
+        if code == ExitCode.INTERNAL
         else f"the run's process ended with exit {code} before its verdict"
     )
     append_step_summary(
@@ -457,4 +462,4 @@ def main(restart: bool = False) -> int:
             os.environ.get("GITHUB_STEP_SUMMARY"),
             render_error_md("internal error", f"{type(exc).__name__}: {exc}"),
         )
-        return EXIT_INTERNAL
+        return ExitCode.INTERNAL

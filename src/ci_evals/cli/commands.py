@@ -20,7 +20,6 @@ from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.letta_gates import describe as describe_typed
 from ci_evals.gating.summary import summarize
-from ci_evals.gating.verdict import SIGNAL_EXIT, exit_code
 from ci_evals.graders.extractors import BUILTINS
 from ci_evals.graders.tool import BUILTIN_FUNCTIONS
 from ci_evals.reports import console
@@ -38,9 +37,9 @@ from ci_evals.results.files import read_summary as read
 from ci_evals.results.layout import DEFAULT_OUTPUT, expand_suites, unique_slugs
 from ci_evals.results.line import encode_line
 from ci_evals.results.writer import open_atomic, refuse_links, write_text
-from ci_evals.run.exits import guarded
+from ci_evals.run.exits import INTERRUPTED, ExitCode, guarded
 from ci_evals.run.options import SuiteOptions, absolute
-from ci_evals.run.session import print_comment, run_suite
+from ci_evals.run.session import exit_code, print_comment, run_suite
 from ci_evals.suite.dialects import DIALECTS
 from ci_evals.suite.loader import load_suite
 from ci_evals.suite.schema import suite_schema
@@ -71,7 +70,7 @@ def cmd_run(args: Namespace) -> int:
             code, summary, out = run_suite(path, SuiteOptions.from_namespace(args), folders[path])
         except ConfigError as exc:
             print(scrub(f"error: {exc}"), file=sys.stderr)
-            code, summary = 2, None
+            code, summary = ExitCode.CONFIG, None
         codes.append(code)
         rows.append(
             {
@@ -83,7 +82,7 @@ def cmd_run(args: Namespace) -> int:
                 "output": str(out) if summary else None,
             }
         )
-        if code in SIGNAL_EXIT.values():
+        if code in INTERRUPTED:
             break
     base.mkdir(parents=True, exist_ok=True)
     write_text(base / "suites.json", json.dumps(rows, indent=2) + "\n")
@@ -101,12 +100,12 @@ def cmd_run(args: Namespace) -> int:
             f"{Path(r['suite_file']).name} {r['verdict'].upper().replace('_', ' ')}" for r in rows
         )
     )
-    interrupted = [c for c in codes if c in SIGNAL_EXIT.values()]
+    interrupted = [c for c in codes if c in INTERRUPTED]
     return interrupted[0] if interrupted else max(codes)
 
 
 def cmd_validate(args: Namespace) -> int:
-    worst = 0
+    worst = ExitCode.PASSED
     for path in expand_suites(args.suites):
         try:
             suite = load_suite(
@@ -114,7 +113,7 @@ def cmd_validate(args: Namespace) -> int:
             )
         except ConfigError as exc:
             print(scrub(f"error: {exc}"), file=sys.stderr)
-            worst = 2
+            worst = ExitCode.CONFIG
             continue
         graders = ", ".join(
             f"{n} ({s.grader.spec.kind}, {s.extractor.name}, pass {s.rule_text}"

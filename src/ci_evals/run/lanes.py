@@ -45,10 +45,11 @@ from ci_evals._util import forks
 from ci_evals._util.redact import scrub
 from ci_evals.results.writer import write_text
 from ci_evals.run import parts
+from ci_evals.run.exits import INTERRUPTED, ExitCode
 from ci_evals.run.folderlock import ResumedJobs
 from ci_evals.run.progress import Progress, errored
 from ci_evals.run.runner import Runner
-from ci_evals.run.signals import SIGNALS, held_now
+from ci_evals.run.signals import held_now
 
 MIN_JOBS = 20_000
 """Fewer jobs than this run in one process: a fork and a merge cost more than they save."""
@@ -166,14 +167,14 @@ def _peer_counts(shared: mmap.mmap, n: int) -> tuple[int, int]:
 
 def _worker(runner: Runner, k: int, n: int, part: Path, shared: mmap.mmap) -> NoReturn:
     """Worker k's life in the forked process: its share of the jobs into ``part``; never returns."""
-    code = 3
+    code: int = ExitCode.INTERNAL
     try:
         worker = runner.for_worker(part.name)
         _, _, interrupted = asyncio.run(worker.run_records(_Tally(shared, k)))  # type: ignore[arg-type]
         write_text(
             parts.state_file(part), orjson.dumps(worker.agg.state()).decode("utf-8")
         )  # after every line
-        code = 128 + interrupted if interrupted is not None else 0
+        code = ExitCode.of_signal(interrupted) if interrupted is not None else ExitCode.PASSED
     except BaseException:  # an internal error: the first process reports the worker as failed
         print(
             scrub(f"ci-evals worker {k} of {n}: internal error\n{traceback.format_exc()}"),
@@ -280,9 +281,7 @@ def _wait(
                 continue
             k, _ = pending.pop(pid)
             code = os.waitstatus_to_exitcode(status)
-            if (
-                code > 128 and code - 128 in SIGNALS
-            ):  # stopped by a signal, as a run stops: lines kept
+            if code in INTERRUPTED:  # stopped by a signal, as a run stops: lines kept
                 stopped_by = stopped_by or code - 128
             elif code:
                 how = (

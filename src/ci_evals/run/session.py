@@ -13,7 +13,7 @@ from typing import Any
 from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
 from ci_evals.gating.baseline import Baseline
-from ci_evals.gating.verdict import exit_code
+from ci_evals.gating.verdict import decide
 from ci_evals.llm import pool
 from ci_evals.reports import console, html
 from ci_evals.reports.comment import render_comment
@@ -22,6 +22,7 @@ from ci_evals.reports.write import iter_results, write_outputs
 from ci_evals.results.layout import DEFAULT_OUTPUT
 from ci_evals.results.writer import refuse_links
 from ci_evals.run import lanes, selection
+from ci_evals.run.exits import ExitCode
 from ci_evals.run.folderlock import fingerprint, hold
 from ci_evals.run.options import SuiteOptions
 from ci_evals.run.runner import Runner, RunOptions
@@ -40,6 +41,12 @@ def print_comment(summary: dict[str, Any], out: Path) -> None:
         marker_key=summary.get("suite") or "suite",
     )
     print("\n--- PR comment (dry run: not posted) ---\n" + body + "\n--- end of PR comment ---")
+
+
+def exit_code(summary: dict[str, Any]) -> ExitCode:
+    """The process exit code for a summary's verdict (decided from its gates when it states none)."""
+    verdict = summary.get("verdict") or decide(summary)[0]
+    return ExitCode.of_verdict(verdict, summary.get("interrupted_by"))
 
 
 def run_suite(
@@ -158,7 +165,7 @@ def _run_suite(
                     f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
                     f"gate here (merge the shards for the verdict). Results: {shown}/"
                 )
-                return 0, summary, out
+                return ExitCode.PASSED, summary, out
             color = console.use_color(sys.stdout)
             if not args.quiet:
                 print(console.render(summary, color=color, failing=failing))
