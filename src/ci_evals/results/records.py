@@ -8,7 +8,11 @@ which keys that dict has. The README's output contract is the prose form of the 
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
+
+# typing_extensions' TypedDict: pydantic validates these shapes (results.files), and on Python
+# 3.11 it reads only this one's field metadata.
+from typing_extensions import TypedDict
 
 Verdict = Literal["passed", "failed", "errored", "interrupted", "partial"]
 
@@ -74,9 +78,12 @@ class ResultRecord(TypedDict, total=False):
     submission: dict[str, Any]
     submission_same_as: dict[str, str]
     trajectory: dict[str, Any]
-    target: dict[str, Any]
+    target: dict[str, Any]  # what the target reported about the call: cost_usd, status, ...
     usage: dict[str, int]
-    duration_s: float | None
+    duration_s: float | None  # the sample's own time, without queueing
+    queued_s: float  # time waited for a shared resource (a slot, a rate limit)
+    retries: int  # attempts the target's calls retried
+    replaced_chars: int  # characters neutralised in what the target answered
     error: RecordError | None
     grades: dict[str, Grade]
     truncated: dict[str, int]
@@ -88,6 +95,83 @@ class Shard(TypedDict, total=False):
     index: int
     count: int
     selected: int | None
+
+
+class Selection(TypedDict, total=False):
+    """summary.json ``selection``: the samples a ``--sample``/``--tag``/``--changed`` choice kept."""
+
+    by: str
+    selected: int
+    total: int
+
+
+class EndpointReport(TypedDict, total=False):
+    """summary.json ``endpoints[]``: one LLM server's calls, throttling and concurrency."""
+
+    endpoint: str
+    provider: str
+    calls: int
+    rejected: int
+    waited_s: float
+    concurrency: int
+    lowest_concurrency: int
+    max_concurrent: int
+
+
+class MetricEntry(TypedDict, total=False):
+    """summary.json ``metrics.<name>`` (and ``models.<m>.metrics.<name>``): one metric's aggregate.
+
+    Score aggregates cover the graded samples (null when none was); the pass rate counts every
+    sample, errored ones as failed; both intervals are always given."""
+
+    label: str
+    kind: str
+    n: int
+    graded: int
+    errors: int
+    mean: float | None
+    passed: int
+    pass_rate: float | None
+    min: float | None
+    max: float | None
+    median: float | None
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    ci_mean: list[float] | None
+    ci_pass_rate: list[float] | None
+    ci_method: dict[str, str]
+    rule: str
+    pass_rule: str
+    noise: dict[str, Any]  # judge repeats: their agreement and standard error
+
+
+class GateResult(TypedDict, total=False):
+    """summary.json ``gates[]``: one gate as decided (a logical gate holds its ``children``)."""
+
+    metric_key: str
+    metric: str
+    op: str
+    value: float | None
+    actual: float | None
+    model: str | None
+    description: str
+    label: str
+    kind: str
+    interval: list[float | None] | None
+    max_errors: int
+    max_error_rate: float | None
+    errors: int
+    graded: int
+    n: int
+    children: list[GateResult]
+    status: str  # passed, failed, errored, no_baseline, ...
+    passed: bool
+    reason: str
+    stability: float | None  # how often a rerun would reach the same decision
+    undecided: bool
+    tests: list[dict[str, Any]]  # a regression gate's statistical tests, one per check
+    baseline: dict[str, Any]
 
 
 class Summary(TypedDict, total=False):
@@ -110,8 +194,8 @@ class Summary(TypedDict, total=False):
     n_samples: int
     records: int
     gate: dict[str, Any] | None
-    gates: list[dict[str, Any]]
-    metrics: dict[str, dict[str, Any]]
+    gates: list[GateResult]
+    metrics: dict[str, MetricEntry]
     models: dict[str, Any]
     errors: dict[str, Any]
     flaky: Any
@@ -122,6 +206,8 @@ class Summary(TypedDict, total=False):
     config: dict[str, Any]
     baseline: dict[str, Any] | None
     shard: Shard | None
+    selection: Selection
+    endpoints: list[EndpointReport]
     letta: dict[str, Any] | None
     merged_from: list[str]
     partial_reason: str
