@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from ci_evals._util.errors import SampleError
 from ci_evals._util.textsafe import clean_sample, clean_trajectory
@@ -19,7 +18,7 @@ from ci_evals.core.rule import passes
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.tool import ToolGrader
-from ci_evals.results.records import Grade, make_grade
+from ci_evals.results.records import Grade, ResultRecord, make_grade
 from ci_evals.run.perturn import grade_per_turn
 from ci_evals.suite.loader import GraderSlot, LoadedSuite
 from ci_evals.usercode import lane as usercode
@@ -71,7 +70,7 @@ def _grader_error(slot: GraderSlot, exc: BaseException) -> Grade:
     )
 
 
-def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
+def _timing(rec: ResultRecord, elapsed: float, queued: float) -> None:
     """``duration_s`` is the sample's own work; time it waited for a shared resource is ``queued_s``."""
     rec["duration_s"] = round(max(0.0, elapsed - queued), 6)
     if queued:
@@ -91,8 +90,9 @@ class Plan:
     async def grade_one(
         self, slot: GraderSlot, sample: Sample, traj: Trajectory
     ) -> tuple[Grade, str]:
-        if isinstance(sample.ground_truth, list):  # letta-evals 0.9+: each turn graded on its own
-            return await grade_per_turn(self.grade_one, slot, sample, traj)
+        truths = sample.ground_truth
+        if isinstance(truths, list):  # letta-evals 0.9+: each turn graded on its own
+            return await grade_per_turn(self.grade_one, slot, sample, truths, traj)
         try:
             submission = await slot.extractor.extract(traj)
         except Exception as exc:  # a custom extractor failing is that sample's extraction error
@@ -113,10 +113,11 @@ class Plan:
             return _grader_error(slot, exc), submission
         return _grade_dict(g, slot.rule), submission
 
-    async def run_job(self, model: str | None, sample: Sample, run: int) -> dict[str, Any]:
+    async def run_job(self, model: str | None, sample: Sample, run: int) -> ResultRecord:
+        """The record of one job: the sample answered and graded, or its error."""
         t0 = time.perf_counter()
         sample, replaced = clean_sample(sample)
-        rec: dict[str, Any] = {
+        rec: ResultRecord = {
             "sample_id": sample.id,
             "run": run,
             "model": model,
@@ -182,9 +183,13 @@ class Plan:
             "turns": [[m.to_dict() for m in t] for t in traj.turns],
             "memory_blocks": dict(traj.memory_blocks),
         }
-        for k in ("cache_hits", "retries", "throttled"):
-            if traj.metadata.get(k):
-                rec[k] = traj.metadata[k]
+        meta = traj.metadata
+        if meta.get("cache_hits"):  # ResultRecord lacks cache_hits (asked of results/records.py)
+            rec["cache_hits"] = meta["cache_hits"]  # type: ignore[typeddict-unknown-key]
+        if meta.get("retries"):
+            rec["retries"] = meta["retries"]
+        if meta.get("throttled"):  # ResultRecord lacks throttled (asked of results/records.py)
+            rec["throttled"] = meta["throttled"]  # type: ignore[typeddict-unknown-key]
         extra = {
             k: v
             for k, v in traj.metadata.items()

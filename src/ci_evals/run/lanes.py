@@ -37,17 +37,18 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import orjson
 
 from ci_evals._util import forks
 from ci_evals._util.redact import scrub
+from ci_evals.results.records import ResultRecord, Summary
 from ci_evals.results.writer import write_text
 from ci_evals.run import parts
 from ci_evals.run.exits import INTERRUPTED, ExitCode
 from ci_evals.run.folderlock import ResumedJobs
-from ci_evals.run.progress import Progress, errored
+from ci_evals.run.progress import Note, Progress, errored
 from ci_evals.run.runner import Runner
 from ci_evals.run.signals import held_now
 
@@ -121,7 +122,7 @@ def worker_count(runner: Runner) -> int:
     return max(1, min(forks.usable_cores(), MAX_WORKERS))
 
 
-def execute(runner: Runner) -> dict[str, Any]:
+def execute(runner: Runner) -> Summary:
     """Run every job of ``runner``, in worker processes when that pays; the run's summary.
 
     ``--resume`` checks before it writes: results.jsonl is read and checked first, then every line
@@ -146,9 +147,9 @@ class _Tally:
     def __init__(self, shared: mmap.mmap, k: int) -> None:
         self.shared, self.offset = shared, _COUNTS.size * k
         self.done = self.errors = 0
-        self.note: Any = lambda: None
+        self.note: Note = lambda: None
 
-    def advance(self, rec: dict[str, Any]) -> None:
+    def advance(self, rec: ResultRecord) -> None:
         self.done += 1
         self.errors += errored(rec)
         _COUNTS.pack_into(self.shared, self.offset, self.done, self.errors)
@@ -170,7 +171,7 @@ def _worker(runner: Runner, k: int, n: int, part: Path, shared: mmap.mmap) -> No
     code: int = ExitCode.INTERNAL
     try:
         worker = runner.for_worker(part.name)
-        _, _, interrupted = asyncio.run(worker.run_records(_Tally(shared, k)))  # type: ignore[arg-type]
+        _, _, interrupted = asyncio.run(worker.run_records(_Tally(shared, k)))
         write_text(
             parts.state_file(part), orjson.dumps(worker.agg.state()).decode("utf-8")
         )  # after every line
@@ -185,7 +186,7 @@ def _worker(runner: Runner, k: int, n: int, part: Path, shared: mmap.mmap) -> No
         os._exit(code)  # no cleanup of the first process's state (its lock, its buffers) runs here
 
 
-def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
+def _execute_split(runner: Runner, n: int) -> Summary:
     out = runner.opts.output
     out.mkdir(parents=True, exist_ok=True)
     runner.load_previous()  # before the fork: every process skips the jobs already done

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import NoReturn
 
 from ci_evals.run.exits import ExitCode
 
@@ -97,7 +98,9 @@ def _rate(text: str) -> tuple[str, float]:
 class OneLineParser(argparse.ArgumentParser):
     """argparse whose usage errors are one line (exit 2), like every other configuration error."""
 
-    def error(self, message: str):  # argparse's hook; the usage block is one --help away
+    def error(
+        self, message: str
+    ) -> NoReturn:  # argparse's hook; the usage block is one --help away
         self.exit(ExitCode.CONFIG, f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
 
 

@@ -16,11 +16,12 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from ci_evals._util import gcpolicy
 from ci_evals._util.errors import ConfigError
 from ci_evals.results.files import Trust, foreign_shape, iter_records, own_loads
+from ci_evals.results.records import ResultRecord
 from ci_evals.results.writer import open_append
 from ci_evals.run.folderlock import ResumedJobs, job_key
 from ci_evals.run.runner import Runner
@@ -148,7 +149,8 @@ def _copy_lines(part: Path, out: BinaryIO) -> int:
     return lines
 
 
-def _records(part: Path) -> Iterator[dict[str, Any]]:
+def _records(part: Path) -> Iterator[ResultRecord]:
+    """The records of a worker's complete lines (ours: written by :meth:`Runner._write`)."""
     src = _open(part)
     if src is None:
         return
@@ -158,4 +160,4 @@ def _records(part: Path) -> Iterator[dict[str, Any]]:
                 return
             rec = own_loads(raw)
             if isinstance(rec, dict):
-                yield rec
+                yield cast(ResultRecord, rec)  # a line a worker of this run wrote

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ci_evals._util import gcpolicy, redact
 from ci_evals._util.errors import ConfigError
@@ -27,17 +27,21 @@ from ci_evals.core.sample import Sample
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.summary import summarize
+from ci_evals.graders.base import Grader
 from ci_evals.letta.agents import letta_report
 from ci_evals.llm import pool
 from ci_evals.llm.pool import endpoint_reports
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, iter_records
 from ci_evals.results.line import record_line
+from ci_evals.results.records import ResultRecord, Summary
 from ci_evals.results.writer import open_append
+from ci_evals.run.folderlock import JobKey, job_key
 from ci_evals.run.job import Plan
-from ci_evals.run.progress import Progress
+from ci_evals.run.progress import Progress, Tracker
 from ci_evals.run.signals import on_signals
 from ci_evals.suite.config_block import suite_config
 from ci_evals.suite.loader import LoadedSuite
+from ci_evals.targets.base import Target
 from ci_evals.usercode import lane as usercode
 
 FLUSH_SECONDS = 0.5
@@ -74,7 +78,7 @@ class Runner:
         self.agg = Aggregator(self.config, keep_outcomes=options.baseline is not None)
         if options.baseline is not None:
             options.baseline.attach(self.agg, suite=suite.spec.name)
-        self.done_keys: set[tuple] = set()
+        self.done_keys: set[JobKey] = set()
         self._last_flush = 0.0
         self._stopping = False
         self._secrets: list[str] = []
@@ -134,7 +138,7 @@ class Runner:
         # The folder may be anything the user named: read it as another run's (a bad line is one
         # error naming it; only a torn last line from a hard kill is skipped, and that job runs again).
         for n, rec in iter_records(results, Trust.OTHER):
-            key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
+            key = job_key(rec)
             if key in self.done_keys:
                 continue
             self.done_keys.add(key)
@@ -146,7 +150,7 @@ class Runner:
         if fn is None:
             return
         params = list(inspect.signature(fn).parameters)
-        args = []
+        args: list[Any] = []
         if params:
             args = [
                 self.suite.spec
@@ -164,12 +168,12 @@ class Runner:
                 file=str(self.suite.path),
             ) from None
 
-    async def execute(self) -> dict[str, Any]:
+    async def execute(self) -> Summary:
         """Run every job; write results.jsonl and return the summary (``partial`` if interrupted)."""
         return self.finish(*await self.run_records())
 
     async def run_records(
-        self, progress: Progress | None = None
+        self, progress: Tracker | None = None
     ) -> tuple[datetime, float, int | None]:
         """Run every job of this process into its results file: (when it started, its
         ``perf_counter`` then, the signal that interrupted it or None)."""
@@ -185,6 +189,7 @@ class Runner:
         interrupted: int | None = None
         loop = asyncio.get_running_loop()
         main_task = asyncio.current_task()
+        assert main_task is not None  # run_records runs in a task (asyncio.run's)
 
         def on_signal(
             signum: int,
@@ -196,7 +201,8 @@ class Runner:
                 loop.call_soon_threadsafe(main_task.cancel)
 
         own_progress = progress is None  # a caller's progress line is the caller's to close
-        progress = progress or Progress(self.total_jobs(), enabled=self.opts.progress)
+        if progress is None:
+            progress = Progress(self.total_jobs(), enabled=self.opts.progress)
         with on_signals(on_signal), gcpolicy.streaming():
             try:
                 try:
@@ -217,7 +223,7 @@ class Runner:
 
     def finish(
         self, started: datetime, t0: float, interrupted: int | None, *, partial: bool = False
-    ) -> dict[str, Any]:
+    ) -> Summary:
         """The summary of the records fed so far (``partial`` when interrupted, or when told)."""
         return self.summarize(
             started,
@@ -226,7 +232,7 @@ class Runner:
             interrupted=signal.Signals(interrupted).name if interrupted is not None else None,
         )
 
-    async def _run_all(self, fh, progress: Progress) -> None:
+    async def _run_all(self, fh: TextIO, progress: Tracker) -> None:
         pool.configure(
             max_concurrent=self.opts.max_concurrent,
             rates=self.opts.rates,
@@ -268,9 +274,9 @@ class Runner:
             await asyncio.gather(*workers, return_exceptions=True)
             raise
 
-    def _parts(self) -> list[Any]:
-        """The target, then every grader (Target, Grader): what opens clients and agents, in that order."""
-        return [self.suite.target] + [slot.grader for slot in self.suite.graders.values()]
+    def _parts(self) -> list[Target | Grader]:
+        """The target, then every grader: what opens clients and agents, in that order."""
+        return [self.suite.target, *(slot.grader for slot in self.suite.graders.values())]
 
     async def _close(self) -> None:
         for part in self._parts():
@@ -295,25 +301,26 @@ class Runner:
         if reports:
             self.opts.extra_summary["endpoints"] = reports
 
-    def _write(self, fh, rec: dict[str, Any]) -> None:
+    def _write(self, fh: TextIO, rec: ResultRecord) -> None:
+        """``rec`` as one line of the results file (masked, capped), and into the aggregator."""
         if self._secrets_gen != redact.generation:
             self._secrets, self._secrets_gen = redact.known_secrets(), redact.generation
-        line, rec = record_line(rec, self._secrets)
+        line, written = record_line(rec, self._secrets)
         try:  # the text layer encodes the whole line before writing any of it
             fh.write(line + "\n")
         except UnicodeEncodeError:  # a grader's rationale or metadata carried a lone surrogate
-            rec, n = clean_value(rec)
-            rec["replaced_chars"] = rec.get("replaced_chars", 0) + n
-            fh.write(record_line(rec, self._secrets)[0] + "\n")
+            written, n = clean_value(written)
+            written["replaced_chars"] = written.get("replaced_chars", 0) + n
+            fh.write(record_line(written, self._secrets)[0] + "\n")
         now = time.monotonic()
         if now - self._last_flush > FLUSH_SECONDS:
             fh.flush()
             self._last_flush = now
-        self.agg.add(rec)
+        self.agg.add(written)
 
     def summarize(
         self, started: datetime, duration: float, *, partial: bool, interrupted: str | None = None
-    ) -> dict[str, Any]:
+    ) -> Summary:
         return summarize(
             self.suite,
             self.config,

@@ -20,6 +20,7 @@ from ci_evals.reports.comment import render_comment
 from ci_evals.reports.letta_agents import console_lines
 from ci_evals.reports.write import iter_results, write_outputs
 from ci_evals.results.layout import DEFAULT_OUTPUT
+from ci_evals.results.records import Summary
 from ci_evals.results.writer import refuse_links
 from ci_evals.run import lanes, selection
 from ci_evals.run.exits import ExitCode
@@ -33,7 +34,7 @@ from ci_evals.suite.loader import load_suite
 DEFAULT_CONCURRENCY = 10
 
 
-def print_comment(summary: dict[str, Any], out: Path) -> None:
+def print_comment(summary: Summary, out: Path) -> None:
     body = render_comment(
         summary,
         iter_results(out / "results.jsonl"),
@@ -43,7 +44,7 @@ def print_comment(summary: dict[str, Any], out: Path) -> None:
     print("\n--- PR comment (dry run: not posted) ---\n" + body + "\n--- end of PR comment ---")
 
 
-def exit_code(summary: dict[str, Any]) -> ExitCode:
+def exit_code(summary: Summary) -> ExitCode:
     """The process exit code for a summary's verdict (decided from its gates when it states none)."""
     verdict = summary.get("verdict") or decide(summary)[0]
     return ExitCode.of_verdict(verdict, summary.get("interrupted_by"))
@@ -51,7 +52,7 @@ def exit_code(summary: dict[str, Any]) -> ExitCode:
 
 def run_suite(
     path: Path, args: SuiteOptions, output: Path | None = None
-) -> tuple[int, dict[str, Any] | None, Path]:
+) -> tuple[ExitCode, Summary, Path]:
     """Load, run and report one suite. Returns (exit code, summary, output folder).
 
     ``output`` (a subfolder when the CLI runs several suites) wins over ``args.output``.
@@ -71,7 +72,7 @@ def run_suite(
 
 def _run_suite(
     path: Path, args: SuiteOptions, given: Path | None, cwd: Path
-) -> tuple[int, dict[str, Any] | None, Path]:
+) -> tuple[ExitCode, Summary, Path]:
     resume = args.resume
     tags = (
         [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
