@@ -55,7 +55,8 @@ class RunOptions:
     max_concurrent: int = 10
     resume: bool = False
     progress: bool = True
-    extra_summary: dict[str, Any] = field(default_factory=dict)
+    extra_summary: Summary = field(default_factory=lambda: Summary())
+    """Blocks of summary.json this run adds to what its records give (``shard``, ``selection``...)."""
     rates: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """LLM rate limits the user knows: provider, base URL or ``*`` -> (rpm, tpm)."""
     max_wait: float | None = None

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
@@ -112,7 +111,7 @@ def _run_suite(
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
     baseline = Baseline(args.baseline) if args.baseline else None
     concurrency = args.max_concurrent or suite.spec.max_concurrent or DEFAULT_CONCURRENCY
-    extra: dict[str, Any] = {}
+    extra: Summary = {}
     if args.shard:
         extra["shard"] = {
             "index": args.shard[0],
