@@ -71,16 +71,15 @@ def _err_lines(capsys) -> list[str]:
         ),
         (
             b'{"verdict": "passed", "shard": [1, 1]}',
-            "summary.json: 'shard' must be an object with integers "
-            "1 <= 'index' <= 'count' (and 'selected')",
+            "summary.json: 'shard' must be an object",
         ),
         (
             b'{"verdict": "passed", "errors": {"by_category": "x"}}',
-            "summary.json: errors.total, errors.samples and errors.by_category must hold non-negative integers",
+            "summary.json: errors.by_category must be an object",
         ),
         (
             b'{"verdict": "failed", "metrics": {"q": {"mean": 0.5, "ci_mean": [0, "1"]}}}',
-            "summary.json: metrics.q.ci_mean must be a list of two numbers",
+            "summary.json: metrics.q.ci_mean[1] must be a number",
         ),
     ],
 )
@@ -124,8 +123,7 @@ def test_merge_of_a_shard_whose_field_is_a_string_is_one_line(run_folder, tmp_pa
     capsys.readouterr()
     assert main(["merge", "out", "--output", "merged"]) == 2
     assert _err_lines(capsys) == [
-        "error: out/summary.json: summary.json: 'shard' must be an object with integers "
-        "1 <= 'index' <= 'count' (and 'selected')"
+        "error: out/summary.json: summary.json: 'shard' must be an object"
     ]
     assert not Path("merged").exists()
 
@@ -178,8 +176,7 @@ def test_merge_of_a_deep_results_line_is_one_line_and_writes_nothing(run_folder,
         (
             "summary.json",
             b'{"verdict": "passed", "shard": "1/1"}',
-            "summary.json: summary.json: 'shard' must be an "
-            "object with integers 1 <= 'index' <= 'count' (and 'selected')",
+            "summary.json: summary.json: 'shard' must be an object",
         ),
         (
             "summary.json",

@@ -160,7 +160,7 @@ case("cli_shard_non_ascii_digits", "expected K/N with 1 <= K <= N", ["--shard"],
      args=["--shard", "\u00b9/\u00b2"])
 case("baseline_summary_config_wrong_shape", "unexpected shape", ["base/summary.json"], command="run",
      args=["--baseline", "base"], files={"base/summary.json": '{"suite": "x", "config": {"graders": [1, 2]}}\n'})
-case("baseline_results_wrong_shape", "baseline results.jsonl: grades.acc must be an object with a numeric 'score'", ["base/results.jsonl"], command="run",
+case("baseline_results_wrong_shape", "baseline results.jsonl: grades.acc must be an object", ["base/results.jsonl"], command="run",
      args=["--baseline", "base"], files={
          "base/summary.json": json.dumps({"suite": "x", "config": {"graders": {"acc": {"rule": ["gte", 0.5]}},
                                                                    "gates": [], "num_runs": 1, "reducer": "mean"}}),
@@ -176,7 +176,7 @@ case("merge_results_run_not_an_integer", "results.jsonl: 'run' must be a non-neg
      files={"shard1/summary.json": json.dumps({"suite": "x", "config": {"graders": {}, "gates": [], "num_runs": 1,
                                                                          "reducer": "mean"}}),
             "shard1/results.jsonl": '{"sample_id": 1, "run": "z", "grades": {}}\n'})
-case("resume_results_wrong_shape", "grades.acc must be an object with a numeric 'score'", ["out/results.jsonl:1"], command="run",
+case("resume_results_wrong_shape", "grades.acc must be an object", ["out/results.jsonl:1"], command="run",
      args=["--resume", "out"], files={"out/results.jsonl": '{"sample_id": 1, "grades": {"acc": [1]}}\n'})
 
 # ---------------------------------------------------------------- top level: keys and types
@@ -512,7 +512,7 @@ report_case("report_summary_verdict_trailing_space", "'verdict' must be one of p
             'partial, not "passed "', ["out/summary.json"], verdict="passed ")
 report_case("report_summary_verdict_list", "'verdict' must be one of passed, failed, errored, interrupted, "
             'partial, not ["passed"]', ["out/summary.json"], verdict=["passed"])
-report_case("report_summary_gates_not_a_list", "summary.json: 'gates' must be a list of objects", ["out/summary.json"],
+report_case("report_summary_gates_not_a_list", "summary.json: 'gates' must be a list", ["out/summary.json"],
             gates={"passed": True})
 report_case("report_results_infinity_on_line_2", "results.jsonl: Infinity is not valid JSON (numbers must be finite)",
             ["out/results.jsonl:2"], results=(_LINE % 1) + (_LINE % 2).replace('"score": 1.0', '"score": Infinity')
@@ -529,7 +529,7 @@ report_case("report_results_foreign_record", "results.jsonl: 'trajectory' must b
             results=(_LINE % 1).replace('"error": null', '"error": null, "trajectory": [1, 2]'))
 report_case("report_results_not_an_object", "results.jsonl: not a ci-evals results record (it needs 'sample_id' and "
             "'grades')", ["out/results.jsonl:2"], results=(_LINE % 1) + '["passed"]\n' + (_LINE % 3))
-case("merge_shard_field_a_string", "summary.json: 'shard' must be an object with integers 1 <= 'index' <= 'count'",
+case("merge_shard_field_a_string", "summary.json: 'shard' must be an object",
      ["shard1/summary.json"], command="merge", suite_arg="shard1", args=["shard2", "--output", "merged"],
      files={**_folder(name="shard1", shard="1/1"), **_folder(name="shard2", shard={"index": 2, "count": 2})})
 case("merge_shard_verdict_list", "'verdict' must be one of passed", ["shard2/summary.json"], command="merge",

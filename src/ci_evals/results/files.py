@@ -21,6 +21,7 @@ followed, for every trust but ``OWN``.
 from __future__ import annotations
 
 import enum
+import io
 import json
 import math
 import os
@@ -29,13 +30,13 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ci_evals._util.bounds import NOT_READ, depth_exceeds, orjson_loads
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.text import shorten
+from ci_evals.results.contract import record_problem, summary_problem
 from ci_evals.results.records import ResultRecord, Summary
-from ci_evals.results.shapes import record_problem, summary_problem
 
 SUMMARY = "summary.json"
 RESULTS = "results.jsonl"
@@ -103,7 +104,7 @@ def decode(data: bytes, depth: int = MAX_DEPTH) -> Any:
     return value
 
 
-def _open_checked(path: Path, trust: Trust):
+def _open_checked(path: Path, trust: Trust) -> io.BufferedReader:
     """``path`` opened for binary reading; another run's file must be a regular file, not a symlink."""
     if trust is not Trust.OWN:
         try:
@@ -217,8 +218,8 @@ def _own_records(path: Path, wanted: set[int] | None) -> Iterator[tuple[int, Res
         for n, raw in enumerate(fh):
             if (wanted is None or n in wanted) and raw.strip():
                 rec = own_loads(raw)
-                if isinstance(rec, dict):
-                    yield n, rec
+                if isinstance(rec, dict):  # our own line: trusted as written (a torn one skipped)
+                    yield n, cast(ResultRecord, rec)
 
 
 def own_loads(raw: bytes) -> Any:

@@ -28,7 +28,12 @@ def expand_suites(patterns: list[str]) -> list[Path]:
         else:
             out.append(Path(pat))
     seen: set[Path] = set()
-    return [p for p in out if not (p.resolve() in seen or seen.add(p.resolve()))]
+    unique = []
+    for p in out:
+        if p.resolve() not in seen:
+            seen.add(p.resolve())
+            unique.append(p)
+    return unique
 
 
 def suite_slug(suite_file: str | Path, base: str | Path | None = None) -> str:
@@ -43,7 +48,7 @@ def suite_slug(suite_file: str | Path, base: str | Path | None = None) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
 
 
-def unique_slugs(suite_files: list, base: str | Path | None = None) -> dict[str, str]:
+def unique_slugs(suite_files: list[str] | list[Path], base: str | Path | None = None) -> dict[str, str]:
     """``{str(path): folder name}`` for the suites of one run, distinct for distinct paths.
 
     Names that would be shared (``evals/a-b/suite.yaml`` and ``evals/a/b/suite.yaml`` both read

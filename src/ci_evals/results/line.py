@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from ci_evals._util.bounds import dumps
 from ci_evals._util.redact import MASK, scrub_with
+from ci_evals.results.records import ResultRecord
 
 _ORJSON_OPTS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 FIELD_CAP = 100_000
@@ -33,7 +35,7 @@ def _refuse(value: Any) -> Any:
     raise TypeError
 
 
-def encode_line(rec: dict[str, Any]) -> str:
+def encode_line(rec: Mapping[str, Any]) -> str:
     """One results.jsonl line: compact JSON, UTF-8 text unescaped, a non-finite number as null.
 
     orjson writes it at a fifth of ``json``'s cost (the encoding was a fifth of a replay run's
@@ -48,8 +50,8 @@ def encode_line(rec: dict[str, Any]) -> str:
 
 
 def record_line(
-    rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP
-) -> tuple[str, dict[str, Any]]:
+    rec: ResultRecord, secrets: list[str], cap: int = FIELD_CAP
+) -> tuple[str, ResultRecord]:
     """(the JSON line to write, the record as written): :func:`finish_record` at the cost of one
     :func:`encode_line` for the usual record, which has no long field and nothing to mask."""
     _share_submissions(rec)
@@ -61,7 +63,8 @@ def record_line(
     if masked == line:
         return line, rec
     try:
-        return masked, json.loads(masked)
+        written: ResultRecord = json.loads(masked)
+        return masked, written
     except ValueError:  # a mask that broke the JSON: mask string by string instead
         rec = finish_record(json.loads(line), secrets, cap)
         return encode_line(rec), rec
@@ -82,17 +85,17 @@ def scrub_json_text(line: str, secrets: list[str]) -> str:
     return scrub_with(line, secrets)
 
 
-def finish_record(rec: dict[str, Any], secrets: list[str], cap: int = FIELD_CAP) -> dict[str, Any]:
+def finish_record(rec: ResultRecord, secrets: list[str], cap: int = FIELD_CAP) -> ResultRecord:
     """``rec`` ready to write: submissions shared, every string scrubbed and capped."""
     _share_submissions(rec)
     truncated: dict[str, int] = {}
-    out = _walk(rec, "", secrets, cap, truncated)
+    out: ResultRecord = _walk(rec, "", secrets, cap, truncated)
     if truncated:
         out["truncated"] = truncated
     return out
 
 
-def _share_submissions(rec: dict[str, Any]) -> None:
+def _share_submissions(rec: ResultRecord) -> None:
     """Graders whose long submission equals an earlier grader's point at it instead."""
     subs = rec.get("submission")
     if isinstance(subs, dict) and len(subs) > 1 and "submission_same_as" not in rec:

@@ -1,29 +1,46 @@
-"""The typed shapes of a results folder: one results.jsonl line, one grade, summary.json.
+"""The results contract, written once: one results.jsonl line, one grade, one gate result,
+summary.json.
 
 TypedDicts rather than models: a record stays the plain dict the runner writes and the reports
 read (100k of them stream through a run, so no per-line object is built), and these types say
-which keys that dict has. The README's output contract is the prose form of the same shapes;
-``files`` checks a record from elsewhere against them.
+which keys that dict has. The same definitions are what a folder from elsewhere is validated
+against (:mod:`ci_evals.results.contract`, pydantic), and what the published JSON Schemas
+(docs/schemas/) are generated from: the ``Annotated`` constraints below (a count is a
+non-negative integer, a number is finite) are read by pydantic and invisible to the type checker.
+Keys a TypedDict does not name are left alone, neither checked nor dropped (validation only
+checks, the reader keeps the document it read): a later version may add fields (docs/reference.md,
+the output contract).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NotRequired, Required
 
-# typing_extensions' TypedDict: pydantic validates these shapes (results.files), and on Python
-# 3.11 it reads only this one's field metadata.
+from pydantic import ConfigDict, Field, with_config
+
+# typing_extensions' TypedDict: pydantic validates these shapes, and on Python 3.11 it reads
+# only this one's field metadata.
 from typing_extensions import TypedDict
 
+_OPEN = ConfigDict(extra="ignore", strict=True)
+
 Verdict = Literal["passed", "failed", "errored", "interrupted", "partial"]
+Count = Annotated[int, Field(ge=0)]
+"""A non-negative integer."""
+Number = Annotated[float, Field(ge=-1e300, le=1e300)]
+"""A finite number (JSON's integers too, unless too large for a float)."""
+Interval = Annotated[list[Number | None], Field(min_length=2, max_length=2)]
+"""A confidence interval, [low, high]."""
 
 
+@with_config(_OPEN)
 class Grade(TypedDict, total=False):
     """One grader's outcome for one sample: a score in [0, 1] and pass/fail, or an ``error``
     (then ``score`` is None and the grade is counted against the error budget, never averaged)."""
 
-    score: float | None
+    score: Number | None
     passed: bool
-    rationale: str | None
+    rationale: Any
     error: str | None
     error_category: str | None
     metadata: dict[str, Any]
@@ -59,121 +76,190 @@ def make_grade(
     }
 
 
+@with_config(_OPEN)
 class RecordError(TypedDict):
     """A sample the target could not answer: its category (``target``) and message."""
 
-    category: str
+    category: NotRequired[str]
     message: str
 
 
+@with_config(_OPEN)
+class Message(TypedDict, total=False):
+    """One message of a trajectory turn (``core.trajectory``'s ``to_dict``)."""
+
+    tool_calls: list[dict[str, Any]] | None
+
+
+@with_config(_OPEN)
+class Trajectory(TypedDict, total=False):
+    """A record's ``trajectory``: the target's turns of messages and the agent's memory blocks."""
+
+    turns: list[list[Message]]
+    memory_blocks: dict[str, Any]
+
+
+@with_config(_OPEN)
 class ResultRecord(TypedDict, total=False):
     """One line of results.jsonl: one (model, sample, run) with its grades."""
 
-    sample_id: str | int
-    run: int
+    sample_id: Required[str | int]
+    run: Count
     model: str | None
     input: Any
     ground_truth: Any
-    tags: list[str]
+    tags: list[Any]
     submission: dict[str, Any]
-    submission_same_as: dict[str, str]
-    trajectory: dict[str, Any]
+    submission_same_as: dict[str, Any]
+    trajectory: Trajectory
     target: dict[str, Any]  # what the target reported about the call: cost_usd, status, ...
-    usage: dict[str, int]
-    duration_s: float | None  # the sample's own time, without queueing
-    queued_s: float  # time waited for a shared resource (a slot, a rate limit)
-    retries: int  # attempts the target's calls retried
-    replaced_chars: int  # characters neutralised in what the target answered
+    usage: dict[str, Count]
+    duration_s: Number | None  # the sample's own time, without queueing
+    queued_s: Number  # time waited for a shared resource (a slot, a rate limit)
+    retries: Count  # attempts the target's calls retried
+    replaced_chars: Count  # characters neutralised in what the target answered
     error: RecordError | None
-    grades: dict[str, Grade]
-    truncated: dict[str, int]
+    grades: Required[dict[str, Grade]]
+    truncated: dict[str, Any]
 
 
+@with_config(_OPEN)
 class Shard(TypedDict, total=False):
     """summary.json ``shard``: which K of N this run was, and how many samples it split."""
 
-    index: int
-    count: int
-    selected: int | None
+    index: Annotated[int, Field(ge=1)]
+    count: Annotated[int, Field(ge=1)]
+    selected: Count | None
 
 
+@with_config(_OPEN)
 class Selection(TypedDict, total=False):
     """summary.json ``selection``: the samples a ``--sample``/``--tag``/``--changed`` choice kept."""
 
     by: str
-    selected: int
-    total: int
+    selected: Count
+    total: Count
 
 
+@with_config(_OPEN)
 class EndpointReport(TypedDict, total=False):
     """summary.json ``endpoints[]``: one LLM server's calls, throttling and concurrency."""
 
     endpoint: str
     provider: str
-    calls: int
-    rejected: int
-    waited_s: float
-    concurrency: int
-    lowest_concurrency: int
-    max_concurrent: int
+    calls: Count
+    rejected: Count
+    waited_s: Number
+    concurrency: Count
+    lowest_concurrency: Count
+    max_concurrent: Count
 
 
+@with_config(_OPEN)
 class MetricEntry(TypedDict, total=False):
     """summary.json ``metrics.<name>`` (and ``models.<m>.metrics.<name>``): one metric's aggregate.
 
     Score aggregates cover the graded samples (null when none was); the pass rate counts every
     sample, errored ones as failed; both intervals are always given."""
 
-    label: str
-    kind: str
-    n: int
-    graded: int
-    errors: int
-    mean: float | None
-    passed: int
-    pass_rate: float | None
-    min: float | None
-    max: float | None
-    median: float | None
-    p50: float | None
-    p95: float | None
-    p99: float | None
-    ci_mean: list[float] | None
-    ci_pass_rate: list[float] | None
-    ci_method: dict[str, str]
-    rule: str
-    pass_rule: str
+    label: str | None
+    kind: str | None
+    n: Count
+    graded: Count
+    errors: Count
+    mean: Number | None
+    passed: Count
+    pass_rate: Number | None
+    min: Number | None
+    max: Number | None
+    median: Number | None
+    p50: Number | None
+    p95: Number | None
+    p99: Number | None
+    ci_mean: Interval | None
+    ci_pass_rate: Interval | None
+    ci_method: dict[str, Any]
+    rule: str | None
+    pass_rule: str | None
     noise: dict[str, Any]  # judge repeats: their agreement and standard error
 
 
+@with_config(_OPEN)
+class RegressionTest(TypedDict, total=False):
+    """A regression gate's ``tests[]``: the check, the test it used and its outcome."""
+
+    check: str
+    test: str
+    n: Count
+    change: Number | None
+    interval: Interval | None
+    p_value: Number | None
+    confidence: Number
+    regressions: Count
+    improvements: Count
+
+
+@with_config(_OPEN)
 class GateResult(TypedDict, total=False):
     """summary.json ``gates[]``: one gate as decided (a logical gate holds its ``children``)."""
 
-    metric_key: str
-    metric: str
-    op: str
-    value: float | None
-    actual: float | None
+    metric_key: str | None
+    metric: str | None
+    op: str | None  # none on a regression gate (its checks are in ``tests``)
+    value: Number | None
+    actual: Number | None
     model: str | None
-    description: str
-    label: str
-    kind: str
-    interval: list[float | None] | None
-    max_errors: int
-    max_error_rate: float | None
-    errors: int
-    graded: int
-    n: int
+    description: str | None
+    label: str | None
+    kind: str | None
+    rule: str | None
+    interval: Interval | None
+    max_errors: Count | None
+    max_error_rate: Number | None
+    errors: Count
+    graded: Count
+    n: Count
     children: list[GateResult]
     status: str  # passed, failed, errored, no_baseline, ...
     passed: bool
     reason: str
-    stability: float | None  # how often a rerun would reach the same decision
-    undecided: bool
-    tests: list[dict[str, Any]]  # a regression gate's statistical tests, one per check
-    baseline: dict[str, Any]
+    stability: Number | None  # how often a rerun would reach the same decision
+    # a regression gate (``max_drop``, ``max_regressions``): the baseline's facts and its tests
+    noisy: bool  # decided by a statistical test (a judge, or repeats that disagree)
+    tests: list[RegressionTest]  # one per check
+    baseline_value: Number | None
+    drop: Number | None
+    max_drop: Number | None
+    regressions: Count
+    improvements: Count
+    max_regressions: Count
 
 
+@with_config(_OPEN)
+class ErrorGroup(TypedDict, total=False):
+    """summary.json ``errors.groups[]``: errors of one kind, with how many and a few samples."""
+
+    count: Count
+
+
+@with_config(_OPEN)
+class ErrorsBlock(TypedDict, total=False):
+    """summary.json ``errors``: how many grades and samples errored, by category and grouped."""
+
+    total: Count
+    samples: Count
+    by_category: dict[str, Count]
+    groups: list[ErrorGroup]
+
+
+@with_config(_OPEN)
+class BaselineBlock(TypedDict, total=False):
+    """summary.json ``baseline``: the folder compared against and the per-metric comparison."""
+
+    folder: str
+
+
+@with_config(_OPEN)
 class Summary(TypedDict, total=False):
     """summary.json: the run's verdict, gates, metrics and everything a later merge or baseline needs."""
 
@@ -183,28 +269,28 @@ class Summary(TypedDict, total=False):
     description: str | None
     started_at: str
     finished_at: str
-    duration_s: float
+    duration_s: Number
     verdict: Verdict | None
     verdict_reason: str | None
     partial: bool
-    interrupted_by: str
+    interrupted_by: Literal["SIGINT", "SIGTERM", "SIGHUP"]
     target: dict[str, Any]
-    num_runs: int
+    num_runs: Count
     reducer: str
-    n_samples: int
-    records: int
+    n_samples: Count
+    records: Count
     gate: dict[str, Any] | None
     gates: list[GateResult]
     metrics: dict[str, MetricEntry]
     models: dict[str, Any]
-    errors: dict[str, Any]
+    errors: ErrorsBlock
     flaky: Any
     usage: dict[str, Any]
     cache: Any
     retries: Any
-    versions: dict[str, str]
+    versions: dict[str, Any]
     config: dict[str, Any]
-    baseline: dict[str, Any] | None
+    baseline: BaselineBlock | None
     shard: Shard | None
     selection: Selection
     endpoints: list[EndpointReport]

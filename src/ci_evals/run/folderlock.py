@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals._util.errors import ConfigError
+from ci_evals.results.contract import record_problem
 from ci_evals.results.records import ResultRecord
-from ci_evals.results.shapes import record_problem
 from ci_evals.results.writer import refuse_link
 from ci_evals.suite.loader import LoadedSuite
 from ci_evals.usercode.load import loaded_paths
