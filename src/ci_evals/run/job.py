@@ -117,15 +117,6 @@ class Plan:
         """The record of one job: the sample answered and graded, or its error."""
         t0 = time.perf_counter()
         sample, replaced = clean_sample(sample)
-        rec: ResultRecord = {
-            "sample_id": sample.id,
-            "run": run,
-            "model": model,
-            "input": sample.input,
-            "ground_truth": sample.ground_truth,
-            "tags": sample.tags,
-            "error": None,
-        }
         suite, slots = self.suite, self.slots
         try:
             traj = await suite.target.run(
@@ -137,22 +128,7 @@ class Plan:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            msg = str(exc) if isinstance(exc, SampleError) else f"{type(exc).__name__}: {exc}"
-            category = exc.category if isinstance(exc, SampleError) else "target"
-            rec["error"] = {"category": category, "message": msg}
-            retries = getattr(exc, "retries", 0)
-            if retries:
-                rec["retries"] = retries
-            rec["grades"] = {
-                n: make_grade(error=f"{category} error: {msg}", category=category)
-                for n in suite.metric_names
-            }
-            rec["submission"] = {n: "" for n in suite.graders}
-            rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
-            if replaced:
-                rec["replaced_chars"] = replaced
-            _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))
-            return rec
+            return self._failed(model, sample, run, exc, replaced, t0)
         traj.metadata.setdefault(
             "run", run
         )  # judges key their cache on it: repeats stay independent
@@ -167,21 +143,27 @@ class Plan:
             pairs = [await self.grade_one(s, sample, traj) for s in slots]
         else:
             pairs = list(await asyncio.gather(*(self.grade_one(s, sample, traj) for s in slots)))
-        rec["grades"] = {s.name: p[0] for s, p in zip(slots, pairs, strict=True)}
-        rec["submission"] = {s.name: p[1] for s, p in zip(slots, pairs, strict=True)}
+        grades = {s.name: p[0] for s, p in zip(slots, pairs, strict=True)}
+        submission = {s.name: p[1] for s, p in zip(slots, pairs, strict=True)}
         if suite.reward is not None:
-            rec["grades"]["reward"] = await suite.reward.grade(
-                sample,
-                rec["grades"],
-                rec["submission"],
-                traj,
-                model,
-                {"total": time.perf_counter() - t0},
+            grades["reward"] = await suite.reward.grade(
+                sample, grades, submission, traj, model, {"total": time.perf_counter() - t0}
             )
-        rec["usage"] = traj.usage.to_dict()
-        rec["trajectory"] = {
-            "turns": [[m.to_dict() for m in t] for t in traj.turns],
-            "memory_blocks": dict(traj.memory_blocks),
+        rec: ResultRecord = {
+            "sample_id": sample.id,
+            "run": run,
+            "model": model,
+            "input": sample.input,
+            "ground_truth": sample.ground_truth,
+            "tags": sample.tags,
+            "error": None,
+            "grades": grades,
+            "submission": submission,
+            "usage": traj.usage.to_dict(),
+            "trajectory": {
+                "turns": [[m.to_dict() for m in t] for t in traj.turns],
+                "memory_blocks": dict(traj.memory_blocks),
+            },
         }
         meta = traj.metadata
         if meta.get("cache_hits"):  # ResultRecord lacks cache_hits (asked of results/records.py)
@@ -192,12 +174,41 @@ class Plan:
             rec["throttled"] = meta["throttled"]  # type: ignore[typeddict-unknown-key]
         extra = {
             k: v
-            for k, v in traj.metadata.items()
+            for k, v in meta.items()
             if k not in ("cache_hits", "retries", "throttled", "run", "queued_s")
         }
         if extra:
             rec["target"] = extra
         if replaced:
             rec["replaced_chars"] = replaced
-        _timing(rec, time.perf_counter() - t0, traj.metadata.get("queued_s", 0.0))
+        _timing(rec, time.perf_counter() - t0, meta.get("queued_s", 0.0))
+        return rec
+
+    def _failed(
+        self, model: str | None, sample: Sample, run: int, exc: Exception, replaced: int, t0: float
+    ) -> ResultRecord:
+        """The record of a job whose target failed: every metric's grade errored with its error."""
+        msg = str(exc) if isinstance(exc, SampleError) else f"{type(exc).__name__}: {exc}"
+        category = exc.category if isinstance(exc, SampleError) else "target"
+        rec: ResultRecord = {
+            "sample_id": sample.id,
+            "run": run,
+            "model": model,
+            "input": sample.input,
+            "ground_truth": sample.ground_truth,
+            "tags": sample.tags,
+            "error": {"category": category, "message": msg},
+            "grades": {
+                n: make_grade(error=f"{category} error: {msg}", category=category)
+                for n in self.suite.metric_names
+            },
+            "submission": {n: "" for n in self.suite.graders},
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+        }
+        retries = getattr(exc, "retries", 0)
+        if retries:
+            rec["retries"] = retries
+        if replaced:
+            rec["replaced_chars"] = replaced
+        _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))
         return rec
