@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from ci_evals.action import main as action
-from ci_evals.action.inputs import get_input
-from ci_evals.action.main import InputError, command, parse_inputs, secrets_to_mask, set_outputs
+from ci_evals.action.inputs import InputError, get_input, parse_inputs
+from ci_evals.action.protocol import command, secrets_to_mask, set_outputs
+from ci_evals.action.report import should_comment
 from ci_evals.cli.app import main as cli_main
 from ci_evals.reports.comment import marker
 from tests.fakes.github_server import github_server_fixture  # noqa: F401 (fixture)
@@ -192,11 +193,11 @@ def test_should_comment_modes():
     pr = {"GITHUB_EVENT_NAME": "pull_request"}
     push = {"GITHUB_EVENT_NAME": "push"}
     run = {"GITHUB_EVENT_NAME": "workflow_run"}
-    assert action.should_comment("auto", pr) is True
-    assert action.should_comment("auto", push) is False
-    assert action.should_comment("auto", run, explicit_pr=True) is True
-    assert action.should_comment("always", push) is True
-    assert action.should_comment("never", pr, explicit_pr=True) is False
+    assert should_comment("auto", pr) is True
+    assert should_comment("auto", push) is False
+    assert should_comment("auto", run, explicit_pr=True) is True
+    assert should_comment("always", push) is True
+    assert should_comment("never", pr, explicit_pr=True) is False
 
 
 # ---------------------------------------------------------------- end to end through the CLI

@@ -106,7 +106,7 @@ def test_every_string_of_a_tampered_artifact_is_rendered_inert(tmp_path, gh_env,
 def test_an_artifacts_verdict_decides_its_exit_code_and_a_foreign_shape_never_passes(
     tmp_path, summary, code
 ):
-    from ci_evals.action.main import load_results
+    from ci_evals.action.report import load_results
 
     (tmp_path / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     assert load_results(str(tmp_path)).exit_code == code

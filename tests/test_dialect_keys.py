@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from ci_evals.action import main as action
+from ci_evals.action.inputs import parse_inputs
+from ci_evals.action.suites import suite_options
 from ci_evals.cli.app import main
 from ci_evals.run.runner import Runner, RunOptions
 from ci_evals.suite.loader import load_suite
@@ -291,21 +292,21 @@ def test_dotenv_is_not_loaded_in_ci(sd, capsys, monkeypatch):
 def test_action_gate_input_adds_one_gate_flag_per_line(tmp_path):
     suite = tmp_path / "suite.yaml"
     suite.write_text("name: x\n")
-    inputs = action.parse_inputs(
+    inputs = parse_inputs(
         {
             "INPUT_SUITE": str(suite),
             "INPUT_GATE": "reward avg_score gte 0.75\n\n  quality accuracy gte 80  \n",
         }
     )
     assert inputs.gates == ["reward avg_score gte 0.75", "quality accuracy gte 80"]
-    options = action.suite_options(inputs, tmp_path / "out", None)
+    options = suite_options(inputs, tmp_path / "out", None)
     assert (options.output, options.gate, options.baseline) == (
         tmp_path / "out",
         ["reward avg_score gte 0.75", "quality accuracy gte 80"],
         None,
     )
     inputs.args = ["--gate", "extra mean gte 0.5", "--max-concurrent", "3"]
-    options = action.suite_options(inputs, tmp_path / "out", str(tmp_path / "base"))
+    options = suite_options(inputs, tmp_path / "out", str(tmp_path / "base"))
     assert (options.gate, options.max_concurrent, options.baseline) == (
         ["reward avg_score gte 0.75", "quality accuracy gte 80", "extra mean gte 0.5"],
         3,

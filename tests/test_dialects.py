@@ -529,6 +529,17 @@ def test_reward_kind_must_be_metric_or_custom(sd, capsys):
     )
 
 
+def test_reward_kind_that_is_a_list_is_a_config_error_not_a_traceback(sd, capsys):
+    write(sd, reward={"kind": ["metric", "custom"]})
+    assert sd.run() == 2
+    err = capsys.readouterr().err
+    assert (
+        "reward.kind: reward needs 'kind: metric' or 'kind: custom' (got ['metric', 'custom'])"
+        in err
+    )
+    assert "internal error" not in err
+
+
 # -- --gate ---------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from xml.sax.saxutils import escape, quoteattr
 from ci_evals._util import gcpolicy
 from ci_evals._util.bounds import NOT_READ, loads, orjson_loads, quick_loads
 from ci_evals.config.dataset import Dataset
+from ci_evals.config.rows import RowChecker
 from ci_evals.reports import junit
 from ci_evals.reports.digest import Digester, row_failures
 from ci_evals.results.files import own_loads
@@ -93,13 +94,14 @@ def test_a_plain_row_gives_the_sample_the_checked_path_gives(tmp_path):
     ]
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    ds = Dataset(path)
+    check = RowChecker(path)
     for index, row in enumerate(rows):
-        fast = ds._fields(index + 1, index, dict(row), from_csv=False)
-        slow = ds._fields(
+        fast = check.fields(index + 1, index, dict(row), from_csv=False)
+        slow = check.fields(
             index + 1, index, {**row, "rubric": None}, from_csv=False
         )  # a key the fast path leaves
         assert fast == slow
+    ds = Dataset(path)
     assert ds.scan() == 4 and [s.id for s in ds] == [0, 1, "s", 2]
 
 

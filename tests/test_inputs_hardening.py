@@ -111,7 +111,7 @@ def test_summary_json_stays_valid_json_when_a_grade_holds_nan(sd):
 @pytest.mark.parametrize("name", ["INPUT_MAX-CONCURRENT", "INPUT_PR-NUMBER"])
 @pytest.mark.parametrize("value", ["\u00b2", "\u0661\u0662"])
 def test_non_ascii_digits_in_action_inputs_are_input_errors(name, value):
-    from ci_evals.action.main import InputError, parse_inputs
+    from ci_evals.action.inputs import InputError, parse_inputs
 
     env = {"INPUT_SUITE": "x.yaml", name: value}
     with pytest.raises(InputError) as info:

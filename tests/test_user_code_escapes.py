@@ -11,6 +11,9 @@ import sys
 import pytest
 
 from ci_evals.action import main as action
+from ci_evals.action import suites
+from ci_evals.action.report import passed_for_sure
+from ci_evals.action.suites import SuiteRun
 from tests.conftest import replay_suite
 from tests.test_action import read_outputs
 
@@ -171,7 +174,7 @@ def test_action_never_says_passed_without_a_passing_summary(tmp_path, monkeypatc
         "INPUT_COMMENT": "never",
     }
     monkeypatch.setattr(
-        action, "run_here", lambda inputs, suite, out, baseline: (0, None, out, "")
+        suites, "run_here", lambda inputs, suite, out, baseline: (0, None, out, "")
     )  # exit 0, no summary
     assert action.run_action(env) == 3
     outputs = read_outputs(tmp_path / "output.txt")
@@ -208,9 +211,9 @@ def test_action_with_an_exiting_composer_is_red(tmp_path, monkeypatch):
 
 
 def test_passed_needs_every_summary_passed():
-    run = action.SuiteRun("s", None, 0, {"verdict": "passed"})
-    other = action.SuiteRun("t", None, 0, {"verdict": "errored"})
-    assert action.passed_for_sure([run], 0, "passed") is True
-    assert action.passed_for_sure([run, other], 0, "passed") is False
-    assert action.passed_for_sure([action.SuiteRun("s", None, 0, None)], 0, "passed") is False
-    assert action.passed_for_sure([], 0, "passed") is False
+    run = SuiteRun("s", None, 0, {"verdict": "passed"})
+    other = SuiteRun("t", None, 0, {"verdict": "errored"})
+    assert passed_for_sure([run], 0, "passed") is True
+    assert passed_for_sure([run, other], 0, "passed") is False
+    assert passed_for_sure([SuiteRun("s", None, 0, None)], 0, "passed") is False
+    assert passed_for_sure([], 0, "passed") is False

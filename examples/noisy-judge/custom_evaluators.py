@@ -22,7 +22,7 @@ PASS_PROBABILITY = {"easy": 0.95, "borderline": 0.60, "hard": 0.15}
 
 # A custom grader is not told which of the `num_runs` repeats it grades, so it numbers its own
 # calls per sample (graders run one at a time, so the count is exact).
-_calls: Counter = Counter()
+_calls: Counter[str] = Counter()
 
 
 @grader

@@ -7,9 +7,20 @@ here: ``from ci_evals import grader, GradeResult, Sample``. They load on first u
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what a type checker sees of the lazy names below (py.typed is shipped)
+    from ci_evals.core.sample import Grade, GradeResult, Sample
+    from ci_evals.graders.reward import RewardContext, RewardOutput
+    from ci_evals.usercode.decorators import (
+        agent_factory,
+        extractor,
+        grader,
+        reward_composer,
+        suite_setup,
+    )
 
 _LAZY = {
     "grader": "ci_evals.usercode.decorators",

@@ -7,10 +7,18 @@ image has no action.yml to read at run time, hence the table here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
+
 INPUTS: tuple[tuple[str, str, str], ...] = (
     # (input, default as in action.yml, what it does)
     ("suite", "", "suite YAML path(s) or glob(s), one per line; required unless 'results'"),
-    ("max-concurrent", "", "samples in flight (default: the suite's max_concurrent, else 10)"),
+    (
+        "max-concurrent",
+        "",
+        f"samples in flight (default: the suite's max_concurrent, else {DEFAULT_MAX_CONCURRENT})",
+    ),
     ("output-dir", "ci-evals-results", "results folder (a subfolder per suite when several)"),
     ("github-token", "${{ github.token }}", "token for the PR comment (pull-requests: write)"),
     ("comment", "auto", "auto (on pull_request events), always or never"),
@@ -47,7 +55,7 @@ GITHUB_VARIABLES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _rows(pairs) -> list[str]:
+def _rows(pairs: Sequence[tuple[str, str]]) -> list[str]:
     width = max(len(name) for name, _ in pairs)
     return [f"  {name:<{width}}  {text}" for name, text in pairs]
 

@@ -1,9 +1,9 @@
-"""Datasets: JSONL and CSV rows -> :class:`~ci_evals.core.sample.Sample`, strictly validated, streamed.
+"""Datasets: JSONL and CSV files -> :class:`~ci_evals.core.sample.Sample`, strictly validated, streamed.
 
-Every error names the file and line. CSV cells keep their text (ground truth ``4`` stays ``"4"``);
-``metadata``, ``agent_args`` and ``rubric_vars`` cells hold JSON objects; an ``input`` cell that
-looks like a JSON list is a multi-turn input. Blank JSONL lines are skipped. Columns other than the
-known fields are kept in ``Sample.extra_vars`` for templates.
+Every error names the file and line. Each row is checked by :mod:`ci_evals.config.rows` (what a
+row may hold); this module reads the file (blank JSONL lines are skipped, a line longer than
+:data:`MAX_LINE_BYTES` is refused), rejects duplicate ids, and selects the samples that run (tags,
+``max_samples``, the shard, ids, a worker's lane).
 
 Samples are parsed lazily so a 100k-row dataset never needs 100k objects alive at once.
 """
@@ -11,40 +11,21 @@ Samples are parsed lazily so a 100k-row dataset never needs 100k objects alive a
 from __future__ import annotations
 
 import csv
-import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from ci_evals._util.bounds import NOT_READ, loads, quick_loads
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.text import some_ids
 from ci_evals.config.rowerrors import duplicate_id, json_where
+from ci_evals.config.rows import RowChecker, SampleFields
 from ci_evals.config.yamlio import regular_file
 from ci_evals.core.sample import Sample
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """The longest JSONL line (one sample) we read: parsing costs several times a line's size in memory."""
-KNOWN = (
-    "id",
-    "input",
-    "ground_truth",
-    "metadata",
-    "tags",
-    "agent_args",
-    "rubric_vars",
-    "rubric",
-    "rubric_path",
-)
-
-
-LETTA_KEYS = ("sample_id", "prompt", "extra_vars")  # letta-evals 0.6-0.17 row keys, read in _sample
-NESTED = (
-    "agent_args",
-    "rubric_vars",
-    "extra_vars",
-)  # letta-evals 0.14+: these objects may sit in `metadata`
 
 
 def shard_of(sample_id: int | str, count: int) -> int:
@@ -61,41 +42,15 @@ class Lane(Protocol):
     def owns(self, ordinal: int) -> bool: ...
 
 
-_PLAIN_KEYS = frozenset(("id", "input", "ground_truth", "tags", "metadata"))
+class Selection(TypedDict):
+    """Which samples of a dataset run: the keyword arguments of :class:`Dataset` (read there)."""
 
-
-def _plain_row(row: dict[str, Any], index: int) -> dict[str, Any] | None:
-    """A JSONL row's sample fields when the row is the plain kind (id, a string input and ground
-    truth, tags, a metadata object with nothing nested to lift), which :meth:`Dataset._fields`
-    would accept as it is; None for every other row, which ``_fields`` checks key by key."""
-    if not row.keys() <= _PLAIN_KEYS:
-        return None
-    sid, inp, gt = row.get("id"), row.get("input"), row.get("ground_truth")
-    if inp.__class__ is not str or not (gt is None or gt.__class__ is str):
-        return None
-    if sid is None:
-        sid = index
-    elif not (sid.__class__ is int or sid.__class__ is str):
-        return None
-    tags = row.get("tags") or []
-    if tags.__class__ is not list or (
-        tags and not all(t.__class__ is str for t in tags)
-    ):  # no generator for []
-        return None
-    meta = row.get("metadata")
-    if meta is not None and (meta.__class__ is not dict or any(k in meta for k in NESTED)):
-        return None
-    return {
-        "id": sid,
-        "input": inp,
-        "ground_truth": gt,
-        "metadata": meta or {},
-        "tags": tags,
-        "agent_args": None,
-        "rubric_vars": None,
-        "extra_vars": {},
-        "rubric": None,
-    }
+    sample_tags: list[str] | None
+    max_samples: int | None
+    shard: tuple[int, int] | None
+    sample_ids: set[str] | None
+    id_match: Callable[[str], bool] | None
+    needs_ids: bool
 
 
 class Dataset:
@@ -118,7 +73,7 @@ class Dataset:
         max_samples: int | None = None,
         shard: tuple[int, int] | None = None,
         sample_ids: set[str] | None = None,
-        id_match=None,
+        id_match: Callable[[str], bool] | None = None,
         needs_ids: bool = False,
     ) -> None:
         self.path = path
@@ -146,189 +101,14 @@ class Dataset:
         self.lane: Lane | None = (
             None  # which selected samples an iteration yields (worker processes)
         )
-        self._no_id = False  # whether the row parsed last had no 'id'
-        self._rubric_files: dict[Path, str] = {}  # rubric_path files, read once each
+        self._check = RowChecker(path)  # each row as its sample's fields
 
-    # -- parsing -------------------------------------------------------------------------------
+    # -- reading -------------------------------------------------------------------------------
 
     def _err(self, line: int, msg: str) -> ConfigError:
-        return ConfigError(msg, file=str(self.path), line=line)
+        return self._check.error(line, msg)
 
-    def _fields(self, line: int, index: int, row: dict[str, Any], from_csv: bool) -> dict[str, Any]:
-        """One row checked, as the fields of its :class:`Sample` (built only when a sample is needed:
-        validating the file does not build 100k models)."""
-        fast = None if from_csv else _plain_row(row, index)
-        if fast is not None:
-            self._no_id = "id" not in row or row["id"] is None
-            return fast
-
-        def need(cond: bool, msg: str) -> None:
-            if not cond:
-                raise self._err(line, msg)
-
-        if row.get("input") in (None, "") and row.get("prompt") not in (None, ""):
-            row = {
-                **row,
-                "input": row["prompt"],
-            }  # letta-evals 0.14+: `prompt` is an alias of `input`
-        meta = row.get("metadata")
-        if isinstance(meta, dict):
-            row = {**{k: meta[k] for k in NESTED if isinstance(meta.get(k), dict)}, **row}
-        need("input" in row, "missing required field 'input'")
-        inp = row["input"]
-        if from_csv:
-            text = inp.strip()
-            if text.startswith("[") and text.endswith("]"):
-                try:
-                    inp = loads(text)
-                except ValueError as exc:
-                    raise self._err(
-                        line,
-                        "'input' looks like a JSON list but is invalid"
-                        + json_where(exc, "character"),
-                    ) from None
-        if isinstance(inp, list):
-            need(
-                bool(inp) and all(isinstance(x, str) for x in inp),
-                "'input' must be a string or a non-empty list of strings",
-            )
-        else:
-            need(
-                isinstance(inp, str),
-                f"'input' must be a string or a list of strings, got {type(inp).__name__}",
-            )
-
-        gt = row.get("ground_truth")
-        if from_csv and gt == "":
-            gt = None
-        if (
-            from_csv
-            and isinstance(gt, str)
-            and gt.strip().startswith("[")
-            and gt.strip().endswith("]")
-        ):
-            try:
-                gt = json.loads(gt)
-            except ValueError as exc:
-                raise self._err(
-                    line, f"'ground_truth' looks like a JSON list but is invalid: {exc}"
-                ) from None
-        if isinstance(
-            gt, list
-        ):  # letta-evals 0.9+: one ground truth per input turn, each turn graded
-            need(
-                all(isinstance(x, str) for x in gt),
-                "'ground_truth' list must hold strings, one per input turn",
-            )
-            need(
-                isinstance(inp, list) and len(inp) == len(gt),
-                f"'ground_truth' is a list of {len(gt)}: 'input' must be a list of as many turns"
-                + (f" (it has {len(inp)})" if isinstance(inp, list) else " (it is a string)"),
-            )
-        elif isinstance(gt, bool):
-            gt = "true" if gt else "false"
-        elif isinstance(gt, (int, float)):
-            gt = json.dumps(gt)
-        need(
-            gt is None or isinstance(gt, (str, list)),
-            "'ground_truth' must be a string (or a number)",
-        )
-
-        def obj(name: str) -> dict[str, Any] | None:
-            value = row.get(name)
-            if from_csv:
-                if value in (None, ""):
-                    return None
-                try:
-                    value = loads(value)
-                except ValueError as exc:
-                    raise self._err(
-                        line, f"'{name}' cell is not valid JSON" + json_where(exc, "character")
-                    ) from None
-            need(value is None or isinstance(value, dict), f"'{name}' must be a JSON object")
-            return value
-
-        tags = row.get("tags")
-        if from_csv and isinstance(tags, str):
-            t = tags.strip()
-            try:
-                tags = (
-                    loads(t)
-                    if t.startswith("[")
-                    else [x.strip() for x in t.split(",") if x.strip()]
-                )
-            except ValueError as exc:
-                raise self._err(
-                    line, f"'tags' cell looks like a JSON list but is invalid: {exc}"
-                ) from None
-        tags = tags or []
-        need(
-            isinstance(tags, list) and all(isinstance(x, str) for x in tags),
-            "'tags' must be a list of strings",
-        )
-
-        sid = row.get("sample_id") if row.get("sample_id") not in (None, "") else row.get("id")
-        if from_csv and isinstance(sid, str):
-            sid = sid.strip()
-            sid = int(sid) if sid.isdigit() and str(int(sid)) == sid else (sid or None)
-        self._no_id = sid is None  # read by scan() to word a clash of this row's index with an id
-        if sid is None:
-            sid = index
-        need(
-            isinstance(sid, (int, str)) and not isinstance(sid, bool),
-            "'id' must be a string or an integer",
-        )
-
-        extra = {k: v for k, v in row.items() if k not in KNOWN and k is not None}
-        for k in LETTA_KEYS:
-            extra.pop(k, None)
-        extra.update(obj("extra_vars") or {})  # letta-evals 0.6+: the row's `extra_vars` object
-        return {
-            "id": sid,
-            "input": inp,
-            "ground_truth": gt,
-            "metadata": obj("metadata") or {},
-            "tags": tags,
-            "agent_args": obj("agent_args"),
-            "rubric_vars": obj("rubric_vars"),
-            "extra_vars": extra,
-            "rubric": self._rubric(line, row, from_csv),
-        }
-
-    def _rubric(self, line: int, row: dict[str, Any], from_csv: bool) -> str | None:
-        """The row's own rubric: ``rubric`` inline, or ``rubric_path`` relative to this dataset file."""
-        inline, path = row.get("rubric"), row.get("rubric_path")
-        if from_csv:
-            inline, path = inline or None, (path or "").strip() or None
-        if inline is not None and path is not None:
-            raise self._err(line, "give 'rubric' or 'rubric_path', not both")
-        if inline is not None and not isinstance(inline, str):
-            raise self._err(line, "'rubric' must be a string")
-        if path is None:
-            return inline
-        if not isinstance(path, str):
-            raise self._err(line, "'rubric_path' must be a string")
-        full = (self.path.parent / Path(path).expanduser()).resolve()
-        cache = self._rubric_files
-        if full not in cache:
-            try:
-                cache[full] = full.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                raise self._err(
-                    line, f"rubric_path '{path}' is not UTF-8 text (byte {exc.start})"
-                ) from None
-            except OSError as exc:
-                reason = (
-                    "file not found"
-                    if isinstance(exc, FileNotFoundError)
-                    else exc.strerror or str(exc)
-                )
-                raise self._err(
-                    line, f"cannot read rubric_path '{path}' ({full}): {reason}"
-                ) from None
-        return cache[full]
-
-    def _jsonl(self, lane: Lane | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _jsonl(self, lane: Lane | None = None) -> Iterator[tuple[int, SampleFields]]:
         """Every row; with ``lane`` only the rows it owns (every row selected), the others not parsed."""
         index = 0
         with self.path.open("rb") as fh:
@@ -368,10 +148,10 @@ class Dataset:
                     raise self._err(
                         line_no, f"each line must be a JSON object, got {type(row).__name__}"
                     )
-                yield line_no, self._fields(line_no, index, row, from_csv=False)
+                yield line_no, self._check.fields(line_no, index, row, from_csv=False)
                 index += 1
 
-    def _csv(self) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _csv(self) -> Iterator[tuple[int, SampleFields]]:
         # Cells as long as a JSONL line may be; "utf-8-sig" drops the BOM Excel's "CSV UTF-8" writes.
         csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
         try:
@@ -392,13 +172,16 @@ class Dataset:
                             reader.line_num,
                             f"row has {len(header) + len(row[None])} cells, header has {len(header)}",
                         )
-                    yield reader.line_num, self._fields(reader.line_num, index, row, from_csv=True)
+                    yield (
+                        reader.line_num,
+                        self._check.fields(reader.line_num, index, row, from_csv=True),
+                    )
         except UnicodeDecodeError as exc:
             raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=str(self.path)) from None
         except csv.Error as exc:
             raise ConfigError(f"malformed CSV: {exc}", file=str(self.path)) from None
 
-    def _rows(self) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _rows(self) -> Iterator[tuple[int, SampleFields]]:
         """Every row of the file as (line, its sample's fields), unfiltered."""
         return self._jsonl() if self.format == "jsonl" else self._csv()
 
@@ -409,7 +192,9 @@ class Dataset:
 
     # -- selection -----------------------------------------------------------------------------
 
-    def _selected(self, rows=None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _selected(
+        self, rows: Iterator[tuple[int, SampleFields]] | None = None
+    ) -> Iterator[tuple[int, SampleFields]]:
         """Apply tags, then max_samples, then the shard. Reads on past max_samples only when
         validating (``rows`` given), so every row of the file is still checked."""
         taken = 0
@@ -458,7 +243,7 @@ class Dataset:
                     continue
             yield line, fields
 
-    def scan(self, on_sample=None) -> int:
+    def scan(self, on_sample: Callable[[Sample], object] | None = None) -> int:
         """Validate the whole file in one pass: parse every row, reject duplicate ids, count the selection.
 
         ``on_sample(sample)`` is called for each selected sample (pre-run checks such as
@@ -467,19 +252,21 @@ class Dataset:
         seen: dict[str, int] = {}  # id -> its first line, negated when that row had no 'id'
         state = {"total": 0}
 
-        def checked_rows():
+        def checked_rows() -> Iterator[tuple[int, SampleFields]]:
             for line, fields in self._rows():
                 state["total"] += 1
-                if self.needs_ids and self._no_id:
+                if self.needs_ids and self._check.no_id:
                     raise self._err(
                         line,
                         "this row has no 'id', and a regression gate (max_drop, max_regressions) "
                         "pairs each sample with the baseline's by its id: give every row one",
                     )
                 sid = fields["id"]
-                first = seen.setdefault(str(sid), -line if self._no_id else line)
+                first = seen.setdefault(str(sid), -line if self._check.no_id else line)
                 if abs(first) != line:
-                    raise self._err(line, duplicate_id(sid, self._no_id, abs(first), first < 0))
+                    raise self._err(
+                        line, duplicate_id(sid, self._check.no_id, abs(first), first < 0)
+                    )
                 yield line, fields
 
         count = 0

@@ -1,10 +1,19 @@
-"""Rate-limit arithmetic the suite's settings are checked with and the LLM scheduler paces by.
+"""The run's limits on calls: how many at once, how fast, how long one may wait.
 
-A leaf (no ci-evals import): the suite loader checks ``rate_limits`` and ``max_wait`` with it
-without importing the LLM package; :mod:`ci_evals.llm.limits` paces calls with the same numbers.
+The defaults of ``max_concurrent`` and ``max_wait``, and the rate-limit arithmetic the suite's
+settings are checked with and the LLM scheduler paces by. A leaf (no ci-evals import): the suite
+loader checks ``rate_limits`` and ``max_wait`` with it without importing the LLM package, the
+command line's options read the defaults without importing anything else; :mod:`ci_evals.llm.limits`
+paces calls with the same numbers.
 """
 
 from __future__ import annotations
+
+DEFAULT_MAX_CONCURRENT = 10
+"""Samples in flight at once, and each LLM endpoint's highest in-flight limit (its AIMD limit stays
+between 1 and it), when neither ``--max-concurrent`` (the Action's ``max-concurrent`` input) nor the
+suite's ``max_concurrent`` sets it. Documented in docs/reference.md (the suite keys), README.md and
+action.yml; tests/test_max_concurrent.py checks the documented value is this one."""
 
 DEFAULT_MAX_WAIT = 600.0
 HEADROOM = 0.97

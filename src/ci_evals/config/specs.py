@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ci_evals._util.errors import ConfigError, did_you_mean, unknown_choice
 from ci_evals._util.text import shorten
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class Strict(BaseModel):
@@ -129,7 +134,7 @@ def _is_mapping(annotation: Any) -> bool:
     return get_origin(annotation) is dict or any(_is_mapping(a) for a in get_args(annotation))
 
 
-def _unknown_value(err: dict[str, Any], loc: tuple) -> str:
+def _unknown_value(err: ErrorDetails, loc: tuple[int | str, ...]) -> str:
     """A value outside a ``Literal``/enum field, in the registries' wording, with the closest choice."""
     import re
 
@@ -139,8 +144,12 @@ def _unknown_value(err: dict[str, Any], loc: tuple) -> str:
 
 
 def validate_model(
-    model: type[BaseModel], raw: Any, key: str = "", file: str | None = None, lines=None
-):
+    model: type[M],
+    raw: Any,
+    key: str = "",
+    file: str | None = None,
+    lines: dict[str, int] | None = None,
+) -> M:
     """Validate ``raw`` with ``model``; turn the first pydantic error into a one-line ConfigError.
 
     The message names the YAML path and, for an unknown key, the closest valid key. ``lines`` maps
@@ -166,8 +175,8 @@ def validate_model(
                     dict_key = False
                     continue  # a list index or a dict key: the owner is the item model
                 field = getattr(owner, "model_fields", {}).get(part)
-                owner = _model_in(field.annotation) if field else None
-                if owner is None:
+                owner = _model_in(field.annotation) if field is not None else None
+                if field is None or owner is None:
                     break
                 dict_key = _is_mapping(field.annotation)
             valid = list(getattr(owner, "model_fields", {})) if owner is not None else []

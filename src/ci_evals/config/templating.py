@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 MUSTACHE = re.compile(r"\{\{\s*((?:item|sample)(?:\.[A-Za-z_][\w-]*|\[\d+\])*)\s*\}\}")
@@ -33,7 +34,10 @@ class TemplateError(ValueError):
 @functools.lru_cache(maxsize=1024)
 def _steps(path: str) -> tuple[str, tuple[str | int, ...]]:
     """``item.a[0].b`` -> (``item``, (``a``, 0, ``b``)), parsed once per distinct path."""
-    head = re.match(r"\w+", path).group(0)
+    found = re.match(r"\w+", path)
+    if found is None:  # not a MUSTACHE path (each begins with its namespace)
+        raise TemplateError(f"no template namespace in {{{{ {path} }}}}")
+    head = found.group(0)
     steps = tuple(
         m.group(1) if m.group(1) is not None else int(m.group(2))
         for m in _STEP.finditer(path[len(head) :])
@@ -105,15 +109,15 @@ def substitute(template: str, values: dict[str, Any], context: dict[str, Any] | 
     """Render ``{{ item.x }}`` / ``{{ sample.x }}`` (from ``context``) and ``{name}`` (from ``values``)
     in a single pass: text placed by one substitution is never read again, so placeholders inside
     a submission or ground truth stay literal. Without ``context``, ``{{ ... }}`` stays as written."""
-    if not values and (context is None or "{{" not in template):
-        return template
+    if not values:
+        return template if context is None or "{{" not in template else render(template, context)
 
     def repl(m: re.Match[str]) -> str:
         if m.group(1) is not None:
             return to_text(lookup(m.group(1), context)) if context is not None else m.group(0)
         return to_text(values[m.group(2)])
 
-    return _combined(tuple(values)).sub(repl, template) if values else render(template, context)
+    return _combined(tuple(values)).sub(repl, template)
 
 
 def brace_parts(template: str) -> list[tuple[str, str | None]]:
@@ -169,7 +173,7 @@ def format_braces(template: str, values: dict[str, Any]) -> str:
 _ABSENT = object()
 
 
-class _LazyNamespace(dict):
+class _LazyNamespace(dict[str, Any]):
     """A template namespace whose costly entries are computed on first use, then kept."""
 
     def __init__(self, eager: dict[str, Any], lazy: dict[str, Any]) -> None:
@@ -179,6 +183,8 @@ class _LazyNamespace(dict):
     def __contains__(self, key: object) -> bool:
         if dict.__contains__(self, key):
             return True
+        if not isinstance(key, str):  # every name a template may read is a string
+            return False
         make = self._lazy.pop(key, None)
         if make is None:
             return False
@@ -201,7 +207,9 @@ def _parse_json(text: str) -> Any:
         return _ABSENT
 
 
-def grader_context(item: dict[str, Any], submission: str, tool_calls) -> dict[str, Any]:
+def grader_context(
+    item: dict[str, Any], submission: str, tool_calls: list[Any] | Callable[[], list[Any]]
+) -> dict[str, Any]:
     """The ``item``/``sample`` namespaces for OpenAI-style templates.
 
     ``sample.output_json`` is the submission parsed as JSON, or absent when it is not JSON;

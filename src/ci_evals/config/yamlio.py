@@ -12,9 +12,12 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci_evals._util.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml
 
 MAX_DEPTH = 100
 """Nesting levels a suite (or a JSON dataset/replay record) may have."""
@@ -22,25 +25,25 @@ MAX_NODES = 100_000
 """Values a YAML document may hold with every alias expanded."""
 
 
-def _loader(text: str, file: str):
+def _loader(text: str, file: str) -> yaml.SafeLoader:
     """A SafeLoader whose composer refuses nesting deeper than MAX_DEPTH (before Python's stack does)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
         depth = 0
 
-        def _too_deep(self, mark):
+        def _too_deep(self, mark: yaml.Mark) -> ConfigError:
             return ConfigError(
                 f"nested more than {MAX_DEPTH} levels deep", file=file, line=mark.line + 1
             )
 
-        def fetch_flow_collection_start(self, token_class):
+        def fetch_flow_collection_start(self, token_class: type[yaml.Token]) -> None:
             # The scanner's look-ahead is quadratic in open brackets: stop before it gets costly.
             if self.flow_level >= MAX_DEPTH:
                 raise self._too_deep(self.get_mark())
             super().fetch_flow_collection_start(token_class)
 
-        def compose_node(self, parent, index):
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
             self.depth += 1
             if self.depth > MAX_DEPTH:
                 raise self._too_deep(self.peek_event().start_mark)
@@ -60,10 +63,10 @@ class _Walk:
         self.lines: dict[str, int] = {}
         self.nodes = 0
 
-    def _fail(self, node, msg: str) -> ConfigError:
+    def _fail(self, node: yaml.Node, msg: str) -> ConfigError:
         return ConfigError(msg, file=self.file, line=node.start_mark.line + 1)
 
-    def walk(self, node, path: str) -> None:
+    def walk(self, node: yaml.Node, path: str) -> None:
         import yaml
 
         self.nodes += 1

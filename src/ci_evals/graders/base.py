@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic
+
+from typing_extensions import TypeVar
 
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.registry import GRADER_KINDS
@@ -11,14 +13,20 @@ from ci_evals.config.specs import Context, GraderSpec, validate_model
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory
 
+SpecT_co = TypeVar("SpecT_co", bound=GraderSpec, covariant=True, default=GraderSpec)
+"""A grader's spec type. Covariant: a ``Grader[RubricSpec]`` is a ``Grader[GraderSpec]`` (the spec
+is set once, at construction); a bare ``Grader`` means ``Grader[GraderSpec]``."""
 
-class Grader:
-    """A configured grader.
 
-    Subclasses set ``spec_model`` and implement :meth:`grade`. Construction validates everything
-    that can be checked without calling out (files, templates, expressions) and raises
-    ConfigError; :meth:`grade` never raises for a sample-level problem, it returns a GradeResult
-    with ``error`` set (the runner also catches anything that escapes).
+class Grader(Generic[SpecT_co]):
+    """A configured grader, generic in its spec: ``class RubricGrader(Grader[RubricSpec])`` has
+    ``self.spec: RubricSpec``.
+
+    Subclasses set ``spec_model`` (the same spec class, which validates the suite's entry) and
+    implement :meth:`grade`. Construction validates everything that can be checked without calling
+    out (files, templates, expressions) and raises ConfigError; :meth:`grade` never raises for a
+    sample-level problem, it returns a GradeResult with ``error`` set (the runner also catches
+    anything that escapes).
 
     LLM-backed graders put ``usage`` ({prompt_tokens, completion_tokens}), ``cache_hits`` and
     ``retries`` in ``GradeResult.metadata``; the runner sums them for the reports.
@@ -29,13 +37,13 @@ class Grader:
     """The metric's per-sample pass rule (``(op, value)``), given by the suite loader once the gates
     are known; a judge with ``judge_repeats`` marks each repeat's pass with it (None: not known)."""
 
-    def __init__(self, name: str, spec: GraderSpec, ctx: Context) -> None:
+    def __init__(self, name: str, spec: SpecT_co, ctx: Context) -> None:
         self.name = name
-        self.spec = spec
+        self.spec: SpecT_co = spec
         self.ctx = ctx
 
     @classmethod
-    def resolve(cls, raw: dict[str, Any]) -> type[Grader]:
+    def resolve(cls, raw: dict[str, Any]) -> type[Grader[GraderSpec]]:
         """The class that handles this raw spec (lets ``kind: rubric`` + ``agent_file`` pick the agent judge)."""
         return cls
 
@@ -81,8 +89,8 @@ def build_grader(
     *,
     key: str | None = None,
     file: str | None = None,
-    lines=None,
-) -> Grader:
+    lines: dict[str, int] | None = None,
+) -> Grader[GraderSpec]:
     """Validate one ``graders.<name>`` entry with its kind's spec model and construct the grader."""
     key = key or f"graders.{name}"
     if not isinstance(raw, dict):
@@ -95,7 +103,7 @@ def build_grader(
         raise ConfigError(
             "missing 'kind' (or 'type')", file=file, key=key, line=(lines or {}).get(key)
         )
-    cls = GRADER_KINDS.get(str(raw["kind"]), key=kind_key).resolve(raw)
+    cls: type[Grader[GraderSpec]] = GRADER_KINDS.get(str(raw["kind"]), key=kind_key).resolve(raw)
     spec = validate_model(cls.spec_model, raw, key, file, lines)
     try:
         return cls(name, spec, ctx)

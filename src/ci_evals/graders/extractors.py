@@ -20,7 +20,7 @@ from ci_evals._util.errors import ConfigError
 from ci_evals._util.registry import EXTRACTORS
 from ci_evals._util.rx import compile_pattern, findall, search
 from ci_evals.config.specs import Strict, validate_model
-from ci_evals.core.trajectory import Trajectory
+from ci_evals.core.trajectory import ToolCall, Trajectory
 from ci_evals.usercode import lane as usercode
 from ci_evals.usercode.load import load_object, split_ref
 
@@ -65,12 +65,12 @@ def _assistant(t: Trajectory) -> list[str]:
     return [m.content for m in t.messages() if m.role == "assistant" and m.content]
 
 
-def last_assistant(t: Trajectory, c) -> str:
+def last_assistant(t: Trajectory, c: _NoConfig) -> str:
     texts = _assistant(t)
     return texts[-1] if texts else ""
 
 
-def first_assistant(t: Trajectory, c) -> str:
+def first_assistant(t: Trajectory, c: _NoConfig) -> str:
     texts = _assistant(t)
     return texts[0] if texts else ""
 
@@ -101,7 +101,7 @@ def pattern(t: Trajectory, c: _Pattern) -> str:
     return ""
 
 
-def _first_call(t: Trajectory, name: str):
+def _first_call(t: Trajectory, name: str) -> ToolCall | None:
     return next((tc for tc in t.tool_calls() if tc.name == name), None)
 
 
@@ -177,7 +177,7 @@ class Extractor:
 
     def __init__(
         self, name: str, fn: Callable[..., Any], config: Any, needs_memory: bool, custom: bool
-    ):
+    ) -> None:
         self.name = name
         self.fn = fn
         self.config = config
@@ -218,7 +218,7 @@ def make_extractor(
     *,
     key: str,
     file: str | None = None,
-    lines=None,
+    lines: dict[str, int] | None = None,
 ) -> Extractor:
     """Build an extractor from a grader's ``extractor``/``extractor_config``; validate the config now."""
     if name in BUILTINS:

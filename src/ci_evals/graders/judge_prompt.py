@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from ci_evals._util.errors import ConfigError
 from ci_evals._util.redact import scrub_and_shorten
 from ci_evals.config.templating import TemplateError, grader_context, substitute
 from ci_evals.core.sample import Sample
@@ -51,12 +52,31 @@ def input_text(sample: Sample) -> str:
     )
 
 
+def truth_text(sample: Sample) -> str:
+    """The sample's ground truth as the judge reads it: the string, or the turns one per line
+    (none: empty)."""
+    truth = sample.ground_truth
+    return "\n".join(truth) if isinstance(truth, list) else truth or ""
+
+
+def check_rubric_vars(sample: Sample, rubric_vars: Iterable[str], grader: str) -> None:
+    """ConfigError naming the declared rubric variables ``sample`` does not give (before a run)."""
+    given = sample.rubric_vars or {}
+    missing = [v for v in rubric_vars if v not in given]
+    if missing:
+        names = ", ".join(f"'{v}'" for v in missing)
+        raise ConfigError(
+            f"sample {sample.id} is missing rubric variable {names} required by grader '{grader}'",
+            key=f"graders.{grader}.rubric_vars",
+        )
+
+
 def fill_rubric(
     rubric: str,
     sample: Sample,
     submission: str,
     rubric_vars: Iterable[str] = (),
-    tool_calls: list | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> str:
     """The rubric with ``{{ item.x }}``, ``{input}``, ``{submission}``, ``{ground_truth}`` and the
     declared rubric variables substituted in one pass (other braces stay; substituted text is
@@ -105,7 +125,7 @@ def build_judge_prompt(
         input_text(sample),
     ]
     if sample.ground_truth:
-        parts += ["", "## Expected Answer (Ground Truth)", sample.ground_truth]
+        parts += ["", "## Expected Answer (Ground Truth)", truth_text(sample)]
     parts += [
         "",
         "---",

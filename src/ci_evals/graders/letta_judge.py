@@ -4,11 +4,12 @@ Used for ``kind: rubric`` with ``agent_file`` (the seeds' form) and for letta-ev
 ``kind: letta_judge`` (without ``agent_file`` it uses the judge bundled in ``ci_evals/data``).
 
 Before anything runs, the .af is read offline and must hold a judge tool (``judge_tool_name``,
-default ``submit_grade``) attached to its agent, taking ``score: float`` and ``rationale: str``.
+default ``submit_grade``) attached to its agent, taking ``score: float`` and ``rationale: str``
+(checked, and read at run time, in :mod:`ci_evals.graders.letta_judge_tool`).
 For each sample a fresh judge agent is imported, sent the LLM judge's prompt (the rubric with
 ``{input}``, ``{submission}``, ``{ground_truth}`` and rubric variables filled in, then the input,
 ground truth and submission, asking for a call of the judge tool; see
-:func:`ci_evals.graders.rubric.build_judge_prompt`), and deleted afterwards, also on failure. The
+:func:`ci_evals.graders.judge_prompt.build_judge_prompt`), and deleted afterwards, also on failure. The
 first call of the judge tool gives the grade, its score clamped to [0, 1]; a judge that never
 calls it gives score 0 with an error. With ``judge_repeats: K`` that is done K times, a fresh judge
 each time, and the scores averaged (:mod:`ci_evals.graders.repeats`).
@@ -16,11 +17,8 @@ each time, and the scores averaged (:mod:`ci_evals.graders.repeats`).
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import dataclasses
-import json
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -29,18 +27,21 @@ from pydantic import Field, model_validator
 
 from ci_evals._util.breaker import Breaker
 from ci_evals._util.errors import ConfigError
-from ci_evals._util.redact import scrub_and_shorten
 from ci_evals.config.specs import Context
 from ci_evals.config.templating import TemplateError
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory, Usage
 from ci_evals.graders.base import Grader
-from ci_evals.graders.judge_prompt import STANDARD_PLACEHOLDERS, build_judge_prompt, fill_rubric
+from ci_evals.graders.judge_prompt import (
+    STANDARD_PLACEHOLDERS,
+    build_judge_prompt,
+    check_rubric_vars,
+    fill_rubric,
+)
+from ci_evals.graders.letta_judge_tool import DEFAULT_TOOL, check_judge_tool, read_verdict
 from ci_evals.graders.repeats import JudgeRepeatsSpec, reduce_repeats
-from ci_evals.graders.rubric import RubricGrader
 from ci_evals.letta.agents import AgentLedger, systematic_kind
 from ci_evals.letta.client import (
-    AgentFile,
     AgentFileImport,
     LettaServer,
     backoff,
@@ -52,18 +53,9 @@ from ci_evals.letta.client import (
     retryable,
     stop_line,
 )
-from ci_evals.letta.messages import FAILED_STOPS, add_usage, calls_of, dump, to_turn
+from ci_evals.letta.messages import add_usage, dump
 
 DEFAULT_JUDGE = Path(__file__).resolve().parent.parent / "data" / "letta_judge.af"
-DEFAULT_TOOL = "submit_grade"
-_SCHEMA_TYPES = {
-    "number": "float",
-    "string": "str",
-    "integer": "int",
-    "boolean": "bool",
-    "array": "list",
-    "object": "dict",
-}
 
 
 class LettaJudgeSpec(JudgeRepeatsSpec, LettaServer, AgentFileImport):
@@ -99,100 +91,16 @@ class LettaJudgeSpec(JudgeRepeatsSpec, LettaServer, AgentFileImport):
         return self
 
 
-# -- offline checks of the judge's .af ------------------------------------------------------------
-
-
-def _source_params(source: str, name: str) -> dict[str, str] | None:
-    """``{param: annotation}`` of function ``name`` in the tool's source; None if not found."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
-            return {a.arg: ast.unparse(a.annotation) if a.annotation else "" for a in args}
-    return None
-
-
-def _schema_params(schema: Any) -> dict[str, str] | None:
-    """``{param: python type}`` from the tool's JSON schema; None when it has none."""
-    props = (
-        ((schema or {}).get("parameters") or {}).get("properties")
-        if isinstance(schema, dict)
-        else None
-    )
-    if not isinstance(props, dict):
-        return None
-    out = {}
-    for k, v in props.items():
-        kind = v.get("type", "") if isinstance(v, dict) else ""
-        out[k] = _SCHEMA_TYPES.get(kind, str(kind)) if isinstance(kind, str) else json.dumps(kind)
-    return out
-
-
-def _signature(params: dict[str, str]) -> str:
-    return "(" + ", ".join(f"{k}: {v}" if v else k for k, v in params.items()) + ")"
-
-
-def check_judge_tool(af: AgentFile, tool_name: str) -> None:
-    """The judge tool exists, is attached, needs no approval, and takes score: float, rationale: str."""
-    names = [t.get("name") for t in af.tools]
-    tool = next((t for t in af.tools if t.get("name") == tool_name), None)
-    if tool is None:
-        raise ConfigError(
-            f"Judge tool '{tool_name}' not found in agent file {af.ref}. Available tools: {names}"
-        )
-    attached = af.agent.get("tool_ids")
-    if isinstance(attached, list) and tool.get("id") is not None and tool["id"] not in attached:
-        raise ConfigError(
-            f"Judge tool '{tool_name}' is in agent file {af.ref} but not attached to its agent "
-            f"(its id '{tool['id']}' is not in the agent's tool_ids)"
-        )
-    rules = af.agent.get("tool_rules") or []
-    needs_approval = tool.get("default_requires_approval") or any(
-        isinstance(r, dict)
-        and r.get("type") == "requires_approval"
-        and r.get("tool_name") == tool_name
-        for r in rules
-    )
-    if needs_approval:
-        raise ConfigError(
-            f"Judge tool '{tool_name}' in agent file {af.ref} requires approval, "
-            "so the judge could never submit a grade"
-        )
-    found = [
-        p
-        for p in (
-            _source_params(tool.get("source_code") or "", tool_name),
-            _schema_params(tool.get("json_schema")),
-        )
-        if p is not None
-    ]
-    if not found:
-        raise ConfigError(
-            f"Judge tool '{tool_name}' in agent file {af.ref} has neither source code defining "
-            f"{tool_name}() nor a JSON schema, so its parameters cannot be checked"
-        )
-    for params in found:
-        if params.get("score") != "float" or params.get("rationale") != "str":
-            raise ConfigError(
-                f"Judge tool '{tool_name}' in agent file {af.ref} must take parameters "
-                f"score: float and rationale: str; it takes {_signature(params)}"
-            )
-
-
 # -- the grader -----------------------------------------------------------------------------------
 
 
-class LettaJudgeGrader(Grader):
+class LettaJudgeGrader(Grader[LettaJudgeSpec]):
     """Grades with a Letta judge agent imported fresh for every submission."""
 
     spec_model = LettaJudgeSpec
 
     def __init__(self, name: str, spec: LettaJudgeSpec, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
-        self.spec: LettaJudgeSpec = spec
         if spec.prompt_path is not None:
             self.rubric = ctx.read_text(spec.prompt_path, "rubric", f"graders.{name}.prompt_path")
         else:
@@ -239,7 +147,8 @@ class LettaJudgeGrader(Grader):
 
     def check_samples(self, samples: Iterable[Sample]) -> None:
         """Every sample gives every declared rubric variable (the LLM rubric grader's rule and message)."""
-        RubricGrader.check_samples(self, samples)  # uses only self.name and self.rubric_vars
+        for sample in samples:
+            check_rubric_vars(sample, self.rubric_vars, self.name)
 
     def build_prompt(self, sample: Sample, submission: str) -> str:
         """The message to the judge: the LLM judge's prompt, asking for a call of the judge tool."""
@@ -323,6 +232,7 @@ class LettaJudgeGrader(Grader):
                     break
             finally:
                 await self.ledger.forget(self._client, created)
+        assert error is not None  # every attempt (max_retries >= 0) returned or failed
         failed = stop_line(self.breaker, error, self.base_url, "Letta judge failed")
         return GradeResult(score=0.0, error=str(failed), metadata=meta)
 
@@ -347,69 +257,7 @@ class LettaJudgeGrader(Grader):
         add_usage(usage, resp.usage)
         meta["usage"] = usage.to_dict()
         stop = resp.stop_reason.stop_reason if resp.stop_reason else None
-        return self._verdict(dump(resp.messages), stop, self.spec.judge_tool_name, meta)
-
-    @staticmethod
-    def _verdict(
-        messages: list[dict[str, Any]], stop: str | None, tool: str, meta: dict[str, Any]
-    ) -> GradeResult:
-        """The grade from the judge's first call of the judge tool."""
-        call = next(
-            (
-                c
-                for m in messages
-                if m.get("message_type") in ("tool_call_message", "approval_request_message")
-                for c in calls_of(m)
-                if c.name == tool
-            ),
-            None,
-        )
-        if call is None:
-            said = [m.content for m in to_turn(messages) if m.role == "assistant" and m.content]
-            why = f" (the run stopped with '{stop}')" if stop in FAILED_STOPS else ""
-            return GradeResult(
-                score=0.0,
-                rationale=said[-1] if said else None,
-                metadata=meta,
-                error=f"the judge agent did not call the {tool} tool{why}",
-            )
-        try:
-            args = json.loads(call.arguments)
-        except ValueError:
-            args = None
-        if not isinstance(args, dict):
-            return GradeResult(
-                score=0.0,
-                metadata=meta,
-                error=f"the judge called {tool} with arguments that are not a JSON object: "
-                f"{scrub_and_shorten(call.arguments, 200)}",
-            )
-        raw = args.get("score")
-        try:
-            score = float(raw)
-        except (TypeError, ValueError, OverflowError):
-            score = math.nan
-        if math.isnan(score):
-            return GradeResult(
-                score=0.0,
-                metadata=meta,
-                rationale=_text(args.get("rationale")),
-                error=f"the judge called {tool} without a numeric score (score={raw!r})",
-            )
-        if not math.isfinite(
-            score
-        ):  # "inf", or 1e999 (which float() reads as inf): never clamped to 1
-            return GradeResult(
-                score=0.0,
-                metadata=meta,
-                rationale=_text(args.get("rationale")),
-                error=f"the judge called {tool} with a score that is not finite "
-                f"(score={scrub_and_shorten(str(raw), 60)})",
-            )
-        clamped = min(1.0, max(0.0, score))
-        if clamped != score:
-            meta["raw_score"] = score
-        return GradeResult(score=clamped, rationale=_text(args.get("rationale")), metadata=meta)
+        return read_verdict(dump(resp.messages), stop, self.spec.judge_tool_name, meta)
 
     async def aclose(self) -> None:
         if self._client is None:
@@ -426,7 +274,3 @@ def _sum(usages: Iterable[dict[str, int]]) -> dict[str, int]:
     for u in usages:
         total.add(u.get("prompt_tokens"), u.get("completion_tokens"))
     return total.to_dict()
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else value if isinstance(value, str) else json.dumps(value)

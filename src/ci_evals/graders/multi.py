@@ -27,7 +27,7 @@ import ast
 import asyncio
 import keyword
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import Field
@@ -44,7 +44,7 @@ MAX_FORMULA_CHARS = 1000
 MAX_DEPTH = 40
 
 
-def _minmax(fn):
+def _minmax(fn: Callable[[tuple[float, ...]], float]) -> Callable[..., float]:
     return lambda *args: fn(args)
 
 
@@ -161,7 +161,8 @@ class Formula:
         return self._eval(self.tree.body, values)
 
     def _eval(self, node: ast.AST, values: dict[str, float]) -> float:
-        if isinstance(node, ast.Constant):
+        """The value of a node :meth:`_check` accepted (a number, a name, an operator, a call)."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
             return float(node.value)
         if isinstance(node, ast.Name):
             return float(values[node.id])
@@ -171,8 +172,10 @@ class Formula:
             )
         if isinstance(node, ast.UnaryOp):
             return _UNARY[type(node.op)](self._eval(node.operand, values))
-        fn = FUNCTIONS[node.func.id][0]
-        return float(fn(*(self._eval(a, values) for a in node.args)))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            fn = FUNCTIONS[node.func.id][0]
+            return float(fn(*(self._eval(a, values) for a in node.args)))
+        raise TypeError(f"{type(node).__name__} was not checked")  # _check rejects it first
 
 
 def _symbol(op: ast.AST) -> str:
@@ -229,7 +232,7 @@ class MultiSpec(GraderSpec):
     )
 
 
-class MultiGrader(Grader):
+class MultiGrader(Grader[MultiSpec]):
     """Run the sub-graders concurrently and combine their raw scores with ``calculate_output``."""
 
     spec_model = MultiSpec
@@ -237,7 +240,7 @@ class MultiGrader(Grader):
     def __init__(self, name: str, spec: MultiSpec, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
         file = str(ctx.suite_file) if ctx.suite_file else None
-        self.subs: dict[str, Grader] = {}
+        self.subs: dict[str, Grader[GraderSpec]] = {}
         self.extractors: dict[str, Any] = {}
         for key, raw in spec.graders.items():
             where = f"graders.{name}.graders.{key}"
@@ -314,7 +317,7 @@ class MultiGrader(Grader):
             first = next(iter(errors))
             return error_grade(f"sub-grader '{first}' failed: {errors[first]}", **meta)
         value, problem = evaluate(self.formula, scores)
-        if problem:
+        if value is None:
             return error_grade(f"calculate_output '{self.formula.text}': {problem}", **meta)
         score = min(1.0, max(0.0, value))
         shown = ", ".join(f"{k}={v:g}" for k, v in scores.items())

@@ -14,15 +14,12 @@ on. The source is compiled when the suite loads: a syntax error, no top-level ``
 256 KB is a ConfigError. ``image_tag`` is accepted and ignored (the code runs on this interpreter
 and its installed packages).
 
-Isolation: the code runs in a separate interpreter (``python -I``) whose working directory is a
-fresh temporary folder, whose environment holds no secrets (only PATH, LANG, HOME/TMPDIR = that
-folder, NLTK_DATA and the process-tree marker of :mod:`ci_evals._util.procs`), which holds no
-capability (dropped from every set and the bounding set, with ``no_new_privs``: even as root it
-cannot read the environ of ci-evals, which is non-dumpable during a run), and whose stdin/stdout are not the protocol pipes (what the code prints is
-kept, cut to 2000 characters, in ``metadata.output``). A small pool of such workers (``workers``,
-default min(4, CPUs)) serves the samples: the module's top-level code runs once per worker, a
-worker serves at most 100 samples, and a worker whose sample failed in any way is killed (with
-every process it started) and replaced, so one runaway sample never affects the next.
+Isolation: the code runs in a separate, stripped interpreter (no secrets in its environment, no
+capability, a fresh temporary folder: :mod:`ci_evals.graders.python_worker`). A small pool of such
+workers (``workers``, default min(4, CPUs)) serves the samples: the module's top-level code runs
+once per worker, a worker serves at most 100 samples, and a worker whose sample failed in any way
+is killed (with every process it started) and replaced, so one runaway sample never affects the
+next.
 """
 
 from __future__ import annotations
@@ -31,12 +28,6 @@ import ast
 import asyncio
 import json
 import os
-import select
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,181 +36,16 @@ from typing import Any
 from pydantic import Field
 
 from ci_evals._util.errors import ConfigError
-from ci_evals._util.procs import MARKER, kill_tree, new_marker
 from ci_evals._util.redact import scrub
 from ci_evals.config.specs import MAX_TIMEOUT, Context, GraderSpec
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import Grader
+from ci_evals.graders.python_worker import Worker, WorkerDied
 from ci_evals.graders.string_check import error_grade
 
 MAX_SOURCE_BYTES = 256 * 1024
 MAX_TASKS_PER_WORKER = 100
-
-# The worker: sets its limits, keeps private copies of the protocol pipes, runs the source once,
-# then answers one JSON line per JSON request line.
-WORKER = r"""
-import contextlib, io, json, linecache, math, numbers, os, resource, sys, traceback
-mem = int(sys.argv[1])
-if mem > 0:
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-try:  # no capability (root's CAP_SYS_PTRACE/SYS_ADMIN/PERFMON read a non-dumpable parent's environ), ever again
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in range(64):
-        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP (EPERM without CAP_SETPCAP: nothing to drop)
-    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: no setuid program gives them back
-    header, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
-    libc.capset(header, data)
-except (ImportError, OSError, AttributeError):
-    pass
-rx = os.fdopen(os.dup(0), "r", encoding="utf-8")
-tx = os.fdopen(os.dup(1), "w", encoding="utf-8")
-null = os.open(os.devnull, os.O_RDWR)
-os.dup2(null, 0)
-os.dup2(null, 1)
-sys.stdin = open(os.devnull)
-FILE = sys.argv[2]
-
-def reply(obj):
-    tx.write(json.dumps(obj) + "\n")
-    tx.flush()
-
-def failure(exc):
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != "<string>"]
-    user = [f for f in frames if f.filename == FILE]
-    where = f" (line {user[-1].lineno})" if user else ""
-    text = "".join(traceback.format_exception_only(exc)).strip()
-    tb = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames[-20:])) + text
-    return {"error": text + where, "traceback": tb[-65536:]}
-
-def run(fn):
-    buf = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            out = {"value": fn()}
-    except BaseException as exc:
-        out = failure(exc)
-    if buf.getvalue():
-        out["output"] = buf.getvalue()[-65536:]
-    return out
-
-def check(out):
-    v = out.get("value")
-    if "error" in out:
-        return out
-    if not isinstance(v, numbers.Real):
-        return {"error": f"grade() returned {type(v).__name__}, expected a number", **out, "value": None}
-    try:
-        v = float(v)
-    except (OverflowError, ValueError) as exc:
-        return {"error": f"grade() returned an invalid number: {exc}", **out, "value": None}
-    if not math.isfinite(v):
-        return {"error": f"grade() returned {v}, expected a finite number", **out, "value": None}
-    return {**out, "value": v}
-
-source = json.loads(rx.readline())["source"]
-linecache.cache[FILE] = (len(source), None, source.splitlines(True), FILE)
-ns = {"__name__": "__grader__", "__file__": FILE}
-loaded = run(lambda: exec(compile(source, FILE, "exec"), ns))
-loaded.pop("value", None)
-if "error" not in loaded and not callable(ns.get("grade")):
-    loaded["error"] = "the source defines no function 'grade(sample, item)'"
-reply(loaded)
-if "error" in loaded:
-    sys.exit(0)
-for line in rx:
-    req = json.loads(line)
-    reply(check(run(lambda: ns["grade"](req["sample"], req["item"]))))
-"""
-
-
-class _Died(Exception):
-    """The worker process exited or closed its pipe without answering."""
-
-
-class _Worker:
-    """One worker process with its temporary folder; used from one thread at a time."""
-
-    def __init__(self, memory_bytes: int, filename: str) -> None:
-        self.folder = tempfile.mkdtemp(prefix="ci-evals-python-")
-        self.marker = new_marker()
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": self.folder,
-            "TMPDIR": self.folder,
-            "LANG": os.environ.get("LANG", "C.UTF-8"),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONIOENCODING": "utf-8",
-            MARKER: self.marker,
-        }
-        if "NLTK_DATA" in os.environ:
-            env["NLTK_DATA"] = os.environ["NLTK_DATA"]
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", WORKER, str(memory_bytes), filename],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                cwd=self.folder,
-                env=env,
-                start_new_session=True,
-            )
-        except OSError:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            raise
-        self.served = 0
-        self._buf = b""
-
-    def ask(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
-        """Send one JSON line and read the one-line answer before ``deadline`` (monotonic)."""
-        try:
-            self.proc.stdin.write((json.dumps(message, default=str) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            raise _Died(self._exit_reason()) from None
-        return json.loads(self._readline(deadline))
-
-    def _readline(self, deadline: float) -> bytes:
-        fd = self.proc.stdout.fileno()
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        while b"\n" not in self._buf:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not poller.poll(remaining * 1000):
-                raise TimeoutError
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise _Died(self._exit_reason())
-            self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line
-
-    def _exit_reason(self) -> str:
-        try:
-            code = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            return "the grader process stopped answering"
-        if code < 0:
-            name = (
-                signal.Signals(-code).name
-                if -code in signal.Signals._value2member_map_
-                else str(-code)
-            )
-            return f"the grader process was killed by {name} (out of memory?)"
-        return f"the grader process exited with code {code}"
-
-    def kill(self) -> None:
-        """Kill the worker and anything it started (setsid'd children too); remove its folder."""
-        kill_tree(self.proc.pid, self.marker)
-        self.proc.wait()
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def find_grade(body: list[ast.stmt]) -> ast.AST | None:
@@ -227,7 +53,7 @@ def find_grade(body: list[ast.stmt]) -> ast.AST | None:
 
     Looks inside ``if``/``try``/``with``/loops at module level, not inside functions or classes.
     """
-    found = None
+    found: ast.AST | None = None
     for node in body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             if node.name == "grade":
@@ -277,7 +103,7 @@ class PythonSpec(GraderSpec):
     )
 
 
-class PythonGrader(Grader):
+class PythonGrader(Grader[PythonSpec]):
     """Run user ``grade(sample, item)`` code in limited worker processes."""
 
     spec_model = PythonSpec
@@ -302,17 +128,17 @@ class PythonGrader(Grader):
         self.size = spec.workers or min(4, os.cpu_count() or 1)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._idle: list[_Worker] = []
-        self._live: set[_Worker] = set()
+        self._idle: list[Worker] = []
+        self._live: set[Worker] = set()
         self._load_error: dict[str, Any] | None = None
 
-    def _spawn(self) -> _Worker:
-        worker = _Worker(self.spec.memory_limit_mb * 1024 * 1024, self.filename)
+    def _spawn(self) -> Worker:
+        worker = Worker(self.spec.memory_limit_mb * 1024 * 1024, self.filename)
         with self._lock:
             self._live.add(worker)
         return worker
 
-    def _discard(self, worker: _Worker) -> None:
+    def _discard(self, worker: Worker) -> None:
         with self._lock:
             self._live.discard(worker)
         worker.kill()
@@ -323,10 +149,10 @@ class PythonGrader(Grader):
             return self._load_error
         deadline = time.monotonic() + self.spec.timeout
         with self._lock:
-            worker = self._idle.pop() if self._idle else None
+            idle = self._idle.pop() if self._idle else None
         try:
-            if worker is None:
-                worker = self._spawn()
+            worker = idle if idle is not None else self._spawn()
+            if idle is None:
                 loaded = worker.ask({"source": self.spec.source}, deadline)
                 if "error" in loaded:
                     loaded["error"] = f"running the source failed: {loaded['error']}"
@@ -336,7 +162,7 @@ class PythonGrader(Grader):
             out = worker.ask(payload, deadline)
         except TimeoutError:
             out = {"error": f"timed out after {self.spec.timeout:g} s"}
-        except _Died as exc:
+        except WorkerDied as exc:
             out = {"error": str(exc)}
         except OSError as exc:  # could not start a process
             return {"error": f"could not start the grader process: {exc}"}

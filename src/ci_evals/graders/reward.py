@@ -12,17 +12,18 @@ limit, or a score outside [0, 1] is an errored grade. A sync composer runs on th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ci_evals._util.errors import ConfigError, did_you_mean
-from ci_evals.config.specs import Strict, validate_model
+from ci_evals.config.specs import Context, Strict, validate_model
 from ci_evals.core.rule import passes
-from ci_evals.core.sample import GradeResult
-from ci_evals.results.records import make_grade
+from ci_evals.core.sample import GradeResult, Sample
+from ci_evals.core.trajectory import Message, Trajectory, Usage
+from ci_evals.results.records import Grade, make_grade
 from ci_evals.usercode import lane as usercode
 from ci_evals.usercode.load import load_object
 
@@ -53,21 +54,25 @@ class RewardContext:
     """What a composer gets (letta-evals ``RewardContext``). ``trajectory`` is a list of turns, each a
     list of messages; ``agent_state`` is None (ci-evals keeps memory blocks in the trajectory)."""
 
-    sample: Any
-    grades: Mapping[str, Any]
+    sample: Sample
+    grades: Mapping[str, GradeResult]
     submissions: Mapping[str, str]
-    trajectory: list
+    trajectory: list[list[Message]]
     agent_id: str | None
     model_handle: str | None
-    agent_state: Any
-    usage: Any
+    agent_state: None
+    usage: Usage
     timing: Mapping[str, float]
+
+
+Composer = Callable[[RewardContext], object]
+"""A ``@reward_composer``: ``(ctx)`` to a RewardOutput, a number or a dict (or an awaitable of one)."""
 
 
 class Reward:
     """A loaded reward spec; :meth:`grade` turns one sample's grades into the ``reward`` grade."""
 
-    def __init__(self, spec: MetricReward | CustomReward, composer=None) -> None:
+    def __init__(self, spec: MetricReward | CustomReward, composer: Composer | None = None) -> None:
         self.spec = spec
         self.composer = composer
         self.rule: tuple[str, float] = ("gte", 1.0)
@@ -85,26 +90,28 @@ class Reward:
 
     async def grade(
         self,
-        sample,
-        grades: dict[str, dict],
-        submissions: dict[str, str],
-        traj,
+        sample: Sample,
+        grades: Mapping[str, Grade],
+        submissions: Mapping[str, str],
+        traj: Trajectory,
         model: str | None,
-        timing: dict[str, float],
-    ) -> dict[str, Any]:
-        """The reward's grade dict (as results.jsonl stores grades), errored when it cannot be computed."""
+        timing: Mapping[str, float],
+    ) -> Grade:
+        """The reward's grade (as results.jsonl stores grades), errored when it cannot be computed."""
 
         if isinstance(self.spec, MetricReward):
             source = grades.get(self.spec.metric_key)
-            if source is None or source.get("error"):
+            given = None if source is None or source.get("error") else source.get("score")
+            if given is None:  # errored (a grade without an error has a score)
                 return make_grade(
                     error=f"reward not computed: grader '{self.spec.metric_key}' errored"
                 )
-            score, metadata = float(source["score"]), {"metric_key": self.spec.metric_key}
+            score, metadata = float(given), {"metric_key": self.spec.metric_key}
         else:
             bad = [n for n, g in grades.items() if g.get("error")]
             if bad:
                 return make_grade(error=f"reward not computed: grader '{bad[0]}' errored")
+            assert self.composer is not None  # load_reward gives a custom reward its composer
             try:  # off the event loop (a signal still ends the run), time-limited, escapes contained
                 out = coerce(
                     await usercode.run(
@@ -136,17 +143,18 @@ def coerce(value: Any) -> RewardOutput:
     )
 
 
-def _context(sample, grades, submissions, traj, model, timing) -> RewardContext:
+def _context(
+    sample: Sample,
+    grades: Mapping[str, Grade],
+    submissions: Mapping[str, str],
+    traj: Trajectory,
+    model: str | None,
+    timing: Mapping[str, float],
+) -> RewardContext:
+    """What the composer gets; every grade in ``grades`` has a score (none errored)."""
     return RewardContext(
         sample=sample,
-        grades={
-            n: GradeResult(
-                score=float(g["score"]),
-                rationale=g.get("rationale"),
-                metadata=g.get("metadata") or {},
-            )
-            for n, g in grades.items()
-        },
+        grades={n: _result(g) for n, g in grades.items()},
         submissions=dict(submissions),
         trajectory=[list(t) for t in traj.turns],
         agent_id=traj.metadata.get("agent_id"),
@@ -157,10 +165,30 @@ def _context(sample, grades, submissions, traj, model, timing) -> RewardContext:
     )
 
 
-def load_reward(raw: Any, graders: list[str], ctx, file: str, lines: dict[str, int]) -> Reward:
+def _result(grade: Grade) -> GradeResult:
+    """A grade without an error as the composer reads it (letta-evals' GradeResult)."""
+    score = grade.get("score")
+    if score is None:
+        raise TypeError("an errored grade has no score")
+    return GradeResult(
+        score=float(score),
+        rationale=grade.get("rationale"),
+        metadata=grade.get("metadata") or {},
+    )
+
+
+_KINDS: dict[str, type[MetricReward] | type[CustomReward]] = {
+    "metric": MetricReward,
+    "custom": CustomReward,
+}
+
+
+def load_reward(
+    raw: Any, graders: list[str], ctx: Context, file: str, lines: dict[str, int]
+) -> Reward:
     """Validate the suite's ``reward`` block and load its composer (checked like any custom code)."""
     kind = raw.get("kind") if isinstance(raw, dict) else None
-    model = {"metric": MetricReward, "custom": CustomReward}.get(kind)
+    model = _KINDS.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise ConfigError(
             f"reward needs 'kind: metric' or 'kind: custom' (got {kind!r})",

@@ -22,9 +22,10 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
+from typing_extensions import TypeVar
 
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.registry import GRADER_KINDS
@@ -38,6 +39,7 @@ from ci_evals.graders.judge_prompt import (
     STANDARD_PLACEHOLDERS,
     JudgeReplyError,
     build_judge_prompt,
+    check_rubric_vars,
     fill_rubric,
     input_text,
     number_field,
@@ -55,10 +57,6 @@ from ci_evals.graders.rubric_modes import (
 from ci_evals.llm.client import LLM, LLMError, effective_temperature
 from ci_evals.llm.cost import Tally
 from ci_evals.llm.providers import require
-
-if TYPE_CHECKING:
-    from ci_evals.llm.client import LLM
-    from ci_evals.llm.cost import Tally
 
 # --- the shared judge base ----------------------------------------------------------------------
 
@@ -84,10 +82,15 @@ class JudgeSpecMixin(JudgeRepeatsSpec):
     )
 
 
-class JudgeGrader(Grader):
+JudgeSpecT_co = TypeVar(
+    "JudgeSpecT_co", bound=JudgeSpecMixin, covariant=True, default=JudgeSpecMixin
+)
+
+
+class JudgeGrader(Grader[JudgeSpecT_co]):
     """Base of the LLM judges: one LLM client, a JSON-mode call, error grades with usage metadata."""
 
-    def __init__(self, name: str, spec: JudgeSpecMixin, ctx: Context) -> None:
+    def __init__(self, name: str, spec: JudgeSpecT_co, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
         provider = getattr(spec, "provider", "openai")
         require(provider, f"graders.{name}.provider")
@@ -202,11 +205,10 @@ class RubricSpec(JudgeSpecMixin):
         return self
 
 
-class RubricGrader(JudgeGrader):
+class RubricGrader(JudgeGrader[RubricSpec]):
     """``kind: rubric`` / ``model_judge``: an LLM scores the submission against a rubric."""
 
     spec_model = RubricSpec
-    spec: RubricSpec
 
     @classmethod
     def resolve(cls, raw: dict[str, Any]) -> type[Grader]:
@@ -268,15 +270,8 @@ class RubricGrader(JudgeGrader):
         """Every sample must give every declared rubric variable and, in verbatim mode, every
         placeholder of the rubric it will be judged with; name the first that does not."""
         for sample in samples:
-            given = sample.rubric_vars or {}
-            missing = [v for v in self.rubric_vars if v not in given]
-            if missing:
-                names = ", ".join(f"'{v}'" for v in missing)
-                raise ConfigError(
-                    f"sample {sample.id} is missing rubric variable {names} required by grader '{self.name}'",
-                    key=f"graders.{self.name}.rubric_vars",
-                )
-            if getattr(self, "mode", None) == "verbatim":  # the agent judge reuses this method
+            check_rubric_vars(sample, self.rubric_vars, self.name)
+            if self.mode == "verbatim":
                 check_verbatim_sample(sample, self.fields, self.name)
 
     async def grade(self, sample: Sample, submission: str, trajectory: Trajectory) -> GradeResult:
@@ -327,7 +322,8 @@ class RubricGrader(JudgeGrader):
         meta: dict[str, Any] = {"model": model, **tally.metadata()}
         if raw_scores != scores:
             meta["raw_scores"] = raw_scores  # the judge went outside [0, 1]; scores were clamped
-        score, text = scores[0], rationales[0]
+        score = scores[0]
+        text: str | None = rationales[0]
         if k > 1:
             meta["judge_scores"] = scores
             meta["judge_spread"] = max(scores) - min(scores)

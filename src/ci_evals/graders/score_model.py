@@ -22,6 +22,7 @@ import json
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
+from typing_extensions import TypeVar
 
 from ci_evals._util.errors import ConfigError, unknown_choice
 from ci_evals.config.specs import Context, Strict
@@ -146,13 +147,17 @@ def _chat_content(
     return parts
 
 
-class ModelGrader(JudgeGrader):
+ModelSpecT_co = TypeVar(
+    "ModelSpecT_co", bound=ModelGraderSpec, covariant=True, default=ModelGraderSpec
+)
+
+
+class ModelGrader(JudgeGrader[ModelSpecT_co]):
     """What score_model and label_model share: templated messages, the JSON call, metadata."""
 
-    spec: ModelGraderSpec
     answer_format = ""
 
-    def __init__(self, name: str, spec: ModelGraderSpec, ctx: Context) -> None:
+    def __init__(self, name: str, spec: ModelSpecT_co, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
         self.params = spec.sampling_params.wire(spec.model)
 
@@ -206,7 +211,8 @@ class ModelGrader(JudgeGrader):
         except JudgeReplyError as exc:
             return self.error_grade(str(exc), tally, model=model)
         reply, meta = answers[0]  # the first repeat's reply is the grade's
-        steps = reply.get("steps") if isinstance(reply.get("steps"), list) else []
+        given = reply.get("steps")
+        steps = given if isinstance(given, list) else []
         metadata = {"model": model, **meta, "steps": steps, **tally.metadata()}
         score, rationale = scores[0], _steps_text(steps) or None
         if k > 1:
@@ -229,11 +235,10 @@ def _answer_format(result: str) -> str:
     )
 
 
-class ScoreModelGrader(ModelGrader):
+class ScoreModelGrader(ModelGrader[ScoreModelSpec]):
     """``score_model``: the judge returns a number in ``range``; the score is it, normalised."""
 
     spec_model = ScoreModelSpec
-    spec: ScoreModelSpec
 
     def __init__(self, name: str, spec: ScoreModelSpec, ctx: Context) -> None:
         lo, hi = spec.range
@@ -252,11 +257,10 @@ class ScoreModelGrader(ModelGrader):
         return (clamped - lo) / (hi - lo), {"result": result, "range": [lo, hi]}
 
 
-class LabelModelGrader(ModelGrader):
+class LabelModelGrader(ModelGrader[LabelModelSpec]):
     """``label_model``: the judge picks one of ``labels``; 1 if it is a passing label, else 0."""
 
     spec_model = LabelModelSpec
-    spec: LabelModelSpec
 
     def __init__(self, name: str, spec: LabelModelSpec, ctx: Context) -> None:
         if len(set(spec.labels)) != len(spec.labels):

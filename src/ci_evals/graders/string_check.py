@@ -20,6 +20,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import Field
+from typing_extensions import TypeVar
 
 from ci_evals._util.errors import ConfigError
 from ci_evals.config.specs import Context, GraderSpec
@@ -68,17 +69,27 @@ OPERATIONS = {
 }
 
 
-class StringCheckSpec(GraderSpec):
+class PairSpec(GraderSpec):
+    """The two templates a pair grader compares (each kind redeclares them with its own wording)."""
+
+    input: str = DEFAULT_INPUT
+    reference: str
+
+
+PairSpecT_co = TypeVar("PairSpecT_co", bound=PairSpec, covariant=True, default=PairSpec)
+
+
+class StringCheckSpec(PairSpec):
     input: str = Field(default=DEFAULT_INPUT, description="Template of the text to check.")
     reference: str = Field(description="Template of the text to compare with.")
     operation: Literal["eq", "ne", "neq", "like", "ilike"]
 
 
-class PairGrader(Grader):
+class PairGrader(Grader[PairSpecT_co]):
     """A grader that compares a rendered ``input`` with a rendered ``reference`` (string_check,
     text_similarity): both templates are checked at load and rendered per sample here."""
 
-    def __init__(self, name: str, spec: Any, ctx: Context) -> None:
+    def __init__(self, name: str, spec: PairSpecT_co, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
         check_template(spec.input, "input")
         check_template(spec.reference, "reference")
@@ -104,7 +115,7 @@ class PairGrader(Grader):
         raise NotImplementedError
 
 
-class StringCheckGrader(PairGrader):
+class StringCheckGrader(PairGrader[StringCheckSpec]):
     """Compare the rendered ``input`` with the rendered ``reference`` (see the module rules)."""
 
     spec_model = StringCheckSpec

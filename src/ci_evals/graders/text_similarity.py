@@ -40,14 +40,15 @@ import asyncio
 import math
 import re
 import threading
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import Field
 
 from ci_evals._util.errors import ConfigError
-from ci_evals.config.specs import Context, GraderSpec
+from ci_evals.config.specs import Context
 from ci_evals.core.sample import GradeResult
-from ci_evals.graders.string_check import DEFAULT_INPUT, PairGrader, error_grade
+from ci_evals.graders.string_check import DEFAULT_INPUT, PairGrader, PairSpec, error_grade
 from ci_evals.llm.client import LLM, LLMError
 from ci_evals.llm.cost import Tally
 
@@ -185,12 +186,12 @@ class Scorer:
     def __init__(self, metric: str, tokenizer: str) -> None:
         self.metric = metric
         self.tokenizer = tokenizer
-        self._fn = None
+        self._fn: Callable[[str, str], float] | None = None
 
     def tokens(self, text: str) -> list[str]:
         return unicode_tokens(text) if self.tokenizer == "unicode" else default_tokens(text)
 
-    def _build(self):
+    def _build(self) -> Callable[[str, str], float]:
         m = self.metric
         if m == "fuzzy_match":
             from rapidfuzz import fuzz, utils
@@ -225,7 +226,7 @@ class Scorer:
         return float(self._fn(text, reference))
 
 
-class TextSimilaritySpec(GraderSpec):
+class TextSimilaritySpec(PairSpec):
     input: str = Field(default=DEFAULT_INPUT, description="Template of the text to score.")
     reference: str = Field(description="Template of the reference text.")
     evaluation_metric: Metric
@@ -242,7 +243,7 @@ class TextSimilaritySpec(GraderSpec):
     )
 
 
-class TextSimilarityGrader(PairGrader):
+class TextSimilarityGrader(PairGrader[TextSimilaritySpec]):
     """Score the rendered ``input`` against ``reference`` with one pinned metric."""
 
     spec_model = TextSimilaritySpec
@@ -268,7 +269,7 @@ class TextSimilarityGrader(PairGrader):
             if problem:
                 raise ConfigError(problem)
         self.scorer = Scorer(metric, spec.tokenizer) if metric != "cosine" else None
-        self.llm = None
+        self.llm: LLM | None = None
         if metric == "cosine":
             self.llm = LLM(
                 base_url=spec.base_url,
@@ -313,6 +314,7 @@ class TextSimilarityGrader(PairGrader):
             )
         else:
             tally = Tally()
+            assert self.llm is not None  # cosine, the one metric without a scorer, has a client
             try:
                 model = self.spec.embedding_model
                 result = tally.add(

@@ -21,6 +21,7 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.registry import GRADER_FUNCTIONS
@@ -32,12 +33,18 @@ from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import Grader
 from ci_evals.results.records import Grade, make_grade
 from ci_evals.usercode import lane as usercode
+from ci_evals.usercode.decorators import grader
 from ci_evals.usercode.load import load_module, load_object, split_ref
 
 NO_GT = "No ground_truth answer provided"
 
 Verdict = tuple[float, str, str | None]
 """What a built-in decides: (score, rationale, error or None)."""
+Core = Callable[[str, str], Verdict]
+"""A built-in's rule: its verdict on (ground truth, submission)."""
+GraderFunction = Callable[[Sample, str], Any]
+"""A grader function as the suite names it: ``(sample, submission)``, sync or async, returning a
+GradeResult (or what :meth:`ToolGrader._check` makes an error grade of)."""
 
 
 def _exact(truth: str, submission: str) -> Verdict:
@@ -85,9 +92,17 @@ def _ascii(truth: object, submission: str) -> Verdict:
     return 0.0, f"Non-printable-ASCII characters: {shown}{more}", None
 
 
-def _decide(core, needs_truth: bool, truth, submission: str) -> Verdict:
+def _decide(
+    core: Core, needs_truth: bool, truth: str | list[str] | None, submission: str
+) -> Verdict:
     """A built-in's verdict; one that compares with the ground truth scores 0 without one."""
-    return (0.0, NO_GT, None) if needs_truth and not truth else core(truth, submission)
+    if not needs_truth:
+        return core("", submission)
+    if not truth:
+        return 0.0, NO_GT, None
+    if isinstance(truth, list):  # run/perturn grades such a sample turn by turn, never whole
+        raise TypeError("a ground_truth list (one per turn) is graded turn by turn")
+    return core(truth, submission)
 
 
 def _result(verdict: Verdict) -> GradeResult:
@@ -97,37 +112,37 @@ def _result(verdict: Verdict) -> GradeResult:
     return GradeResult(score=score, rationale=rationale, metadata={}, error=error)
 
 
+@grader
 def exact_match(sample: Sample, submission: str) -> GradeResult:
     """Case-sensitive equality after trimming whitespace on both sides."""
     return _result(_decide(_exact, True, sample.ground_truth, submission))
 
 
+@grader
 def contains(sample: Sample, submission: str) -> GradeResult:
     """Case-insensitive substring: the ground truth appears in the submission."""
     return _result(_decide(_contains, True, sample.ground_truth, submission))
 
 
+@grader
 def regex_match(sample: Sample, submission: str) -> GradeResult:
     """``re.search`` of the ground truth (a pattern) in the submission."""
     return _result(_decide(_regex, True, sample.ground_truth, submission))
 
 
+@grader
 def ascii_printable_only(sample: Sample, submission: str) -> GradeResult:
     """Every character is printable ASCII (32..126); newlines and carriage returns are allowed."""
     return _result(_ascii(None, submission))
 
 
-_CORES = {
+_CORES: dict[GraderFunction, tuple[Core, bool]] = {
     exact_match: (_exact, True),
     contains: (_contains, True),
     regex_match: (_regex, True),
     ascii_printable_only: (_ascii, False),
 }
 """Each built-in's verdict on (ground truth, submission), and whether it needs a ground truth."""
-
-for _fn in (exact_match, contains, regex_match, ascii_printable_only):
-    _fn._is_grader = True
-    GRADER_FUNCTIONS.register(_fn.__name__, _fn)
 
 BUILTIN_FUNCTIONS = ("exact_match", "contains", "regex_match", "ascii_printable_only")
 
@@ -136,29 +151,30 @@ class ToolSpec(GraderSpec):
     function: str
 
 
-def resolve_function(name: str, base_dir: Path, key: str) -> Callable:
+def resolve_function(name: str, base_dir: Path, key: str) -> GraderFunction:
     """A grader function: ``file.py:func``, a built-in, or a ``@grader`` from custom_evaluators.py."""
     if split_ref(name):
         fn = load_object(name, base_dir, key=key)
-        if not callable(fn):
-            raise ConfigError(f"'{name}' is not a function", key=key)
-        return fn
-    if name not in GRADER_FUNCTIONS:
-        beside = base_dir / "custom_evaluators.py"
-        if beside.exists():
-            load_module(beside, key=key)
-    return GRADER_FUNCTIONS.get(name, key=key)
+    else:
+        if name not in GRADER_FUNCTIONS:
+            beside = base_dir / "custom_evaluators.py"
+            if beside.exists():
+                load_module(beside, key=key)
+        fn = GRADER_FUNCTIONS.get(name, key=key)
+    if not callable(fn):
+        raise ConfigError(f"'{name}' is not a function", key=key)
+    return fn
 
 
-class ToolGrader(Grader):
+class ToolGrader(Grader[ToolSpec]):
     spec_model = ToolSpec
 
     def __init__(self, name: str, spec: ToolSpec, ctx: Context) -> None:
         super().__init__(name, spec, ctx)
         self.fn = resolve_function(spec.function, ctx.base_dir, f"graders.{name}.function")
         self.is_async = inspect.iscoroutinefunction(self.fn)
-        self.builtin = self.fn in _CORES
-        self._core, self._needs_truth = _CORES.get(self.fn, (None, False))
+        self._rule = _CORES.get(self.fn)  # a built-in's rule; None for a custom function
+        self.builtin = self._rule is not None
 
     def grade_sync(self, sample: Sample, submission: str) -> GradeResult:
         """Grade without the event loop (the built-ins are pure and fast)."""
@@ -167,9 +183,9 @@ class ToolGrader(Grader):
     def grade_builtin(self, sample: Sample, submission: str, rule: tuple[str, float]) -> Grade:
         """A built-in's grade as results.jsonl holds it, with no GradeResult in between (the
         100k-sample path): the same grade :meth:`grade_sync` leads to, for ``rule``."""
-        score, rationale, error = _decide(
-            self._core, self._needs_truth, sample.ground_truth, submission
-        )
+        if self._rule is None:
+            raise TypeError(f"grader '{self.spec.function}' is not a built-in")
+        score, rationale, error = _decide(*self._rule, sample.ground_truth, submission)
         if error:
             return make_grade(rationale=rationale, error=error)
         return make_grade(score, passes(score, *rule), rationale)
@@ -187,7 +203,7 @@ class ToolGrader(Grader):
             return GradeResult(score=0.0, rationale=msg, error=msg)
         return self._check(out)
 
-    def _check(self, out) -> GradeResult:
+    def _check(self, out: object) -> GradeResult:
         if not isinstance(out, GradeResult):
             # Accept foreign GradeResult-like objects (e.g. a real letta_evals GradeResult).
             score = getattr(out, "score", None)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ci_evals.config.rates import DEFAULT_MAX_WAIT, seconds_per_request
+from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_WAIT, seconds_per_request
 
 BURST_SECONDS = 0.5
 """Our bucket holds half a second of calls: half of what OpenAI's short windows allow, so the
@@ -32,7 +32,7 @@ server's bucket keeps slack for calls that the network delivers closer together 
 class Limits:
     """What the run was told about an endpoint: requests and tokens per minute, throttling budget."""
 
-    max_concurrent: int = 1000
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
     rpm: float | None = None
     tpm: float | None = None
     max_wait: float = DEFAULT_MAX_WAIT

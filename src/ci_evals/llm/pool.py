@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.errors import ConfigError
-from ci_evals.config.rates import DEFAULT_MAX_WAIT, check_rates
+from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_WAIT, check_rates
 from ci_evals.llm.limits import Limits
 from ci_evals.llm.scheduler import Endpoint
 
@@ -31,7 +31,7 @@ class EngineConfig:
     to ``(rpm, tpm)``; the most specific match wins (base URL, then provider, then ``*``).
     """
 
-    max_concurrent: int = 1000
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
     rates: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     max_wait: float = DEFAULT_MAX_WAIT
 

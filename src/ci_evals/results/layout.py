@@ -48,7 +48,9 @@ def suite_slug(suite_file: str | Path, base: str | Path | None = None) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "suite"
 
 
-def unique_slugs(suite_files: list[str] | list[Path], base: str | Path | None = None) -> dict[str, str]:
+def unique_slugs(
+    suite_files: list[str] | list[Path], base: str | Path | None = None
+) -> dict[str, str]:
     """``{str(path): folder name}`` for the suites of one run, distinct for distinct paths.
 
     Names that would be shared (``evals/a-b/suite.yaml`` and ``evals/a/b/suite.yaml`` both read

@@ -2,9 +2,9 @@
 
 The CLI adds these flags to its ``run`` command; the Action builds a :class:`SuiteOptions` from its
 inputs and parses only its free-form ``args`` input with the same flags, so both run a suite
-through :func:`ci_evals.run.session.run_suite` with the same options. Only the standard library
-(and the exit codes, as light) is imported here: ``ci-evals --version`` and ``--help`` stay
-instant.
+through :func:`ci_evals.run.session.run_suite` with the same options. Only the standard library,
+the leaf :mod:`ci_evals.config.rates` (the defaults) and the exit codes (as light) are imported
+here: ``ci-evals --version`` and ``--help`` stay instant.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import NoReturn
 
+from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
 from ci_evals.run.exits import ExitCode
 
 
@@ -124,7 +125,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         "--max-concurrent",
         type=_positive,
         default=None,
-        help="samples in flight (default: YAML, else 10)",
+        help=f"samples in flight (default: YAML, else {DEFAULT_MAX_CONCURRENT})",
     )
     parser.add_argument(
         "--max-samples", type=_non_negative, default=None, help="run only the first N samples"

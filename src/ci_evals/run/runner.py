@@ -23,6 +23,7 @@ from ci_evals._util import gcpolicy, redact
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.redact import scrub
 from ci_evals._util.textsafe import clean_value
+from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
 from ci_evals.core.sample import Sample
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
@@ -52,7 +53,7 @@ YIELD_SECONDS = 0.005
 @dataclass
 class RunOptions:
     output: Path
-    max_concurrent: int = 10
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
     resume: bool = False
     progress: bool = True
     extra_summary: Summary = field(default_factory=lambda: Summary())

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
+from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.verdict import decide
 from ci_evals.llm import pool
@@ -29,8 +30,6 @@ from ci_evals.run.runner import Runner, RunOptions
 from ci_evals.run.signals import held_signals
 from ci_evals.suite.dialects import select_model
 from ci_evals.suite.loader import load_suite
-
-DEFAULT_CONCURRENCY = 10
 
 
 def print_comment(summary: Summary, out: Path) -> None:
@@ -110,7 +109,7 @@ def _run_suite(
     if resume is not None and not (resume / "results.jsonl").exists():
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
     baseline = Baseline(args.baseline) if args.baseline else None
-    concurrency = args.max_concurrent or suite.spec.max_concurrent or DEFAULT_CONCURRENCY
+    concurrency = args.max_concurrent or suite.spec.max_concurrent or DEFAULT_MAX_CONCURRENT
     extra: Summary = {}
     if args.shard:
         extra["shard"] = {

@@ -5,26 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from ci_evals.graders.reward import reward_config
-from ci_evals.suite.loader import LoadedSuite
+from ci_evals.suite.loaded import GraderSlot, LoadedSuite
 
 
 def suite_config(suite: LoadedSuite) -> dict[str, Any]:
     """The machine-readable config block of summary.json (what ``merge`` and recomputation need)."""
     return {
-        "graders": {
-            name: {
-                "label": s.grader.label,
-                "kind": s.grader.spec.kind,
-                "rule": list(s.rule),
-                "extractor": s.extractor.name,
-            }
-            | (
-                {"model": s.grader.spec.model}
-                if isinstance(getattr(s.grader.spec, "model", None), str)
-                else {}
-            )
-            for name, s in suite.graders.items()
-        }
+        "graders": {name: _grader_facts(slot) for name, slot in suite.graders.items()}
         | reward_config(suite.reward),
         "gates": [g.model_dump(exclude_none=True) for g in suite.gates],
         **(
@@ -38,6 +25,20 @@ def suite_config(suite: LoadedSuite) -> dict[str, Any]:
         "reducer": suite.spec.reducer,
         "target": _target_facts(suite.spec.target),
     }
+
+
+def _grader_facts(slot: GraderSlot) -> dict[str, Any]:
+    """A grader's label, kind, per-sample rule and extractor, and its model when it names one."""
+    facts: dict[str, Any] = {
+        "label": slot.grader.label,
+        "kind": slot.grader.spec.kind,
+        "rule": list(slot.rule),
+        "extractor": slot.extractor.name,
+    }
+    model = getattr(slot.grader.spec, "model", None)  # LLM graders' specs have one
+    if isinstance(model, str):
+        facts["model"] = model
+    return facts
 
 
 def _target_facts(target: dict[str, Any]) -> dict[str, Any]:

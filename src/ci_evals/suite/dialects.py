@@ -22,12 +22,14 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from ci_evals._util.errors import ConfigError, did_you_mean
 from ci_evals.core.rule import Op
 from ci_evals.gating import letta_gates as typed_gates
 from ci_evals.gating.gates import GateSpec, Metric
-from ci_evals.gating.letta_gates import Condition, LogicalGate, WeightedGate
-from ci_evals.graders.reward import CustomReward, MetricReward
+from ci_evals.gating.letta_gates import Condition, TypedGate
+from ci_evals.targets.base import Target
 
 DIALECTS = {
     "ci-evals": "ci-evals / letta-evals 0.4-0.6",
@@ -149,7 +151,7 @@ def _simple(
 
 def _convert_typed(
     raw: dict[str, Any], key: str, file: str, lines: dict[str, int], out: Translated
-) -> dict:
+) -> dict[str, Any]:
     """Percentages of a weighted or logical gate's accuracy thresholds made fractions (recursively)."""
     raw = dict(raw)
     if raw.get("kind") == "logical" and isinstance(raw.get("conditions"), list):
@@ -166,7 +168,7 @@ def _convert_typed(
 
 def _one_gate(
     gate: dict[str, Any], key: str, file: str, lines: dict[str, int], out: Translated
-) -> dict | None:
+) -> dict[str, Any] | None:
     """A gate in ci-evals' shape, or None when it is a typed (weighted or logical) gate kept aside."""
     kind = gate.get("kind")
     if kind is None:
@@ -247,11 +249,16 @@ def translate(
     return raw, out
 
 
-def typed_gates_of(found: Translated, metrics: list[str], file: str, lines: dict[str, int]) -> list:
+def typed_gates_of(
+    found: Translated, metrics: list[str], file: str, lines: dict[str, int]
+) -> list[TypedGate]:
     """The weighted and logical gates, validated, every metric they read checked against the suite's."""
-    out = []
+    out: list[TypedGate] = []
     for key, raw in found.typed_gates:
         gate = typed_gates.parse(raw, key, file, lines)
+        assert not isinstance(
+            gate, Condition
+        )  # only weighted_average and logical gates are kept aside
         for name, sub in typed_gates.metric_keys(gate):
             if name not in metrics:
                 raise ConfigError(
@@ -267,11 +274,11 @@ def typed_gates_of(found: Translated, metrics: list[str], file: str, lines: dict
 FLAG_FORM = 'METRIC [AGGREGATION] OP VALUE, e.g. "reward avg_score gte 0.75"'
 
 
-def gates_from_flags(texts: list[str] | None, metrics: list[str], file: str) -> list:
+def gates_from_flags(texts: list[str] | None, metrics: list[str], file: str) -> list[GateSpec]:
     """``--gate`` values as gates: ``METRIC [AGGREGATION] OP VALUE`` (aggregation default ``avg_score``)."""
     from typing import get_args
 
-    out = []
+    out: list[GateSpec] = []
     for text in texts or []:
         parts = text.split()
         if len(parts) == 3:
@@ -302,8 +309,12 @@ def gates_from_flags(texts: list[str] | None, metrics: list[str], file: str) -> 
             for message in found.warnings:
                 warn(message)
         try:
-            out.append(GateSpec(metric_key=name, metric=metric, op=op, value=number))
-        except ValueError as exc:
+            out.append(
+                GateSpec.model_validate(
+                    {"metric_key": name, "metric": metric, "op": op, "value": number}
+                )
+            )
+        except ValidationError as exc:
             raise ConfigError(
                 f"--gate '{text}': {exc.errors()[0]['msg'].removeprefix('Value error, ')}"
             ) from None
@@ -311,12 +322,16 @@ def gates_from_flags(texts: list[str] | None, metrics: list[str], file: str) -> 
 
 
 def with_cleanup(
-    target: dict[str, Any], cleanup: bool | None, tcls, file: str, lines: dict[str, int]
-) -> dict:
+    target: dict[str, Any],
+    cleanup: bool | None,
+    tcls: type[Target],
+    file: str,
+    lines: dict[str, int],
+) -> dict[str, Any]:
     """letta-evals' top-level ``cleanup`` (0.12+) as the target's own ``cleanup``; the target's key wins."""
     if cleanup is None:
         return target
-    if "cleanup" not in getattr(tcls.spec_model, "model_fields", {}):
+    if "cleanup" not in tcls.spec_model.model_fields:
         raise ConfigError(
             f"'cleanup' applies to targets that create agents; target kind '{target.get('kind')}' "
             "creates none",
@@ -345,40 +360,3 @@ def select_model(suite, handle: str) -> None:
             line=suite.lines.get("target.model_handles"),
         )
     spec.model_handles = [handle]
-
-
-def extend_schema(schema: dict[str, Any]) -> None:
-    """Add the letta-evals keys :func:`translate` reads to the suite JSON Schema (for editors)."""
-    defs = schema.setdefault("$defs", {})
-
-    def ref(model) -> dict[str, Any]:
-        sub = model.model_json_schema(ref_template="#/$defs/{model}")
-        defs.update(sub.pop("$defs", {}))
-        defs[model.__name__] = sub
-        return {"$ref": f"#/$defs/{model.__name__}"}
-
-    props = schema["properties"]
-    typed = [ref(Condition), ref(WeightedGate), ref(LogicalGate)]
-    native = props["gate"]
-    props["gate"] = {
-        "anyOf": [native, *typed],
-        "title": "Gate (letta-evals 0.7-0.20: kind simple, weighted_average or logical)",
-    }
-    props["gates"] = {**props["gates"], "items": {"anyOf": [props["gates"]["items"], *typed]}}
-    props["reward"] = {
-        "anyOf": [ref(MetricReward), ref(CustomReward)],
-        "title": "Reward (letta-evals 0.21+): the metric `reward`",
-    }
-    props["cleanup"] = {
-        "type": "boolean",
-        "title": "Cleanup (letta-evals 0.12+): the target's `cleanup`",
-    }
-    props["accuracy_scale"] = {
-        "enum": list(SCALES),
-        "title": "How accuracy thresholds are read: fraction "
-        "(ci-evals, default) or percent (letta-evals 0.4-0.20's 0-100, to reproduce its verdict)",
-    }
-    props["sandbox"] = {
-        "type": "object",
-        "title": "Sandbox (letta-evals Modal): not supported, run refuses it",
-    }

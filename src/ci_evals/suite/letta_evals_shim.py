@@ -12,6 +12,10 @@ from __future__ import annotations
 import importlib.util
 import sys
 import types
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pydantic import BaseModel
 
 import ci_evals.core.sample as models
 import ci_evals.graders.reward as rewards
@@ -29,11 +33,12 @@ def install() -> None:
     pkg = types.ModuleType("letta_evals")
     pkg.__path__ = []  # a package, so submodule imports resolve from sys.modules
     shim_models = types.ModuleType("letta_evals.models")
-    shim_models.GradeResult = models.GradeResult
-    shim_models.Sample = models.Sample
-    shim_models.SuiteSpec = dict  # setup scripts only annotate with it
-    pkg.decorators = decorators
-    pkg.models = shim_models
+    vars(shim_models).update(
+        GradeResult=models.GradeResult,
+        Sample=models.Sample,
+        SuiteSpec=dict,  # setup scripts only annotate with it
+    )
+    vars(pkg).update(decorators=decorators, models=shim_models)
     for name, value in vars(decorators).items():
         if not name.startswith("_"):
             setattr(pkg, name, value)
@@ -45,9 +50,10 @@ def install() -> None:
     ):  # letta-evals 0.21+ reward composers import these
         setattr(pkg, name, getattr(rewards, name))
         setattr(shim_models, name, getattr(rewards, name))
-    shim_models.LettaMessageUnion = Message  # custom extractors get ci-evals messages, turn by turn
+    # custom extractors get ci-evals messages, turn by turn
+    vars(shim_models)["LettaMessageUnion"] = Message
     extractors = _extractors_shim()
-    pkg.extractors = extractors
+    vars(pkg)["extractors"] = extractors
     sys.modules.update(
         {
             "letta_evals": pkg,
@@ -65,8 +71,10 @@ def _extractors_shim() -> types.ModuleType:
     mod = types.ModuleType("letta_evals.extractors")
     mod.__path__ = []
 
-    def wrap(fn, cfg_model):
-        def builtin(trajectory, config=None, *_):
+    def wrap(fn: Callable[..., str], cfg_model: type[BaseModel]) -> Callable[..., str]:
+        def builtin(
+            trajectory: Iterable[list[Message]], config: dict[str, Any] | None = None, *_: Any
+        ) -> str:
             return fn(Trajectory(turns=list(trajectory)), cfg_model.model_validate(config or {}))
 
         builtin.__name__ = fn.__name__
@@ -75,6 +83,5 @@ def _extractors_shim() -> types.ModuleType:
     for name, (fn, cfg_model, _) in BUILTINS.items():
         if name != "memory_block":  # it reads the agent's memory, not the turns
             setattr(mod, name, wrap(fn, cfg_model))
-    mod.extractor = decorators.extractor
-    mod.builtin = mod
+    vars(mod).update(extractor=decorators.extractor, builtin=mod)
     return mod

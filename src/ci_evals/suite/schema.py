@@ -1,15 +1,20 @@
-"""The suite's JSON Schema, generated from the same pydantic models that validate it."""
+"""The suite's JSON Schema, generated from the same pydantic models that validate it, with the
+letta-evals keys :func:`ci_evals.suite.dialects.translate` reads (for editors)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ci_evals._util.registry import GRADER_KINDS, TARGETS
-from ci_evals.suite.dialects import extend_schema
-from ci_evals.suite.loader import SuiteSpec
+from pydantic import BaseModel
+
+from ci_evals._util.registry import GRADER_KINDS, TARGETS, Registry
+from ci_evals.gating.letta_gates import Condition, LogicalGate, WeightedGate
+from ci_evals.graders.reward import CustomReward, MetricReward
+from ci_evals.suite.dialects import SCALES
+from ci_evals.suite.spec import SuiteSpec
 
 
-def _kind_schema(model, kinds: list[str], defs: dict[str, Any]) -> dict[str, Any]:
+def _kind_schema(model: type[BaseModel], kinds: list[str], defs: dict[str, Any]) -> dict[str, Any]:
     schema = model.model_json_schema(ref_template="#/$defs/{model}")
     defs.update(schema.pop("$defs", {}))
     props = schema.setdefault("properties", {})
@@ -22,7 +27,7 @@ def suite_schema() -> dict[str, Any]:
     schema = SuiteSpec.model_json_schema(ref_template="#/$defs/{model}")
     defs = schema.setdefault("$defs", {})
 
-    def branches(registry) -> list[dict[str, Any]]:
+    def branches(registry: Registry) -> list[dict[str, Any]]:
         by_class: dict[Any, list[str]] = {}
         for kind in registry.names():
             cls = registry.get(kind)
@@ -57,3 +62,40 @@ def suite_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "ci-evals suite"
     return schema
+
+
+def extend_schema(schema: dict[str, Any]) -> None:
+    """Add the letta-evals keys :func:`translate` reads to the suite JSON Schema (for editors)."""
+    defs = schema.setdefault("$defs", {})
+
+    def ref(model: type[BaseModel]) -> dict[str, Any]:
+        sub = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(sub.pop("$defs", {}))
+        defs[model.__name__] = sub
+        return {"$ref": f"#/$defs/{model.__name__}"}
+
+    props = schema["properties"]
+    typed = [ref(Condition), ref(WeightedGate), ref(LogicalGate)]
+    native = props["gate"]
+    props["gate"] = {
+        "anyOf": [native, *typed],
+        "title": "Gate (letta-evals 0.7-0.20: kind simple, weighted_average or logical)",
+    }
+    props["gates"] = {**props["gates"], "items": {"anyOf": [props["gates"]["items"], *typed]}}
+    props["reward"] = {
+        "anyOf": [ref(MetricReward), ref(CustomReward)],
+        "title": "Reward (letta-evals 0.21+): the metric `reward`",
+    }
+    props["cleanup"] = {
+        "type": "boolean",
+        "title": "Cleanup (letta-evals 0.12+): the target's `cleanup`",
+    }
+    props["accuracy_scale"] = {
+        "enum": list(SCALES),
+        "title": "How accuracy thresholds are read: fraction "
+        "(ci-evals, default) or percent (letta-evals 0.4-0.20's 0-100, to reproduce its verdict)",
+    }
+    props["sandbox"] = {
+        "type": "object",
+        "title": "Sandbox (letta-evals Modal): not supported, run refuses it",
+    }

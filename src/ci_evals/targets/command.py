@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import shlex
+from asyncio.subprocess import Process
 
 from pydantic import Field
 
@@ -51,7 +52,7 @@ class CommandSpec(TargetSpec):
     )
 
 
-class CommandTarget(Target):
+class CommandTarget(Target[CommandSpec]):
     spec_model = CommandSpec
 
     def __init__(self, spec: CommandSpec, ctx: Context) -> None:
@@ -88,6 +89,8 @@ class CommandTarget(Target):
         except OSError as exc:
             raise SampleError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
         self._live[proc.pid] = marker
+        # Each of the three was asked for as a PIPE, so each is there.
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         data = json.dumps(sample_payload(sample, run, model)).encode()
         out, err = bytearray(), bytearray()
         cap = int(self.spec.max_output_mb * 1024 * 1024)
@@ -120,7 +123,7 @@ class CommandTarget(Target):
             traj.metadata["replaced_chars"] = replaced
         return traj
 
-    def _kill(self, proc) -> None:
+    def _kill(self, proc: Process) -> None:
         marker = self._live.pop(proc.pid, None)
         kill_tree(proc.pid, marker)
 
@@ -162,7 +165,7 @@ async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
             pass
 
 
-async def _finish(proc, readers: list[asyncio.Task]) -> None:
+async def _finish(proc: Process, readers: list[asyncio.Task[None]]) -> None:
     """Wait for the program to exit and its output to end.
 
     asyncio's ``wait()`` also waits for the pipes to close, which a background child of the
@@ -172,20 +175,19 @@ async def _finish(proc, readers: list[asyncio.Task]) -> None:
     while proc.returncode is None:
         done, _ = await asyncio.wait(readers, timeout=POLL_SECONDS)
         for task in done:
-            if (
-                task.exception() is not None
-            ):  # output over the cap: stop now (the caller kills the tree)
-                raise task.exception()
+            # Output over the cap: stop now (the caller kills the tree).
+            if (exc := task.exception()) is not None:
+                raise exc
         if len(done) == len(readers):  # both pipes closed: wait() returns promptly now
             await proc.wait()
             return
     done, _ = await asyncio.wait(readers, timeout=PIPE_GRACE)
     for task in done:
-        if task.exception() is not None:
-            raise task.exception()
+        if (exc := task.exception()) is not None:
+            raise exc
 
 
-def _close(proc) -> None:
+def _close(proc: Process) -> None:
     """Close the pipes' transport so no file descriptor outlives the sample."""
     transport = getattr(proc, "_transport", None)
     if transport is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -20,6 +21,9 @@ from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.targets.base import Target
 from ci_evals.targets.io import parse_answer, sample_payload
+
+if TYPE_CHECKING:
+    import httpx  # imported by start(), not at load: the suite loads without it
 
 
 class EnvValue(Strict):
@@ -39,7 +43,7 @@ class HttpSpec(TargetSpec):
     )
 
 
-class HttpTarget(Target):
+class HttpTarget(Target[HttpSpec]):
     spec_model = HttpSpec
 
     def __init__(self, spec: HttpSpec, ctx: Context) -> None:
@@ -47,11 +51,11 @@ class HttpTarget(Target):
         if not spec.url.startswith(("http://", "https://")):
             raise ConfigError("'url' must start with http:// or https://", key="target.url")
         check_url(spec.url, "target.url")
-        self.client = None
+        self.client: httpx.AsyncClient | None = None
         self._secrets: list[str] = []
 
     def _headers(self) -> dict[str, str]:
-        out = {}
+        out: dict[str, str] = {}
         for name, value in self.spec.headers.items():
             if isinstance(value, EnvValue):
                 if value.env not in os.environ:
@@ -82,12 +86,14 @@ class HttpTarget(Target):
         import httpx
 
         cap = int(self.spec.max_response_mb * 1024 * 1024)
+        client = self.client
+        assert client is not None, "start() opens the client"
         try:
             async with asyncio.timeout(self.spec.timeout):  # the whole request, not each read
-                request = self.client.build_request(
+                request = client.build_request(
                     "POST", self.spec.url, json=sample_payload(sample, run, model)
                 )
-                resp = await self.client.send(request, stream=True)
+                resp = await client.send(request, stream=True)
                 try:  # read at most the cap: a huge body is an error, never held whole
                     body = bytearray()
                     async for chunk in resp.aiter_bytes():

@@ -7,7 +7,8 @@ Letta messages become one normalized turn. Agents the run created are deleted wh
 done (``cleanup: false`` keeps them; an agent from a failed attempt is always deleted).
 
 The Letta plumbing (client settings, .af reading, import, message mapping) lives in
-:mod:`ci_evals.letta`, shared with the agent-as-judge grader.
+:mod:`ci_evals.letta`, shared with the agent-as-judge grader; the client, the agents' ledger and
+closing, shared with the ``letta_code`` target, in :mod:`ci_evals.targets.letta_base`.
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
 from ci_evals._util.breaker import Breaker
 from ci_evals._util.errors import ConfigError, SampleError
-from ci_evals.config.specs import Context, TargetSpec
+from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.letta.agents import (  # noqa: F401
-    AgentLedger,
     describe,
     import_file,
     shown_url,
@@ -33,23 +34,22 @@ from ci_evals.letta.agents import (  # noqa: F401
 )
 from ci_evals.letta.client import (
     AgentFileImport,
-    LettaServer,
     backoff,
-    base_url_of,
     import_agent,
-    make_client,
     project_of,
     read_agent_file,
     retryable,
     stop_line,
 )
 from ci_evals.letta.messages import FAILED_STOPS, add_usage, dump, to_turn
-from ci_evals.targets.base import Target
+from ci_evals.targets.letta_base import LettaBase, LettaSpec
 from ci_evals.usercode.lane import contained
 from ci_evals.usercode.load import load_object
 
+T = TypeVar("T")
 
-class LettaTargetSpec(TargetSpec, LettaServer, AgentFileImport):
+
+class LettaTargetSpec(LettaSpec, AgentFileImport):
     kind: Literal["agent", "letta_agent"] = "agent"
     agent_file: str | None = Field(None, description="An .af file imported fresh for every sample.")
     agent_id: str | None = Field(None, description="An existing agent, shared by all samples.")
@@ -69,14 +69,13 @@ class LettaTargetSpec(TargetSpec, LettaServer, AgentFileImport):
     cleanup: bool = Field(True, description="Delete the agents the run created (false keeps them).")
 
 
-class LettaTarget(Target):
+class LettaTarget(LettaBase[LettaTargetSpec]):
     """Runs each sample against a Letta agent and returns the normalized trajectory."""
 
     spec_model = LettaTargetSpec
 
     def __init__(self, spec: LettaTargetSpec, ctx: Context) -> None:
         super().__init__(spec, ctx)
-        self.spec: LettaTargetSpec = spec
         chosen = [k for k in ("agent_file", "agent_id", "agent_script") if getattr(spec, k)]
         if not chosen:
             raise ConfigError(
@@ -116,16 +115,12 @@ class LettaTarget(Target):
             read_agent_file(spec.agent_file, ctx, "target.agent_file") if spec.agent_file else None
         )
         self.factory = self._load_factory(spec.agent_script, ctx) if spec.agent_script else None
-        self.base_url = base_url_of(spec)
-        self.ledger = AgentLedger(self.base_url)  # live, kept (cleanup: false) and left-over agents
-        self.breaker = (
-            Breaker()
-        )  # stops calling a server that never answered (ci_evals._util.breaker)
-        self._client: Any = None
-        self._lock: asyncio.Lock | None = None
+        # Stops calling a server that never answered (ci_evals._util.breaker).
+        self.breaker = Breaker()
+        self._lock = asyncio.Lock()  # one conversation at a time on a shared agent (agent_id)
 
     @staticmethod
-    def _load_factory(ref: str, ctx: Context) -> Any:
+    def _load_factory(ref: str, ctx: Context) -> Callable[..., Any]:
         fn = load_object(ref, ctx.base_dir, key="target.agent_script")
         if not callable(fn):
             raise ConfigError(f"'{ref}' is not a function", key="target.agent_script")
@@ -142,18 +137,6 @@ class LettaTarget(Target):
 
     def models(self) -> list[str | None]:
         return list(self.spec.model_handles) if self.spec.model_handles else [None]
-
-    @property
-    def client(self) -> Any:
-        """The AsyncLetta client (made on first use; a ``setup_script`` may receive it)."""
-        if self._client is None:
-            self._client = make_client(self.spec)
-        return self._client
-
-    async def start(self) -> None:
-        self.client  # noqa: B018 - create it now
-        if self._lock is None:
-            self._lock = asyncio.Lock()
 
     async def run(
         self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
@@ -210,11 +193,12 @@ class LettaTarget(Target):
                 self.ledger.keep(created)
             return traj
         where = f" after {attempt + 1} attempts" if attempt else ""
+        assert error is not None  # the loop ends here only after a failed attempt
         failed = stop_line(self.breaker, error, self.base_url, f"Letta agent run failed{where}")
         failed.retries = attempt + retried[0]
         raise failed from error
 
-    async def _within(self, call, path: str):
+    async def _within(self, call: Awaitable[T], path: str) -> T:
         """``await call`` with ``timeout`` as a total deadline (httpx's is per read); past it, the
         SDK's timeout error, which the retries and messages already treat as one."""
         try:
@@ -294,11 +278,13 @@ class LettaTarget(Target):
             retried[0] += retries
             model = None
         else:
+            factory = self.factory
+            assert factory is not None  # agent_file, agent_id or agent_script: checked at load
             with contained():  # SystemExit and the like from the factory: that sample's error
-                if inspect.iscoroutinefunction(self.factory):
-                    result = await self.factory(client, sample)
+                if inspect.iscoroutinefunction(factory):
+                    result = await factory(client, sample)
                 else:  # a sync factory may block (its own sync client): keep the event loop free
-                    result = await asyncio.to_thread(self.factory, client, sample)
+                    result = await asyncio.to_thread(factory, client, sample)
                     if inspect.isawaitable(result):
                         result = await result
             agent_id = getattr(result, "id", result)
@@ -317,15 +303,6 @@ class LettaTarget(Target):
         for label, value in _block_values(blocks):
             await client.agents.blocks.update(label, agent_id=agent_id, value=value)
         return agent_id
-
-    async def aclose(self) -> None:
-        if self._client is None:
-            return
-        await self.ledger.close(
-            self._client
-        )  # agents of failed deletes: tried once more, else reported
-        await self._client.close()
-        self._client = None
 
 
 def _block_values(blocks: Any) -> list[tuple[str, str]]:

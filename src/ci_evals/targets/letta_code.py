@@ -21,6 +21,7 @@ import json
 import os
 import shlex
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,14 +29,12 @@ from pydantic import Field, field_validator
 
 from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals._util.retry import Backoff
-from ci_evals.config.specs import Context, TargetSpec
+from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
-from ci_evals.letta.agents import AgentLedger
-from ci_evals.letta.client import LettaServer, base_url_of
+from ci_evals.letta.client import base_url_of
 from ci_evals.letta.messages import dump, to_turn
-from ci_evals.targets.base import Target
-from ci_evals.targets.letta import LettaTarget
+from ci_evals.targets.letta_base import LettaBase, LettaSpec
 from ci_evals.usercode.lane import contained
 from ci_evals.usercode.load import load_object
 
@@ -49,7 +48,7 @@ def extra_vars(sample: Sample) -> dict[str, Any]:
     return nested if isinstance(nested, dict) else ev
 
 
-class LettaCodeSpec(TargetSpec, LettaServer):
+class LettaCodeSpec(LettaSpec):
     kind: Literal["letta_code"] = "letta_code"
     model_handles: list[str] = Field(
         min_length=1, description="Letta model handles; every sample runs once per handle."
@@ -96,22 +95,16 @@ class LettaCodeSpec(TargetSpec, LettaServer):
         return v
 
 
-class LettaCodeTarget(LettaTarget):
+class LettaCodeTarget(LettaBase[LettaCodeSpec]):
     """Runs each sample through the Letta Code CLI and returns the server's trace.
 
-    The Letta side (client, model handles, deleting agents, closing) is the agent target's.
+    The Letta side (client, deleting agents, closing) is ``LettaBase``'s (targets.letta_base).
     """
 
     spec_model = LettaCodeSpec
 
     def __init__(self, spec: LettaCodeSpec, ctx: Context) -> None:
-        Target.__init__(
-            self, spec, ctx
-        )  # not the agent target's checks: there is no agent source here
-        self.spec: LettaCodeSpec = spec  # type: ignore[assignment]
-        self._lock: asyncio.Lock | None = None
-        self.base_url = base_url_of(spec)
-        self.ledger = AgentLedger(self.base_url)  # live, kept (cleanup: false) and left-over agents
+        super().__init__(spec, ctx)
         self.flags = shlex.split(spec.flags) if spec.flags else []
         for name, flag in (
             ("allowed_tools", "--allowed-tools"),
@@ -120,10 +113,12 @@ class LettaCodeTarget(LettaTarget):
             if getattr(spec, name):
                 self.flags += [flag, *getattr(spec, name)]
         self.cwd = ctx.resolve(spec.working_dir) if spec.working_dir else ctx.base_dir
-        self.factory = None
+        self.factory: Callable[..., Any] | None = None
         if spec.agent_script:
             self.factory = load_object(spec.agent_script, ctx.base_dir, key="target.agent_script")
-        self._client: Any = None
+
+    def models(self) -> list[str | None]:
+        return list(self.spec.model_handles)
 
     async def start(self) -> None:
         if shutil.which(self.spec.command) is None:
@@ -238,7 +233,7 @@ class LettaCodeTarget(LettaTarget):
 
     async def _run_cli(
         self, cmd: list[str], prompt: str, env: dict[str, str], cwd: str
-    ) -> tuple[list[dict], str]:
+    ) -> tuple[list[dict[str, Any]], str]:
         proc = await asyncio.create_subprocess_exec(
             *cmd,
             stdin=asyncio.subprocess.PIPE,
@@ -282,7 +277,7 @@ class LettaCodeTarget(LettaTarget):
 
     async def _trace(
         self,
-        events: list[dict],
+        events: list[dict[str, Any]],
         stderr: str,
         agent_id: str | None,
         conversation: str | None,

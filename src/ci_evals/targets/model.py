@@ -81,11 +81,10 @@ class ModelTargetSpec(TargetSpec):
         return out
 
 
-class ModelTarget(Target):
+class ModelTarget(Target[ModelTargetSpec]):
     """Runs each sample through a chat model."""
 
     spec_model = ModelTargetSpec
-    spec: ModelTargetSpec
 
     def __init__(self, spec: ModelTargetSpec, ctx: Context) -> None:
         super().__init__(spec, ctx)

@@ -23,7 +23,7 @@ class ReplaySpec(TargetSpec):
     outputs: str
 
 
-class ReplayTarget(Target):
+class ReplayTarget(Target[ReplaySpec]):
     spec_model = ReplaySpec
     cpu_only = True  # a lookup in the outputs read at load time
 

@@ -34,10 +34,10 @@ class _Call:
 
     def __init__(self, make: Callable[[], Any], loop: asyncio.AbstractEventLoop, what: str) -> None:
         self.make, self.loop, self.what = make, loop, what
-        self.fut: asyncio.Future = loop.create_future()
+        self.fut: asyncio.Future[Any] = loop.create_future()
         self.owner: _UserLoop | None = None
         self.state = _QUEUED
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         self.ask = False  # the caller stopped waiting: a CancelledError is then ours
 
 
@@ -69,7 +69,8 @@ class _UserLoop:
         call.task = self.loop.create_task(self._guard(call))
 
     async def _guard(self, call: _Call) -> None:
-        value = error = None
+        value: Any = None
+        error: BaseException | None = None
         try:
             value = await call.make()
         except Abandoned:

@@ -76,7 +76,7 @@ def raise_in(ident: int) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(Abandoned))
 
 
-def settle(fut: asyncio.Future, value: Any, error: BaseException | None) -> None:
+def settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
     """Hand a call's outcome to the future its caller awaits (on the caller's loop), unless it is done."""
     if fut.done():
         return

@@ -55,12 +55,22 @@ __all__ = [
 USER_CODE_SECONDS = 300.0
 """Seconds one call of a custom grader or extractor may take."""
 
+_Job = tuple[
+    Callable[..., Any],
+    tuple[Any, ...],
+    asyncio.AbstractEventLoop,
+    asyncio.Future[Any],
+    str,
+    float | None,
+]
+"""One queued call: (function, arguments, the caller's loop, its future, what it is, time limit)."""
+
 
 class _Lane:
     """One daemon thread serving calls from a queue until it is abandoned."""
 
     def __init__(self) -> None:
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self.abandoned = False
         self.ident: int | None = None
         threading.Thread(target=self._guarded, name="ci-evals-user-code", daemon=True).start()
@@ -112,7 +122,7 @@ def _current() -> _Lane:
     return _lane
 
 
-def _arm(fut: asyncio.Future, what: str, seconds: float | None, lane: _Lane) -> None:
+def _arm(fut: asyncio.Future[Any], what: str, seconds: float | None, lane: _Lane) -> None:
     """The call has started: time it, and leave its thread behind if nobody waits for it any more."""
     if fut.done():
         return
@@ -122,7 +132,7 @@ def _arm(fut: asyncio.Future, what: str, seconds: float | None, lane: _Lane) -> 
         else asyncio.get_running_loop().call_later(seconds, _expire, fut, what, seconds, lane)
     )
 
-    def done(_: asyncio.Future) -> None:
+    def done(_: asyncio.Future[Any]) -> None:
         if handle is not None:
             handle.cancel()
         if (
@@ -133,7 +143,7 @@ def _arm(fut: asyncio.Future, what: str, seconds: float | None, lane: _Lane) -> 
     fut.add_done_callback(done)
 
 
-def _expire(fut: asyncio.Future, what: str, seconds: float, lane: _Lane) -> None:
+def _expire(fut: asyncio.Future[Any], what: str, seconds: float, lane: _Lane) -> None:
     if fut.done():
         return
     fut.set_exception(UserCodeTimeout(f"{what} took over {seconds:g} s and was abandoned"))

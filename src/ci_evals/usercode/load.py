@@ -32,6 +32,9 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
     regular_file(path, "file", key=key)  # importing a FIFO would wait forever
     name = f"_ci_evals_user_{path.stem}_{abs(hash(path)) % 10**8}"
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:  # a .py path always has one (SourceFileLoader)
+        raise ConfigError("cannot be imported", file=str(path), key=key)
+    loader = spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     parent = str(path.parent)
@@ -43,7 +46,7 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
         True,
     )  # no __pycache__/ in the user's repo
     try:
-        spec.loader.exec_module(module)
+        loader.exec_module(module)
     except SyntaxError as exc:
         sys.modules.pop(name, None)
         raise ConfigError(
