@@ -50,9 +50,7 @@ def code_files(suite: LoadedSuite) -> list[Path]:
     import sys
 
     base = Path(suite.path).resolve().parent
-    found = set(getattr(suite.ctx, "files_read", ())) | set(
-        getattr(suite.dataset, "_rubric_files", {})
-    )
+    found = set(suite.ctx.files_read) | set(suite.dataset.rubric_files)
     modules = [
         Path(file).resolve()
         for m in list(sys.modules.values())
