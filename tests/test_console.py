@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from ci_evals.reports.console import FailingPass, failing_entries, failing_lines, use_color
+from ci_evals.reports.console import failing_lines, render, use_color, verdict_line
+from ci_evals.reports.failing import FailingPass, failing_entries
 from tests.conftest import replay_suite
 
 DATASET = [{"id": f"s{i:02d}", "input": f"q{i}", "ground_truth": "yes"} for i in range(14)]
@@ -211,6 +212,30 @@ def test_colour_on_a_terminal_honouring_no_color_and_force_color(monkeypatch, tt
             os.close(master)
     else:
         assert use_color(io.StringIO()) is expected
+
+
+def test_a_summary_without_a_verdict_is_printed_as_having_none():
+    # Its gate failed; the console still does not decide a verdict in gating's stead.
+    summary = {
+        "suite": "qa",
+        "n_samples": 1,
+        "duration_s": 1.0,
+        "metrics": {},
+        "gates": [
+            {
+                "metric_key": "q",
+                "description": "q avg_score gte 0.5",
+                "status": "failed",
+                "passed": False,
+                "reason": "avg_score 0.2",
+            }
+        ],
+    }
+    assert verdict_line(summary, color=True) == "Verdict: NO VERDICT"
+    assert render(summary).splitlines()[-2:] == [
+        "Gate: q avg_score gte 0.5: avg_score 0.2 -> FAIL",
+        "Verdict: NO VERDICT",
+    ]
 
 
 def test_the_list_stops_after_ten_and_says_how_many_more():

@@ -85,6 +85,21 @@ def test_first_line_is_the_marker_then_the_verdict():
     ]
 
 
+def test_a_summary_without_a_verdict_is_commented_as_having_none():
+    body = render_comment(
+        data.summary(verdict=None, verdict_reason=None),
+        data.results(),
+        run_url=None,
+        marker_key="qa",
+    )
+    assert body.splitlines()[1:4] == [
+        "### ❔ ci-evals · qa: no verdict",
+        "",
+        "**No verdict**: summary.json records no verdict "
+        "(written by another tool or an older version).",
+    ]
+
+
 def test_metric_table_without_baseline_has_no_delta_column():
     body = comment()
     assert (

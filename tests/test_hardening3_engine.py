@@ -251,6 +251,42 @@ def test_a_set_rate_too_slow_for_max_wait_sends_nothing_and_says_why():
     asyncio.run(_a_set_rate_too_slow_for_max_wait_sends_nothing_and_says_why())
 
 
+async def _a_call_too_large_for_the_token_rate_is_not_sent_and_says_why():
+    ep = Endpoint("e", Limits(tpm=60, max_wait=2))
+    why = (
+        r"^rate limited: a call of about 1000 tokens takes 1.03e\+03 s at 60 tokens a minute "
+        r"\(your setting\), more than max_wait 2 s allows$"
+    )
+    with pytest.raises(EndpointStopped, match=why):  # not the ThrottledOut of a throttled call
+        await ep.acquire(1000.0)
+    assert (ep.in_flight, bool(ep.stopped)) == (0, True)
+    with pytest.raises(EndpointStopped, match=why):  # nor is any later call sent
+        await ep.acquire()
+
+
+def test_a_call_too_large_for_the_token_rate_is_not_sent_and_says_why():
+    asyncio.run(_a_call_too_large_for_the_token_rate_is_not_sent_and_says_why())
+
+
+def test_a_run_whose_first_call_passes_the_token_rate_reports_each_sample_as_not_sent(tmp_path):
+    with FakeOpenAI(
+        responder=answer_with('{"prompt_tokens": 3, "completion_tokens": 1}')
+    ) as server:
+        write_suite(tmp_path, 3, server.url)
+        code, _, err = run_cli(tmp_path, "--max-concurrent", "1", "--tpm", "60", "--max-wait", "2")
+        sent = server.count()
+    messages = [r["error"]["message"] for r in results(tmp_path)]
+    assert (code, sent, len(messages)) == (1, 0, 3), err
+    # the first call's error was "ThrottledOut: rate limited: ..." (an exception LLM let escape)
+    assert all(
+        m.startswith("model call failed on turn 1: http://")
+        and ": not sent: rate limited: a call of about 12 tokens takes 12.1 s at 60 tokens a "
+        "minute (your setting), more than max_wait 2 s allows"
+        in m
+        for m in messages
+    ), messages
+
+
 def test_a_token_charge_takes_the_bucket_at_most_max_debt_into_debt():
     bucket = Bucket(60_000, max_debt_s=5)  # 970 tokens a second
     bucket.adjust(10**12)

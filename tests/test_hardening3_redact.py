@@ -9,7 +9,8 @@ import asyncio
 import pytest
 
 from ci_evals._util import redact
-from ci_evals.llm.client import LLM, LLMError
+from ci_evals.llm.client import LLM
+from ci_evals.llm.errors import LLMError
 
 KEY = "sk-hexed-key-9f8e7d6c5b4a"
 

@@ -2,7 +2,7 @@
 limit is a malformed answer, on every provider and every path, over real HTTP.
 
 google-genai sent ``x-goog-api-key`` on to whatever origin a 307 named (https -> http too). The rule
-now: LLM calls follow no redirect at all (``providers.NO_REDIRECTS``). A 3xx is a failure naming where
+now: LLM calls follow no redirect at all (``failures.NO_REDIRECTS``). A 3xx is a failure naming where
 it points, not retried; the other origin never sees a request, so neither the key nor the prompt.
 """
 
@@ -17,7 +17,8 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from ci_evals.llm import transport
-from ci_evals.llm.client import LLM, LLMError
+from ci_evals.llm.client import LLM
+from ci_evals.llm.errors import LLMError
 
 KEY = "sk-redirect-secret-0123456789abcdef"
 HELLO = [{"role": "user", "content": "hi"}]

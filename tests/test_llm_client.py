@@ -13,17 +13,13 @@ import pytest
 
 import ci_evals.llm.client as llm_client
 from ci_evals._util.errors import ConfigError
+from ci_evals.llm import pool
 from ci_evals.llm import transport as llm_transport
 from ci_evals.llm.cache import ResponseCache, cache_key
-from ci_evals.llm.client import (
-    LLM,
-    NO_KEY,
-    LLMError,
-    effective_temperature,
-    is_reasoning_model,
-    retry_after_seconds,
-)
+from ci_evals.llm.client import LLM, retry_after_seconds
 from ci_evals.llm.cost import LLMResult, Tally, cost_usd
+from ci_evals.llm.errors import LLMError
+from ci_evals.llm.openai_api import NO_KEY, effective_temperature, is_reasoning_model
 from ci_evals.llm.pool import loop_state
 from tests.fakes.openai_server import EMBEDDINGS, FakeOpenAI, embedding, openai_env, openai_server  # noqa: F401
 
@@ -418,6 +414,7 @@ def test_many_concurrent_calls_reuse_pooled_connections(openai_server):
     openai_server.latency = 0.02
 
     async def go():
+        pool.configure(max_concurrent=50)  # unconfigured, a loop's endpoints allow the default 10
         llm = LLM(base_url=openai_server.url)
         try:
             for _ in range(3):

@@ -11,6 +11,7 @@ from pathlib import Path
 from ci_evals.cli.app import main
 from ci_evals.reports import html
 from ci_evals.reports import report_data as data_mod
+from ci_evals.reports import report_rows as rows_mod
 from tests import reportdata as rd
 from tests.conftest import replay_suite
 
@@ -51,10 +52,10 @@ def test_script_json_escapes_what_could_end_or_start_markup():
 
 
 def test_long_text_is_cut_with_its_full_length():
-    assert data_mod._cap("x" * 10, 4) == {"text": "xxxx", "length": 10}
-    assert data_mod._cap("short", 10) == "short"
-    assert data_mod._cap({"k": 1}, 100) == '{"k": 1}'
-    assert data_mod._cap(None, 10) is None
+    assert rows_mod.capped("x" * 10, 4) == {"text": "xxxx", "length": 10}
+    assert rows_mod.capped("short", 10) == "short"
+    assert rows_mod.capped({"k": 1}, 100) == '{"k": 1}'
+    assert rows_mod.capped(None, 10) is None
 
 
 def test_report_embeds_every_row_with_its_baseline_and_regressions(tmp_path: Path):
@@ -112,11 +113,27 @@ def test_the_summary_text_is_escaped_by_the_template(tmp_path: Path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
+def test_a_summary_without_a_verdict_is_shown_as_having_none(tmp_path: Path):
+    s = rd.summary(verdict=None)  # its gate failed: the page still decides nothing
+    folder = rd.write_folder(tmp_path / "none", s, rd.records())
+    text = html.write_report(folder, s).read_text()
+    assert "<title>NO VERDICT · ci-evals" in text
+    assert '<header class="verdict v-none">' in text
+    assert '<span id="verdict">NO VERDICT</span>' in text
+    assert "FAILED" not in text
+
+
 def test_an_older_summary_without_the_new_fields_still_renders(tmp_path: Path):
     s = rd.summary(new_fields=False)
     folder = rd.write_folder(tmp_path / "old", s, rd.records())
     text = html.write_report(folder, s).read_text()
-    assert '<span id="verdict">FAILED</span>' in text
+    # no verdict recorded: shown as none, never decided again from its gates
+    assert '<span id="verdict">NO VERDICT</span>' in text
+    assert '<header class="verdict v-none">' in text
+    assert (
+        '<p id="verdict-words">summary.json records no verdict '
+        "(written by another tool or an older version).</p>"
+    ) in text
     assert "<td>answer</td>" in text  # no label: the metric key
     assert '<td class="num">5</td>' in text  # graded = n - errors
     # errors.groups absent: grouped from results.jsonl

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ci_evals._util.text import fit
+from ci_evals.gating.verdict import decide
 from ci_evals.reports.digest import digest
 from ci_evals.reports.markdown import render_error_md, render_summary_md, verdict, verdict_line
 from ci_evals.reports.text import ZWJ, escape_html, escape_md, fenced, fmt_delta
@@ -76,14 +77,34 @@ def test_digest_orders_worst_rows_and_buckets_graded_scores():
 def test_verdicts():
     assert verdict(data.summary()) == ("❌", "failed")
     assert verdict(data.passing_summary()) == ("✅", "passed")
-    assert verdict(data.summary(verdict=None, partial=True)) == ("⚠️", "partial")
-    assert verdict(data.summary(verdict=None, interrupted_by="SIGTERM")) == ("⚠️", "interrupted")
+    assert verdict(data.summary(verdict="partial", partial=True)) == ("⚠️", "partial")
+    assert verdict(data.summary(verdict="interrupted", interrupted_by="SIGTERM")) == (
+        "⚠️",
+        "interrupted",
+    )
     assert verdict(data.summary(verdict="errored")) == ("❌", "errored")
-    no_gate = data.summary(verdict=None, gates=[], gate={"passed": True})
+    no_gate = data.summary(gates=[], gate={"passed": True})
+    no_gate["verdict"], no_gate["verdict_reason"] = decide(no_gate)  # as gating writes it
     assert verdict(no_gate) == ("❌", "errored")  # one sample errored, and the run's budget is 0
     assert verdict_line(no_gate) == (
         "**Verdict: errored**: 1 of 6 samples errored (max_errors 0); no gate configured"
     )
+
+
+def test_a_summary_without_a_verdict_is_shown_as_having_none_never_decided_again():
+    # Its gates failed and a sample errored; the report still does not decide in gating's stead.
+    none = data.summary(verdict=None, verdict_reason=None)
+    assert verdict(none) == ("❔", "no verdict")
+    assert verdict_line(none) == (
+        "**No verdict**: summary.json records no verdict "
+        "(written by another tool or an older version)."
+    )
+    md = render_summary_md(none, data.results())
+    assert md.splitlines()[:3] == [
+        "## ❔ ci-evals · qa: no verdict",
+        "",
+        verdict_line(none),
+    ]
 
 
 def test_summary_md_heading_gates_and_metrics():

@@ -17,7 +17,8 @@ import ci_evals.llm.client as llm_client
 from ci_evals import __version__
 from ci_evals.llm import transport
 from ci_evals.llm.answers import error_in_200
-from ci_evals.llm.client import LLM, LLMError
+from ci_evals.llm.client import LLM
+from ci_evals.llm.errors import LLMError
 from ci_evals.llm.hints import REDIRECT_HINT
 from ci_evals.llm.said import SERVER_TEXT, server_says
 from tests.fakes.openai_server import FakeOpenAI

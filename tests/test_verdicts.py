@@ -459,7 +459,8 @@ def test_a_gate_never_passes_with_more_errors_than_its_budget(mix):
 
 
 def test_interrupted_run_is_never_printed_as_passed():
-    from ci_evals.gating.verdict import decide, word
+    from ci_evals.gating.verdict import decide
+    from ci_evals.reports.verdicts import WORDS
     from ci_evals.run.session import exit_code
 
     summary = {
@@ -469,7 +470,7 @@ def test_interrupted_run_is_never_printed_as_passed():
         "partial": True,
     }
     assert decide(summary) == ("interrupted", "interrupted by SIGTERM after 3 samples")
-    assert (word(summary), exit_code(summary)) == ("INTERRUPTED", 143)
+    assert (WORDS[decide(summary)[0]].word, exit_code(summary)) == ("INTERRUPTED", 143)
 
 
 def test_summary_json_is_written_with_the_contract_fields(sd):

@@ -82,9 +82,10 @@ def host_port(url: str | None) -> str:
 
 def _chain(exc: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
-    while exc is not None and exc not in seen and len(seen) < 20:
-        seen.append(exc)
-        exc = exc.__cause__ or exc.__context__
+    link: BaseException | None = exc
+    while link is not None and link not in seen and len(seen) < 20:
+        seen.append(link)
+        link = link.__cause__ or link.__context__
     return seen
 
 

@@ -26,7 +26,7 @@ def new_marker() -> str:
 
 def _table() -> dict[int, tuple[int, int]]:
     """{pid: (parent pid, process group)} of every process visible in /proc."""
-    table = {}
+    table: dict[int, tuple[int, int]] = {}
     try:
         names = os.listdir("/proc")
     except OSError:

@@ -30,7 +30,7 @@ import io
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import TextIO
+from typing import NamedTuple, TextIO, final
 
 MASK = "***"
 MESSAGE_LIMIT = 600
@@ -56,12 +56,22 @@ TOKEN_INPUTS = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN")
 # A (gate, substrings) entry stands for the substrings, each of which holds the gate: one search for
 # the gate spares the others in the usual text, where it is absent (each search scans the whole line;
 # a one-character gate is found by memchr, at about a tenth of the cost of a longer search).
-_PATTERNS = [
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK, (("-", ("sk-",)),)),
+
+
+@final
+class _Gate(NamedTuple):
+    """A (gate, substrings) trigger (final: ``type(t) is _Gate`` tells it from a plain substring)."""
+
+    gate: str
+    held: tuple[str, ...]
+
+
+_PATTERNS: list[tuple[re.Pattern[str], str, tuple[str | _Gate, ...]]] = [
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK, (_Gate("-", ("sk-",)),)),
     (
         re.compile(r"\b(gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"),
         r"\1" + MASK,
-        (("gh", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),),
+        (_Gate("gh", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),),
     ),
     # A credential after a scheme or a header name; it must hold a digit, so prose stays intact.
     (
@@ -75,7 +85,11 @@ _PATTERNS = [
             r"([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?=[^\s\"',;}\\]*\d)[^\s\"',;}\\]{4,}"
         ),
         r"\1\2" + MASK,
-        ("authorization", ("-", ("private-token",)), ("api", ("api-key", "api_key", "apikey"))),
+        (
+            "authorization",
+            _Gate("-", ("private-token",)),
+            _Gate("api", ("api-key", "api_key", "apikey")),
+        ),
     ),
     (re.compile(r"(://[^/\s:@\"\\]*):[^/\s@\"\\]+@"), r"\1:" + MASK + "@", ("@",)),
     # A key as a vendor shows it masked (OpenAI's 401: "sk-proj-*****...****j1Aa"): its visible ends
@@ -86,7 +100,7 @@ _PATTERNS = [
             r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]+\*{6,}[A-Za-z0-9_\-]*|(?<![*A-Za-z0-9_\-])\*{6,}[A-Za-z0-9_\-]+"
         ),
         MASK,
-        (("*", ("******",)),),
+        (_Gate("*", ("******",)),),
     ),
 ]
 _registered: set[str] = set()
@@ -231,7 +245,7 @@ def scrub_with(text: str, secrets: list[str]) -> str:
     low = text.lower()
     for pattern, repl, triggers in _PATTERNS:
         for trigger in triggers:  # plain loops, no generator: this runs for every result line
-            if trigger.__class__ is tuple:
+            if type(trigger) is _Gate:
                 gate, held = trigger
                 if gate not in low:
                     continue

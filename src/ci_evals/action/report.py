@@ -28,6 +28,7 @@ from ci_evals.reports.markdown import (
     render_error_md,
     render_summary_md,
 )
+from ci_evals.reports.verdicts import ORDER as VERDICT_ORDER
 from ci_evals.results.files import foreign_shape
 from ci_evals.run.exits import ExitCode
 from ci_evals.run.session import exit_code
@@ -196,9 +197,6 @@ def metrics_output(runs: list[SuiteRun]) -> dict[str, MetricOutput]:
                 "errors": m.get("errors"),
             }
     return out
-
-
-VERDICT_ORDER = ("passed", "failed", "partial", "errored", "interrupted")
 
 
 def combined_verdict(runs: list[SuiteRun]) -> str:

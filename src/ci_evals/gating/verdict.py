@@ -1,6 +1,7 @@
-"""The run's one verdict word and its reason (the same in every report).
+"""The run's one verdict and its reason (the same in every report).
 
-A leaf module: reports and gates both read it.
+A leaf module: reports and gates both read it. The reports name each verdict with the words of
+``ci_evals.reports.verdicts`` and never decide one themselves.
 
 ``passed``: every gate passed (with no gate: no sample errored beyond the run's error budget).
 ``failed``: a gate failed on measured scores. ``errored``: a gate or the run failed because
@@ -12,15 +13,6 @@ samples errored, or no sample could be run. ``interrupted``: the run was stopped
 from __future__ import annotations
 
 from typing import Any
-
-VERDICTS = ("passed", "failed", "errored", "interrupted", "partial")
-WORDS = {
-    "passed": "PASSED",
-    "failed": "FAILED",
-    "errored": "ERRORED",
-    "interrupted": "INTERRUPTED",
-    "partial": "PARTIAL",
-}
 
 
 def display_name(label: str | None, key: str | None) -> str:
@@ -187,8 +179,3 @@ def _stopped(summary: dict[str, Any]) -> str | None:
         if isinstance(ep, dict) and isinstance(ep.get("stopped"), str):
             return ep["stopped"]
     return None
-
-
-def word(summary: dict[str, Any]) -> str:
-    """PASSED, FAILED, ERRORED, INTERRUPTED or PARTIAL."""
-    return WORDS[summary.get("verdict") or decide(summary)[0]]

@@ -54,8 +54,10 @@ from ci_evals.graders.rubric_modes import (
     placeholders,
     verbatim_messages,
 )
-from ci_evals.llm.client import LLM, LLMError, effective_temperature
+from ci_evals.llm.client import LLM
 from ci_evals.llm.cost import Tally
+from ci_evals.llm.errors import LLMError
+from ci_evals.llm.openai_api import effective_temperature
 from ci_evals.llm.providers import require
 
 # --- the shared judge base ----------------------------------------------------------------------

@@ -33,8 +33,9 @@ from ci_evals.graders.judge_prompt import JudgeReplyError, number_field
 from ci_evals.graders.repeats import reduce_repeats, repeat_index
 from ci_evals.graders.rubric import JudgeGrader, JudgeSpecMixin
 from ci_evals.graders.string_check import openai_context
-from ci_evals.llm.client import LLMError, effective_temperature
 from ci_evals.llm.cost import Tally
+from ci_evals.llm.errors import LLMError
+from ci_evals.llm.openai_api import effective_temperature
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
 

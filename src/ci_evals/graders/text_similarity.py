@@ -49,8 +49,9 @@ from ci_evals._util.errors import ConfigError
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import GradeResult
 from ci_evals.graders.string_check import DEFAULT_INPUT, PairGrader, PairSpec, error_grade
-from ci_evals.llm.client import LLM, LLMError
+from ci_evals.llm.client import LLM
 from ci_evals.llm.cost import Tally
+from ci_evals.llm.errors import LLMError
 
 Metric = Literal[
     "fuzzy_match",

@@ -70,10 +70,10 @@ def to_turn(messages: list[dict[str, Any]], sent: str | None = None) -> list[Mes
             turn.append(Message(role="system", content=content_text(msg.get("content"))))
             holder = None
         elif kind in ("reasoning_message", "hidden_reasoning_message"):
-            text = (
+            thought = (
                 msg.get("reasoning") if kind == "reasoning_message" else msg.get("hidden_reasoning")
             )
-            turn.append(Message(role="reasoning", content=text or ""))
+            turn.append(Message(role="reasoning", content=thought or ""))
         elif kind == "assistant_message":
             m = Message(role="assistant", content=content_text(msg.get("content")))
             turn.append(m)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ci_evals import __version__
 from ci_evals._util.text import one_line
-from ci_evals.llm.providers import Failure, status_failure
+from ci_evals.llm.failures import Failure, status_failure
 from ci_evals.llm.said import server_says
 
 USER_AGENT = f"ci-evals/{__version__}"

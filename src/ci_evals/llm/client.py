@@ -4,7 +4,8 @@ Every LLM judge, the model target and embedding metrics call models through :cla
 OpenAI, Azure-compatible gateways, vLLM, Ollama and LiteLLM all behave the same way:
 
 * Endpoint: ``base_url`` / ``api_key_env`` from the spec, else ``OPENAI_BASE_URL`` /
-  ``OPENAI_API_KEY``. A custom base URL needs no key (local servers); the real OpenAI API does.
+  ``OPENAI_API_KEY`` (:mod:`ci_evals.llm.openai_api`). A custom base URL needs no key (local
+  servers); the real OpenAI API does.
 * ``provider: anthropic | google``: the same wrapper over the vendor's SDK (see
   :mod:`ci_evals.llm.providers`); only the endpoint, the request shape and the error mapping differ.
 * One ``AsyncOpenAI`` client per (event loop, base URL, key), shared by every grader and target,
@@ -23,37 +24,36 @@ OpenAI, Azure-compatible gateways, vLLM, Ollama and LiteLLM all behave the same 
 * Token usage per call; :class:`~ci_evals.llm.cost.Tally` sums calls into the grade/trajectory
   metadata keys the runner aggregates.
 
-Error messages never contain the API key.
+Error messages never contain the API key (:mod:`ci_evals.llm.errors`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.bounds import check_url
-from ci_evals._util.errors import CiEvalsError, ConfigError
 from ci_evals._util.netcause import SYSTEMATIC
 from ci_evals._util.redact import MESSAGE_LIMIT, register, scrub_and_shorten
 from ci_evals._util.retry import Backoff
 from ci_evals._util.retry import retry_after as _asked_wait
-from ci_evals.llm import transport
+from ci_evals.llm import pool, transport
 from ci_evals.llm.cache import ResponseCache, cache_key
 from ci_evals.llm.cost import LLMResult, usage_of
-from ci_evals.llm.hints import stop_hint
+from ci_evals.llm.errors import call_error, shown_url
+from ci_evals.llm.failures import Failure
+from ci_evals.llm.hints import stop_line
 from ci_evals.llm.limits import estimate_tokens
-from ci_evals.llm.pool import LoopState, endpoint_identity, loop_state
-from ci_evals.llm.providers import Failure, require, vendor
+from ci_evals.llm.openai_api import NO_KEY, resolve_endpoint
+from ci_evals.llm.provider_base import Provider
+from ci_evals.llm.providers import require, vendor
 from ci_evals.llm.scheduler import THROTTLE_STATUS, Endpoint, EndpointStopped, ThrottledOut, Ticket
 
 DEFAULT_BASE_URL = transport.DEFAULT_BASE_URL
-NO_KEY = "sk-no-key-required"
 BACKOFF_BASE = 0.5
 """Seconds: the first retry waits up to this long, doubling each time (full jitter)."""
 BACKOFF_CAP = 20.0
@@ -61,34 +61,8 @@ MAX_RETRY_AFTER = 60.0
 """A server's ``Retry-After`` is honoured up to this many seconds."""
 
 
-class LLMError(CiEvalsError):
-    """An LLM call failed for good (non-retryable, or out of retries). Never contains the key."""
-
-    def __init__(
-        self, message: str, *, status: int | None = None, retries: int = 0, throttled: int = 0
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.retries = retries
-        self.throttled = throttled
-
-
 _JITTER = random.Random()
 """One generator for every call's backoff jitter (seeding one per call cost CPU at 200 in flight)."""
-
-
-def is_reasoning_model(model: str) -> bool:
-    """o1/o3/o4 and gpt-5 models (a ``provider/`` prefix is ignored) accept only temperature 1."""
-    name = model.lower().rsplit("/", 1)[-1]
-    return name.startswith(("o1", "o3", "o4")) or "gpt-5" in name
-
-
-def effective_temperature(model: str, temperature: float | None) -> float | None:
-    """The temperature to send: 1.0 for reasoning models, else as given."""
-    if temperature is not None and is_reasoning_model(model):
-        return 1.0
-    return temperature
 
 
 def retry_after_seconds(headers: Any) -> float | None:
@@ -96,42 +70,6 @@ def retry_after_seconds(headers: Any) -> float | None:
     reads), at most ``MAX_RETRY_AFTER``."""
     asked = _asked_wait(headers)
     return None if asked is None else min(asked, MAX_RETRY_AFTER)
-
-
-def shown_url(url: str) -> str:
-    """The URL without any user:password part, for messages."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
-def resolve_endpoint(
-    base_url: str | None, api_key_env: str | None, *, owner: str | None = None
-) -> tuple[str | None, str]:
-    """(base URL or None for OpenAI, API key) from the spec, then the OPENAI_* environment.
-
-    A custom base URL without a key gets a placeholder key (local servers ignore it); the real
-    OpenAI API without a key, or a named ``api_key_env`` that is unset, is a ConfigError.
-    """
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-    if api_key_env:
-        key = os.environ.get(api_key_env)
-        if not key:
-            raise ConfigError(
-                f"environment variable {api_key_env} (api_key_env) is not set", key=owner
-            )
-        return url, key
-    key = os.environ.get("OPENAI_API_KEY")
-    if not key:
-        if url is None:
-            raise ConfigError(
-                "OPENAI_API_KEY is not set; set it, or point base_url / OPENAI_BASE_URL at an "
-                "OpenAI-compatible server",
-                key=owner,
-            )
-        key = NO_KEY
-    return url, key
 
 
 class LLM:
@@ -166,7 +104,7 @@ class LLM:
         if base_url is not None:
             check_url(base_url, f"{owner}.base_url" if owner else "base_url")
         self.provider = provider
-        self._vendor: Any = None
+        self._vendor: Provider[Any] | None = None
         self.spec_base_url = base_url
         self.api_key_env = api_key_env
         self.timeout = timeout
@@ -176,8 +114,8 @@ class LLM:
         self.base_url = DEFAULT_BASE_URL
         self._key: str | None = None
         self._client: Any = None
-        self._pool_key: tuple[str | None, str] | None = None
-        self._state: LoopState | None = None
+        self._pool_key: pool.ClientKey | None = None
+        self._state: pool.LoopState | None = None
         self.endpoint: Endpoint | None = None
 
     def prepare(self) -> None:
@@ -191,57 +129,43 @@ class LLM:
             return
         if self.provider != "openai":
             require(self.provider, self.owner)
-            self._vendor = vendor(self.provider)
-            url, key = self._vendor.endpoint(self.spec_base_url, self.api_key_env, self.owner)
-            default = self._vendor.default_base_url
+            provider = self._vendor = vendor(self.provider)
+            url, key = provider.endpoint(self.spec_base_url, self.api_key_env, self.owner)
+            default = provider.default_base_url
         else:
             url, key = resolve_endpoint(self.spec_base_url, self.api_key_env, owner=self.owner)
             default = DEFAULT_BASE_URL
         self.base_url = (url or default).rstrip("/")
         self._key = key
         register(key if key != NO_KEY else None)
-        state = loop_state()
-        self._pool_key = (
-            self.provider,
-            endpoint_identity(url),
-            key,
-        )  # one server, one client and scheduler
-        entry = state.clients.get(self._pool_key)
-        if entry is None:
-            client = (
-                self._vendor.client(url, key, self.timeout)
-                if self._vendor is not None
-                else transport.make_client(url, key, self.timeout)
-            )
-            entry = state.clients[self._pool_key] = [client, 0]
-        entry[1] += 1
-        self._client = entry[0]
-        self._state = state
-        self.endpoint = state.endpoints.get(self._pool_key)
-        if self.endpoint is None:
-            self.endpoint = state.endpoints[self._pool_key] = Endpoint(
-                shown_url(self.base_url),
-                state.config.limits(self.provider, self.base_url),
-                self.provider,
-            )
+        self._pool_key = (self.provider, pool.endpoint_identity(url), key)  # one server, one client
+        self._state, self._client, self.endpoint = pool.borrow(  # and one scheduler
+            self._pool_key,
+            lambda: self._new_client(url, key),
+            shown_url(self.base_url),
+            self.base_url,
+        )
+
+    def _new_client(self, url: str | None, key: str) -> Any:
+        """The client this endpoint's calls go through (the vendor's SDK, or :mod:`~ci_evals.llm.transport`'s)."""
+        if self._vendor is not None:
+            return self._vendor.client(url, key, self.timeout)
+        return transport.make_client(url, key, self.timeout)
 
     async def aclose(self) -> None:
         """Finish cache writes and return the shared client; the last user closes it."""
         if self.cache is not None:
             await self.cache.flush()
-        if self._client is None:
+        if self._client is None or self._state is None or self._pool_key is None:
             return
-        entry = self._state.clients.get(self._pool_key)
         self._client = None
-        if entry is not None:
-            entry[1] -= 1
-            if entry[1] <= 0:
-                del self._state.clients[self._pool_key]
-                await (
-                    self._vendor.close(entry[0])
-                    if self._vendor is not None
-                    else transport.close_client(entry[0])
-                )
+        last = pool.give_back(self._state, self._pool_key)
+        if last is not None:
+            await (
+                self._vendor.close(last)
+                if self._vendor is not None
+                else transport.close_client(last)
+            )
 
     async def chat(
         self,
@@ -257,12 +181,14 @@ class LLM:
 
         ``repeat`` only enters the cache key, so repeated runs of one request stay independent.
         """
+        body: dict[str, Any]
         if self.provider != "openai":
             if self._vendor is None:
                 await self.start()
+            assert self._vendor is not None  # start() chose it
             path, body = self._vendor.request(model, messages, params or {}, response_format)
             return await self._call(path, body, repeat)
-        body: dict[str, Any] = {"model": model, "messages": messages}
+        body = {"model": model, "messages": messages}
         if params:
             body.update({k: v for k, v in params.items() if v is not None})
         if tools:
@@ -286,30 +212,16 @@ class LLM:
             data is not None and transport.unusable(path, data) is None
         ):  # an unusable entry is a miss, overwritten
             return LLMResult(data, cache_hit=True)
-        # Identical calls in flight share one request (the followers count as cache hits).
-        flight = (str(self.cache.root), key)
-        pending = self._state.inflight.get(flight)
-        if pending is not None:
-            try:
-                return LLMResult(await asyncio.shield(pending), cache_hit=True)
-            except LLMError as exc:  # the leader's failure; its retries are counted once, there
-                raise LLMError(exc.message, status=exc.status) from None
-        future = asyncio.get_running_loop().create_future()
-        self._state.inflight[flight] = future
-        try:
+        state = self._state
+        assert state is not None  # start() borrowed it
+        cache = self.cache
+
+        async def lead() -> LLMResult:
             result = await self._http(path, body)
-            self.cache.put_later(key, result.data)
-            future.set_result(result.data)
+            cache.put_later(key, result.data)
             return result
-        except Exception as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: no "never retrieved" warning when nobody waited
-            raise
-        except BaseException:
-            future.cancel()
-            raise
-        finally:
-            self._state.inflight.pop(flight, None)
+
+        return await pool.once(state, (str(cache.root), key), lead)
 
     async def _http(self, path: str, body: dict[str, Any]) -> LLMResult:
         """Attempts through the endpoint's scheduler until one succeeds or a failure is final.
@@ -318,6 +230,7 @@ class LLM:
         retry budget; other transient failures are retried with backoff (``max_retries``).
         """
         ep = self.endpoint
+        assert ep is not None  # start() borrowed it
         max_wait = ep.limits.max_wait  # no wait of ours passes it, a backoff's included
         backoff = Backoff(
             base=BACKOFF_BASE,
@@ -326,7 +239,7 @@ class LLM:
             max_retry_after=min(MAX_RETRY_AFTER, max_wait),
             rng=_JITTER,
         )
-        tokens = estimate_tokens(body) if ep.tok_bucket is not None else 0.0
+        tokens = estimate_tokens(body) if ep.pace.tok_bucket is not None else 0.0
         first_throttle: float | None = None
         front = False
         throttled = 0
@@ -334,7 +247,9 @@ class LLM:
             try:
                 ticket = await ep.acquire(tokens, front=front)
             except EndpointStopped as stop:
-                raise self._error(path, f"not sent: {stop.cause}", None, backoff.retries) from None
+                raise call_error(
+                    self.base_url, self._key, path, f"not sent: {stop.cause}", None, backoff.retries
+                ) from None
             ticket.first_throttle = first_throttle
             try:
                 try:
@@ -388,13 +303,16 @@ class LLM:
                 ep.throttled(ticket, asked, failure.headers)
                 ep.overloaded_answer(failure.status)
             except ThrottledOut as out:
-                if ep.stopped and not was_open:
-                    print(
-                        scrub_and_shorten(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]),
-                        file=sys.stderr,
-                    )
-                raise self._error(
-                    path, f"{failure.problem}; {out}", failure.status, backoff.retries, throttled
+                self._say_stopped(ep, was_open)
+                problem = f"{failure.problem}; {out}"
+                raise call_error(
+                    self.base_url,
+                    self._key,
+                    path,
+                    problem,
+                    failure.status,
+                    backoff.retries,
+                    throttled,
                 ) from None
             return 0.0  # the scheduler holds the next attempt until the endpoint resumes
         systematic = (
@@ -410,32 +328,25 @@ class LLM:
         if wait is not None:
             ep.abandon(ticket)
             return wait
-        error = self._error(path, failure.problem, failure.status, backoff.retries, throttled)
+        error = call_error(
+            self.base_url,
+            self._key,
+            path,
+            failure.problem,
+            failure.status,
+            backoff.retries,
+            throttled,
+        )
         was_open = ep.stopped
-        ep.failed(ticket, failure.kind if systematic else None, self._stop_line(failure))
+        line = stop_line(failure, self.provider, self.api_key_env, self.base_url, self._key)
+        ep.failed(ticket, failure.kind if systematic else None, line)
+        self._say_stopped(ep, was_open)
+        raise error
+
+    def _say_stopped(self, ep: Endpoint, was_open: str | None) -> None:
+        """The breaker's line on stderr, once: when this failure is the one that stopped ``ep``."""
         if ep.stopped and not was_open:
             print(
                 scrub_and_shorten(f"error: {ep.stopped}", MESSAGE_LIMIT, [self._key]),
                 file=sys.stderr,
             )
-        raise error
-
-    def _stop_line(self, failure: Failure) -> str:
-        """The breaker's one line: the cause, the host (never the key) and what to check."""
-        hint = stop_hint(failure, self.provider, self.api_key_env)
-        problem = scrub_and_shorten(
-            failure.problem, MESSAGE_LIMIT, [self._key]
-        )  # a server may echo the key
-        return f"stopped calling {shown_url(self.base_url)} after its first calls all failed: {problem} ({hint})"
-
-    def _error(
-        self, path: str, problem: str, status: int | None, retries: int, throttled: int = 0
-    ) -> LLMError:
-        tail = f" (after {retries} retries)" if retries else ""
-        msg = f"{shown_url(self.base_url)}{path}: {problem}{tail}"
-        return LLMError(
-            scrub_and_shorten(msg, MESSAGE_LIMIT, [self._key]),
-            status=status,
-            retries=retries,
-            throttled=throttled,
-        )

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ci_evals.llm.client import LLMError
+    from ci_evals.llm.errors import LLMError
 
 
 def cost_usd(model: str, usage: dict[str, int], pricing: dict[str, Any] | None) -> float | None:

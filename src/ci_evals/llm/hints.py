@@ -1,13 +1,15 @@
 """What to check when an endpoint's breaker stops it: one hint per systematic cause.
 
-:meth:`ci_evals.llm.client.LLM._stop_line` ends the breaker's one line with it. A hint names the
-setting to check (``base_url`` and its environment variable, the key's variable), never a value.
+:func:`stop_line` is the breaker's one line, ended with the hint. A hint names the setting to
+check (``base_url`` and its environment variable, the key's variable), never a value.
 """
 
 from __future__ import annotations
 
 from ci_evals._util.netcause import SCHEME_HINT
-from ci_evals.llm.providers import Failure
+from ci_evals._util.redact import MESSAGE_LIMIT, scrub_and_shorten
+from ci_evals.llm.errors import shown_url
+from ci_evals.llm.failures import Failure
 
 KEY_VARS = {"anthropic": "ANTHROPIC_API_KEY", "google": "GEMINI_API_KEY"}
 URL_VARS = {"anthropic": "ANTHROPIC_BASE_URL", "google": "GOOGLE_GEMINI_BASE_URL"}
@@ -17,7 +19,7 @@ REDIRECT_HINT = "LLM calls follow no redirect: point base_url at the final addre
 def stop_hint(failure: Failure, provider: str, api_key_env: str | None) -> str:
     """What to check for ``failure`` (a cause the breaker counts) on ``provider``'s endpoint."""
     kind = failure.kind or ""
-    if kind.startswith("http_3"):  # a redirect is never followed (providers.NO_REDIRECTS)
+    if kind.startswith("http_3"):  # a redirect is never followed (failures.NO_REDIRECTS)
         return REDIRECT_HINT
     key_var = api_key_env or KEY_VARS.get(provider, "OPENAI_API_KEY")
     url_var = URL_VARS.get(provider, "OPENAI_BASE_URL")
@@ -35,3 +37,12 @@ def stop_hint(failure: Failure, provider: str, api_key_env: str | None) -> str:
         "http_400": "the server rejects every request: check the model and its parameters",
         "quota": "the account's quota is used up: check its plan and billing",
     }.get(kind, "check the endpoint")
+
+
+def stop_line(
+    failure: Failure, provider: str, api_key_env: str | None, base_url: str, key: str | None
+) -> str:
+    """The breaker's one line: the cause, the host (never the key) and what to check."""
+    hint = stop_hint(failure, provider, api_key_env)
+    problem = scrub_and_shorten(failure.problem, MESSAGE_LIMIT, [key])  # a server may echo the key
+    return f"stopped calling {shown_url(base_url)} after its first calls all failed: {problem} ({hint})"

@@ -4,6 +4,9 @@ Every grader and target of a run shares, per (provider, base URL, key), one SDK 
 connections) and one :class:`~ci_evals.llm.scheduler.Endpoint` (the adaptive limit, the pace and
 the breaker). They live with the event loop that uses them: an SDK client or a future bound to
 one loop must never be used from another (tests and nested runs start their own loops).
+:func:`borrow` lends a grader or target its endpoint's client and scheduler, :func:`give_back`
+returns the client (its last user closes it); :func:`once` makes identical cached calls in flight
+share one request.
 :func:`configure` sets the run's concurrency cap, known limits and throttling budget before any
 endpoint is used; :func:`endpoint_reports` and :func:`throttling_note` give what the summary and
 the progress line show.
@@ -13,14 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.errors import ConfigError
 from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_WAIT, check_rates
+from ci_evals.llm.cost import LLMResult
+from ci_evals.llm.errors import LLMError
 from ci_evals.llm.limits import Limits
 from ci_evals.llm.scheduler import Endpoint
+
+if TYPE_CHECKING:  # the summary.json type only: importing ci_evals.llm loads no pydantic
+    from ci_evals.results.records import EndpointReport
 
 
 @dataclass
@@ -64,13 +73,25 @@ def endpoint_identity(url: str | None) -> str | None:
     return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
+ClientKey = tuple[str, str | None, str]
+"""(provider, :func:`endpoint_identity` of the base URL, API key): one server as one caller sees it."""
+
+
+@dataclass(eq=False, slots=True)
+class Shared:
+    """One endpoint's SDK client and how many graders and targets use it (the last one closes it)."""
+
+    client: Any
+    users: int = 0
+
+
 class LoopState:
     """One event loop's shared SDK clients (with their users' count), in-flight cached calls and endpoints."""
 
     def __init__(self) -> None:
-        self.clients: dict[tuple[str | None, str], list[Any]] = {}  # -> [client, refcount]
-        self.inflight: dict[tuple[str, str], asyncio.Future] = {}
-        self.endpoints: dict[tuple[str, str | None, str], Endpoint] = {}
+        self.clients: dict[ClientKey, Shared] = {}
+        self.inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any]]] = {}
+        self.endpoints: dict[ClientKey, Endpoint] = {}
         self.config = EngineConfig()
 
 
@@ -85,6 +106,68 @@ def loop_state() -> LoopState:
     if state is None:
         state = _STATES[loop] = LoopState()
     return state
+
+
+def borrow(
+    key: ClientKey, make: Callable[[], Any], name: str, base_url: str
+) -> tuple[LoopState, Any, Endpoint]:
+    """(this event loop's state, the client of ``key``'s endpoint, its scheduler) for one more user.
+    The client is built by ``make`` for its first user; the scheduler is named ``name`` in messages
+    and the summary, and paced by the limits the run set for the provider or ``base_url``."""
+    state = loop_state()
+    shared = state.clients.get(key)
+    if shared is None:
+        shared = state.clients[key] = Shared(make())
+    shared.users += 1
+    endpoint = state.endpoints.get(key)
+    if endpoint is None:
+        provider = key[0]
+        endpoint = state.endpoints[key] = Endpoint(
+            name, state.config.limits(provider, base_url), provider
+        )
+    return state, shared.client, endpoint
+
+
+def give_back(state: LoopState, key: ClientKey) -> Any:
+    """One user fewer of ``key``'s client: the client when that was its last user (the caller
+    closes it), else None."""
+    shared = state.clients.get(key)
+    if shared is None:
+        return None
+    shared.users -= 1
+    if shared.users > 0:
+        return None
+    del state.clients[key]
+    return shared.client
+
+
+async def once(
+    state: LoopState, flight: tuple[str, str], lead: Callable[[], Awaitable[LLMResult]]
+) -> LLMResult:
+    """Identical cached calls in flight (``flight``: the cache and the key) share one request: the
+    first runs ``lead``; the others wait for its answer and count as cache hits, or get its
+    failure (its retries counted once, there)."""
+    pending = state.inflight.get(flight)
+    if pending is not None:
+        try:
+            return LLMResult(await asyncio.shield(pending), cache_hit=True)
+        except LLMError as exc:  # the leader's failure
+            raise LLMError(exc.message, status=exc.status) from None
+    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    state.inflight[flight] = future
+    try:
+        result = await lead()
+        future.set_result(result.data)
+        return result
+    except Exception as exc:
+        future.set_exception(exc)
+        future.exception()  # retrieved: no "never retrieved" warning when nobody waited
+        raise
+    except BaseException:
+        future.cancel()
+        raise
+    finally:
+        state.inflight.pop(flight, None)
 
 
 def configure(
@@ -110,7 +193,7 @@ def configure(
     state.endpoints.clear()
 
 
-def endpoint_reports() -> list[dict[str, Any]]:
+def endpoint_reports() -> list[EndpointReport]:
     """Every endpoint this event loop called: calls, throttling, the limit it settled on, breaker
     (none outside a running loop: a split run's progress line while it waits for its workers)."""
     try:
@@ -122,7 +205,7 @@ def endpoint_reports() -> list[dict[str, Any]]:
     return [ep.report() for ep in state.endpoints.values() if ep.calls or ep.stopped]
 
 
-def throttling_note(reports: list[dict[str, Any]]) -> str | None:
+def throttling_note(reports: list[EndpointReport]) -> str | None:
     """One short line on throttling for the progress line (None when nothing was throttled)."""
     rejected = sum(r["rejected"] for r in reports)
     if not rejected:

@@ -2,11 +2,11 @@
 
 :class:`~ci_evals.llm.LLM` keeps everything that must behave the same for every vendor (the
 retry loop, ``Retry-After``, the response cache, in-flight sharing, tokens and cost). A
-:class:`Provider` only knows its vendor: where the key and base URL come from, how to build the
-vendor's official SDK client (with the SDK's own retries off), how an OpenAI-shaped chat request
-becomes the vendor's request, and how one attempt's outcome becomes either a chat-completions
-shaped response (``choices[0].message.content`` and ``usage.prompt_tokens`` /
-``completion_tokens``) or a :class:`Failure`.
+:class:`~ci_evals.llm.provider_base.Provider` only knows its vendor: where the key and base URL
+come from, how to build the vendor's official SDK client (with the SDK's own retries off), how an
+OpenAI-shaped chat request becomes the vendor's request, and how one attempt's outcome becomes
+either a chat-completions shaped response (``choices[0].message.content`` and
+``usage.prompt_tokens`` / ``completion_tokens``) or a :class:`~ci_evals.llm.failures.Failure`.
 
 Requests follow what letta-evals (0.17+, ``graders/rubric.py``) sends: Anthropic gets
 ``output_config.format`` JSON schema and the system prompt as a cached text block
@@ -23,15 +23,24 @@ import importlib
 import json
 import os
 import re
-import urllib.parse
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci_evals._util.errors import ConfigError
-from ci_evals._util.netcause import cause_of
 from ci_evals._util.text import one_line
 from ci_evals.llm.cost import tokens
+from ci_evals.llm.failures import NO_REDIRECTS, Failure, status_failure, transport_failure
+from ci_evals.llm.provider_base import (
+    Provider,
+    chat_response,
+    env_key,
+    json_schema,
+    system_and_turns,
+)
 from ci_evals.llm.said import server_says
+
+if TYPE_CHECKING:  # the SDKs are optional extras, imported when a call is made
+    from anthropic import AsyncAnthropic
+    from google.genai import Client as GenaiClient
 
 PROVIDERS = ("openai", "anthropic", "google")
 _EXTRAS = {
@@ -39,26 +48,7 @@ _EXTRAS = {
     "google": ("google.genai", "google-genai>=1.30"),
 }
 """provider -> (module, pip requirement): the same requirement as pyproject's extra of that name."""
-NO_KEY = "no-key-required"
-NO_REDIRECTS = {"allow_redirects": False, "follow_redirects": False}
-"""What every LLM call's HTTP client is told (aiohttp's name, httpx's name): follow no redirect. A
-3xx is a failure naming where it points: the key, the prompt and the body never go to another
-host, nor from https to http (google-genai sent ``x-goog-api-key`` on to any origin)."""
 ANTHROPIC_MAX_TOKENS = 4096
-
-
-@dataclass
-class Failure(Exception):
-    """One attempt failed. ``retry``: worth another attempt; ``wait``: seconds the server asked for;
-    ``headers``: the response headers (``Retry-After`` is read from them by the caller);
-    ``kind``: a cause the breaker counts (:mod:`ci_evals._util.netcause` kinds, ``http_401``...)."""
-
-    problem: str
-    status: int | None = None
-    retry: bool = True
-    wait: float | None = None
-    headers: Any = None
-    kind: str | None = None
 
 
 def require(provider: str, owner: str | None = None) -> None:
@@ -86,157 +76,19 @@ def preload_sdk(provider: str) -> None:
         importlib.import_module(_EXTRAS[provider][0])
 
 
-def status_failure(
-    status: int, text: str, headers: Any, code: str | None = None, *, label: str | None = None
-) -> Failure:
-    """The Failure for an HTTP error answer (any provider): throttling, systematic, or transient.
-    A redirect (3xx) is never followed (see :data:`NO_REDIRECTS`): systematic, not retried.
-    ``label`` replaces ``HTTP <status>`` at the line's start (an error code inside an HTTP 200)."""
-    shown = label or f"HTTP {status}"
-    if 300 <= status < 400:
-        return Failure(
-            f"HTTP {status}: the server redirects{_redirect_target(headers)}; LLM calls follow no "
-            "redirect (the key goes to base_url's host alone): set base_url to the address it names",
-            status,
-            retry=False,
-            headers=headers,
-            kind=f"http_{status}",
-        )
-    if status == 429 and code == "insufficient_quota":
-        return Failure(f"{shown}: {text}", status, retry=False, headers=headers, kind="quota")
-    if status in (400, 401, 403, 404):
-        return Failure(
-            f"{shown}: {text}", status, retry=False, headers=headers, kind=f"http_{status}"
-        )
-    return Failure(f"{shown}: {text}", status, retryable_status(status), headers=headers)
-
-
-def _redirect_target(headers: Any) -> str:
-    """`` to <where the Location header points>`` (no user:password, query or fragment), or ''."""
-    try:
-        parts = urllib.parse.urlsplit(str(headers.get("location") or "").strip())
-    except (AttributeError, ValueError):
-        return ""
-    host = parts.netloc.rsplit("@", 1)[-1]
-    where = one_line(f"{parts.scheme}://{host}{parts.path}" if host else parts.path)[:200]
-    return f" to {where}" if where else ""
-
-
-def transport_failure(exc: BaseException, url: Any, timeout: float) -> Failure:
-    """A call that got no HTTP answer, named by its real cause (:func:`ci_evals._util.netcause.cause_of`)."""
-    cause = cause_of(exc, str(url) if url else None, timeout)
-    return Failure(cause.message, retry=cause.retry, kind=cause.kind)
-
-
-def retryable_status(status: int) -> bool:
-    """429, 408, 409 and every 5xx (Anthropic's 529 ``overloaded`` included)."""
-    return status in (408, 409, 429) or status >= 500
-
-
-def _system_and_turns(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
-    """System messages joined into one text; the other messages as (role, text) turns."""
-    system = [str(m.get("content") or "") for m in messages if m.get("role") == "system"]
-    turns = [m for m in messages if m.get("role") != "system"]
-    return ("\n\n".join(system) if system else None), turns
-
-
-def _schema(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
-    if response_format and response_format.get("type") == "json_schema":
-        return (response_format.get("json_schema") or {}).get("schema")
-    return None
-
-
-def chat_response(
-    text: str,
-    finish: str | None,
-    prompt_tokens: int,
-    completion_tokens: int,
-    vendor_usage: dict[str, Any] | None,
-) -> dict[str, Any]:
-    """A vendor reply in the chat-completions shape the rest of ci-evals reads (and caches)."""
-    return {
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-        "vendor_usage": vendor_usage or {},
-    }
-
-
-def _env_key(
-    api_key_env: str | None,
-    names: tuple[str, ...],
-    url: str | None,
-    owner: str | None,
-    provider: str,
-) -> str:
-    """The key from ``api_key_env`` or the first set name; a custom base URL needs none."""
-    if api_key_env:
-        key = os.environ.get(api_key_env)
-        if not key:
-            raise ConfigError(
-                f"environment variable {api_key_env} (api_key_env) is not set", key=owner
-            )
-        return key
-    for name in names:
-        if os.environ.get(name):
-            return os.environ[name]
-    if url is None:
-        raise ConfigError(
-            f"{' or '.join(names)} is not set; set it for provider '{provider}', or point base_url "
-            f"at a compatible server",
-            key=owner,
-        )
-    return NO_KEY
-
-
-class Provider:
-    """One vendor. ``path`` names the endpoint in messages and in the cache key."""
-
-    name = ""
-    default_base_url = ""
-
-    def endpoint(
-        self, base_url: str | None, api_key_env: str | None, owner: str | None
-    ) -> tuple[str | None, str]:
-        raise NotImplementedError
-
-    def client(self, url: str | None, key: str, timeout: float) -> Any:
-        raise NotImplementedError
-
-    def request(
-        self,
-        model: str,
-        messages: list[dict[str, Any]],
-        params: dict[str, Any],
-        response_format: dict[str, Any] | None,
-    ) -> tuple[str, dict[str, Any]]:
-        """(path, the vendor's JSON request body) for an OpenAI-shaped chat call."""
-        raise NotImplementedError
-
-    async def send(self, client: Any, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """One attempt: the chat-shaped response, or :class:`Failure`."""
-        raise NotImplementedError
-
-    async def close(self, client: Any) -> None:
-        raise NotImplementedError
-
-
-class Anthropic(Provider):
+class Anthropic(Provider["AsyncAnthropic"]):
     """Claude through ``anthropic.AsyncAnthropic`` (Messages API)."""
 
     name = "anthropic"
     default_base_url = "https://api.anthropic.com"
 
-    def endpoint(self, base_url, api_key_env, owner):
+    def endpoint(
+        self, base_url: str | None, api_key_env: str | None, owner: str | None
+    ) -> tuple[str | None, str]:
         url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        return url, _env_key(api_key_env, ("ANTHROPIC_API_KEY",), url, owner, self.name)
+        return url, env_key(api_key_env, ("ANTHROPIC_API_KEY",), url, owner, self.name)
 
-    def client(self, url, key, timeout):
+    def client(self, url: str | None, key: str, timeout: float) -> AsyncAnthropic:
         from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
         return AsyncAnthropic(
@@ -247,8 +99,14 @@ class Anthropic(Provider):
             http_client=DefaultAsyncHttpxClient(timeout=timeout, follow_redirects=False),
         )
 
-    def request(self, model, messages, params, response_format):
-        system, turns = _system_and_turns(messages)
+    def request(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        response_format: dict[str, Any] | None,
+    ) -> tuple[str, dict[str, Any]]:
+        system, turns = system_and_turns(messages)
         body: dict[str, Any] = {
             "model": model,
             "max_tokens": params.get("max_tokens") or ANTHROPIC_MAX_TOKENS,
@@ -260,7 +118,7 @@ class Anthropic(Provider):
             body["system"] = [
                 {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
             ]
-        schema = _schema(response_format)
+        schema = json_schema(response_format)
         if schema is not None:
             from anthropic import transform_schema
 
@@ -269,7 +127,9 @@ class Anthropic(Provider):
             }
         return "/v1/messages", body
 
-    async def send(self, client, body, timeout):
+    async def send(
+        self, client: AsyncAnthropic, body: dict[str, Any], timeout: float
+    ) -> tuple[dict[str, Any], Any]:
         import anthropic
 
         # The raw POST sends exactly letta-evals' body whatever parameters this SDK version types.
@@ -316,27 +176,31 @@ class Anthropic(Provider):
             text, data.get("stop_reason"), prompt, completion, usage
         ), response.headers
 
-    async def close(self, client):
+    async def close(self, client: AsyncAnthropic) -> None:
         await client.close()
 
 
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 
-class Google(Provider):
+class Google(Provider["GenaiClient"]):
     """Gemini through ``google.genai.Client(...).aio`` (``generateContent``)."""
 
     name = "google"
     default_base_url = "https://generativelanguage.googleapis.com"
+    base_url = default_base_url
+    """Where calls go (set by :meth:`endpoint`): what a connection failure names."""
 
-    def endpoint(self, base_url, api_key_env, owner):
+    def endpoint(
+        self, base_url: str | None, api_key_env: str | None, owner: str | None
+    ) -> tuple[str | None, str]:
         url = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or None
         self.base_url = url or self.default_base_url
-        return url, _env_key(
+        return url, env_key(
             api_key_env, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), url, owner, self.name
         )
 
-    def client(self, url, key, timeout):
+    def client(self, url: str | None, key: str, timeout: float) -> GenaiClient:
         from google import genai
         from google.genai import types
 
@@ -348,8 +212,14 @@ class Google(Provider):
         )  # its aiohttp's and its httpx's names
         return genai.Client(api_key=key, http_options=options)
 
-    def request(self, model, messages, params, response_format):
-        system, turns = _system_and_turns(messages)
+    def request(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        response_format: dict[str, Any] | None,
+    ) -> tuple[str, dict[str, Any]]:
+        system, turns = system_and_turns(messages)
         body: dict[str, Any] = {
             "model": model,
             "contents": [
@@ -367,15 +237,16 @@ class Google(Provider):
             config["temperature"] = params["temperature"]
         if response_format:
             config["responseMimeType"] = "application/json"
-            schema = _schema(response_format)
+            schema = json_schema(response_format)
             if schema is not None:
                 config["responseSchema"] = schema
         if config:
             body["generationConfig"] = config
         return f"/v1/models/{model}:generateContent", body
 
-    async def send(self, client, body, timeout):
-
+    async def send(
+        self, client: GenaiClient, body: dict[str, Any], timeout: float
+    ) -> tuple[dict[str, Any], Any]:
         from google.genai import errors, types
 
         gen = body.get("generationConfig") or {}
@@ -408,9 +279,7 @@ class Google(Provider):
                     for c in type(exc).__mro__
                 )
             ):
-                raise transport_failure(
-                    exc, getattr(self, "base_url", self.default_base_url), timeout
-                ) from None
+                raise transport_failure(exc, self.base_url, timeout) from None
             if isinstance(
                 exc, ValueError | RecursionError
             ):  # a body the SDK could not read (or too deep)
@@ -432,7 +301,7 @@ class Google(Provider):
             http, "headers", None
         )
 
-    async def close(self, client):
+    async def close(self, client: GenaiClient) -> None:
         close = getattr(client.aio, "aclose", None)  # google-genai >= 1.33
         if close is not None:
             await close()
@@ -449,6 +318,9 @@ def _retry_delay(details: Any) -> float | None:
     return None
 
 
-def vendor(name: str) -> Provider:
+_VENDORS: dict[str, type[Provider[Any]]] = {"anthropic": Anthropic, "google": Google}
+
+
+def vendor(name: str) -> Provider[Any]:
     """The provider object for ``anthropic`` or ``google``."""
-    return {"anthropic": Anthropic, "google": Google}[name]()
+    return _VENDORS[name]()

@@ -11,7 +11,7 @@ in the run) passes through its :class:`Endpoint`:
   (``retry-after-ms`` / ``Retry-After``; a short backoff when it named none), instead of every
   worker retrying on its own clock. After a pause one call goes first; the others follow when it
   succeeds, so waiting calls are released in order, not all at once.
-* **Pacing before the limit** (:mod:`ci_evals.llm.limits`). A request bucket (and a token bucket) paces calls at the rate the
+* **Pacing before the limit** (:mod:`ci_evals.llm.pace`, :mod:`ci_evals.llm.limits`). A request bucket (and a token bucket) paces calls at the rate the
   user set (``rpm``/``tpm``) or the server announced (OpenAI's ``x-ratelimit-limit-*``,
   Anthropic's ``anthropic-ratelimit-*``): a call starts when the bucket can pay for it, with one
   second of burst (OpenAI enforces per-minute limits over short windows). A server saying
@@ -47,10 +47,14 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci_evals._util.breaker import Breaker
-from ci_evals.llm.limits import Announced, Bucket, Limits, announced
+from ci_evals.llm.limits import Limits
+from ci_evals.llm.pace import Pace
+
+if TYPE_CHECKING:  # the summary.json type only: importing ci_evals.llm loads no pydantic
+    from ci_evals.results.records import EndpointReport
 
 PAUSE_FIRST = 1.0
 """Seconds a 429 with no ``Retry-After`` pauses the endpoint; doubles while 429s continue."""
@@ -113,10 +117,7 @@ class Endpoint:
         self.probing = False  # after a pause: one call goes first
         self.seq = 0
         self.cut_seq = -1
-        self.req_bucket: Bucket | None = None
-        self.tok_bucket: Bucket | None = None
-        self.user_rpm = self.limits.rpm
-        self.user_tpm = self.limits.tpm
+        self.pace = Pace(self.limits, self.provider, self._bounded)
         self.breaker = Breaker()
         self.calls = 0
         self.rejected = 0
@@ -124,7 +125,6 @@ class Endpoint:
         self._holding = 0
         self._held_since = 0.0
         self.min_limit = self.limit
-        self.announced: Announced | None = None
         self.overloaded_since: float | None = (
             None  # the first 503/529, while nothing ever succeeded
         )
@@ -132,10 +132,7 @@ class Endpoint:
         with contextlib.suppress(
             ThrottledOut
         ):  # a set rate too slow for max_wait: stopped, said by every call
-            if self.limits.rpm:
-                self._new_bucket("rpm", self.limits.rpm)
-            if self.limits.tpm:
-                self._new_bucket("tpm", self.limits.tpm)
+            self.pace.use_settings()
 
     # -- admission -------------------------------------------------------------------------------
 
@@ -170,6 +167,9 @@ class Endpoint:
             if self.stopped:
                 raise EndpointStopped(self.stopped)
             await self._pace(tokens)
+        except ThrottledOut as out:  # the call's own pace passed max_wait: stopped, and not sent
+            self._release()
+            raise EndpointStopped(str(out)) from None
         except BaseException:
             self._release()
             raise
@@ -183,17 +183,7 @@ class Endpoint:
             if self.paused_until > now:
                 await self._hold(self.paused_until - now)
                 continue
-            wait = 0.0
-            if self.req_bucket is not None:
-                wait = max(wait, self.req_bucket.reserve(1.0, now))
-            if self.tok_bucket is not None and tokens:
-                own = tokens / self.tok_bucket.rate
-                self._bounded(
-                    own,
-                    f"a call of about {tokens:.0f} tokens takes {own:.3g} s at "
-                    f"{self._rate_words('tpm')}",
-                )
-                wait = max(wait, self.tok_bucket.reserve(tokens, now))
+            wait = self.pace.reserve(tokens, now)
             if wait > 0:
                 await self._hold(wait)
             if self.paused_until <= time.monotonic():
@@ -236,18 +226,6 @@ class Endpoint:
 
     # -- the one bound on waits ------------------------------------------------------------------
 
-    def _rate_words(self, which: str) -> str:
-        user = self.user_rpm if which == "rpm" else self.user_tpm
-        bucket = self.req_bucket if which == "rpm" else self.tok_bucket
-        unit = "requests" if which == "rpm" else "tokens"
-        header = (
-            ("x-ratelimit-limit-requests" if which == "rpm" else "x-ratelimit-limit-tokens")
-            if self.provider != "anthropic"
-            else f"anthropic-ratelimit-{unit}-limit"
-        )
-        source = "your setting" if user else f"announced by the server in {header}"
-        return f"{bucket.per_minute:g} {unit} a minute ({source})" if bucket else "no limit"
-
     def _bounded(self, seconds: float, why: str) -> None:
         """The one check of a wait the server's word (or the user's rate) would impose: longer than
         ``max_wait`` stops the endpoint (no later call is sent) and raises :class:`ThrottledOut`."""
@@ -256,51 +234,12 @@ class Endpoint:
             self._stop(out)
             raise ThrottledOut(out)
 
-    def _new_bucket(self, which: str, per_minute: float) -> Bucket:
-        """A pacing bucket, refused (the endpoint stopped) when one request at its rate takes longer
-        than ``max_wait``: ``x-ratelimit-limit-requests: 0.001`` would hold each call 17 hours."""
-        bucket = Bucket(per_minute, max_debt_s=self.limits.max_wait)
-        if which == "rpm":
-            self.req_bucket = bucket
-            self._bounded(
-                1.0 / bucket.rate,
-                f"one request every {1.0 / bucket.rate:.3g} s at {self._rate_words('rpm')}",
-            )
-        else:
-            self.tok_bucket = bucket
-        return bucket
-
     # -- outcomes --------------------------------------------------------------------------------
 
     def _learn(self, headers: Any) -> None:
-        info = announced(headers)
-        if info is None:
-            return
-        self.announced = info
-        if (
-            info.tpm
-            and not self.user_tpm
-            and (self.tok_bucket is None or self.tok_bucket.per_minute != info.tpm)
-        ):
-            self._new_bucket("tpm", info.tpm)
-        if (
-            info.rpm
-            and not self.user_rpm
-            and (self.req_bucket is None or self.req_bucket.per_minute != info.rpm)
-        ):
-            self._new_bucket(
-                "rpm", info.rpm
-            ).level = 0.0  # the calls already sent spent what the window held
-        if (
-            info.remaining_requests is not None
-            and info.remaining_requests < 1
-            and self.req_bucket is None
-        ):
-            # an empty bucket we cannot pace for (no limit announced): wait until it refills
-            until = min(
-                info.reset_requests if info.reset_requests is not None else PAUSE_FIRST, PAUSE_CAP
-            )
-            self._bounded(until, f"the server's request limit (remaining 0) resets in {until:g} s")
+        """Take the rates a response announced; pause when it says ``remaining: 0`` (see :meth:`Pace.learn`)."""
+        until = self.pace.learn(headers, PAUSE_FIRST, PAUSE_CAP)
+        if until is not None:
             self.paused_until = max(self.paused_until, time.monotonic() + until)
 
     @property
@@ -322,8 +261,8 @@ class Endpoint:
         self.limit = min(float(self.cap), self.limit + 1.0 / self.limit)
         self.probing = False
         self._settle(ticket)
-        if tokens_used is not None and self.tok_bucket is not None:
-            self.tok_bucket.adjust(tokens_used - ticket.tokens)
+        if tokens_used is not None:
+            self.pace.charge(tokens_used - ticket.tokens)
         with contextlib.suppress(ThrottledOut):  # stopped: every later call says why
             self._learn(headers)
 
@@ -401,8 +340,9 @@ class Endpoint:
 
     # -- what the summary shows ------------------------------------------------------------------
 
-    def report(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def report(self) -> EndpointReport:
+        """summary.json's ``endpoints[]`` entry of this endpoint."""
+        out: EndpointReport = {
             "endpoint": self.name,
             "provider": self.provider,
             "calls": self.calls,
@@ -412,14 +352,7 @@ class Endpoint:
             "concurrency": int(self.limit),
             "lowest_concurrency": int(self.min_limit),
         }
-        rpm = self.user_rpm or (self.announced.rpm if self.announced else None)
-        tpm = self.user_tpm or (self.announced.tpm if self.announced else None)
-        if rpm:
-            out["rpm"] = rpm
-            out["rpm_from"] = "settings" if self.user_rpm else "server"
-        if tpm:
-            out["tpm"] = tpm
-            out["tpm_from"] = "settings" if self.user_tpm else "server"
+        out.update(self.pace.rates())
         if self.stopped:
-            out["stopped"] = self.stopped
+            out["stopped"] = self.stopped  # asked of results/records
         return out

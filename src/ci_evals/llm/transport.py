@@ -4,7 +4,7 @@
 SDK's own retries off: :class:`~ci_evals.llm.client.LLM` retries, counting and honouring
 ``Retry-After``) over the SDK's aiohttp transport (``openai[aiohttp]``) when installed, else its
 httpx client. :func:`post` sends one request and returns (the response JSON, its headers) or raises
-:class:`~ci_evals.llm.providers.Failure` naming the cause; every path maps failures the same way.
+:class:`~ci_evals.llm.failures.Failure` naming the cause; every path maps failures the same way.
 
 Why not ``client.chat.completions.create`` for every call: at high concurrency the run was
 CPU-bound in the SDK's per-call request building, then in the httpx-compatible layer the SDK puts
@@ -24,7 +24,7 @@ CPU per call as aiohttp itself). So a call goes, cheapest first:
 A response body is read up to ``MAX_RESPONSE_BYTES`` (a parse never recurses without bound); a 200 not
 usable (no ``choices[0].message``, no embeddings; :func:`unusable`) is a Failure, so it is retried
 and never cached; an error object inside a 200 is the server's failure (:mod:`ci_evals.llm.answers`);
-every failure line carries the server's message and request id. No path follows a redirect (``providers.NO_REDIRECTS``): a 3xx is a Failure.
+every failure line carries the server's message and request id. No path follows a redirect (``failures.NO_REDIRECTS``): a 3xx is a Failure.
 """
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ import sys
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import orjson
 
 from ci_evals._util.bounds import NOT_READ, announced_length, orjson_loads
 from ci_evals.llm.answers import error_answer, error_in_200, identity_headers, unusable
-from ci_evals.llm.providers import Failure, preload_sdk, status_failure, transport_failure
+from ci_evals.llm.failures import Failure, status_failure, transport_failure
+from ci_evals.llm.providers import preload_sdk
 from ci_evals.llm.said import server_says
 
 __all__ = ["Client", "close_client", "has_session", "make_client", "post", "preload", "unusable"]
@@ -122,6 +124,7 @@ def make_client(url: str | None, key: str, timeout: float) -> Client:
     has_userinfo = "@" in urllib.parse.urlsplit(base).netloc
     session = None
     if USE_AIOHTTP and not has_userinfo and DIRECT:
+        aiohttp: ModuleType | None
         try:
             import aiohttp  # (the extra that the SDK's DefaultAioHttpClient needs)
         except ImportError:

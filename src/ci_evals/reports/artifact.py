@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_evals.results.files import RESULTS, Trust, check_records, read_summary, records
+from ci_evals.results.records import ResultRecord, Summary
 
 _SWAP = str.maketrans(
     {
@@ -66,7 +67,7 @@ def neutralise_tree(value: Any, multiline: bool = False) -> Any:
     return value
 
 
-def load_summary(folder: str | Path) -> dict[str, Any]:
+def load_summary(folder: str | Path) -> Summary:
     """The folder's summary.json, checked as a hostile artifact and made inert; ConfigError
     (one line naming the file) when it is unreadable or of another shape."""
     return neutralise_tree(dict(read_summary(Path(folder), Trust.HOSTILE)))
@@ -78,7 +79,7 @@ def check_results(folder: str | Path) -> int:
     return check_records(Path(folder) / RESULTS, Trust.HOSTILE)
 
 
-def iter_results(folder: str | Path) -> Iterator[dict[str, Any]]:
+def iter_results(folder: str | Path) -> Iterator[ResultRecord]:
     """The folder's results.jsonl records, checked as a hostile artifact, each made inert."""
     for rec in records(Path(folder) / RESULTS, Trust.HOSTILE):
         yield neutralise_tree(rec)

@@ -9,26 +9,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ci_evals.gating.verdict import display_name
 from ci_evals.reports import letta_agents
 from ci_evals.reports.digest import BUCKETS, Digest, digest, input_text, row_failures, sample_label
+from ci_evals.reports.figures import baseline_section, metric_table, usage_line
 from ci_evals.reports.markdown import (
-    baseline_section,
     error_table,
     errors_line,
     flaky_line,
     gate_table,
-    metric_table,
     report_line,
-    usage_line,
     verdict,
     verdict_line,
     worst_heading,
 )
 from ci_evals.reports.text import escape_html, escape_md, fenced, fmt_score, noise_lines
 from ci_evals.results.line import submissions_of
+from ci_evals.results.records import ResultRecord, Summary
 
 BODY_LIMIT = 65_000
 """Where we stop: a margin below GitHub's 65,536-character limit for a comment."""
@@ -85,7 +84,7 @@ def score_chart(title: str, counts: list[int]) -> str:
     )
 
 
-def charts(summary: dict[str, Any], d: Digest) -> list[str]:
+def charts(summary: Summary, d: Digest) -> list[str]:
     """A chart per metric with graded (not just 0/1) scores from at least five samples."""
     out = []
     for name, counts in d.histograms.items():
@@ -106,7 +105,7 @@ def charts(summary: dict[str, Any], d: Digest) -> list[str]:
 
 
 def failing_sample(
-    row: dict[str, Any], limit: int, num_runs: int, labels: dict[str, Any] | None = None
+    row: ResultRecord, limit: int, num_runs: int, labels: dict[str, str | None] | None = None
 ) -> list[str]:
     """One failing sample, collapsed: input, expected, then per failing metric submission and why."""
     fails = row_failures(row)
@@ -148,7 +147,7 @@ def failing_sample(
     return [*lines, "</details>", ""]
 
 
-def _footer(summary: dict[str, Any], run_url: str | None) -> str:
+def _footer(summary: Summary, run_url: str | None) -> str:
     parts = []
     if run_url and _SAFE_URL.match(run_url):
         parts.append(f"[View the run]({run_url})")
@@ -159,7 +158,7 @@ def _footer(summary: dict[str, Any], run_url: str | None) -> str:
     return "<sub>" + " · ".join(parts) + "</sub>" if parts else ""
 
 
-def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None, key: str) -> str:
+def _body(summary: Summary, d: Digest, level: Level, run_url: str | None, key: str) -> str:
     icon, words = verdict(summary)
     lines = [
         marker(key),
@@ -217,8 +216,8 @@ def _body(summary: dict[str, Any], d: Digest, level: Level, run_url: str | None,
 
 
 def render_comment(
-    summary: dict[str, Any],
-    results: Iterable[dict[str, Any]],
+    summary: Summary,
+    results: Iterable[ResultRecord],
     *,
     run_url: str | None,
     marker_key: str,

@@ -11,26 +11,22 @@ cannot move the cursor or recolour the terminal.
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from ci_evals._util.text import one_line
-from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable, word
+from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable
+from ci_evals.reports.failing import FAILING_SHOWN, FailingPass, FailingTally
 from ci_evals.reports.text import noise_lines
+from ci_evals.reports.verdicts import WORDS, words_of
+from ci_evals.results.records import BaselineBlock, GateResult, MetricEntry, ResultRecord, Summary
 
 GROUPS_SHOWN = 5
-FAILING_SHOWN = 10
 _ANSI = {
     "PASS": "1;32",
-    "PASSED": "1;32",
     "FAIL": "1;31",
-    "FAILED": "1;31",
-    "ERRORED": "1;35",
     "INCONCLUSIVE": "1;33",
-    "PARTIAL": "1;33",
-    "INTERRUPTED": "1;33",
+    **{w.word: w.ansi for w in WORDS.values()},
 }
 INTERVALS_NOTE = (
     "95% intervals: the mean's by bootstrap (normal approximation above 200 samples), "
@@ -68,14 +64,16 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def _interval(ci, pct: bool = False) -> str:
+def _interval(ci: Sequence[float | None] | None, pct: bool = False) -> str:
     if not ci:
         return "-"
     fmt = _pct if pct else _num
     return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
-def metric_rows(metrics: dict[str, Any], baseline: dict[str, Any] | None = None) -> list[list[Any]]:
+def metric_rows(
+    metrics: dict[str, MetricEntry], baseline: BaselineBlock | None = None
+) -> list[list[Any]]:
     rows = []
     base = (baseline or {}).get("metrics", {})
     for name, m in metrics.items():
@@ -108,7 +106,7 @@ HEADERS = [
 ]
 
 
-def endpoint_lines(summary: dict[str, Any]) -> list[str]:
+def endpoint_lines(summary: Summary) -> list[str]:
     """One line per LLM endpoint that throttled, paced or stopped the run (summary.json ``endpoints``)."""
     out = []
     for ep in summary.get("endpoints") or []:
@@ -141,7 +139,7 @@ def endpoint_lines(summary: dict[str, Any]) -> list[str]:
     return out
 
 
-def sub_gate_lines(g: dict[str, Any], depth: int = 1) -> list[str]:
+def sub_gate_lines(g: GateResult, depth: int = 1) -> list[str]:
     """The sub-gates of a weighted or logical gate, one indented line each, with their values."""
     out = []
     for c in g.get("children") or []:
@@ -150,7 +148,7 @@ def sub_gate_lines(g: dict[str, Any], depth: int = 1) -> list[str]:
     return out
 
 
-def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]:
+def error_lines(summary: Summary, limit: int = GROUPS_SHOWN) -> list[str]:
     """The distinct error messages, most frequent first: ``target error ×6: cannot start 'pyhton3': ...``."""
     errs = summary.get("errors") or {}
     groups = errs.get("groups") or []
@@ -164,11 +162,8 @@ def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]
         "errored samples have no score and count as failed:"
     ]
     for grp in groups[:limit]:
-        who = (
-            f" ({display_name(labels.get(grp['grader']), grp['grader'])})"
-            if grp.get("grader")
-            else ""
-        )
+        grader = grp.get("grader")
+        who = f" ({display_name(labels.get(grader), grader)})" if grader else ""
         lines.append(f"  {grp['category']} error ×{grp['count']}{who}: {one_line(grp['message'])}")
     if len(groups) > limit:
         lines.append(
@@ -177,94 +172,9 @@ def error_lines(summary: dict[str, Any], limit: int = GROUPS_SHOWN) -> list[str]
     return lines
 
 
-def failing_entries(results: Iterable[dict[str, Any]], num_runs: int = 1) -> Iterable[tuple]:
-    """``(sort key, status, sample, grader, score, reason)`` for every failing or errored grade.
-
-    A result line whose target or extraction failed is one ERRORED entry (its graders never saw an
-    answer); otherwise each grade that errored (ERRORED) or did not pass (FAIL) is one entry.
-    """
-    for rec in results:
-        sid = str(rec.get("sample_id"))
-        label = (
-            sid
-            + (f" run {rec.get('run')}" if num_runs > 1 or rec.get("run") else "")
-            + (f" [{rec['model']}]" if rec.get("model") else "")
-        )
-        key = (sid, rec.get("run") or 0, str(rec.get("model") or ""))
-        grades = rec.get("grades") or {}
-        err = rec.get("error")
-        if err:
-            cat, msg = (
-                (err.get("category") or "target", err.get("message"))
-                if isinstance(err, dict)
-                else ("target", err)
-            )
-            yield (*key, ""), "ERRORED", label, cat, None, f"{cat} error: {msg}"
-            continue
-        for i, (name, g) in enumerate(grades.items()):
-            if g.get("error"):
-                yield (
-                    (*key, f"{i:04d}"),
-                    "ERRORED",
-                    label,
-                    name,
-                    None,
-                    f"{g.get('error_category') or 'grading'} error: {g['error']}",
-                )
-            elif not g.get("passed"):
-                yield (
-                    (*key, f"{i:04d}"),
-                    "FAIL",
-                    label,
-                    name,
-                    g.get("score"),
-                    g.get("rationale") or "",
-                )
-
-
-@dataclass
-class FailingTally:
-    """What :func:`failing_lines` shows: the first failing entries by sample id, and how many
-    failures and failing samples there were in all."""
-
-    shown: list[tuple]
-    failures: int
-    samples: int
-
-
-class FailingPass:
-    """:func:`failing_lines`' pass over the result lines, fed one line at a time (:meth:`add`), so
-    the reports' read of results.jsonl can feed it too (ci_evals.reports.write)."""
-
-    def __init__(self, num_runs: int = 1, limit: int = FAILING_SHOWN) -> None:
-        self.num_runs, self.limit = num_runs, limit
-        self._kept: list[tuple] = []  # (sort key, arrival, entry), sorted: heapq.nsmallest's order
-        self._seen = 0
-        self._samples: set[tuple] = set()
-
-    @classmethod
-    def of(cls, summary: dict[str, Any], limit: int = FAILING_SHOWN) -> FailingPass:
-        """The pass for the result lines of the run ``summary`` describes (its ``num_runs``)."""
-        return cls(int(summary.get("num_runs") or 1), limit)
-
-    def add(self, rec: dict[str, Any]) -> None:
-        kept, limit = self._kept, self.limit
-        for entry in failing_entries((rec,), self.num_runs):
-            self._seen += 1
-            self._samples.add(entry[0][:3])
-            if len(kept) < limit or (
-                kept and entry[0] < kept[-1][0]
-            ):  # an equal key came earlier: it stays ahead
-                bisect.insort(kept, (entry[0], self._seen, entry))
-                del kept[limit:]
-
-    def tally(self) -> FailingTally:
-        return FailingTally([e for _, _, e in self._kept], self._seen, len(self._samples))
-
-
 def failing_lines(
-    summary: dict[str, Any],
-    results: Iterable[dict[str, Any]],
+    summary: Summary,
+    results: Iterable[ResultRecord],
     *,
     color: bool = False,
     limit: int = FAILING_SHOWN,
@@ -301,22 +211,23 @@ def failing_lines(
     return lines
 
 
-def all_target_failed(summary: dict[str, Any]) -> bool:
+def all_target_failed(summary: Summary) -> bool:
     """Every result line failed at the target: nothing the agent did was graded."""
     errs = summary.get("errors") or {}
     records = summary.get("records") or 0
     return bool(records) and (errs.get("by_category") or {}).get("target", 0) >= records
 
 
-def verdict_line(summary: dict[str, Any], prefix: str = "Verdict: ", color: bool = False) -> str:
-    """``Verdict: ERRORED (quality: 3 of 50 samples errored (max_errors 0))``."""
+def verdict_line(summary: Summary, prefix: str = "Verdict: ", color: bool = False) -> str:
+    """``Verdict: ERRORED (quality: 3 of 50 samples errored (max_errors 0))``; ``Verdict: NO
+    VERDICT`` for a summary that records none (read, never decided here)."""
     reason = summary.get("verdict_reason")
-    return f"{prefix}{paint(word(summary), color)}" + (f" ({reason})" if reason else "")
+    return f"{prefix}{paint(words_of(summary).word, color)}" + (f" ({reason})" if reason else "")
 
 
 def render(
-    summary: dict[str, Any],
-    results: Iterable[dict[str, Any]] = (),
+    summary: Summary,
+    results: Iterable[ResultRecord] = (),
     *,
     color: bool = False,
     failing: FailingTally | None = None,

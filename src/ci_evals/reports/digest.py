@@ -9,21 +9,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ci_evals.results.records import Grade, ResultRecord
+
 BUCKETS = 10
 """Score histogram buckets of [0, 1]."""
+_Key = tuple[float, str, int, str]
+"""A failing line's place among the worst: (its lowest failing score, sample id, run, model)."""
 
 
 @dataclass
 class Digest:
     """What the reports need from results.jsonl, gathered in one streaming pass."""
 
-    worst: list[dict[str, Any]] = field(default_factory=list)
+    worst: list[ResultRecord] = field(default_factory=list)
     failing_rows: int = 0
     histograms: dict[str, list[int]] = field(default_factory=dict)
     distinct: dict[str, set[float]] = field(default_factory=dict)
 
 
-def row_failures(row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def row_failures(row: ResultRecord) -> list[tuple[str, Grade]]:
     """The (metric, grade) pairs of one result line that were graded and did not pass.
 
     Errored grades are not failures on a score: they are reported once, grouped by message
@@ -42,10 +46,10 @@ class Digester:
     def __init__(self, worst: int = 10) -> None:
         self.digest = Digest()
         self.worst = worst
-        self._best: list[tuple[tuple, int, dict[str, Any]]] = []  # (key, arrival, row), sorted
+        self._best: list[tuple[_Key, int, ResultRecord]] = []  # (key, arrival, row), sorted
         self._seq = 0
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: ResultRecord) -> None:
         d = self.digest
         low = None  # the lowest failing score (None: no failing grade)
         for name, g in (row.get("grades") or {}).items():
@@ -70,7 +74,7 @@ class Digester:
             d.failing_rows += 1
             self._offer(low, row)
 
-    def _offer(self, low: float, row: dict[str, Any]) -> None:
+    def _offer(self, low: float, row: ResultRecord) -> None:
         """Keep the ``worst`` lowest (lowest failing score, sample id, run, model), the earlier line
         first on a tie (as heapq.nsmallest does); ``low`` is the lowest failing score."""
         best = self._best
@@ -87,7 +91,7 @@ class Digester:
         self.digest.worst = [r for _, _, r in best]
 
 
-def digest(results: Iterable[dict[str, Any]], worst: int = 10) -> Digest:
+def digest(results: Iterable[ResultRecord], worst: int = 10) -> Digest:
     """Stream ``results`` once: the ``worst`` failing lines (lowest score first) and score histograms.
 
     Memory stays bounded by ``worst`` however long results.jsonl is.
@@ -98,7 +102,7 @@ def digest(results: Iterable[dict[str, Any]], worst: int = 10) -> Digest:
     return gather.digest
 
 
-def sample_label(row: dict[str, Any], num_runs: int = 1) -> str:
+def sample_label(row: ResultRecord, num_runs: int = 1) -> str:
     """``sample 3``, plus the run and the model when they tell result lines apart."""
     label = f"sample {row.get('sample_id')}"
     if num_runs > 1 or (row.get("run") or 0) > 0:

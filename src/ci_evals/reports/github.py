@@ -238,7 +238,9 @@ def _by(comment: dict[str, Any], author: str | None) -> bool:
     """The comment was written by ``author`` (any author when None); a ``[bot]`` login must be a Bot."""
     if author is None:
         return True
-    user = comment.get("user") if isinstance(comment.get("user"), dict) else {}
+    user = comment.get("user")
+    if not isinstance(user, dict):
+        user = {}
     login = user.get("login")
     if not isinstance(login, str) or login.lower() != author.lower():
         return False

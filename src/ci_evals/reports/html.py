@@ -14,32 +14,23 @@ import functools
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci_evals.gating.verdict import stability_note, unstable
-from ci_evals.reports import markdown as md
+from ci_evals.reports import text as fmt
 from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, Scan, build_data
+from ci_evals.reports.verdicts import verdict_of, words_of
 from ci_evals.results.files import Trust, baseline_reference
+from ci_evals.results.records import Summary
 from ci_evals.results.writer import write_text
 
-VERDICT_WORDS = {
-    "passed": "Every gate passed.",
-    "failed": "A gate failed on the measured scores.",
-    "errored": "Samples errored: the gates could not be judged on scores alone.",
-    "interrupted": "The run was interrupted; these are partial results.",
-    "partial": "Samples are missing (merge or resume incomplete); these are partial results.",
-}
+if TYPE_CHECKING:  # imported when first rendered (see template)
+    import jinja2
+
 OPS = {"gte": "≥", "gt": ">", "lte": "≤", "lt": "<", "eq": "="}
-
-
-def _verdict(summary: dict[str, Any]) -> str:
-    if summary.get("verdict"):
-        return str(summary["verdict"])
-    if summary.get("partial"):
-        return "partial"
-    return "passed" if (summary.get("gate") or {}).get("passed") else "failed"
 
 
 def _histogram_svg(counts: list[int]) -> list[dict[str, Any]]:
@@ -70,11 +61,12 @@ def _sha256(text: str) -> str:
     )
 
 
-_OPTIONS = {"autoescape": True, "trim_blocks": True, "lstrip_blocks": True}
+_OPTIONS: dict[str, Any] = {"autoescape": True, "trim_blocks": True, "lstrip_blocks": True}
+"""jinja2.Environment's keyword options (all flags)."""
 
 
 @functools.cache
-def template():
+def template() -> jinja2.Template:
     """The page's Jinja2 template, compiled once per process, or loaded compiled from the
     :func:`cache_dir` of an earlier run (compiling costs 0.1 s here, a seventh of the quickstart's
     run; loading 2 ms). :func:`warm` gets it ahead, while this process would wait anyway."""
@@ -87,7 +79,9 @@ def template():
     def given(value: Any) -> bool:
         return value is not None and not isinstance(value, jinja2.Undefined)
 
-    def lenient(fn):  # a missing key (older summary.json) shows as "–", like a null
+    def lenient(
+        fn: Callable[..., str],
+    ) -> Callable[..., str]:  # a missing key (older summary.json) shows as "–", like a null
         return lambda value, *a: fn(value if given(value) else None, *a)
 
     env.tests["given"] = given
@@ -97,11 +91,11 @@ def template():
         {
             name: lenient(fn)
             for name, fn in (
-                ("score", md.fmt_score),
-                ("pct", md.fmt_pct),
-                ("interval", md.fmt_interval),
-                ("delta", md.fmt_delta),
-                ("cost", md.fmt_cost),
+                ("score", fmt.fmt_score),
+                ("pct", fmt.fmt_pct),
+                ("interval", fmt.fmt_interval),
+                ("delta", fmt.fmt_delta),
+                ("cost", fmt.fmt_cost),
             )
         }
     )
@@ -140,13 +134,13 @@ def _bytecode_cache(jinja2: Any, filters: list[str], tests: list[str]) -> Any:
         return None
 
     class Cache(jinja2.FileSystemBytecodeCache):
-        def load_bytecode(self, bucket):
+        def load_bytecode(self, bucket: Any) -> None:
             try:
                 super().load_bytecode(bucket)
             except Exception:  # a truncated or foreign file: compiled again, and rewritten
                 bucket.reset()
 
-        def dump_bytecode(self, bucket):
+        def dump_bytecode(self, bucket: Any) -> None:
             try:
                 super().dump_bytecode(bucket)
             except OSError:
@@ -163,7 +157,7 @@ def warm() -> None:
 
 
 def render_report(
-    summary: dict[str, Any],
+    summary: Summary,
     results: Path,
     baseline: Path | None = None,
     *,
@@ -186,8 +180,8 @@ def render_report(
     models = list(summary.get("models") or {}) or facts["models"]
     return template().render(
         s=summary,
-        verdict=_verdict(summary),
-        verdict_words=VERDICT_WORDS,
+        verdict=verdict_of(summary) or "none",
+        words=words_of(summary),
         ops=OPS,
         script=Markup(script),
         style=Markup(style),
@@ -211,7 +205,7 @@ def render_report(
 
 
 def report_scan(
-    out: Path, summary: dict[str, Any], baseline: Path | None = None, trust: Trust = Trust.OWN
+    out: Path, summary: Summary, baseline: Path | None = None, trust: Trust = Trust.OWN
 ) -> Scan:
     """report.html's first pass over ``out/results.jsonl``, to be fed line by line (or with
     :meth:`~ci_evals.reports.report_data.Scan.feed`) and handed to :func:`write_report`.
@@ -235,7 +229,7 @@ def report_scan(
 
 def write_report(
     out: Path,
-    summary: dict[str, Any],
+    summary: Summary,
     baseline: Path | None = None,
     trust: Trust = Trust.OWN,
     scan: Scan | None = None,

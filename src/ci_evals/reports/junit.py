@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TextIO
 from xml.sax.saxutils import escape, quoteattr
 
 from ci_evals._util.text import fit
 from ci_evals.reports.digest import input_text, sample_label
 from ci_evals.reports.markdown import gate_description
+from ci_evals.results.records import Grade, MetricEntry, RecordError, ResultRecord, Summary
 from ci_evals.results.writer import open_atomic
 
 FIELD_LIMIT = 20_000
@@ -35,26 +36,22 @@ def field_limit(cases: int) -> int:
     return max(MIN_FIELD, min(FIELD_LIMIT, BUDGET // max(1, 3 * cases)))
 
 
-def _common_properties(summary: dict[str, Any]) -> dict[str, str]:
+def _common_properties(summary: Summary) -> dict[str, str]:
     props = {"suite": str(summary.get("suite")), "verdict": str(summary.get("verdict"))}
     for lib, version in (summary.get("versions") or {}).items():
         props[f"version.{lib}"] = str(version)
     return props
 
 
-def _metric_properties(
-    summary: dict[str, Any], name: str, metric: dict[str, Any]
-) -> dict[str, str]:
+def _metric_properties(summary: Summary, name: str, metric: MetricEntry) -> dict[str, str]:
     return {
         **_common_properties(summary),
         "metric": name,
         "label": str(metric.get("label") or name),
         "kind": str(metric.get("kind")),
         "rule": str(metric.get("rule") or metric.get("pass_rule")),
-        "mean": "none" if metric.get("mean") is None else f"{float(metric['mean']):.6f}",
-        "pass_rate": "none"
-        if metric.get("pass_rate") is None
-        else f"{float(metric['pass_rate']):.6f}",
+        "mean": "none" if (mean := metric.get("mean")) is None else f"{float(mean):.6f}",
+        "pass_rate": "none" if (rate := metric.get("pass_rate")) is None else f"{float(rate):.6f}",
         "graded": str(metric.get("graded")),
         "errors": str(metric.get("errors")),
     }
@@ -86,17 +83,25 @@ def _clean(text: str) -> str:
     return _ILLEGAL_XML.sub("", text)
 
 
-def _error_xml(row_error: Any, grade: dict[str, Any], limit: int) -> tuple[str, str]:
+def _error_xml(row_error: RecordError | None, grade: Grade, limit: int) -> tuple[str, str]:
     """The <error> element of a testcase whose sample or grade errored (or has no grade)."""
-    category = (row_error or {}).get("category") or grade.get("error_category") or "grading"
-    message = (row_error or {}).get("message") or grade.get("error") or "no grade recorded"
+    category = (
+        (row_error.get("category") if row_error else None)
+        or grade.get("error_category")
+        or "grading"
+    )
+    message = (
+        (row_error.get("message") if row_error else None)
+        or grade.get("error")
+        or "no grade recorded"
+    )
     return (
         f"<error message={_attr(fit(f'{category} error: {message}', min(1000, max(limit, 200))))} "
         f"type={_attr(category)}>{_text(fit(str(message), limit))}</error>"
     ), "error"
 
 
-def _failure_xml(grade: dict[str, Any], rule: str, limit: int) -> str:
+def _failure_xml(grade: Grade, rule: str, limit: int) -> str:
     """The <failure> element of a graded testcase below its pass rule."""
     score = float(grade.get("score") or 0.0)
     rationale = fit(str(grade.get("rationale") or ""), limit)
@@ -106,8 +111,14 @@ def _failure_xml(grade: dict[str, Any], rule: str, limit: int) -> str:
     )
 
 
-def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]:
-    cases = []
+_Outcome = tuple[str, dict[str, str], str]
+"""A testcase's <failure>, <error> or <skipped>: (tag, attributes, text)."""
+_Case = tuple[dict[str, str], _Outcome | None, str]
+"""A testcase built from parts: (attributes, outcome or None for a pass, system-out)."""
+
+
+def _gate_cases(summary: Summary) -> list[_Case]:
+    cases: list[_Case] = []
     for gate in summary.get("gates") or []:
         desc = gate_description(gate)
         model = f" [{gate['model']}]" if gate.get("model") else ""
@@ -117,7 +128,7 @@ def _gate_cases(summary: dict[str, Any]) -> list[tuple[dict, tuple | None, str]]
             "time": "0.000000",
         }
         status = gate.get("status") or ("passed" if gate.get("passed") else "failed")
-        result = None
+        result: _Outcome | None = None
         if not gate.get("passed"):
             result = ("failure", {"message": f"{status}: {gate.get('reason')}", "type": status}, "")
         elif status == "no_baseline":
@@ -153,7 +164,7 @@ def _attr(value: str) -> str:
     return quoteattr(_clean(value), _QUOT) if _ATTR_SPECIAL.search(value) else f'"{value}"'
 
 
-def _attrs(attrs: dict[str, Any]) -> str:
+def _attrs(attrs: Mapping[str, object]) -> str:
     return " ".join(f"{k}={_attr(str(v))}" for k, v in attrs.items())
 
 
@@ -183,7 +194,7 @@ class _SuiteWriter:
             self.spool.write("".join(self._pending))
             self._pending.clear()
 
-    def add(self, attrs: dict, result: tuple | None, stdout: str) -> None:
+    def add(self, attrs: dict[str, str], result: _Outcome | None, stdout: str) -> None:
         """Append one <testcase> built from parts (the gate cases)."""
         parts = [f"    <testcase {_attrs(attrs)}>"]
         tag = None
@@ -199,8 +210,8 @@ class _SuiteWriter:
         parts.append("</testcase>\n")
         self.add_xml("".join(parts), tag)
 
-    def write_to(self, out) -> None:
-        attrs = {
+    def write_to(self, out: TextIO) -> None:
+        attrs: dict[str, str | int] = {
             "name": self.name,
             "tests": self.tests,
             "failures": self.failures,
@@ -234,7 +245,7 @@ class JunitWriter:
     ~700 MB for 100k samples.)
     """
 
-    def __init__(self, summary: dict[str, Any]) -> None:
+    def __init__(self, summary: Summary) -> None:
         self.summary = summary
         self.suite = str(summary.get("suite"))
         self.metrics = summary.get("metrics") or {}
@@ -255,7 +266,7 @@ class JunitWriter:
             str, tuple[_SuiteWriter, str, str]
         ] = {}  # name -> (writer, classname attr, rule)
         self._failures: dict[
-            tuple, str
+            tuple[str, float, str | None, int], str
         ] = {}  # (rule, score, rationale, limit) -> <failure> element
 
     def _metric(self, name: str) -> tuple[_SuiteWriter, str, str]:
@@ -268,7 +279,7 @@ class JunitWriter:
         parts = self._per_metric[name] = (self.writers[name], _attr(f"{self.suite}.{name}"), rule)
         return parts
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: ResultRecord) -> None:
         """One result line: a testcase in each of its metrics' testsuites."""
         if self.written > BUDGET:
             self.limit = 0  # the budget is spent: the remaining testcases keep their verdicts only
@@ -294,9 +305,10 @@ class JunitWriter:
                 out = input_xml
             else:
                 text = str(submission)
-                out = outs.get(text)
-                if out is None:
-                    out = outs[text] = f"{input_xml}\n{_text('submission: ' + fit(text, limit))}"
+                shown = outs.get(text)
+                if shown is None:
+                    shown = outs[text] = f"{input_xml}\n{_text('submission: ' + fit(text, limit))}"
+                out = shown
             grade = grades.get(name) or {}
             if row_error or not grade or grade.get("error"):
                 result, tag = _error_xml(row_error, grade, limit)
@@ -313,11 +325,12 @@ class JunitWriter:
                     result = _failure_xml(grade, rule, limit)
                 else:
                     key = (rule, score, why, limit)
-                    result = failures.get(key)
-                    if result is None:
+                    made = failures.get(key)
+                    if made is None:
                         if len(failures) >= 4096:
                             failures.clear()
-                        result = failures[key] = _failure_xml(grade, rule, limit)
+                        made = failures[key] = _failure_xml(grade, rule, limit)
+                    result = made
             xml = f'{head}{classname} time="{time}">{result}<system-out>{out}</system-out></testcase>\n'
             written += len(xml)
             writer.add_xml(xml, tag)
@@ -340,7 +353,7 @@ class JunitWriter:
         all_suites = [*self.writers.values(), gates]
         with open_atomic(Path(path)) as out:
             out.write('<?xml version="1.0" encoding="utf-8"?>\n')
-            totals = {
+            totals: dict[str, int | str] = {
                 k: sum(getattr(w, k) for w in all_suites) for k in ("tests", "failures", "errors")
             }
             totals["time"] = f"{wall:.6f}"
@@ -350,7 +363,7 @@ class JunitWriter:
             out.write("</testsuites>\n")
 
 
-def write_junit(summary: dict[str, Any], results: Iterable[dict[str, Any]], path: Path) -> None:
+def write_junit(summary: Summary, results: Iterable[ResultRecord], path: Path) -> None:
     """Write junit.xml from ``summary`` and one pass over ``results`` (see :class:`JunitWriter`)."""
     writer = JunitWriter(summary)
     for row in results:

@@ -11,6 +11,7 @@ import shlex
 from typing import Any
 
 from ci_evals.reports.text import escape_md, fenced
+from ci_evals.results.records import Summary
 
 MAX_LISTED = 20
 
@@ -25,7 +26,7 @@ def delete_command(base_url: str, ids: list[str]) -> str:
     )
 
 
-def _parts(summary: dict[str, Any]) -> tuple[list[dict], list[dict], str]:
+def _parts(summary: Summary) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     block = summary.get("letta") or {}
     base = str(block.get("base_url") or "$LETTA_BASE_URL")
     return list(block.get("leftover_agents") or []), list(block.get("kept_agents") or []), base
@@ -39,7 +40,7 @@ def _more(n: int) -> list[str]:
     )
 
 
-def console_lines(summary: dict[str, Any]) -> list[str]:
+def console_lines(summary: Summary) -> list[str]:
     """Plain lines for the terminal; empty when the run left nothing on a Letta server."""
     left, kept, base = _parts(summary)
     lines = []
@@ -60,7 +61,7 @@ def console_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def comment_lines(summary: dict[str, Any]) -> list[str]:
+def comment_lines(summary: Summary) -> list[str]:
     """Markdown for the PR comment; empty when the run left nothing on a Letta server."""
     left, kept, base = _parts(summary)
     lines: list[str] = []

@@ -1,5 +1,7 @@
 """summary.md and the GitHub step summary, plus the one set of report sections
-shared with the PR comment. Escaping lives in ``reports.text``, the results digest in ``reports.digest``.
+shared with the PR comment (the verdict, the gates, the errors; the metric, usage and baseline
+figures are in ``reports.figures``). Escaping lives in ``reports.text``, the results digest in
+``reports.digest``.
 
 Everything that comes from a model, a dataset, a grader or the suite file is untrusted: it goes
 through ``escape_md`` (one line: table cells, headings) or ``fenced`` (multi-line code blocks),
@@ -8,55 +10,47 @@ so it cannot inject HTML, ping people (``@user``, ``#123``) or break the layout.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
-from ci_evals.gating.verdict import decide, display_name, gate_title, stability_note, unstable
+from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable
 from ci_evals.reports.digest import (
     Digest,
     digest,
     row_failures,
     sample_label,
 )
+from ci_evals.reports.figures import baseline_section, metric_table, usage_line, usage_table
 from ci_evals.reports.text import (
-    code,
     escape_md,
     fenced,
-    fmt_cost,
-    fmt_delta,
     fmt_int,
     fmt_interval,
-    fmt_pct,
     fmt_score,
     noise_lines,
-    with_interval,
 )
+from ci_evals.reports.verdicts import NO_VERDICT, WORDS, verdict_of
+from ci_evals.results.records import GateResult, ResultRecord, Summary
 
 # ---------------------------------------------------------------- sections shared with the comment
 
 
-VERDICT_ICONS = {
-    "passed": "✅",
-    "failed": "❌",
-    "errored": "❌",
-    "interrupted": "⚠️",
-    "partial": "⚠️",
-}
+def verdict(summary: Summary) -> tuple[str, str]:
+    """(icon, word) of the run's verdict: passed, failed, errored, interrupted or partial; ``no
+    verdict`` for a summary that records none (read, never decided here)."""
+    v = verdict_of(summary)
+    return (WORDS[v].icon, v) if v is not None else (NO_VERDICT.icon, NO_VERDICT.word.lower())
 
 
-def verdict(summary: dict[str, Any]) -> tuple[str, str]:
-    """(icon, word) of the run's verdict: passed, failed, errored, interrupted or partial."""
-    word = summary.get("verdict") or decide(summary)[0]
-    return VERDICT_ICONS[word], word
-
-
-def verdict_line(summary: dict[str, Any]) -> str:
+def verdict_line(summary: Summary) -> str:
     """``**Verdict: errored**: quality: 3 of 50 samples errored (max_errors 0)``."""
-    reason = summary.get("verdict_reason") if summary.get("verdict") else decide(summary)[1]
-    return f"**Verdict: {verdict(summary)[1]}**" + (f": {escape_md(reason, 500)}" if reason else "")
+    v = verdict_of(summary)
+    if v is None:
+        return f"**No verdict**: {NO_VERDICT.sentence}"
+    reason = summary.get("verdict_reason")
+    return f"**Verdict: {v}**" + (f": {escape_md(reason, 500)}" if reason else "")
 
 
-def gate_status(gate: dict[str, Any]) -> str:
+def gate_status(gate: GateResult) -> str:
     """An icon and the status word of one gate."""
     status = gate.get("status") or ("passed" if gate.get("passed") else "failed")
     if status == "no_baseline":
@@ -73,47 +67,48 @@ def gate_status(gate: dict[str, Any]) -> str:
     return f"{flag}{icon} {status}" + (f" ({note})" if note else "")
 
 
-def gate_description(gate: dict[str, Any]) -> str:
+def gate_description(gate: GateResult) -> str:
     """The gate as the user wrote it, its metric named as the metric table names it:
     ``Quality (quality_v2) avg_score gte 0.75``."""
     return gate_title(gate)
 
 
-def gate_compared(gate: dict[str, Any], fmt=fmt_score) -> str:
+def gate_compared(gate: GateResult, fmt: Callable[[float], str] = fmt_score) -> str:
     """What a gate compared, in words: ``actual 0.750``, ``3 regressions, max 1``,
     ``drop 0.200 from 0.800, max 0.1``, ``no baseline`` (parts joined by ``; ``)."""
 
-    def show(key: str) -> str:
-        return "none" if gate.get(key) is None else fmt(gate[key])
+    def show(value: float | None) -> str:
+        return "none" if value is None else fmt(value)
 
-    def limit(key: str) -> str:
-        return "" if gate.get(key) is None else f", max {gate[key]:g}"
+    def limit(value: float | None) -> str:
+        return "" if value is None else f", max {value:g}"
 
-    actual = f"actual {show('actual')}"
+    actual = f"actual {show(gate.get('actual'))}"
     parts = [actual] if gate.get("op") is not None else []
     drop = gate.get("drop")
-    if (
-        isinstance(drop, int | float) and not isinstance(drop, bool) and drop < 0
-    ):  # the metric went up
-        parts.append(f"rise {fmt(-drop)} from {show('baseline_value')}{limit('max_drop')}")
-    elif drop is not None:
-        parts.append(f"drop {show('drop')} from {show('baseline_value')}{limit('max_drop')}")
-    if gate.get("regressions") is not None:
-        count = gate["regressions"]
+    if drop is not None:
+        went_up = isinstance(drop, int | float) and not isinstance(drop, bool) and drop < 0
+        change = f"rise {fmt(-drop)}" if went_up else f"drop {show(drop)}"
         parts.append(
-            f"{fmt_int(count)} regression{'' if count == 1 else 's'}{limit('max_regressions')}"
+            f"{change} from {show(gate.get('baseline_value'))}{limit(gate.get('max_drop'))}"
+        )
+    count = gate.get("regressions")
+    if count is not None:
+        parts.append(
+            f"{fmt_int(count)} regression{'' if count == 1 else 's'}"
+            f"{limit(gate.get('max_regressions'))}"
         )
     if gate.get("status") == "no_baseline":
         parts.append("no baseline")
     return "; ".join(parts) or actual
 
 
-def gate_actual(gate: dict[str, Any]) -> str:
+def gate_actual(gate: GateResult) -> str:
     """The measured value, or for a regression gate the drop and regression count it compared."""
     return gate_compared(gate).removeprefix("actual ")
 
 
-def gate_table(summary: dict[str, Any]) -> list[str]:
+def gate_table(summary: Summary) -> list[str]:
     """The gates as a markdown table (no lines when there are none)."""
     gates = summary.get("gates") or []
     if not gates:
@@ -126,9 +121,9 @@ def gate_table(summary: dict[str, Any]) -> list[str]:
     )
     lines = [head, "|---|" + ("---|" if with_model else "") + "---:|---:|---:|---:|---|---|"]
 
-    def rows(g: dict[str, Any], indent: str) -> None:
+    def rows(g: GateResult, indent: str) -> None:
         model = f" {escape_md(g.get('model') or '')} |" if with_model else ""
-        weight = f" × {g['weight']:.3g}" if g.get("weight") is not None else ""
+        weight = f" × {w:.3g}" if (w := g.get("weight")) is not None else ""
         lines.append(
             f"| {indent}{escape_md(gate_description(g))}{weight} |{model} {gate_actual(g)} | "
             f"{fmt_interval(g.get('interval'))} | {fmt_int(g.get('graded'))}/{fmt_int(g.get('n'))} | "
@@ -144,64 +139,10 @@ def gate_table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def baseline_metrics(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per-metric baseline figures, ``summary["baseline"]["metrics"]`` (empty without a baseline)."""
-    return (summary.get("baseline") or {}).get("metrics") or {}
-
-
-def metric_table(
-    metrics: dict[str, Any], summary: dict[str, Any], *, compact: bool, deltas: bool = True
-) -> list[str]:
-    """The metric table; ``compact`` (the PR comment) drops the pass-rate interval and rules, adds Δ vs baseline.
-
-    ``deltas=False`` for per-model tables: the baseline block compares the overall metrics only.
-    """
-    if not metrics:
-        return []
-    base = baseline_metrics(summary) if deltas else {}
-    if compact:
-        head = "| Metric | Mean (95% CI) | Pass rate | Graded | Errors | Pass rule |" + (
-            " Δ mean vs baseline |" if base else ""
-        )
-        lines = [head, "|---|---:|---:|---:|---:|---|" + ("---:|" if base else "")]
-    else:
-        head = "| Metric | Mean (95% CI) | Pass rate (95% Wilson) | Passed | Graded | Errors | Pass rule |"
-        lines = [head, "|---|---:|---:|---:|---:|---:|---|"]
-    for name, m in metrics.items():
-        label = escape_md(display_name(m.get("label"), name))
-        passed = f"{fmt_int(m.get('passed'))}/{fmt_int(m.get('n'))}"
-        graded, errors = (
-            f"{fmt_int(m.get('graded'))}/{fmt_int(m.get('n'))}",
-            fmt_int(m.get("errors")),
-        )
-        rule = code(m.get("rule") or m.get("pass_rule") or "")
-        if compact:
-            row = (
-                f"| {label} | {with_interval(m.get('mean'), m.get('ci_mean'))} | "
-                f"{fmt_pct(m.get('pass_rate'))} ({passed}) | {graded} | {errors} | {rule} |"
-            )
-            if base:
-                row += f" {fmt_delta((base.get(name) or {}).get('delta_mean'))} |"
-        else:
-            row = (
-                f"| {label} | {with_interval(m.get('mean'), m.get('ci_mean'))} | "
-                f"{with_interval(m.get('pass_rate'), m.get('ci_pass_rate'), pct=True)} | {passed} | "
-                f"{graded} | {errors} | {rule} |"
-            )
-        lines.append(row)
-    lines += ["", INTERVALS_NOTE]
-    return lines
-
-
-INTERVALS_NOTE = (
-    "<sub>Means are over graded samples; pass rates over all samples, errored ones "
-    "counting as failed. 95% intervals: the mean's by bootstrap (normal approximation "
-    "above 200 samples), the pass rate's by Wilson score.</sub>"
-)
 ERROR_GROUPS_SHOWN = 10
 
 
-def error_table(summary: dict[str, Any], limit: int = ERROR_GROUPS_SHOWN) -> list[str]:
+def error_table(summary: Summary, limit: int = ERROR_GROUPS_SHOWN) -> list[str]:
     """The distinct error messages, grouped and counted, most frequent first (no lines without errors)."""
     groups = (summary.get("errors") or {}).get("groups") or []
     if not groups:
@@ -209,11 +150,8 @@ def error_table(summary: dict[str, Any], limit: int = ERROR_GROUPS_SHOWN) -> lis
     labels = {k: m.get("label") for k, m in (summary.get("metrics") or {}).items()}
     lines = ["| Error | Grader | Count | Message |", "|---|---|---:|---|"]
     for grp in groups[:limit]:
-        grader = (
-            escape_md(display_name(labels.get(grp["grader"]), grp["grader"]))
-            if grp.get("grader")
-            else "–"
-        )
+        name = grp.get("grader")
+        grader = escape_md(display_name(labels.get(name), name)) if name else "–"
         lines.append(
             f"| {escape_md(grp.get('category'))} | {grader} | {fmt_int(grp.get('count'))} | "
             f"{escape_md(grp.get('message'), 300)} |"
@@ -225,7 +163,7 @@ def error_table(summary: dict[str, Any], limit: int = ERROR_GROUPS_SHOWN) -> lis
     return lines
 
 
-def errors_line(summary: dict[str, Any]) -> str:
+def errors_line(summary: Summary) -> str:
     """``3 errored samples (no score, counted as failed): target 2, extraction 1``, or nothing."""
     errs = summary.get("errors") or {}
     total = int(errs.get("samples", errs.get("total")) or 0)
@@ -237,7 +175,7 @@ def errors_line(summary: dict[str, Any]) -> str:
     )
 
 
-def flaky_line(summary: dict[str, Any], limit: int = 20) -> str:
+def flaky_line(summary: Summary, limit: int = 20) -> str:
     """The samples whose verdict differed across repeats, or nothing."""
     flaky = summary.get("flaky") or []
     if not flaky:
@@ -248,110 +186,6 @@ def flaky_line(summary: dict[str, Any], limit: int = 20) -> str:
     )
     more = f" and {len(flaky) - limit:,} more" if len(flaky) > limit else ""
     return f"{len(flaky):,} flaky (verdict differs across repeats): {ids}{more}"
-
-
-def _tokens(u: dict[str, Any] | None) -> int:
-    u = u or {}
-    return int(u.get("prompt_tokens") or 0) + int(u.get("completion_tokens") or 0)
-
-
-def usage_line(summary: dict[str, Any]) -> str:
-    """Token totals (target and graders), cost, cache hits and retries on one line."""
-    usage = summary.get("usage") or {}
-    total = usage.get("total") or {}
-    graders = sum(_tokens(u) for u in (usage.get("graders") or {}).values())
-    return " · ".join(
-        [
-            f"Tokens: {fmt_int(total.get('prompt_tokens'))} prompt + "
-            f"{fmt_int(total.get('completion_tokens'))} completion "
-            f"(target {fmt_int(_tokens(usage.get('target')))}, graders {fmt_int(graders)})",
-            f"cost {fmt_cost(usage.get('cost_usd'))}",
-            f"cache hits {fmt_int((summary.get('cache') or {}).get('hits'))}",
-            f"retries {fmt_int(summary.get('retries'))}",
-        ]
-    )
-
-
-def usage_table(summary: dict[str, Any]) -> list[str]:
-    """Tokens per target and grader (only when any were used)."""
-    usage = summary.get("usage") or {}
-    if not _tokens(usage.get("total")):
-        return []
-    lines = ["| | Prompt tokens | Completion tokens |", "|---|---:|---:|"]
-    rows = [("target", usage.get("target"))]
-    labels = summary.get("metrics") or {}
-    rows += [
-        (f"grader {escape_md(display_name((labels.get(n) or {}).get('label'), n))}", u)
-        for n, u in (usage.get("graders") or {}).items()
-    ]
-    rows.append(("**total**", usage.get("total")))
-    for label, u in rows:
-        u = u or {}
-        lines.append(
-            f"| {label} | {fmt_int(u.get('prompt_tokens'))} | {fmt_int(u.get('completion_tokens'))} |"
-        )
-    return lines
-
-
-BASELINE_LISTS = (
-    ("regressions", "Regressions (passed before, fail now)"),
-    ("improvements", "Improvements (failed before, pass now)"),
-    ("new", "New samples"),
-    ("removed", "Removed samples"),
-)
-
-
-def _baseline_item(item: Any, labels: dict[str, Any]) -> str:
-    if not isinstance(item, dict):
-        return f"sample {item}"
-    label = f"sample {item.get('sample_id')}"
-    if item.get("model"):
-        label += f" · {item['model']}"
-    metric = item.get("metric")
-    return label + (
-        f": {display_name((labels.get(metric) or {}).get('label'), metric)}" if metric else ""
-    )
-
-
-def baseline_section(
-    summary: dict[str, Any], *, max_items: int, heading: str, with_table: bool = True
-) -> list[str]:
-    """Baseline vs current per metric and the per-sample change lists; nothing without a baseline.
-
-    ``with_table=False`` leaves out the per-metric table (the PR comment has Δ in its metric table).
-    """
-    base = summary.get("baseline")
-    if not base:
-        return []
-    lines = [heading, ""]
-    if base.get("folder"):
-        when = f" ({escape_md(base['finished_at'])})" if base.get("finished_at") else ""
-        lines += [f"Baseline: {escape_md(base['folder'], 200)}{when}", ""]
-    if base.get("missing"):
-        return [*lines, f"No comparison: {escape_md(base['missing'], 300)}", ""]
-    metrics = baseline_metrics(summary) if with_table else {}
-    labels = summary.get("metrics") or {}
-    if metrics:
-        lines += [
-            "| Metric | Baseline | Current | Δ mean | Δ pass rate |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        for name, e in metrics.items():
-            lines.append(
-                f"| {escape_md(display_name((labels.get(name) or {}).get('label'), name))} | {fmt_score(e.get('baseline_mean'))} | {fmt_score(e.get('mean'))} | "
-                f"{fmt_delta(e.get('delta_mean'))} | {fmt_delta(e.get('delta_pass_rate'), pct=True)} |"
-            )
-        lines.append("")
-    lines += [" · ".join(f"{k}: {len(base.get(k) or []):,}" for k, _ in BASELINE_LISTS), ""]
-    for key, title in BASELINE_LISTS:
-        items = base.get(key) or []
-        if not items or max_items <= 0:
-            continue
-        entries = [f"- {escape_md(_baseline_item(i, labels), 160)}" for i in items[:max_items]]
-        if len(items) > max_items:
-            entries.append(f"- … and {len(items) - max_items:,} more")
-        lines += [f"**{title}**", "", *entries, ""]
-    return lines
 
 
 def report_line() -> str:
@@ -367,7 +201,7 @@ def report_line() -> str:
 # ---------------------------------------------------------------- summary.md
 
 
-def worst_heading(shown: list[dict[str, Any]], d: Digest) -> str:
+def worst_heading(shown: list[ResultRecord], d: Digest) -> str:
     """``(2 of 5 failing samples, 3 failing grades)``: what the section shows, counted."""
     grades = sum(len(row_failures(r)) for r in shown)
     return (
@@ -376,7 +210,9 @@ def worst_heading(shown: list[dict[str, Any]], d: Digest) -> str:
     )
 
 
-def _worst_table(rows: list[dict[str, Any]], num_runs: int, labels: dict[str, Any]) -> list[str]:
+def _worst_table(
+    rows: list[ResultRecord], num_runs: int, labels: dict[str, str | None]
+) -> list[str]:
     lines = ["| Sample | Metric | Score | Why |", "|---|---|---:|---|"]
     for row in rows:
         for name, g in row_failures(row):
@@ -389,7 +225,7 @@ def _worst_table(rows: list[dict[str, Any]], num_runs: int, labels: dict[str, An
 
 
 def render_summary_md(
-    summary: dict[str, Any], results: Iterable[dict[str, Any]] | Digest, *, worst: int = 10
+    summary: Summary, results: Iterable[ResultRecord] | Digest, *, worst: int = 10
 ) -> str:
     """summary.md and the step summary: verdict, gates, metrics, errors, usage, baseline, failures.
 

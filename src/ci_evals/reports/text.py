@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ci_evals._util.text import fit
+from ci_evals.results.records import Summary
 
 ZWJ = "\u200d"
 _MENTION = re.compile(r"([@#])(?=[A-Za-z0-9_])(?!\d+\.\d)")
@@ -122,7 +123,7 @@ def with_interval(value: Any, interval: Any, pct: bool = False) -> str:
     return f"{main} ({span})" if span else main
 
 
-def noise_lines(summary: dict[str, Any]) -> list[str]:
+def noise_lines(summary: Summary) -> list[str]:
     """One line per metric whose repeats were measured (``metrics[].noise``), with the baseline's:
     ``quality: repeats (3 runs) disagree on 18 % of samples; the mean varies ±0.021 run to run
     (baseline: 15 %, ±0.019)``. Plain text: each renderer escapes it."""

@@ -8,18 +8,18 @@ a large one once by each of two processes (see :func:`write_outputs`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from ci_evals._util import forks, gcpolicy
 from ci_evals._util.bounds import dumps
-from ci_evals.reports.console import FailingPass, FailingTally
 from ci_evals.reports.digest import Digester
+from ci_evals.reports.failing import FailingPass, FailingTally
 from ci_evals.reports.html import report_scan, write_report
 from ci_evals.reports.junit import JunitWriter
 from ci_evals.reports.markdown import render_summary_md
 from ci_evals.results.files import Trust, iter_records, records
+from ci_evals.results.records import ResultRecord, Summary
 from ci_evals.results.writer import write_text
 
 BESIDE_BYTES = 4 << 20
@@ -27,14 +27,14 @@ BESIDE_BYTES = 4 << 20
 processes (measured at 10,000 lines, 8.5 MB: 1.9-2.3 s for the whole run against 2.2-2.5 s)."""
 
 
-def iter_results(path: Path) -> Iterator[dict[str, Any]]:
+def iter_results(path: Path) -> Iterator[ResultRecord]:
     """Stream the records of this run's own results.jsonl (a torn line is skipped); see
     :mod:`ci_evals.results.files` for folders from elsewhere."""
     return records(path, Trust.OWN)
 
 
 def write_outputs(
-    out: Path, summary: dict[str, Any], failing: FailingPass | None = None
+    out: Path, summary: Summary, failing: FailingPass | None = None
 ) -> FailingTally | None:
     """summary.json, summary.md, junit.xml and report.html in ``out`` (results.jsonl is already
     there, this run's own), each written whole to a temporary file and renamed, never through a symlink.
@@ -64,7 +64,10 @@ def write_outputs(
 
 
 def _write_md_junit(
-    out: Path, summary: dict[str, Any], also=None, failing: FailingPass | None = None
+    out: Path,
+    summary: Summary,
+    also: Callable[[int, ResultRecord], None] | None = None,
+    failing: FailingPass | None = None,
 ) -> FailingTally | None:
     """summary.md and junit.xml from one pass over results.jsonl (``also(i, rec)``: another reader
     of each line; ``failing``: the console's, whose tally is returned)."""

@@ -250,7 +250,7 @@ def check_records(path: Path, trust: Trust, what: str = RESULTS) -> int:
 
 
 def baseline_reference(
-    summary: dict[str, Any], folder: Path, root: Path | None
+    summary: Summary, folder: Path, root: Path | None
 ) -> tuple[Path | None, str | None]:
     """(the baseline folder summary.json names in ``baseline.folder``, why it is not read).
 

@@ -133,7 +133,7 @@ def _walk(value: Any, path: str, secrets: list[str], cap: int, truncated: dict[s
     return value
 
 
-def submission_of(row: dict[str, Any], name: str) -> Any:
+def submission_of(row: ResultRecord, name: str) -> Any:
     """The submission grader ``name`` saw, following ``submission_same_as``; None when absent."""
     subs = row.get("submission") or {}
     if name in subs:
@@ -142,7 +142,7 @@ def submission_of(row: dict[str, Any], name: str) -> Any:
     return subs.get(other) if other is not None else None
 
 
-def submissions_of(row: dict[str, Any]) -> dict[str, Any]:
+def submissions_of(row: ResultRecord) -> dict[str, Any]:
     """Every grader's submission of one result line, shared ones expanded."""
     subs = dict(row.get("submission") or {})
     for name, other in (row.get("submission_same_as") or {}).items():

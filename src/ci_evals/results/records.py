@@ -88,7 +88,11 @@ class RecordError(TypedDict):
 class Message(TypedDict, total=False):
     """One message of a trajectory turn (``core.trajectory``'s ``to_dict``)."""
 
+    role: str
+    content: Any
     tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    name: str | None
 
 
 @with_config(_OPEN)
@@ -153,6 +157,11 @@ class EndpointReport(TypedDict, total=False):
     concurrency: Count
     lowest_concurrency: Count
     max_concurrent: Count
+    rpm: Number  # the request rate it was paced at, and where it came from
+    rpm_from: Literal["settings", "server"]
+    tpm: Number
+    tpm_from: Literal["settings", "server"]
+    stopped: str  # why the endpoint was stopped (its breaker): the run errored
 
 
 @with_config(_OPEN)
@@ -240,6 +249,9 @@ class ErrorGroup(TypedDict, total=False):
     """summary.json ``errors.groups[]``: errors of one kind, with how many and a few samples."""
 
     count: Count
+    category: str
+    grader: str | None
+    message: str
 
 
 @with_config(_OPEN)
@@ -257,6 +269,43 @@ class BaselineBlock(TypedDict, total=False):
     """summary.json ``baseline``: the folder compared against and the per-metric comparison."""
 
     folder: str
+    missing: str | None  # why the comparison could not be made (regression gates: no_baseline)
+    suite: str | None
+    finished_at: str | None
+    metrics: dict[str, BaselineMetric]
+    regressions: list[SampleChange]
+    improvements: list[SampleChange]
+    new: list[str | int]
+    removed: list[str | int]
+
+
+@with_config(_OPEN)
+class BaselineMetric(TypedDict, total=False):
+    """summary.json ``baseline.metrics.<name>``: the metric before and now."""
+
+    baseline_mean: Number | None
+    mean: Number | None
+    delta_mean: Number | None
+    baseline_pass_rate: Number | None
+    pass_rate: Number | None
+    delta_pass_rate: Number | None
+    baseline_noise: dict[str, Any]
+
+
+@with_config(_OPEN)
+class SampleChange(TypedDict, total=False):
+    """summary.json ``baseline.regressions[]`` / ``improvements[]``: one sample's grade that flipped."""
+
+    sample_id: str | int
+    model: str | None
+    metric: str
+
+
+@with_config(_OPEN)
+class GateFlag(TypedDict):
+    """summary.json ``gate``: true exactly when the verdict is ``passed``."""
+
+    passed: bool
 
 
 @with_config(_OPEN)
@@ -279,7 +328,7 @@ class Summary(TypedDict, total=False):
     reducer: str
     n_samples: Count
     records: Count
-    gate: dict[str, Any] | None
+    gate: GateFlag | None
     gates: list[GateResult]
     metrics: dict[str, MetricEntry]
     models: dict[str, Any]

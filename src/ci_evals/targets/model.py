@@ -22,8 +22,10 @@ from ci_evals._util.errors import SampleError
 from ci_evals.config.specs import MAX_TIMEOUT, Context, TargetSpec
 from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Message, ToolCall, Trajectory
-from ci_evals.llm.client import LLM, LLMError, effective_temperature, is_reasoning_model
+from ci_evals.llm.client import LLM
 from ci_evals.llm.cost import Tally
+from ci_evals.llm.errors import LLMError
+from ci_evals.llm.openai_api import effective_temperature, is_reasoning_model
 from ci_evals.targets.base import Target
 
 TOOL_NOT_RUN = "Tool execution is not available in this evaluation."

@@ -1,0 +1,300 @@
+"""One result line as report.html's script reads it: its table row and its detail, every text cut.
+
+A text longer than the cut is kept as ``{"text", "length"}`` (the page shows the cut and the full
+length); a text said twice in a line is stored once, as a reference; empty entries are left out
+(the page reads a missing key as empty). The baseline's grades for the same sample go beside this
+run's, and a grade that passed there and fails here is marked regressed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typing_extensions import TypedDict
+
+from ci_evals.results.files import Trust, records
+from ci_evals.results.line import submissions_of
+from ci_evals.results.records import Grade, Message, ResultRecord, Summary
+
+BASELINE_RATIONALE_CAP = 1_000
+
+RowKey = tuple[str | None, str, int]
+"""(model, sample id, run): what tells result lines apart."""
+SampleKey = tuple[str | None, str]
+"""(model, sample id): how summary.json's baseline block names a regressed sample."""
+PageGrades = dict[str, dict[str, Any]]
+"""One line's grades as the page shows them, by grader: score, passed, error, rationale."""
+
+
+class CutText(TypedDict):
+    """A text longer than its cut: the first ``limit`` characters and the full length."""
+
+    text: str
+    length: int
+
+
+Capped = str | CutText | None
+
+
+def capped(value: Any, limit: int) -> Capped:
+    """Text cut to ``limit`` characters as ``{"text", "length"}``; other values as text; None stays."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else {"text": text[:limit], "length": len(text)}
+
+
+class Cut:
+    """:func:`capped` at one limit, remembering the longest text it saw (whether a smaller limit would help)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.longest = 0
+
+    def __call__(self, value: Any) -> Capped:
+        if value.__class__ is str and len(value) <= self.limit:  # the usual text: kept whole
+            if len(value) > self.longest:
+                self.longest = len(value)
+            return value
+        if value is None:
+            return None
+        out = capped(value, self.limit)
+        if isinstance(out, dict):
+            self.longest = max(self.longest, out["length"])
+        elif isinstance(out, str):
+            self.longest = max(self.longest, len(out))
+        return out
+
+
+def _compact(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without its empty entries (None, "", [], {}, False): the page reads a missing key as empty."""
+    return {k: v for k, v in d.items() if v or (v is not False and v == 0)}
+
+
+def row_key(rec: ResultRecord) -> RowKey:
+    """(model, sample id, run): what tells result lines apart."""
+    return rec.get("model"), str(rec.get("sample_id")), rec.get("run") or 0
+
+
+def _hits(holder: Any) -> int:
+    """LLM calls answered from the cache, as a record (its target) or a grade's metadata counts them."""
+    n = holder.get("cache_hits") if isinstance(holder, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+
+class Baseline:
+    """The baseline folder's grades per (model, sample, run), for the side-by-side columns."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.grades: dict[RowKey, PageGrades] = {}
+        if folder is None:
+            return
+        for rec in records(folder / "results.jsonl", Trust.OTHER, what="baseline results.jsonl"):
+            self.grades[row_key(rec)] = {
+                name: _compact(
+                    {
+                        "score": g.get("score"),
+                        "passed": bool(g.get("passed")),
+                        "error": capped(g.get("error"), BASELINE_RATIONALE_CAP),
+                        "rationale": capped(g.get("rationale"), BASELINE_RATIONALE_CAP),
+                    }
+                )
+                for name, g in (rec.get("grades") or {}).items()
+            }
+
+    def of(self, key: RowKey) -> PageGrades | None:
+        """The same sample's grades: same model and run, else its first run, else a model-less baseline."""
+        if not self.grades:
+            return None
+        model, sid, run = key
+        for k in (key, (model, sid, 0), (None, sid, run), (None, sid, 0)):
+            if k in self.grades:
+                return self.grades[k]
+        return None
+
+    def regressed(self, key: RowKey, grades: dict[str, Grade]) -> list[str]:
+        if not self.grades:
+            return []
+        old = self.of(key) or {}
+        return [
+            n
+            for n, g in grades.items()
+            if n in old and old[n].get("passed") and not g.get("passed")
+        ]
+
+
+def regression_index(summary: Summary) -> dict[SampleKey, set[str]]:
+    """summary.json's baseline regressions: (model, sample id) -> the metrics that regressed."""
+    index: dict[SampleKey, set[str]] = {}
+    for i in (summary.get("baseline") or {}).get("regressions") or []:
+        if isinstance(i, dict):
+            index.setdefault((i.get("model"), str(i.get("sample_id"))), set()).add(
+                str(i.get("metric"))
+            )
+    return index
+
+
+def page_row(
+    rec: ResultRecord, cut: Cut, base: Baseline, regs: dict[SampleKey, set[str]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One result line as the page reads it: (what the table needs, the texts for the detail and
+    search, which the page parses only on first use). Every text is capped; empty entries are left out."""
+    key = row_key(rec)
+    grades_in = rec.get("grades") or {}
+    subs = submissions_of(
+        rec
+    )  # a submission several graders saw is stored once (submission_same_as)
+    # A text said twice is stored once: {"ref": grader} for a shared submission or the final reply,
+    # {"input": i} for a user message that repeats the sample's input.
+    first: dict[str, str] = {}
+    for name in grades_in:
+        text = subs.get(name)
+        if isinstance(text, str) and text:
+            first.setdefault(text, name)
+    target = rec.get("target")
+    target_hits = _hits(rec)
+    costs = [
+        (target or {}).get("cost_usd")
+    ]  # summed in this order: the target's, then each grader's
+    hits = target_hits
+    flags: dict[str, dict[str, Any]] = {}
+    texts: dict[str, dict[str, Any]] = {}
+    for (
+        name,
+        g,
+    ) in grades_in.items():  # _compact's rule written out for the flags: every grade shown
+        meta = g.get("metadata")
+        flag: dict[str, Any] = {}
+        score = g.get("score")
+        if score or (score is not False and score == 0):
+            flag["score"] = score
+        if g.get("passed"):
+            flag["passed"] = True
+        if g.get("error"):
+            flag["error"] = True
+        grade_hits = _hits(meta)
+        if grade_hits:
+            flag["cached"] = grade_hits
+            hits += grade_hits
+        flags[name] = flag
+        if meta:
+            costs.append(meta.get("cost_usd"))
+        # _compact's rule written out (a cut text is kept when not empty): four times a line
+        entry: dict[str, Any] = {}
+        if value := cut(g.get("error")):
+            entry["error"] = value
+        category: object = g.get("error_category")  # as the line holds it: kept unless empty
+        if category or (category is not False and category == 0):
+            entry["category"] = category
+        if value := cut(g.get("rationale")):
+            entry["rationale"] = value
+        text = subs.get(name)
+        if isinstance(text, str) and first.get(text, name) != name:
+            entry["submission"] = {"ref": first[text]}
+        elif text is not None and (text := cut(text)):
+            entry["submission"] = text
+        if meta and (shown := cut(meta)):
+            entry["metadata"] = shown
+        if entry:
+            texts[name] = entry
+    costs = [c for c in costs if isinstance(c, int | float)]
+    regressed = (
+        (regs.get(key[:2], set()) | set(base.regressed(key, grades_in)))
+        if regs or base.grades
+        else ()
+    )
+    old = base.of(key)
+    inp = rec.get("input")
+    inputs = {
+        t: i
+        for i, t in enumerate(inp if isinstance(inp, list) else [inp])
+        if isinstance(t, str) and t
+    }
+    traj = rec.get("trajectory") or {}
+    err = rec.get("error")
+    usage = rec.get("usage") or {}
+    table = _compact(
+        {
+            "id": key[1],
+            "model": key[0],
+            "run": key[2],
+            "tags": [str(t) for t in rec.get("tags") or []],
+            "grades": flags,
+            "regressed": sorted(regressed),
+            "baseline": {
+                n: _compact(
+                    {
+                        "score": b.get("score"),
+                        "passed": b.get("passed"),
+                        "error": bool(b.get("error")),
+                    }
+                )
+                for n, b in old.items()
+            }
+            if old
+            else None,
+            "error": ({"category": err.get("category")} if isinstance(err, dict) else True)
+            if err
+            else None,
+            "tokens": int(usage.get("prompt_tokens") or 0)
+            + int(usage.get("completion_tokens") or 0),
+            "cached": hits or None,
+            "target_cached": target_hits or None,
+            "cost": sum(costs) if costs else None,
+            "duration": rec.get("duration_s"),
+        }
+    )
+    detail = _compact(
+        {
+            "input": [cut(t) for t in inp] if isinstance(inp, list) else cut(inp),
+            "ground_truth": cut(rec.get("ground_truth")),
+            "error": {"category": err.get("category"), "message": cut(err.get("message"))}
+            if isinstance(err, dict)
+            else cut(err),
+            "grades": texts,
+            "baseline": old,
+            "usage": _compact(usage),
+            "target": cut(target),
+            "turns": [
+                [_message(m, cut, first, inputs) for m in turn] for turn in traj.get("turns") or []
+            ],
+            "memory": {str(k): cut(v) for k, v in (traj.get("memory_blocks") or {}).items()},
+        }
+    )
+    return table, detail
+
+
+def _message(
+    m: Message, cut: Cut, submissions: dict[str, str], inputs: dict[str, int]
+) -> dict[str, Any]:
+    content = m.get("content")
+    if isinstance(content, str) and content in submissions:
+        text: Any = {"ref": submissions[content]}
+    elif isinstance(content, str) and m.get("role") == "user" and content in inputs:
+        text = {"input": inputs[content]}
+    else:
+        text = cut(content)
+    out: dict[str, Any] = {}  # _compact's rule written out: once a message
+    role = m.get("role")
+    if role or (role is not False and role == 0):
+        out["role"] = role
+    if text or (text is not False and text == 0):
+        out["content"] = text
+    calls = m.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [
+            {
+                "id": t.get("id"),
+                "name": capped(t.get("name"), 200),
+                "arguments": cut(t.get("arguments")),
+            }
+            for t in calls
+        ]
+    if (call_id := m.get("tool_call_id")) is not None:
+        out["tool_call_id"] = capped(call_id, 200)
+    if (name := m.get("name")) is not None:
+        out["name"] = capped(name, 200)
+    return out
