@@ -149,3 +149,15 @@ def test_validation_keeps_unknown_keys_and_changes_nothing_it_read():
     before = json.dumps(rec, sort_keys=True)
     assert record_problem(rec) is None
     assert json.dumps(rec, sort_keys=True) == before  # 1 stays 1, not 1.0; unknown keys stay
+
+
+def test_a_partial_run_reads_back_as_a_baseline_and_a_report(tmp_path, monkeypatch):
+    """summary.json's ``selection.by`` is the list of options that chose the samples."""
+    monkeypatch.chdir(tmp_path)
+    suite = str(EXAMPLES / "quickstart" / "suite.yaml")
+    assert main(["run", suite, "--sample-id", "capital-fr", "-o", "part", "-q"]) == 0
+    summary = json.loads((tmp_path / "part" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["selection"] == {"by": ["--sample-id capital-fr"], "selected": 1, "total": 6}
+    assert _check_folder(tmp_path / "part") == 1
+    assert main(["report", "part"]) == 0
+    assert main(["run", suite, "--baseline", "part", "-o", "full", "-q"]) == 0

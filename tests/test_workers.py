@@ -21,7 +21,7 @@ import pytest
 
 from ci_evals.config.dataset import Dataset
 from ci_evals.gating.aggregate import Aggregator
-from ci_evals.run import lanes
+from ci_evals.run import lanes, parts
 from tests.conftest import exited, in_fresh_process, replay_suite
 
 VOLATILE = ("started_at", "finished_at", "duration_s", "workers")
@@ -111,6 +111,31 @@ def test_a_split_run_writes_what_one_process_writes(sd, runs):
         p.name for p in (sd.root / "one").iterdir()
     )
     assert stdout.splitlines()[0].startswith("t: ERRORED")
+
+
+def test_a_split_run_compares_with_its_baseline_as_one_process_does(sd):
+    """The runner's aggregator keeps the outcomes a baseline compares with, in each worker too."""
+    _suite(sd, 300)
+    _cli(sd, out="base", workers=1)
+    sd.write(  # now every 5th sample answers wrong as well: regressions against the baseline
+        "outputs.jsonl",
+        "".join(
+            json.dumps({"id": i, "output": f"a {i if i % 3 and i % 5 else i + 1}"}) + "\n"
+            for i in range(300)
+            if i % 7
+        ),
+    )
+    base = str(sd.root / "base")
+    assert _cli(sd, "--baseline", base, out="one", workers=1)[0] == 1
+    rc, _, stderr = _cli(sd, "--baseline", base, out="three", workers=3)
+    assert rc == 1, stderr
+    one, three = sd.summary("one"), sd.summary("three")
+    assert three["workers"] == {"processes": 3}
+    for summary in (one, three):  # listed in the order the outcomes were merged (worker by worker)
+        for key in ("regressions", "improvements"):
+            summary["baseline"][key].sort(key=lambda d: (int(d["sample_id"]), d["metric"]))
+    assert _stable(three) == _stable(one)
+    assert len(one["baseline"]["regressions"]) == 2 * 34  # 34 samples (5, 10, 20...), has and re
 
 
 def test_a_selection_is_split_the_same_way(sd):
@@ -502,8 +527,8 @@ def test_a_workers_state_file_is_read_whatever_its_numbers_look_like(tmp_path):
     }  # orjson's reader refuses both
     path = tmp_path / ".results.worker-1.state.json"
     path.write_text(json.dumps(state))
-    assert lanes._read_state(path) == state
-    assert lanes._read_state(tmp_path / "absent.json") is None
+    assert parts.read_state(path) == state
+    assert parts.read_state(tmp_path / "absent.json") is None
 
 
 def test_the_cap_on_distinct_error_messages_holds_across_a_merge(monkeypatch):

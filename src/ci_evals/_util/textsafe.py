@@ -9,7 +9,8 @@ can never cost the run its verdict.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol, Self, TypeVar
 
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -66,7 +67,21 @@ def clean_trajectory(traj) -> int:
     return total
 
 
-def clean_sample(sample):
+class _Texts(Protocol):
+    """What :func:`clean_sample` reads of a sample (``core.sample.Sample``, which _util cannot import)."""
+
+    input: Any
+    ground_truth: Any
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Self: ...
+
+
+_S = TypeVar("_S", bound=_Texts)
+
+
+def clean_sample(sample: _S) -> tuple[_S, int]:
     """The sample with its input and ground truth cleaned (the same object when nothing changed); the count."""
     inp, a = clean_value(sample.input)
     truth, b = clean_value(sample.ground_truth)

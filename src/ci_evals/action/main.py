@@ -33,17 +33,10 @@ from ci_evals.action.report import (
     post_comments,
     step_summary,
 )
-from ci_evals.action.suites import (
-    EXIT_CONFIG,
-    EXIT_GATE_FAILED,
-    EXIT_INTERNAL,
-    EXIT_PASSED,
-    SuiteRun,
-    run_one_suite,
-)
+from ci_evals.action.suites import SuiteRun, run_one_suite
 from ci_evals.reports.markdown import render_error_md
 from ci_evals.results.layout import unique_slugs
-from ci_evals.run.exits import keep_stdio
+from ci_evals.run.exits import ExitCode, keep_stdio
 
 
 def run_action(env: Mapping[str, str], token: str | None = None) -> int:
@@ -64,9 +57,10 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
         command("error", str(exc), title="ci-evals configuration error")
         append_step_summary(summary_path, render_error_md("action input error", str(exc)))
         set_outputs(
-            output_path, {"passed": "false", "verdict": "errored", "exit-code": str(EXIT_CONFIG)}
+            output_path,
+            {"passed": "false", "verdict": "errored", "exit-code": str(ExitCode.CONFIG)},
         )
-        return EXIT_CONFIG
+        return ExitCode.CONFIG
     if token:
         inputs.token = token
     os.environ.pop("INPUT_GITHUB-TOKEN", None)  # user code run by the suite never sees our token
@@ -101,9 +95,9 @@ def run_action(env: Mapping[str, str], token: str | None = None) -> int:
             "comment-url": "\n".join(urls),
         },
     )
-    if code == EXIT_GATE_FAILED and verdict == "failed" and not inputs.fail_on_gate:
+    if code == ExitCode.FAILED and verdict == "failed" and not inputs.fail_on_gate:
         print("ci-evals: the gate failed, but fail-on-gate is false: exiting 0")
-        return EXIT_PASSED
+        return ExitCode.PASSED
     return code
 
 
@@ -111,7 +105,7 @@ def refused(env: Mapping[str, str], code: int) -> None:
     """The step's outputs and summary when the run ended before its verdict (ci_evals._util.forks)."""
     why = (
         NO_VERDICT
-        if code == EXIT_INTERNAL
+        if code == ExitCode.INTERNAL
         else f"the run's process ended with exit {code} before its verdict"
     )
     append_step_summary(
@@ -149,4 +143,4 @@ def main(restart: bool = False) -> int:
             os.environ.get("GITHUB_STEP_SUMMARY"),
             render_error_md("internal error", f"{type(exc).__name__}: {exc}"),
         )
-        return EXIT_INTERNAL
+        return ExitCode.INTERNAL

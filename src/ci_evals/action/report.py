@@ -13,8 +13,7 @@ from typing import TypedDict
 from ci_evals._util.errors import ConfigError
 from ci_evals.action.inputs import Inputs
 from ci_evals.action.protocol import command
-from ci_evals.action.suites import EXIT_CONFIG, EXIT_GATE_FAILED, EXIT_PASSED, SuiteRun
-from ci_evals.gating.verdict import exit_code
+from ci_evals.action.suites import SuiteRun
 from ci_evals.reports import artifact
 from ci_evals.reports.comment import marker, render_comment
 from ci_evals.reports.github import (
@@ -31,6 +30,8 @@ from ci_evals.reports.markdown import (
 )
 from ci_evals.reports.verdicts import ORDER as VERDICT_ORDER
 from ci_evals.results.files import foreign_shape
+from ci_evals.run.exits import ExitCode
+from ci_evals.run.session import exit_code
 
 FOREIGN = "not a ci-evals results folder"
 
@@ -58,7 +59,7 @@ def load_results(folder: str) -> SuiteRun:
         _try_rendering(run)
     except ConfigError as exc:
         return SuiteRun(
-            folder, Path(folder), EXIT_GATE_FAILED, None, f"{FOREIGN}: {exc}", untrusted=True
+            folder, Path(folder), ExitCode.FAILED, None, f"{FOREIGN}: {exc}", untrusted=True
         )
     return run
 
@@ -117,7 +118,7 @@ def _failure_kind(run: SuiteRun) -> str:
         return f"{FOREIGN} (exit {run.exit_code})"
     return (
         "configuration error"
-        if run.exit_code == EXIT_CONFIG
+        if run.exit_code == ExitCode.CONFIG
         else f"run failed (exit {run.exit_code})"
     )
 
@@ -207,7 +208,7 @@ def combined_verdict(runs: list[SuiteRun]) -> str:
 def passed_for_sure(runs: list[SuiteRun], code: int, verdict: str) -> bool:
     """``passed=true`` needs exit 0, a combined verdict of passed and every suite's summary saying passed."""
     return (
-        code == EXIT_PASSED
+        code == ExitCode.PASSED
         and verdict == "passed"
         and bool(runs)
         and all(isinstance(r.summary, dict) and r.summary.get("verdict") == "passed" for r in runs)
@@ -216,4 +217,4 @@ def passed_for_sure(runs: list[SuiteRun], code: int, verdict: str) -> bool:
 
 def combined_exit(codes: list[int]) -> int:
     """The worst exit code: interruption > internal > configuration > gate failed > passed."""
-    return max(codes, default=EXIT_PASSED)
+    return max(codes, default=ExitCode.PASSED)

@@ -19,16 +19,13 @@ from typing import TextIO
 from ci_evals._util.workflow import commands_stopped
 from ci_evals.action.inputs import Inputs
 from ci_evals.action.protocol import command
-from ci_evals.gating.verdict import SIGNAL_EXIT
 from ci_evals.reports import artifact
 from ci_evals.reports.write import iter_results
 from ci_evals.results.layout import suite_slug
 from ci_evals.results.records import ResultRecord, Summary
-from ci_evals.run.exits import guarded
+from ci_evals.run.exits import INTERRUPTED, ExitCode, guarded
 from ci_evals.run.options import SuiteOptions, parse_run_flags
 from ci_evals.run.session import run_suite
-
-EXIT_PASSED, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class _Tail(io.TextIOBase):
@@ -134,7 +131,12 @@ def run_here(
         try:
             options = suite_options(inputs, out_dir, baseline)
         except SystemExit as exc:  # a bad flag in the args input: one line already printed
-            return (exc.code if isinstance(exc.code, int) else EXIT_CONFIG), None, out_dir, tail.buf
+            return (
+                (exc.code if isinstance(exc.code, int) else ExitCode.CONFIG),
+                None,
+                out_dir,
+                tail.buf,
+            )
         code = guarded(one)
     return code, summary, folder, tail.buf
 
@@ -153,12 +155,14 @@ def run_one_suite(
             rc, summary, out_dir, tail = run_here(inputs, suite_file, out_dir, baseline)
     finally:
         command("endgroup")
-    if not (rc in (EXIT_PASSED, EXIT_GATE_FAILED) or rc in SIGNAL_EXIT.values()):
+    if not (rc in (ExitCode.PASSED, ExitCode.FAILED) or rc in INTERRUPTED):
         summary = None
-    if rc == EXIT_PASSED and (not isinstance(summary, dict) or summary.get("verdict") != "passed"):
+    if rc == ExitCode.PASSED and (
+        not isinstance(summary, dict) or summary.get("verdict") != "passed"
+    ):
         # exit 0 is a pass only with a summary that says so (suite code calling sys.exit(0) is not)
         tail += (
             "error: ci-evals exited 0 without a summary.json whose verdict is passed; not a pass\n"
         )
-        rc = EXIT_INTERNAL if summary is None else EXIT_GATE_FAILED
+        rc = ExitCode.INTERNAL if summary is None else ExitCode.FAILED
     return SuiteRun(suite_file, out_dir, rc, summary, tail)

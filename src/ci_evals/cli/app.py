@@ -1,7 +1,8 @@
 """The ``ci-evals`` command line: run, validate, merge, report, init, list, schema, action.
 
-Exit codes: 0 verdict passed; 1 verdict failed, errored or partial; 2 invalid configuration or
-input (one line, no traceback); 3 internal error; 128 + n interrupted by signal n: 129 SIGHUP, 130 SIGINT, 143 SIGTERM.
+Exit codes (ci_evals.run.exits.ExitCode): 0 verdict passed; 1 verdict failed, errored or partial;
+2 invalid configuration or input (one line, no traceback); 3 internal error; 128 + n interrupted by
+signal n: 129 SIGHUP, 130 SIGINT, 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 from ci_evals import __version__
 from ci_evals._util.redact import ScrubbedStream
 from ci_evals.action.help import action_help
-from ci_evals.run.options import EXIT_CONFIG, OneLineParser, add_gate_flag, add_run_flags
+from ci_evals.run.exits import ExitCode, keep_stdio, restore_stdio
+from ci_evals.run.options import OneLineParser, add_gate_flag, add_run_flags
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,7 +148,7 @@ def _main(argv: list[str], from_command_line: bool) -> int:
     args = build_parser().parse_args(argv)
     if args.command is None:
         build_parser().print_help()
-        return EXIT_CONFIG
+        return ExitCode.CONFIG
     load_dotenv()
     if (
         from_command_line and args.command in GUARDED
@@ -159,7 +161,6 @@ def guarded_child(work: Callable[[], int]) -> int:
     """``work()`` with our own stdout and stderr (user code closing them silences nothing), in a
     child that must report a verdict before exit 0 counts (ci_evals._util.forks.supervised)."""
     from ci_evals._util.forks import supervised  # start time: loaded only to run user code
-    from ci_evals.run.exits import keep_stdio, restore_stdio  # start time: likewise
 
     keep_stdio()
     try:

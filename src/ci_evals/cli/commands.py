@@ -18,7 +18,6 @@ from ci_evals.action.handover import make_undumpable
 from ci_evals.cli.merge import cmd_merge
 from ci_evals.cli.scaffold import cmd_init
 from ci_evals.gating.letta_gates import describe as describe_typed
-from ci_evals.gating.verdict import SIGNAL_EXIT
 from ci_evals.graders.extractors import BUILTINS
 from ci_evals.graders.tool import BUILTIN_FUNCTIONS
 from ci_evals.reports.html import write_report
@@ -32,7 +31,7 @@ from ci_evals.results.files import (
 )
 from ci_evals.results.layout import DEFAULT_OUTPUT, expand_suites, unique_slugs
 from ci_evals.results.writer import write_text
-from ci_evals.run.exits import guarded
+from ci_evals.run.exits import INTERRUPTED, ExitCode, guarded
 from ci_evals.run.options import SuiteOptions, absolute
 from ci_evals.run.session import run_suite
 from ci_evals.suite.dialects import DIALECTS
@@ -76,7 +75,7 @@ def cmd_run(args: Namespace) -> int:
             code, summary, out = run_suite(path, SuiteOptions.from_namespace(args), folders[path])
         except ConfigError as exc:
             print(scrub(f"error: {exc}"), file=sys.stderr)
-            code, summary = 2, None
+            code, summary = ExitCode.CONFIG, None
         codes.append(code)
         rows.append(
             {
@@ -88,7 +87,7 @@ def cmd_run(args: Namespace) -> int:
                 "output": str(out) if summary else None,
             }
         )
-        if code in SIGNAL_EXIT.values():
+        if code in INTERRUPTED:
             break
     base.mkdir(parents=True, exist_ok=True)
     write_text(base / "suites.json", json.dumps(rows, indent=2) + "\n")
@@ -107,12 +106,12 @@ def cmd_run(args: Namespace) -> int:
             for r in rows
         )
     )
-    interrupted = [c for c in codes if c in SIGNAL_EXIT.values()]
+    interrupted = [c for c in codes if c in INTERRUPTED]
     return interrupted[0] if interrupted else max(codes)
 
 
 def cmd_validate(args: Namespace) -> int:
-    worst = 0
+    worst = ExitCode.PASSED
     for path in expand_suites(args.suites):
         try:
             suite = load_suite(
@@ -120,7 +119,7 @@ def cmd_validate(args: Namespace) -> int:
             )
         except ConfigError as exc:
             print(scrub(f"error: {exc}"), file=sys.stderr)
-            worst = 2
+            worst = ExitCode.CONFIG
             continue
         graders = ", ".join(
             f"{n} ({s.grader.spec.kind}, {s.extractor.name}, pass {s.rule_text}"

@@ -20,14 +20,13 @@ from ci_evals._util.errors import ConfigError
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.summary import summarize
-from ci_evals.gating.verdict import exit_code
 from ci_evals.reports import console
 from ci_evals.reports.write import write_outputs
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, read_summary, records
 from ci_evals.results.line import encode_line
 from ci_evals.results.records import Summary
 from ci_evals.results.writer import open_atomic, refuse_links
-from ci_evals.run.session import print_comment
+from ci_evals.run.session import exit_code, print_comment
 
 
 def cmd_merge(args: Namespace) -> int:

@@ -103,6 +103,12 @@ class Dataset:
         )
         self._check = RowChecker(path)  # each row as its sample's fields
 
+    @property
+    def rubric_files(self) -> list[Path]:
+        """The ``rubric_path`` files the rows read so far named: what decides their grades besides
+        the file itself (a ``--resume`` refuses a folder whose files changed)."""
+        return self._check.rubric_files
+
     # -- reading -------------------------------------------------------------------------------
 
     def _err(self, line: int, msg: str) -> ConfigError:

@@ -102,6 +102,11 @@ class RowChecker:
         """Whether the row checked last had no 'id' (its id is its row index)."""
         self._files: dict[Path, str] = {}  # rubric_path files, read once each
 
+    @property
+    def rubric_files(self) -> list[Path]:
+        """The ``rubric_path`` files the rows checked so far named (read once each)."""
+        return list(self._files)
+
     def error(self, line: int, msg: str) -> ConfigError:
         return ConfigError(msg, file=str(self.path), line=line)
 

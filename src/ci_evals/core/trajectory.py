@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from typing_extensions import TypedDict
+
 ROLES = ("user", "assistant", "tool", "reasoning", "system")
 _LETTA_TYPES = {
     "user": "user_message",
@@ -44,6 +46,16 @@ class ToolCall:
         }
 
 
+class MessageDict(TypedDict, total=False):
+    """A message as a results line stores it (``results.records.Message`` is this shape, validated)."""
+
+    role: str
+    content: Any
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    name: str | None
+
+
 @dataclass(slots=True)
 class Message:
     role: str
@@ -69,8 +81,8 @@ class Message:
         """A tool result's text (letta-client's ``tool_return_message.tool_return``)."""
         return self.content if self.role == "tool" else None
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"role": self.role, "content": self.content}
+    def to_dict(self) -> MessageDict:
+        d: MessageDict = {"role": self.role, "content": self.content}
         if self.tool_calls:
             d["tool_calls"] = [t.to_dict() for t in self.tool_calls]
         if self.tool_call_id is not None:

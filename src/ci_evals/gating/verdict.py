@@ -1,4 +1,4 @@
-"""The run's one verdict, its reason and its exit code (the same in every report).
+"""The run's one verdict and its reason (the same in every report).
 
 A leaf module: reports and gates both read it. The reports name each verdict with the words of
 ``ci_evals.reports.verdicts`` and never decide one themselves.
@@ -6,17 +6,13 @@ A leaf module: reports and gates both read it. The reports name each verdict wit
 ``passed``: every gate passed (with no gate: no sample errored beyond the run's error budget).
 ``failed``: a gate failed on measured scores. ``errored``: a gate or the run failed because
 samples errored, or no sample could be run. ``interrupted``: the run was stopped by a signal.
-``partial``: a merge or resume with samples missing. Exit codes: 0 passed, 1 failed / errored /
-partial, 129 / 130 / 143 interrupted (SIGHUP / SIGINT / SIGTERM); 2 and 3 (configuration and internal errors)
-never get as far as a verdict.
+``partial``: a merge or resume with samples missing. Each verdict's exit code:
+:class:`ci_evals.run.exits.ExitCode`.
 """
 
 from __future__ import annotations
 
 from ci_evals.results.records import GateResult, Selection, Summary, Verdict
-
-SIGNAL_EXIT: dict[str, int] = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
-"""128 + the number of each signal that interrupts a run (ci_evals.run.signals)."""
 
 
 def display_name(label: str | None, key: str | None) -> str:
@@ -185,13 +181,3 @@ def _stopped(summary: Summary) -> str | None:
         if isinstance(ep, dict) and isinstance(ep.get("stopped"), str):
             return ep["stopped"]
     return None
-
-
-def exit_code(summary: Summary) -> int:
-    """The process exit code for a summary's verdict."""
-    verdict = summary.get("verdict") or decide(summary)[0]
-    if verdict == "passed":
-        return 0
-    if verdict == "interrupted":
-        return SIGNAL_EXIT.get(summary.get("interrupted_by") or "SIGINT", 130)
-    return 1

@@ -22,6 +22,8 @@ from pydantic import ConfigDict, Field, with_config
 # only this one's field metadata.
 from typing_extensions import TypedDict
 
+from ci_evals.core.trajectory import MessageDict
+
 _OPEN = ConfigDict(extra="ignore", strict=True)
 
 Verdict = Literal["passed", "failed", "errored", "interrupted", "partial"]
@@ -87,14 +89,8 @@ class RecordError(TypedDict):
 
 
 @with_config(_OPEN)
-class Message(TypedDict, total=False):
-    """One message of a trajectory turn (``core.trajectory``'s ``to_dict``)."""
-
-    role: str
-    content: Any
-    tool_calls: list[dict[str, Any]] | None
-    tool_call_id: str | None
-    name: str | None
+class Message(MessageDict, total=False):
+    """One message of a trajectory turn: ``core.trajectory.MessageDict``, what ``Message.to_dict`` gives."""
 
 
 @with_config(_OPEN)
@@ -144,7 +140,7 @@ class Shard(TypedDict, total=False):
 class Selection(TypedDict, total=False):
     """summary.json ``selection``: the samples a ``--sample``/``--tag``/``--changed`` choice kept."""
 
-    by: str
+    by: list[str]  # the options that chose: --sample-id, --sample-pattern, --only-failed, ...
     selected: Count
     total: Count
 

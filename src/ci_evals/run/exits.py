@@ -1,8 +1,11 @@
 """Exit codes, and the one mapping of what escapes a command to one of them.
 
-0 verdict passed; 1 verdict failed, errored or partial; 2 invalid configuration or input (one
-line, no traceback); 3 internal error; 128 + n interrupted by signal n (129 SIGHUP, 130 SIGINT,
-143 SIGTERM). Light on purpose: the CLI imports it before it knows which command runs.
+:class:`ExitCode` is every exit code ci-evals ends with (public: the README, docs/reference.md and
+the Action's ``exit-code`` output name them, so a value never changes): 0 verdict passed; 1
+verdict failed, errored or partial; 2 invalid configuration or input (one line, no traceback); 3
+internal error; 128 + n interrupted by signal n (129 SIGHUP, 130 SIGINT, 143 SIGTERM, the signals
+of :mod:`ci_evals.run.signals`). Light on purpose: the CLI imports it before it knows which
+command runs.
 """
 
 from __future__ import annotations
@@ -12,11 +15,44 @@ import io
 import os
 import sys
 from collections.abc import Callable
+from enum import IntEnum
+from typing import TextIO
 
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.redact import ScrubbedStream, scrub
 
-EXIT_PASS, EXIT_GATE, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
+
+class ExitCode(IntEnum):
+    """The exit code of a command (an ``int``: what ``main`` returns and ``sys.exit`` takes)."""
+
+    PASSED = 0
+    FAILED = 1
+    """The verdict is failed, errored or partial (or the results read are not a run's)."""
+    CONFIG = 2
+    INTERNAL = 3
+    SIGHUP = 128 + 1
+    SIGINT = 128 + 2
+    SIGTERM = 128 + 15
+
+    @classmethod
+    def of_verdict(cls, verdict: str, interrupted_by: str | None = None) -> ExitCode:
+        """The code of a verdict word; ``interrupted`` by the signal named ``interrupted_by``
+        (``SIGTERM``...), SIGINT's when it names none we know."""
+        if verdict == "passed":
+            return cls.PASSED
+        if verdict == "interrupted":
+            code = cls.__members__.get(interrupted_by or "SIGINT", cls.SIGINT)
+            return code if code in INTERRUPTED else cls.SIGINT
+        return cls.FAILED
+
+    @classmethod
+    def of_signal(cls, signum: int) -> ExitCode:
+        """128 + ``signum``: the code of a run stopped by one of the signals it handles."""
+        return cls(128 + signum)
+
+
+INTERRUPTED = frozenset({ExitCode.SIGHUP, ExitCode.SIGINT, ExitCode.SIGTERM})
+"""The codes of a run interrupted by a signal (its results kept, ``--resume`` finishes it)."""
 
 
 def guarded(command: Callable[[], int]) -> int:
@@ -25,9 +61,9 @@ def guarded(command: Callable[[], int]) -> int:
         return command()
     except ConfigError as exc:
         print(scrub(f"error: {exc}"), file=sys.stderr)
-        return EXIT_CONFIG
+        return ExitCode.CONFIG
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.SIGINT
     except (
         SystemExit,
         GeneratorExit,
@@ -39,7 +75,7 @@ def guarded(command: Callable[[], int]) -> int:
             ),
             file=sys.stderr,
         )
-        return EXIT_INTERNAL
+        return ExitCode.INTERNAL
     except Exception:  # a bug of ours: say so, with the traceback, and exit 3
         import traceback
 
@@ -48,7 +84,7 @@ def guarded(command: Callable[[], int]) -> int:
             "internal error: this is a bug in ci-evals, please report it with the traceback above",
             file=sys.stderr,
         )
-        return EXIT_INTERNAL
+        return ExitCode.INTERNAL
 
 
 class _Kept(io.TextIOWrapper):
@@ -59,7 +95,7 @@ class _Kept(io.TextIOWrapper):
             self.flush()
 
 
-_kept: list = []
+_kept: list[TextIO] = []
 
 
 def keep_stdio() -> None:

@@ -26,7 +26,9 @@ from typing import Any
 
 from ci_evals._util.errors import ConfigError
 from ci_evals.results.contract import record_problem
+from ci_evals.results.records import ResultRecord
 from ci_evals.results.writer import refuse_link
+from ci_evals.suite.loader import LoadedSuite
 from ci_evals.usercode.load import loaded_paths
 
 LOCK_NAME = ".ci-evals-run.json"
@@ -43,18 +45,16 @@ def _sha256_files(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def code_files(suite: Any) -> list[Path]:
+def code_files(suite: LoadedSuite) -> list[Path]:
     """The files besides the suite and dataset that decide its grades (see the module docstring)."""
     import sys
 
     base = Path(suite.path).resolve().parent
-    found = set(getattr(suite.ctx, "files_read", ())) | set(
-        getattr(suite.dataset, "_rubric_files", {})
-    )
+    found = set(suite.ctx.files_read) | set(suite.dataset.rubric_files)
     modules = [
-        Path(m.__file__).resolve()
+        Path(file).resolve()
         for m in list(sys.modules.values())
-        if isinstance(getattr(m, "__file__", None), str) and m.__file__.endswith(".py")
+        if isinstance(file := getattr(m, "__file__", None), str) and file.endswith(".py")
     ]
     # Python files count when they sit in the suite's folder tree (loaded by this suite, or helpers
     # its graders import): an interpreter that ran other suites before does not blur the print.
@@ -74,7 +74,7 @@ def _sha256_code(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(suite: Any, selection: dict[str, Any]) -> dict[str, str]:
+def fingerprint(suite: LoadedSuite, selection: dict[str, Any]) -> dict[str, str]:
     """``{"suite_sha256", "code_sha256", "config_sha256"}`` of a loaded suite and the options that
     pick its samples."""
     files = [Path(suite.path), Path(suite.dataset.path)]
@@ -209,7 +209,11 @@ def _check_resume(previous: str, prints: dict[str, str], folder: Path) -> None:
         )
 
 
-def job_key(rec: dict[str, Any]) -> tuple:
+JobKey = tuple[str | None, str, int]
+"""A job: (model, sample id as a string, run)."""
+
+
+def job_key(rec: ResultRecord) -> JobKey:
     """A record's (model, sample id, run): its job, as the runner's ``done_keys`` holds it."""
     return rec.get("model"), str(rec["sample_id"]), rec.get("run", 0)
 
@@ -219,13 +223,13 @@ class ResumedJobs:
     ``num_runs``): ``--resume`` takes no record of another job as done. The folder's fingerprints
     match, so such a record was put there by hand; counted, it gave 7 of 7 graded for 6 samples."""
 
-    def __init__(self, suite: Any) -> None:
+    def __init__(self, suite: LoadedSuite) -> None:
         self.models = set(suite.target.models())
         self.runs = suite.spec.num_runs
         self.dataset = suite.dataset
         self.ids: set[str] | None = None  # the dataset read once, when first needed
 
-    def check(self, key: tuple, file: Path, line: int | None = None) -> None:
+    def check(self, key: JobKey, file: Path, line: int | None = None) -> None:
         """ConfigError (naming ``file`` and ``line``) unless ``key`` is one of the jobs."""
         model, sid, run = key
         if self.ids is None:

@@ -9,9 +9,10 @@ split once the suite is loaded and checked: one worker process per usable core (
 run goes (:class:`Share`): in blocks of consecutive samples, each taken by the first process
 to ask, so a process on a slower core takes fewer and all of them finish together (cores of a
 shared machine differ in speed from minute to minute: a fixed half each left one core idle for a
-fifth of the run). Each worker writes its records to a part file in the output folder; this
-process runs its own share into results.jsonl, then appends each part's complete lines and
-feeds them to the one aggregator, as ``--resume`` feeds an earlier run's lines. The summary is
+fifth of the run). Each worker writes its records to a part file in the output folder
+(:mod:`ci_evals.run.parts`); this process runs its own share into results.jsonl, then appends
+each part's complete lines and feeds them to the one aggregator, as ``--resume`` feeds an
+earlier run's lines. The summary is
 therefore the same function of the same records; only the order of results.jsonl's lines
 differs (worker by worker), and summary.json's ``workers`` says how many processes ran.
 
@@ -31,27 +32,25 @@ import asyncio
 import mmap
 import os
 import signal
-import stat
 import struct
 import sys
 import time
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn
+from typing import NoReturn
 
 import orjson
 
-from ci_evals._util import forks, gcpolicy
-from ci_evals._util.errors import ConfigError
+from ci_evals._util import forks
 from ci_evals._util.redact import scrub
-from ci_evals.gating.aggregate import Aggregator
-from ci_evals.results.files import Trust, foreign_shape, iter_records, own_loads
-from ci_evals.results.writer import open_append, write_text
-from ci_evals.run.folderlock import ResumedJobs, job_key
-from ci_evals.run.progress import Progress, errored
+from ci_evals.results.records import ResultRecord, Summary
+from ci_evals.results.writer import write_text
+from ci_evals.run import parts
+from ci_evals.run.exits import INTERRUPTED, ExitCode
+from ci_evals.run.folderlock import ResumedJobs
+from ci_evals.run.progress import Note, Progress, errored
 from ci_evals.run.runner import Runner
-from ci_evals.run.signals import SIGNALS, held_now
+from ci_evals.run.signals import held_now
 
 MIN_JOBS = 20_000
 """Fewer jobs than this run in one process: a fork and a merge cost more than they save."""
@@ -123,7 +122,7 @@ def worker_count(runner: Runner) -> int:
     return max(1, min(forks.usable_cores(), MAX_WORKERS))
 
 
-def execute(runner: Runner) -> dict[str, Any]:
+def execute(runner: Runner) -> Summary:
     """Run every job of ``runner``, in worker processes when that pays; the run's summary.
 
     ``--resume`` checks before it writes: results.jsonl is read and checked first, then every line
@@ -135,7 +134,7 @@ def execute(runner: Runner) -> dict[str, Any]:
         runner.load_previous()
         for key in runner.done_keys:
             jobs.check(key, runner.opts.output / runner.opts.results_name)
-    _settle_parts(runner, jobs)
+    parts.settle(runner, jobs)
     n = worker_count(runner)
     if n == 1:
         return asyncio.run(runner.execute())
@@ -148,9 +147,9 @@ class _Tally:
     def __init__(self, shared: mmap.mmap, k: int) -> None:
         self.shared, self.offset = shared, _COUNTS.size * k
         self.done = self.errors = 0
-        self.note: Any = lambda: None
+        self.note: Note = lambda: None
 
-    def advance(self, rec: dict[str, Any]) -> None:
+    def advance(self, rec: ResultRecord) -> None:
         self.done += 1
         self.errors += errored(rec)
         _COUNTS.pack_into(self.shared, self.offset, self.done, self.errors)
@@ -169,16 +168,14 @@ def _peer_counts(shared: mmap.mmap, n: int) -> tuple[int, int]:
 
 def _worker(runner: Runner, k: int, n: int, part: Path, shared: mmap.mmap) -> NoReturn:
     """Worker k's life in the forked process: its share of the jobs into ``part``; never returns."""
-    code = 3
+    code: int = ExitCode.INTERNAL
     try:
-        runner.opts.results_name = part.name
-        # Its own records only (not those a --resume read before the fork): the state it hands over.
-        runner.agg = Aggregator(runner.config, keep_outcomes=runner.agg.outcomes is not None)
-        _, _, interrupted = asyncio.run(runner.run_records(_Tally(shared, k)))  # type: ignore[arg-type]
+        worker = runner.for_worker(part.name)
+        _, _, interrupted = asyncio.run(worker.run_records(_Tally(shared, k)))
         write_text(
-            _state_file(part), orjson.dumps(runner.agg.state()).decode("utf-8")
+            parts.state_file(part), orjson.dumps(worker.agg.state()).decode("utf-8")
         )  # after every line
-        code = 128 + interrupted if interrupted is not None else 0
+        code = ExitCode.of_signal(interrupted) if interrupted is not None else ExitCode.PASSED
     except BaseException:  # an internal error: the first process reports the worker as failed
         print(
             scrub(f"ci-evals worker {k} of {n}: internal error\n{traceback.format_exc()}"),
@@ -189,12 +186,12 @@ def _worker(runner: Runner, k: int, n: int, part: Path, shared: mmap.mmap) -> No
         os._exit(code)  # no cleanup of the first process's state (its lock, its buffers) runs here
 
 
-def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
+def _execute_split(runner: Runner, n: int) -> Summary:
     out = runner.opts.output
     out.mkdir(parents=True, exist_ok=True)
     runner.load_previous()  # before the fork: every process skips the jobs already done
     for k in range(1, n):
-        _free(out / f".results.worker-{k}.jsonl")
+        parts.free(parts.part_file(out, k))
     total = runner.total_jobs()
     shared = mmap.mmap(-1, _COUNTS.size * n)  # anonymous and shared: the workers' counts
     workers: dict[int, tuple[int, Path]] = {}  # pid -> (k, its part file)
@@ -204,7 +201,7 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
     sys.stderr.flush()
     try:
         for k in range(1, n):
-            part = out / f".results.worker-{k}.jsonl"
+            part = parts.part_file(out, k)
             pid = forks.fork()  # a worker dies with this process
             if pid == 0:
                 _worker(runner, k, n, part, shared)
@@ -215,7 +212,7 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
         _signal(workers, signal.SIGKILL)
         for pid, (_, part) in workers.items():
             os.waitpid(pid, 0)
-            _discard(part)
+            parts.discard(part)
         print(
             f"warning: could not start worker processes ({exc.strerror or exc}): the run uses one",
             file=sys.stderr,
@@ -230,12 +227,12 @@ def _execute_split(runner: Runner, n: int) -> dict[str, Any]:
         except BaseException:  # this process failed: stop the workers, keep their lines, report it
             _signal(workers, signal.SIGTERM)
             _wait(workers, n, progress)
-            _append_parts(runner, workers)
+            parts.append(runner, workers)
             raise
         if interrupted is not None:
             _signal(workers, interrupted)
         failed, stopped_by = _wait(workers, n, progress)
-        _append_parts(runner, workers)
+        parts.append(runner, workers)
     finally:
         progress.close()
         shared.close()
@@ -285,9 +282,7 @@ def _wait(
                 continue
             k, _ = pending.pop(pid)
             code = os.waitstatus_to_exitcode(status)
-            if (
-                code > 128 and code - 128 in SIGNALS
-            ):  # stopped by a signal, as a run stops: lines kept
+            if code in INTERRUPTED:  # stopped by a signal, as a run stops: lines kept
                 stopped_by = stopped_by or code - 128
             elif code:
                 how = (
@@ -305,131 +300,3 @@ def _wait(
         if pending:
             time.sleep(_POLL_S)
     return failed, stopped_by
-
-
-def _state_file(part: Path) -> Path:
-    return part.with_suffix(".state.json")
-
-
-def _settle_parts(runner: Runner, jobs: ResumedJobs | None) -> None:
-    """The part files of a run killed outright (its workers died with it, before their lines were
-    appended). ``--resume`` checks every line of them (as another run's: ConfigError naming the
-    file and line, nothing appended), appends their complete lines to results.jsonl and takes their
-    records as done, so no sample is run or counted twice; a new run removes them, so that a later
-    ``--resume`` never takes another run's lines for its own. The folder's lock is held here."""
-    out = runner.opts.output
-    found = sorted(out.glob(".results.worker-*.jsonl")) if out.is_dir() else []
-    parts = [
-        p for p in found if p.is_symlink() or not p.is_dir()
-    ]  # a folder of that name is not ours
-    readable = [
-        p for p in parts if p.is_file() and not p.is_symlink()
-    ]  # a planted link is removed, never read
-    if readable and jobs is not None:
-        for part in readable:  # all of them checked before one line is appended
-            for n, rec in iter_records(part, Trust.OTHER, what=part.name):
-                jobs.check(job_key(rec), part, n + 1)
-        with open_append(out / runner.opts.results_name, truncate=False) as fh:
-            fh.flush()
-            for part in readable:
-                whole = _copy_lines(part, fh.buffer)
-                for n, rec in iter_records(part, Trust.OTHER, what=part.name):
-                    if (
-                        n < whole and job_key(rec) not in runner.done_keys
-                    ):  # (a torn last line was not copied)
-                        runner.done_keys.add(job_key(rec))
-                        with foreign_shape(f"{part}:{n + 1}", "this record"):
-                            runner.agg.add(rec)
-    for part in parts:
-        _discard(part)
-
-
-def _discard(part: Path) -> None:
-    """A worker's part file and its state file, removed once read (or never to be read); a folder
-    of either name is not ours: left alone (a split run refuses it, see :func:`_free`)."""
-    for path in (part, _state_file(part)):
-        if not path.is_dir() or path.is_symlink():
-            path.unlink(missing_ok=True)
-
-
-def _free(part: Path) -> None:
-    """The part file's and state file's names free for a worker (a state left by a run killed
-    outright is not this run's); ConfigError when a folder holds either name."""
-    for path in (part, _state_file(part)):
-        if path.is_dir() and not path.is_symlink():
-            raise ConfigError(
-                "is a folder where a worker process writes its records: remove it", file=str(path)
-            )
-        path.unlink(missing_ok=True)
-
-
-def _append_parts(runner: Runner, workers: dict[int, tuple[int, Path]]) -> None:
-    """Each worker's complete lines, worker by worker, appended to results.jsonl, and its records
-    added to the aggregator: from the state it left when it finished, else line by line."""
-    with (
-        gcpolicy.streaming(),
-        open_append(runner.opts.output / runner.opts.results_name, truncate=False) as fh,
-    ):
-        fh.flush()
-        for _, part in sorted(workers.values()):
-            state = _read_state(_state_file(part))
-            lines = _copy_lines(part, fh.buffer)
-            if state is not None and state.get("records") == lines:
-                runner.agg.merge(state)
-            else:  # the worker did not finish (killed): its lines are all there is
-                for rec in _records(part):
-                    runner.agg.add(rec)
-            _discard(part)
-
-
-def _open(path: Path) -> BinaryIO | None:
-    """``path`` to read, or None when it is absent or not a regular file (never a FIFO's wait)."""
-    try:
-        fd = os.open(
-            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        )
-    except FileNotFoundError:  # the worker ended before it wrote it
-        return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return os.fdopen(fd, "rb")
-
-
-def _read_state(path: Path) -> dict[str, Any] | None:
-    src = _open(path)
-    if src is None:
-        return None
-    with src:
-        state = own_loads(src.read())
-    return state if isinstance(state, dict) else None
-
-
-def _copy_lines(part: Path, out: BinaryIO) -> int:
-    """Copy ``part`` up to its last newline (a killed worker's torn last line is left out, and
-    that job runs again with ``--resume``); the number of lines copied."""
-    src = _open(part)
-    if src is None:
-        return 0
-    lines, tail = 0, b""
-    with src:
-        while chunk := src.read(1 << 20):
-            chunk = tail + chunk
-            end = chunk.rfind(b"\n") + 1
-            out.write(chunk[:end])
-            lines += chunk.count(b"\n", 0, end)
-            tail = chunk[end:]
-    return lines
-
-
-def _records(part: Path) -> Iterator[dict[str, Any]]:
-    src = _open(part)
-    if src is None:
-        return
-    with src:
-        for raw in src:
-            if not raw.endswith(b"\n"):
-                return
-            rec = own_loads(raw)
-            if isinstance(rec, dict):
-                yield rec

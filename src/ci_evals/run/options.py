@@ -2,9 +2,9 @@
 
 The CLI adds these flags to its ``run`` command; the Action builds a :class:`SuiteOptions` from its
 inputs and parses only its free-form ``args`` input with the same flags, so both run a suite
-through :func:`ci_evals.run.session.run_suite` with the same options. Only the standard library and
-the leaf :mod:`ci_evals.config.rates` (the defaults) are imported here: ``ci-evals --version`` and
-``--help`` stay instant.
+through :func:`ci_evals.run.session.run_suite` with the same options. Only the standard library,
+the leaf :mod:`ci_evals.config.rates` (the defaults) and the exit codes (as light) are imported
+here: ``ci-evals --version`` and ``--help`` stay instant.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import NoReturn
 
 from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
-
-EXIT_CONFIG = 2
+from ci_evals.run.exits import ExitCode
 
 
 def _positive(text: str) -> int:
@@ -99,8 +99,10 @@ def _rate(text: str) -> tuple[str, float]:
 class OneLineParser(argparse.ArgumentParser):
     """argparse whose usage errors are one line (exit 2), like every other configuration error."""
 
-    def error(self, message: str):  # argparse's hook; the usage block is one --help away
-        self.exit(EXIT_CONFIG, f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
+    def error(
+        self, message: str
+    ) -> NoReturn:  # argparse's hook; the usage block is one --help away
+        self.exit(ExitCode.CONFIG, f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
 
 
 def add_gate_flag(parser: argparse.ArgumentParser) -> None:

@@ -11,13 +11,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from ci_evals.core.rule import passes
+from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.results.records import Grade, make_grade
+from ci_evals.suite.loader import GraderSlot
 
-GradeOne = Callable[[Any, Any, Trajectory], Awaitable[tuple[dict[str, Any], str]]]
+GradeOne = Callable[[GraderSlot, Sample, Trajectory], Awaitable[tuple[Grade, str]]]
+"""How one grader grades one sample: (its grade, the submission it graded)."""
+
+
+class TurnGrade(TypedDict):
+    """One turn's entry in a per-turn grade's ``metadata.per_turn_grades``."""
+
+    turn: int
+    score: float
+    rationale: str | None
+    submission: str
 
 
 def turn_trajectory(traj: Trajectory, i: int) -> Trajectory:
@@ -31,12 +44,12 @@ def turn_trajectory(traj: Trajectory, i: int) -> Trajectory:
 
 
 async def grade_per_turn(
-    grade_one: GradeOne, slot, sample, traj: Trajectory
-) -> tuple[dict[str, Any], str]:
-    """(grade dict, submission) of one grader over every turn of ``sample``."""
-    truths: list[str] = sample.ground_truth
+    grade_one: GradeOne, slot: GraderSlot, sample: Sample, truths: list[str], traj: Trajectory
+) -> tuple[Grade, str]:
+    """(grade, submission) of one grader over every turn of ``sample``, whose ground truths (one
+    per turn) are ``truths``."""
     inputs = sample.input if isinstance(sample.input, list) else [sample.input] * len(truths)
-    turns: list[dict[str, Any]] = []
+    turns: list[TurnGrade] = []
     for i, truth in enumerate(truths):
         if i >= len(traj.turns) or not traj.turns[i]:
             message = f"turn {i}: the target returned no messages for this turn"
@@ -45,12 +58,16 @@ async def grade_per_turn(
         grade, submission = await grade_one(slot, turn_sample, turn_trajectory(traj, i))
         if grade.get("error"):
             return _errored(
-                f"turn {i}: {grade['error']}", grade.get("error_category", "grading"), turns
+                f"turn {i}: {grade.get('error')}",
+                grade.get("error_category") or "grading",
+                turns,
             ), ""
+        turn_score = grade.get("score")
+        assert turn_score is not None  # a grade without an error has its score (make_grade)
         turns.append(
             {
                 "turn": i,
-                "score": grade["score"],
+                "score": turn_score,
                 "rationale": grade.get("rationale"),
                 "submission": submission,
             }
@@ -66,5 +83,5 @@ async def grade_per_turn(
     return grade, " | ".join(f"[Turn {t['turn']}] {t['submission']}" for t in turns)
 
 
-def _errored(message: str, category: str, turns: list[dict[str, Any]]) -> Grade:
+def _errored(message: str, category: str, turns: list[TurnGrade]) -> Grade:
     return make_grade(metadata={"per_turn_grades": turns}, error=message, category=category)

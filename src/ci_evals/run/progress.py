@@ -5,18 +5,36 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Protocol
+
+from ci_evals.results.records import ResultRecord
+
+Note = Callable[[], str | None]
+"""A line on throttling to show beside the count, when there is one."""
 
 
-def errored(rec: dict[str, Any]) -> bool:
+def errored(rec: ResultRecord) -> bool:
     """Whether a result record has an error (the sample's or a grade's): the progress line's count."""
     return bool(rec.get("error")) or any(g.get("error") for g in rec["grades"].values())
+
+
+class Tracker(Protocol):
+    """What a run tells of its progress: each record once written, then :meth:`close`."""
+
+    note: Note
+
+    def advance(self, rec: ResultRecord) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Progress:
     """A progress bar on a TTY (rich), plain lines every ~10 % otherwise, nothing when disabled."""
 
-    def __init__(self, total: int, *, enabled: bool, peers: Any = None) -> None:
+    def __init__(
+        self, total: int, *, enabled: bool, peers: Callable[[], tuple[int, int]] | None = None
+    ) -> None:
         self.total = total
         self.done = 0
         self.errors = 0
@@ -28,7 +46,7 @@ class Progress:
         self._bar = None
         self._last = time.monotonic()
         self._shown = 0  # the count the last plain line showed
-        self.note: Any = lambda: None  # a line on throttling, when there is one
+        self.note: Note = lambda: None
         if self.tty:
             from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
             from rich.progress import Progress as RichProgress
@@ -43,7 +61,7 @@ class Progress:
             self._bar.start()
             self._task = self._bar.add_task("evaluating", total=total)
 
-    def advance(self, rec: dict[str, Any]) -> None:
+    def advance(self, rec: ResultRecord) -> None:
         if not self.enabled:
             return
         self.done += 1

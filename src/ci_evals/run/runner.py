@@ -1,10 +1,9 @@
 """Async orchestration: every (model, sample, run) job under one concurrency cap, results streamed.
 
 A fixed pool of ``max_concurrent`` workers pulls jobs from a lazy iterator, so memory stays flat
-however large the dataset. Each job runs the target, extracts each grader's submission and runs
-the sample's graders concurrently; the finished record is appended to ``results.jsonl`` at once
-and fed to the :class:`~ci_evals.gating.aggregate.Aggregator`. Failures are data: a target, extraction or
-grading failure becomes an errored grade (score 0, counted), never a dropped sample.
+however large the dataset. Each job (:mod:`ci_evals.run.job`) runs the target and the sample's
+graders into one record; the finished record is appended to ``results.jsonl`` at once and fed to
+the :class:`~ci_evals.gating.aggregate.Aggregator`.
 """
 
 from __future__ import annotations
@@ -15,87 +14,40 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 from ci_evals._util import gcpolicy, redact
-from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.errors import ConfigError
 from ci_evals._util.redact import scrub
-from ci_evals._util.textsafe import clean_sample, clean_trajectory, clean_value
+from ci_evals._util.textsafe import clean_value
 from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
-from ci_evals.core.rule import passes
-from ci_evals.core.sample import GradeResult, Sample
-from ci_evals.core.trajectory import Trajectory
+from ci_evals.core.sample import Sample
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.summary import summarize
-from ci_evals.graders.tool import ToolGrader
+from ci_evals.graders.base import Grader
 from ci_evals.letta.agents import letta_report
 from ci_evals.llm import pool
 from ci_evals.llm.pool import endpoint_reports
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, iter_records
 from ci_evals.results.line import record_line
-from ci_evals.results.records import Grade, make_grade
+from ci_evals.results.records import ResultRecord, StopSignal, Summary
 from ci_evals.results.writer import open_append
-from ci_evals.run.perturn import grade_per_turn
-from ci_evals.run.progress import Progress
+from ci_evals.run.folderlock import JobKey, job_key
+from ci_evals.run.job import Plan
+from ci_evals.run.progress import Progress, Tracker
 from ci_evals.run.signals import on_signals
 from ci_evals.suite.config_block import suite_config
-from ci_evals.suite.loader import GraderSlot, LoadedSuite
+from ci_evals.suite.loader import LoadedSuite
+from ci_evals.targets.base import Target
 from ci_evals.usercode import lane as usercode
 
 FLUSH_SECONDS = 0.5
 YIELD_SECONDS = 0.005
 """A worker whose jobs never suspend (replay, built-in graders) hands the loop over this often."""
-
-
-def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> Grade:
-    if g.error:
-        return make_grade(rationale=g.rationale, metadata=g.metadata, error=g.error)
-    return make_grade(g.score, passes(g.score, *rule), g.rationale, g.metadata)
-
-
-def _all_builtin(slots: list[GraderSlot]) -> bool:
-    """Every grader a built-in tool function reading a built-in extractor: pure, fast, synchronous."""
-    return all(
-        isinstance(s.grader, ToolGrader) and s.grader.builtin and not s.extractor.custom
-        for s in slots
-    )
-
-
-def _grade_builtin(slot: GraderSlot, sample: Sample, traj: Trajectory) -> tuple[Grade, str]:
-    """:meth:`Runner._grade_one` for a built-in grader and extractor, without the event loop."""
-    try:
-        submission = slot.extractor(traj)
-    except Exception as exc:
-        return _extraction_error(slot, exc), ""
-    try:
-        return slot.grader.grade_builtin(sample, submission, slot.rule), submission
-    except Exception as exc:  # graders should not raise, but a bug must not lose the sample
-        return _grader_error(slot, exc), submission
-
-
-def _extraction_error(slot: GraderSlot, exc: Exception) -> Grade:
-    """A failing extractor (a custom one's bug) is that sample's extraction error for this grader."""
-    return make_grade(
-        error=f"extractor '{slot.extractor.name}' failed: {usercode.describe(exc)}",
-        category="extraction",
-    )
-
-
-def _grader_error(slot: GraderSlot, exc: BaseException) -> Grade:
-    return make_grade(
-        error=f"grader '{slot.name}' raised {type(exc).__name__}: {exc}", category="grading"
-    )
-
-
-def _timing(rec: dict[str, Any], elapsed: float, queued: float) -> None:
-    """``duration_s`` is the sample's own work; time it waited for a shared resource is ``queued_s``."""
-    rec["duration_s"] = round(max(0.0, elapsed - queued), 6)
-    if queued:
-        rec["queued_s"] = round(queued, 6)
 
 
 @dataclass
@@ -104,7 +56,8 @@ class RunOptions:
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     resume: bool = False
     progress: bool = True
-    extra_summary: dict[str, Any] = field(default_factory=dict)
+    extra_summary: Summary = field(default_factory=lambda: Summary())
+    """Blocks of summary.json this run adds to what its records give (``shard``, ``selection``...)."""
     rates: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """LLM rate limits the user knows: provider, base URL or ``*`` -> (rpm, tpm)."""
     max_wait: float | None = None
@@ -116,24 +69,40 @@ class RunOptions:
 
 
 class Runner:
+    """The run of one suite with its options, and the one aggregator of its records, built here
+    from those inputs (with ``baseline``: it keeps per-sample outcomes, and is the run the
+    baseline compares with)."""
+
     def __init__(self, suite: LoadedSuite, options: RunOptions) -> None:
         self.suite = suite
         self.opts = options
         self.config = suite_config(suite)
-        self.agg = Aggregator(self.config)
-        self.done_keys: set[tuple] = set()
+        self.agg = Aggregator(self.config, keep_outcomes=options.baseline is not None)
+        if options.baseline is not None:
+            options.baseline.attach(self.agg, suite=suite.spec.name)
+        self.done_keys: set[JobKey] = set()
         self._last_flush = 0.0
         self._stopping = False
         self._secrets: list[str] = []
         self._secrets_gen = -1
-        self._plan: tuple[list[GraderSlot], bool, bool] | None = None
+        self._plan: Plan | None = None
         self._resumed = False
 
-    def _make_plan(self) -> tuple[list[GraderSlot], bool, bool]:
-        """What every job of this run asks of the suite, asked once: (grader slots, all built-in
-        and synchronous, whether the target must return memory blocks)."""
-        slots = list(self.suite.graders.values())
-        self._plan = (slots, _all_builtin(slots), self.suite.needs_memory)
+    def for_worker(self, results_name: str) -> Runner:
+        """This run's runner in a worker process (ci_evals.run.lanes): the same suite, options and
+        jobs already done, its records to ``results_name``, and an aggregator of its own records
+        only (the state it hands over), not of those a ``--resume`` read before the fork."""
+        worker = Runner(self.suite, replace(self.opts, results_name=results_name))
+        worker.done_keys = set(self.done_keys)
+        worker._resumed = self._resumed
+        worker._plan = self._plan
+        return worker
+
+    @property
+    def plan(self) -> Plan:
+        """What every job of this run asks of the suite, asked once (when first needed)."""
+        if self._plan is None:
+            self._plan = Plan(self.suite)
         return self._plan
 
     # -- jobs ------------------------------------------------------------------------------------
@@ -152,118 +121,12 @@ class Runner:
     def cpu_only(self) -> bool:
         """Whether every job is computation in this process alone (recorded outputs, built-in
         tool graders, no setup script or reward): what worker processes may split (ci_evals.run.lanes)."""
-        builtin_only = (self._plan or self._make_plan())[1]
         return (
             self.suite.target.cpu_only
-            and builtin_only
+            and self.plan.builtin is not None
             and self.suite.setup is None
             and self.suite.reward is None
         )
-
-    async def _grade_one(
-        self, slot: GraderSlot, sample: Sample, traj: Trajectory
-    ) -> tuple[dict, str]:
-        if isinstance(sample.ground_truth, list):  # letta-evals 0.9+: each turn graded on its own
-            return await grade_per_turn(self._grade_one, slot, sample, traj)
-        try:
-            submission = await slot.extractor.extract(traj)
-        except Exception as exc:  # a custom extractor failing is that sample's extraction error
-            return _extraction_error(slot, exc), ""
-        grader = slot.grader
-        try:
-            if isinstance(grader, ToolGrader) and grader.builtin:
-                g = grader.grade_sync(sample, submission)
-            else:
-                g = await grader.grade(sample, submission, traj)
-        except asyncio.CancelledError as exc:
-            if usercode.ours():  # the run is being interrupted
-                raise
-            return _grader_error(
-                slot, exc
-            ), submission  # one a client timeout raised: this grade's error
-        except Exception as exc:  # graders should not raise, but a bug must not lose the sample
-            return _grader_error(slot, exc), submission
-        return _grade_dict(g, slot.rule), submission
-
-    async def run_job(self, model: str | None, sample: Sample, run: int) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        sample, replaced = clean_sample(sample)
-        rec: dict[str, Any] = {
-            "sample_id": sample.id,
-            "run": run,
-            "model": model,
-            "input": sample.input,
-            "ground_truth": sample.ground_truth,
-            "tags": sample.tags,
-            "error": None,
-        }
-        slots, builtin_only, needs_memory = self._plan or self._make_plan()
-        try:
-            traj = await self.suite.target.run(
-                sample, run=run, model=model, need_memory=needs_memory
-            )
-            if not any(traj.turns) and not traj.memory_blocks:
-                raise SampleError("target returned an empty trajectory (no messages)")
-            replaced += clean_trajectory(traj) + traj.metadata.pop("replaced_chars", 0)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            msg = str(exc) if isinstance(exc, SampleError) else f"{type(exc).__name__}: {exc}"
-            category = exc.category if isinstance(exc, SampleError) else "target"
-            rec["error"] = {"category": category, "message": msg}
-            if getattr(exc, "retries", 0):
-                rec["retries"] = exc.retries
-            rec["grades"] = {
-                n: make_grade(error=f"{category} error: {msg}", category=category)
-                for n in self.suite.metric_names
-            }
-            rec["submission"] = {n: "" for n in self.suite.graders}
-            rec["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
-            if replaced:
-                rec["replaced_chars"] = replaced
-            _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))
-            return rec
-        traj.metadata.setdefault(
-            "run", run
-        )  # judges key their cache on it: repeats stay independent
-        if builtin_only and not isinstance(sample.ground_truth, list):
-            pairs = [_grade_builtin(s, sample, traj) for s in slots]  # no coroutine per grade
-        elif len(slots) == 1 or all(
-            isinstance(s.grader, ToolGrader) and s.grader.builtin for s in slots
-        ):
-            pairs = [await self._grade_one(s, sample, traj) for s in slots]
-        else:
-            pairs = await asyncio.gather(*(self._grade_one(s, sample, traj) for s in slots))
-        rec["grades"] = {s.name: p[0] for s, p in zip(slots, pairs, strict=True)}
-        rec["submission"] = {s.name: p[1] for s, p in zip(slots, pairs, strict=True)}
-        if self.suite.reward is not None:
-            rec["grades"]["reward"] = await self.suite.reward.grade(
-                sample,
-                rec["grades"],
-                rec["submission"],
-                traj,
-                model,
-                {"total": time.perf_counter() - t0},
-            )
-        rec["usage"] = traj.usage.to_dict()
-        rec["trajectory"] = {
-            "turns": [[m.to_dict() for m in t] for t in traj.turns],
-            "memory_blocks": dict(traj.memory_blocks),
-        }
-        for k in ("cache_hits", "retries", "throttled"):
-            if traj.metadata.get(k):
-                rec[k] = traj.metadata[k]
-        extra = {
-            k: v
-            for k, v in traj.metadata.items()
-            if k not in ("cache_hits", "retries", "throttled", "run", "queued_s")
-        }
-        if extra:
-            rec["target"] = extra
-        if replaced:
-            rec["replaced_chars"] = replaced
-        _timing(rec, time.perf_counter() - t0, traj.metadata.get("queued_s", 0.0))
-        return rec
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -277,7 +140,7 @@ class Runner:
         # The folder may be anything the user named: read it as another run's (a bad line is one
         # error naming it; only a torn last line from a hard kill is skipped, and that job runs again).
         for n, rec in iter_records(results, Trust.OTHER):
-            key = (rec.get("model"), str(rec["sample_id"]), rec.get("run", 0))
+            key = job_key(rec)
             if key in self.done_keys:
                 continue
             self.done_keys.add(key)
@@ -289,7 +152,7 @@ class Runner:
         if fn is None:
             return
         params = list(inspect.signature(fn).parameters)
-        args = []
+        args: list[Any] = []
         if params:
             args = [
                 self.suite.spec
@@ -307,12 +170,12 @@ class Runner:
                 file=str(self.suite.path),
             ) from None
 
-    async def execute(self) -> dict[str, Any]:
+    async def execute(self) -> Summary:
         """Run every job; write results.jsonl and return the summary (``partial`` if interrupted)."""
         return self.finish(*await self.run_records())
 
     async def run_records(
-        self, progress: Progress | None = None
+        self, progress: Tracker | None = None
     ) -> tuple[datetime, float, int | None]:
         """Run every job of this process into its results file: (when it started, its
         ``perf_counter`` then, the signal that interrupted it or None)."""
@@ -328,6 +191,7 @@ class Runner:
         interrupted: int | None = None
         loop = asyncio.get_running_loop()
         main_task = asyncio.current_task()
+        assert main_task is not None  # run_records runs in a task (asyncio.run's)
 
         def on_signal(
             signum: int,
@@ -339,7 +203,8 @@ class Runner:
                 loop.call_soon_threadsafe(main_task.cancel)
 
         own_progress = progress is None  # a caller's progress line is the caller's to close
-        progress = progress or Progress(self.total_jobs(), enabled=self.opts.progress)
+        if progress is None:
+            progress = Progress(self.total_jobs(), enabled=self.opts.progress)
         with on_signals(on_signal), gcpolicy.streaming():
             try:
                 try:
@@ -360,16 +225,18 @@ class Runner:
 
     def finish(
         self, started: datetime, t0: float, interrupted: int | None, *, partial: bool = False
-    ) -> dict[str, Any]:
+    ) -> Summary:
         """The summary of the records fed so far (``partial`` when interrupted, or when told)."""
         return self.summarize(
             started,
             time.perf_counter() - t0,
             partial=partial or interrupted is not None,
-            interrupted=signal.Signals(interrupted).name if interrupted is not None else None,
+            interrupted=cast(StopSignal, signal.Signals(interrupted).name)  # the three we handle
+            if interrupted is not None
+            else None,
         )
 
-    async def _run_all(self, fh, progress: Progress) -> None:
+    async def _run_all(self, fh: TextIO, progress: Tracker) -> None:
         pool.configure(
             max_concurrent=self.opts.max_concurrent,
             rates=self.opts.rates,
@@ -384,14 +251,14 @@ class Runner:
             if exc.file is None:
                 exc.file, exc.line = str(self.suite.path), self.suite.lines.get(exc.key or "")
             raise
-        jobs = self.jobs()
+        jobs, plan = self.jobs(), self.plan
 
         async def worker() -> None:
             last_yield = time.monotonic()
             for model, sample, run in jobs:
                 if self._stopping:
                     return
-                rec = await self.run_job(model, sample, run)
+                rec = await plan.run_job(model, sample, run)
                 self._write(fh, rec)
                 progress.advance(rec)
                 now = time.monotonic()
@@ -411,9 +278,9 @@ class Runner:
             await asyncio.gather(*workers, return_exceptions=True)
             raise
 
-    def _parts(self) -> list[Any]:
-        """The target, then every grader (Target, Grader): what opens clients and agents, in that order."""
-        return [self.suite.target] + [slot.grader for slot in self.suite.graders.values()]
+    def _parts(self) -> list[Target | Grader]:
+        """The target, then every grader: what opens clients and agents, in that order."""
+        return [self.suite.target, *(slot.grader for slot in self.suite.graders.values())]
 
     async def _close(self) -> None:
         for part in self._parts():
@@ -438,25 +305,31 @@ class Runner:
         if reports:
             self.opts.extra_summary["endpoints"] = reports
 
-    def _write(self, fh, rec: dict[str, Any]) -> None:
+    def _write(self, fh: TextIO, rec: ResultRecord) -> None:
+        """``rec`` as one line of the results file (masked, capped), and into the aggregator."""
         if self._secrets_gen != redact.generation:
             self._secrets, self._secrets_gen = redact.known_secrets(), redact.generation
-        line, rec = record_line(rec, self._secrets)
+        line, written = record_line(rec, self._secrets)
         try:  # the text layer encodes the whole line before writing any of it
             fh.write(line + "\n")
         except UnicodeEncodeError:  # a grader's rationale or metadata carried a lone surrogate
-            rec, n = clean_value(rec)
-            rec["replaced_chars"] = rec.get("replaced_chars", 0) + n
-            fh.write(record_line(rec, self._secrets)[0] + "\n")
+            written, n = clean_value(written)
+            written["replaced_chars"] = written.get("replaced_chars", 0) + n
+            fh.write(record_line(written, self._secrets)[0] + "\n")
         now = time.monotonic()
         if now - self._last_flush > FLUSH_SECONDS:
             fh.flush()
             self._last_flush = now
-        self.agg.add(rec)
+        self.agg.add(written)
 
     def summarize(
-        self, started: datetime, duration: float, *, partial: bool, interrupted: str | None = None
-    ) -> dict[str, Any]:
+        self,
+        started: datetime,
+        duration: float,
+        *,
+        partial: bool,
+        interrupted: StopSignal | None = None,
+    ) -> Summary:
         return summarize(
             self.suite,
             self.config,

@@ -8,22 +8,22 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
 from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
-from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
-from ci_evals.gating.verdict import exit_code
+from ci_evals.gating.verdict import decide
 from ci_evals.llm import pool
 from ci_evals.reports import console, html
 from ci_evals.reports.comment import render_comment
 from ci_evals.reports.letta_agents import console_lines
 from ci_evals.reports.write import iter_results, write_outputs
 from ci_evals.results.layout import DEFAULT_OUTPUT
+from ci_evals.results.records import Summary
 from ci_evals.results.writer import refuse_links
 from ci_evals.run import lanes, selection
+from ci_evals.run.exits import ExitCode
 from ci_evals.run.folderlock import fingerprint, hold
 from ci_evals.run.options import SuiteOptions
 from ci_evals.run.runner import Runner, RunOptions
@@ -32,7 +32,7 @@ from ci_evals.suite.dialects import select_model
 from ci_evals.suite.loader import load_suite
 
 
-def print_comment(summary: dict[str, Any], out: Path) -> None:
+def print_comment(summary: Summary, out: Path) -> None:
     body = render_comment(
         summary,
         iter_results(out / "results.jsonl"),
@@ -42,9 +42,15 @@ def print_comment(summary: dict[str, Any], out: Path) -> None:
     print("\n--- PR comment (dry run: not posted) ---\n" + body + "\n--- end of PR comment ---")
 
 
+def exit_code(summary: Summary) -> ExitCode:
+    """The process exit code for a summary's verdict (decided from its gates when it states none)."""
+    verdict = summary.get("verdict") or decide(summary)[0]
+    return ExitCode.of_verdict(verdict, summary.get("interrupted_by"))
+
+
 def run_suite(
     path: Path, args: SuiteOptions, output: Path | None = None
-) -> tuple[int, dict[str, Any] | None, Path]:
+) -> tuple[ExitCode, Summary, Path]:
     """Load, run and report one suite. Returns (exit code, summary, output folder).
 
     ``output`` (a subfolder when the CLI runs several suites) wins over ``args.output``.
@@ -64,7 +70,7 @@ def run_suite(
 
 def _run_suite(
     path: Path, args: SuiteOptions, given: Path | None, cwd: Path
-) -> tuple[int, dict[str, Any] | None, Path]:
+) -> tuple[ExitCode, Summary, Path]:
     resume = args.resume
     tags = (
         [t.strip() for t in args.sample_tags.split(",") if t.strip()] if args.sample_tags else None
@@ -104,7 +110,7 @@ def _run_suite(
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
     baseline = Baseline(args.baseline) if args.baseline else None
     concurrency = args.max_concurrent or suite.spec.max_concurrent or DEFAULT_MAX_CONCURRENT
-    extra: dict[str, Any] = {}
+    extra: Summary = {}
     if args.shard:
         extra["shard"] = {
             "index": args.shard[0],
@@ -138,9 +144,6 @@ def _run_suite(
             max_wait=args.max_wait or suite.spec.max_wait,
         ),
     )
-    if baseline is not None:
-        runner.agg = Aggregator(runner.config, keep_outcomes=True)
-        baseline.attach(runner.agg, suite=suite.spec.name)
     chosen = {k: getattr(args, k) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
     if chosen_by:
         chosen["sample_ids"] = sorted(ids) if ids is not None else None
@@ -161,7 +164,7 @@ def _run_suite(
                     f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
                     f"gate here (merge the shards for the verdict). Results: {shown}/"
                 )
-                return 0, summary, out
+                return ExitCode.PASSED, summary, out
             color = console.use_color(sys.stdout)
             if not args.quiet:
                 print(console.render(summary, color=color, failing=failing))
