@@ -34,7 +34,7 @@ SCRIPTS = {
 FAKE_PYTHON = r"""#!/bin/bash
 if [ "$1 $2" = "-m venv" ]; then
   mkdir -p "$3/bin"; ln -s "$0" "$3/bin/python"; ln -s "$0" "$3/bin/pip"
-  for t in ruff lint-imports check-jsonschema actionlint ci-evals deptry uv; do
+  for t in ruff lint-imports check-jsonschema actionlint ci-evals deptry uv mypy; do
     printf '#!/bin/bash\necho "%s $*" >> "$FAKE_LOG"\n' "$t" > "$3/bin/$t"; chmod +x "$3/bin/$t"; done
   case $3 in */lc/venv) printf '#!/bin/bash\n' > "$3/bin/letta"; chmod +x "$3/bin/letta" ;; esac  # Letta Code's CLI
   echo "PATH=$3/bin:\$PATH" > "$3/bin/activate"; exit 0
@@ -156,7 +156,10 @@ def test_every_step_runs_each_pytest_against_its_server_and_both_servers_stop(tm
         "deptry src",
         "lock --check",
         "ruff check src tests bench scripts",
+        "ruff format --check .",
         "lint-imports ",
+        "mypy ",
+        "python scripts/schemas.py --check",
         "python scripts/arch_check.py --check",
         "actionlint .github/workflows/*.yml docs/workflow-example.yml",
         "python scripts/action_docs.py --check",

@@ -11,6 +11,7 @@ what a folder from elsewhere is validated against and what docs/schemas/ publish
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,30 +63,43 @@ def _check_folder(folder: Path) -> int:
 
 
 RUNS = {
-    "quickstart": ["quickstart/suite.yaml"],
-    "quickstart-failing": ["quickstart/failing-suite.yaml"],
-    "lower-is-better": ["lower-is-better/suite.yaml"],
-    "openai-graders": ["openai-graders/suite.yaml"],
-    "noisy-judge": ["noisy-judge/suite.yaml"],
+    "quickstart": "quickstart/suite.yaml",
+    "quickstart-failing": "quickstart/failing-suite.yaml",
+    "lower-is-better": "lower-is-better/suite.yaml",
+    "openai-graders": "openai-graders/suite.yaml",
 }
+
+
+def _cli(cwd: Path, seed: str, *args: str) -> int:
+    """The noisy-judge example in a process of its own: its grader counts its calls in a module
+    global, which another run in this process would carry on (tests/test_example_noisy_judge.py)."""
+    env = {**os.environ, "NOISY_JUDGE_SEED": seed}
+    return subprocess.run(
+        [sys.executable, "-m", "ci_evals", "run", *args, "-q"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+    ).returncode
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_every_offline_example_writes_documents_the_schemas_accept(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("NOISY_JUDGE_SEED", "1")
-    main(["run", str(EXAMPLES / RUNS[name][0]), "--output", "out", "-q"])
+    main(["run", str(EXAMPLES / RUNS[name]), "--output", "out", "-q"])
     assert _check_folder(tmp_path / "out") > 0
 
 
-def test_a_run_with_a_baseline_and_the_rubric_example_write_documents_the_schemas_accept(
+def test_the_noisy_judge_with_its_baseline_and_the_rubric_example_write_documents_the_schemas_accept(
     tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("NOISY_JUDGE_SEED", "2")
     suite = EXAMPLES / "noisy-judge"
-    assert main(["run", str(suite / "suite.yaml"), "--output", "base", "-q"]) == 0
-    main(["run", str(suite / "suite-regressed.yaml"), "--baseline", "base", "-o", "ab", "-q"])
+    assert _cli(tmp_path, "1", str(suite / "suite.yaml"), "--output", "base") == 0
+    assert _check_folder(tmp_path / "base") > 0
+    assert (
+        _cli(tmp_path, "3", str(suite / "suite-regressed.yaml"), "--baseline", "base", "-o", "ab")
+        == 1
+    )
     assert _check_folder(tmp_path / "ab") > 0
     summary = json.loads((tmp_path / "ab" / "summary.json").read_text(encoding="utf-8"))
     assert summary["baseline"]["folder"] and any(g.get("tests") for g in summary["gates"])

@@ -305,7 +305,7 @@ class SampleChange(TypedDict, total=False):
 
 
 @with_config(_OPEN)
-class GateFlag(TypedDict):
+class GateFlag(TypedDict, total=False):
     """summary.json ``gate``: true exactly when the verdict is ``passed``."""
 
     passed: bool
