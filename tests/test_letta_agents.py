@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from ci_evals._util.errors import SampleError
-from ci_evals.letta import agents as letta_agents
+from ci_evals.letta import retries as letta_retries
 from ci_evals.reports.comment import render_comment
 from ci_evals.reports.letta_agents import comment_lines, console_lines, delete_command
+from tests.fakes.backoff import watch_letta_backoff
 from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provides `letta_fake`
     SUBMIT_GRADE,
     agent_file,
@@ -23,7 +24,7 @@ from tests.test_letta_target import make, run, sample
 
 @pytest.fixture(autouse=True)
 def _no_import_backoff(monkeypatch):
-    monkeypatch.setattr(letta_agents, "IMPORT_BACKOFF", 0.0)
+    monkeypatch.setattr(letta_retries, "IMPORT_BACKOFF", 0.0)
 
 
 def _cli(args):
@@ -99,10 +100,37 @@ def test_an_import_that_keeps_deadlocking_is_one_target_error(letta_fake, tmp_pa
     )  # no fresh attempt after the import's own retries
 
 
-def test_import_backoff_doubles_with_jitter_and_is_capped(monkeypatch):
-    monkeypatch.setattr(letta_agents, "IMPORT_BACKOFF", 0.25)
-    monkeypatch.setattr(letta_agents.random, "uniform", lambda a, b: b)
-    assert [letta_agents.backoff_s(n) for n in range(1, 7)] == [0.375, 0.75, 1.5, 3.0, 6.0, 6.0]
+def test_import_retries_follow_the_shared_backoff_jittered_capped_and_bounded(
+    letta_fake, tmp_path, monkeypatch
+):
+    watched = watch_letta_backoff(monkeypatch)
+    monkeypatch.setattr(letta_retries, "IMPORT_BACKOFF", 0.25)
+    monkeypatch.setattr(letta_retries, "IMPORT_BACKOFF_CAP", 1.0)
+    letta_fake.deadlock_imports(times=100)
+    with pytest.raises(SampleError) as err:
+        run(make(letta_fake, tmp_path, max_retries=2, retry_backoff=1.0), sample("hi"))
+    assert err.value.retries == 5
+    assert letta_fake.count("POST", "/v1/agents/import") == 6  # IMPORT_TRIES bounds it
+    assert watched.bounds() == [0.25, 0.5, 1.0, 1.0, 1.0]  # doubling, capped
+    assert watched.slept == watched.rng.drawn  # each wait drawn from [bound / 2, bound]
+    assert watched.slept != watched.bounds()  # jittered, not the bound itself
+
+
+def test_an_import_waits_for_the_servers_retry_after(letta_fake, tmp_path, monkeypatch):
+    watched = watch_letta_backoff(monkeypatch)
+    letta_fake.fail("POST", "/v1/agents/import", status=429, headers={"Retry-After": "3"})
+    [traj] = run(make(letta_fake, tmp_path), sample("hi"))
+    assert traj.metadata["retries"] == 1
+    assert watched.slept == [3.0]  # the import's own bound here is 0 s (the fixture)
+
+
+def test_the_import_policy_defaults():
+    policy = letta_retries.import_backoff()
+    assert (policy.base, policy.cap, policy.max_retries) == (0.0, 4.0, 5)  # base: the fixture's
+    assert (policy.max_retry_after, policy.clamp_retry_after) == (60.0, True)
+    attempts = letta_retries.attempt_backoff(1.5, 2)
+    assert (attempts.base, attempts.cap, attempts.max_retries) == (1.5, 30.0, 2)
+    assert (attempts.max_retry_after, attempts.clamp_retry_after) == (60.0, True)
 
 
 def test_retries_of_target_and_judge_are_counted_in_the_summary(letta_fake, tmp_path):

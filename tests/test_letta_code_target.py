@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from ci_evals.cli.app import main
+from tests.fakes.backoff import watch_letta_backoff
 
 # A stand-in for the `letta` CLI: records what it was given, then fails the way it is told to.
 RECORDER = textwrap.dedent("""\
@@ -114,13 +115,12 @@ def test_permission_mode_replaces_yolo_and_memory_workspace_sets_the_folder(sd):
     )
 
 
-def test_a_failed_cli_run_is_a_target_error_with_its_message_and_retries(sd):
-    import time
-
+def test_a_failed_cli_run_is_a_target_error_with_its_message_and_retries(sd, monkeypatch):
+    watched = watch_letta_backoff(monkeypatch)
     log = write(sd, {"max_retries": 1, "retry_backoff": 0.6})
-    t0 = time.monotonic()
     assert sd.run() == 1
-    assert time.monotonic() - t0 >= 0.3  # the retry waited (backoff with equal jitter), not at once
+    # the retry waited as the shared backoff says (equal jitter), not at once
+    assert (watched.bounds(), watched.slept) == ([0.6], watched.rng.drawn)
     [rec] = sd.results()
     assert rec["error"]["category"] == "target"
     assert rec["error"]["message"] == (

@@ -15,6 +15,8 @@ from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.base import build_grader
 from ci_evals.graders.letta_judge import LettaJudgeGrader, LettaJudgeSpec
+from ci_evals.letta import retries as letta_retries
+from tests.fakes.backoff import watch_letta_backoff
 from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provides `letta_fake`
     SUBMIT_GRADE,
     FakeLetta,
@@ -33,9 +35,7 @@ SEARCH = "def search_documents(query: str) -> str:\n    return query\n"
 @pytest.fixture(autouse=True)
 def _no_import_backoff(monkeypatch):
     """Retried imports wait 0 s here (the backoff itself is tested in test_letta_agents.py)."""
-    from ci_evals.letta import agents as letta_agents
-
-    monkeypatch.setattr(letta_agents, "IMPORT_BACKOFF", 0.0)
+    monkeypatch.setattr(letta_retries, "IMPORT_BACKOFF", 0.0)
 
 
 def judge_file(tmp_path: Path, *tools: str, name: str = "judge.af", **kw) -> str:
@@ -338,6 +338,29 @@ def test_a_judge_whose_messages_fail_once_is_retried_with_a_fresh_judge(letta_fa
     assert (result.score, result.error, result.metadata["retries"]) == (1.0, None, 1)
     assert result.metadata["judge_agent_id"] == letta_fake.created[1]
     assert letta_fake.live() == []
+
+
+def test_judge_attempts_follow_the_shared_backoff_jittered_capped_and_bounded(
+    letta_fake, tmp_path, monkeypatch
+):
+    watched = watch_letta_backoff(monkeypatch)
+    monkeypatch.setattr(letta_retries, "ATTEMPT_BACKOFF_CAP", 1.5)
+    letta_fake.fail("POST", r"/v1/agents/[^/]+/messages", status=502, times=10)
+    result = grade(make(tmp_path, letta_fake, max_retries=3, retry_backoff=1.0), "4")
+    assert (result.error or "").startswith("Letta judge failed: Letta returned HTTP 502")
+    assert (result.metadata["retries"], len(letta_fake.created)) == (3, 4)  # a fresh judge each
+    assert watched.bounds() == [1.0, 1.5, 1.5]  # retry_backoff doubling, capped
+    assert watched.slept == watched.rng.drawn  # each wait drawn from [bound / 2, bound]
+    assert watched.slept != watched.bounds()  # jittered, not the bound itself
+    assert letta_fake.live() == []
+
+
+def test_a_judge_retry_waits_for_the_servers_retry_after(letta_fake, tmp_path, monkeypatch):
+    watched = watch_letta_backoff(monkeypatch)
+    letta_fake.fail("POST", r"/v1/agents/[^/]+/messages", status=503, headers={"Retry-After": "5"})
+    result = grade(make(tmp_path, letta_fake, retry_backoff=1.0), "4")
+    assert (result.score, result.error, result.metadata["retries"]) == (1.0, None, 1)
+    assert (watched.bounds(), watched.slept) == ([1.0], [5.0])
 
 
 def test_a_judge_af_without_its_system_message_fails_as_on_a_real_server(letta_fake, tmp_path):

@@ -11,9 +11,11 @@ import pytest
 from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
+from ci_evals.letta import retries as letta_retries
 from ci_evals.letta.client import base_url_of
 from ci_evals.letta.messages import to_turn
 from ci_evals.targets.letta import LettaTarget, LettaTargetSpec
+from tests.fakes.backoff import watch_letta_backoff
 from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provides `letta_fake`
     FakeLetta,
     agent_file,
@@ -33,9 +35,7 @@ LOOKUP = """def lookup_capital(country: str) -> str:
 @pytest.fixture(autouse=True)
 def _no_import_backoff(monkeypatch):
     """Retried imports wait 0 s here (the backoff itself is tested in test_letta_agents.py)."""
-    from ci_evals.letta import agents as letta_agents
-
-    monkeypatch.setattr(letta_agents, "IMPORT_BACKOFF", 0.0)
+    monkeypatch.setattr(letta_retries, "IMPORT_BACKOFF", 0.0)
 
 
 def make(fake: FakeLetta, tmp_path: Path, **raw) -> LettaTarget:
@@ -303,6 +303,35 @@ def test_exhausted_retries_raise_a_target_error_and_leave_nothing(letta_fake, tm
     assert err.value.category == "target"
     assert "sk-secret-123" not in repr(err.value.__dict__)
     assert letta_fake.live() == []
+
+
+def test_attempts_follow_the_shared_backoff_jittered_capped_and_bounded(
+    letta_fake, tmp_path, monkeypatch
+):
+    watched = watch_letta_backoff(monkeypatch)
+    monkeypatch.setattr(letta_retries, "ATTEMPT_BACKOFF_CAP", 2.5)
+    letta_fake.fail("POST", r"/v1/agents/[^/]+/messages", status=503, times=10)
+    with pytest.raises(SampleError) as err:
+        run(make(letta_fake, tmp_path, max_retries=3, retry_backoff=1.0), sample("hi"))
+    assert str(err.value).startswith("Letta agent run failed after 4 attempts: ")
+    assert err.value.retries == 3
+    assert letta_fake.count("POST", r"/v1/agents/[^/]+/messages") == 4  # max_retries bounds it
+    assert watched.bounds() == [1.0, 2.0, 2.5]  # retry_backoff doubling, capped
+    assert watched.slept == watched.rng.drawn  # each wait drawn from [bound / 2, bound]
+    assert watched.slept != watched.bounds()  # jittered, not the bound itself
+
+
+@pytest.mark.parametrize(("asked", "waited"), [("7", 7.0), ("600", 60.0)])
+def test_a_retry_waits_for_the_servers_retry_after_up_to_a_minute(
+    letta_fake, tmp_path, monkeypatch, asked, waited
+):
+    watched = watch_letta_backoff(monkeypatch)
+    letta_fake.fail(
+        "POST", r"/v1/agents/[^/]+/messages", status=429, headers={"Retry-After": asked}
+    )
+    [traj] = run(make(letta_fake, tmp_path, max_retries=1, retry_backoff=1.0), sample("hi"))
+    assert traj.metadata["retries"] == 1  # a longer ask still gets its retry, after a minute
+    assert (watched.bounds(), watched.slept) == ([1.0], [waited])
 
 
 def test_client_errors_are_not_retried(letta_fake, tmp_path):

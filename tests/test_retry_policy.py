@@ -60,6 +60,13 @@ def test_backoff_grows_with_full_jitter_honours_the_server_and_stops():
     assert (asked.next_wait(61), asked.retries) == (None, 1)  # longer than allowed: no early retry
 
 
+def test_a_clamped_backoff_retries_after_max_retry_after_when_the_server_asks_longer():
+    b = Backoff(base=0.01, max_retries=2, max_retry_after=60, clamp_retry_after=True)
+    assert (b.next_wait(600), b.retries) == (60, 1)  # the attempt the caller promised, a minute on
+    assert b.next_wait(7.5) == 7.5
+    assert b.next_wait(1.0) is None  # still bounded by max_retries
+
+
 def test_backoff_never_waits_past_its_deadline():
     b = Backoff(base=0.01, max_retries=9, deadline=time.monotonic() + 0.5)
     assert b.next_wait(0.1) == 0.1

@@ -146,11 +146,13 @@ class FakeLetta:
         hang: float | None = None,
         detail: str = "injected fault",
         echo: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> None:
         """The next ``times`` requests matching ``method`` and the ``path`` regex get ``status``
         with ``{"detail": detail}`` (after hanging ``hang`` seconds, when given; ``status=None``: the
         real answer, only late); with ``echo`` the
-        detail repeats the request's headers, credentials included, as some proxies and gateways do."""
+        detail repeats the request's headers, credentials included, as some proxies and gateways do;
+        ``headers`` are sent with the fault's answer (a ``Retry-After``)."""
         self._faults.append(
             {
                 "method": method,
@@ -160,6 +162,7 @@ class FakeLetta:
                 "hang": hang,
                 "detail": detail,
                 "echo": echo,
+                "headers": dict(headers or {}),
             }
         )
 
@@ -409,10 +412,12 @@ def _handler(fake: FakeLetta) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:  # keep test output quiet
             pass
 
-        def _send(self, status: int, payload: Any) -> None:
+        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()
             try:
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -447,7 +452,7 @@ def _handler(fake: FakeLetta) -> type[BaseHTTPRequestHandler]:
                 detail = fault["detail"]
                 if fault.get("echo"):
                     detail += f"; you sent {json.dumps(dict(self.headers.items()))}"
-                self._send(fault["status"], {"detail": detail})
+                self._send(fault["status"], {"detail": detail}, fault["headers"])
                 return
             with fake.lock:
                 status, payload = route(fake, method, path, query, body, self.headers)

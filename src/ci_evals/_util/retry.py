@@ -9,7 +9,10 @@ LLM providers, the Letta target and judge, Letta Code and the GitHub API all ret
 * :class:`Backoff` is exponential backoff with jitter (AWS's "equal jitter": a wait drawn from
   ``[b/2, b]`` with ``b = min(cap, base * 2**n)``, so retries spread out but never come at
   once), raised to the server's ``Retry-After`` when it asked for
-  longer, and never past the call's deadline. It counts the retries it granted.
+  longer, and never past the call's deadline. It counts the retries it granted. A server asking
+  for longer than ``max_retry_after`` gets no retry, or, for a caller that promised its user a
+  number of attempts (``clamp_retry_after``: the Letta target, judge and ``.af`` import), a retry
+  after ``max_retry_after``.
 
 What a caller decides itself is which failures are worth another attempt (see
 :mod:`ci_evals._util.netcause` for connection failures).
@@ -81,6 +84,8 @@ class Backoff:
         max_retries: retries after the first attempt.
         max_retry_after: a server's ``Retry-After`` is honoured up to this many seconds.
         deadline: a ``time.monotonic()`` instant no wait may pass (None: no deadline).
+        clamp_retry_after: a server asking for longer than ``max_retry_after`` is waited for
+            ``max_retry_after`` seconds and then retried, instead of getting no retry.
     """
 
     base: float = 0.5
@@ -88,6 +93,7 @@ class Backoff:
     max_retries: int = 5
     max_retry_after: float = 60.0
     deadline: float | None = None
+    clamp_retry_after: bool = False
     retries: int = 0
     rng: random.Random = field(default_factory=random.Random, repr=False)
 
@@ -95,10 +101,15 @@ class Backoff:
         """The wait before the next attempt, or None when no retry is left (or no time).
 
         A server asking for longer than ``max_retry_after`` gets no retry: retrying earlier than
-        it allowed is wasted. Counts the retry when it grants one.
+        it allowed is wasted (with ``clamp_retry_after``, the wait is ``max_retry_after``).
+        Counts the retry when it grants one.
         """
-        if self.retries >= self.max_retries or (asked is not None and asked > self.max_retry_after):
+        if self.retries >= self.max_retries:
             return None
+        if asked is not None and asked > self.max_retry_after:
+            if not self.clamp_retry_after:
+                return None
+            asked = self.max_retry_after
         bound = min(self.cap, self.base * 2**self.retries)
         wait = self.rng.uniform(bound / 2, bound)
         if asked is not None:

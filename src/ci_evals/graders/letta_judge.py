@@ -44,16 +44,15 @@ from ci_evals.letta.agents import AgentLedger, systematic_kind
 from ci_evals.letta.client import (
     AgentFileImport,
     LettaServer,
-    backoff,
     base_url_of,
     import_agent,
     make_client,
     project_of,
     read_agent_file,
-    retryable,
     stop_line,
 )
 from ci_evals.letta.messages import add_usage, dump
+from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff, attempt_wait
 
 DEFAULT_JUDGE = Path(__file__).resolve().parent.parent / "data" / "letta_judge.af"
 
@@ -79,9 +78,7 @@ class LettaJudgeSpec(JudgeRepeatsSpec, LettaServer, AgentFileImport):
     max_retries: int = Field(
         2, ge=0, description="Extra attempts (a fresh judge) after a transient failure."
     )
-    retry_backoff: float = Field(
-        1.0, ge=0, description="Seconds before the first retry; doubles each time."
-    )
+    retry_backoff: float = Field(1.0, ge=0, description=RETRY_BACKOFF_HELP)
 
     @model_validator(mode="after")
     def _one_prompt(self) -> LettaJudgeSpec:
@@ -202,11 +199,8 @@ class LettaJudgeGrader(Grader[LettaJudgeSpec]):
         meta = self._meta()
         if self.breaker.stopped:  # the server never answered: the rest of the samples are not sent
             return GradeResult(score=0.0, error=f"not sent: {self.breaker.stopped}", metadata=meta)
-        error: BaseException | None = None
-        for attempt in range(self.spec.max_retries + 1):
-            if attempt:
-                meta["retries"] += 1
-                await asyncio.sleep(backoff(error, self.spec.retry_backoff * 2 ** (attempt - 1)))
+        policy = attempt_backoff(self.spec.retry_backoff, self.spec.max_retries)
+        while True:
             created: list[str] = []
             try:
                 async with asyncio.timeout(
@@ -224,15 +218,14 @@ class LettaJudgeGrader(Grader[LettaJudgeSpec]):
             except Exception as exc:
                 error = exc
                 meta["retries"] += getattr(exc, "retries", 0)
-                if (
-                    not retryable(exc)
-                    or getattr(exc, "exhausted", False)
-                    or (self.breaker.first_contact and systematic_kind(exc, self.base_url))
-                ):
-                    break
+                systematic = self.breaker.first_contact and systematic_kind(exc, self.base_url)
+                wait = attempt_wait(policy, exc, give_up=bool(systematic))
             finally:
                 await self.ledger.forget(self._client, created)
-        assert error is not None  # every attempt (max_retries >= 0) returned or failed
+            if wait is None:
+                break
+            meta["retries"] += 1
+            await asyncio.sleep(wait)
         failed = stop_line(self.breaker, error, self.base_url, "Letta judge failed")
         return GradeResult(score=0.0, error=str(failed), metadata=meta)
 

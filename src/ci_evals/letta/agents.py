@@ -4,24 +4,20 @@ failures, deletes, and the ledger of what is left (shared by the Letta target an
 A real Letta 0.16.8 server on Postgres deadlocks now and then when agents are imported
 concurrently (``deadlock detected`` on ``INSERT INTO tools_agents``), which it returns as
 ``HTTP 400 … Import failed``; it may also answer 409, 5xx or drop the connection. Those are retried
-with jittered exponential backoff, and every retry is counted. ``letta_client`` is imported only
-inside functions.
+as :mod:`ci_evals.letta.retries` says (the shared backoff: jittered, capped, bounded), and every
+retry is counted. ``letta_client`` is imported only inside functions.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.errors import SampleError
 from ci_evals._util.netcause import SYSTEMATIC, cause_of
 from ci_evals._util.redact import MESSAGE_LIMIT, scrub_and_shorten
-
-IMPORT_TRIES = 6
-IMPORT_BACKOFF = 0.25  # seconds before the first retry; doubles, times a jitter of 0.5..1.5
-MAX_BACKOFF = 4.0
+from ci_evals.letta.retries import import_backoff, server_asked, transient
 
 
 def shown_url(url: str) -> str:
@@ -76,28 +72,10 @@ def systematic_kind(exc: BaseException, base_url: str) -> str | None:
     return None
 
 
-def transient(exc: BaseException) -> bool:
-    """A failure the server recovers from by itself: a deadlocked import (HTTP 400 'Import failed'),
-    408, 409, 429, 5xx, a dropped connection or a timeout."""
-    import letta_client
-
-    if isinstance(exc, letta_client.APIStatusError):
-        if exc.status_code >= 500 or exc.status_code in (408, 409, 429):
-            return True
-        text = str(exc.body if exc.body is not None else exc)
-        return exc.status_code == 400 and ("Import failed" in text or "deadlock" in text)
-    return isinstance(exc, letta_client.APIConnectionError)  # includes APITimeoutError
-
-
-def backoff_s(attempt: int) -> float:
-    """The wait before retry ``attempt`` (1-based)."""
-    return min(MAX_BACKOFF, IMPORT_BACKOFF * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
-
-
 async def import_file(
     client: Any, name: str, data: bytes, project_id: str | None, **options: Any
 ) -> tuple[list[str], int]:
-    """``POST /v1/agents/import`` of an .af, retried on :func:`transient` failures.
+    """``POST /v1/agents/import`` of an .af, retried on transient failures (:mod:`ci_evals.letta.retries`).
 
     Returns (the new agents' ids, retries used). A 5xx or a dropped connection may come after the
     server made the agent: such an agent is unknown to us, so only failures before any agent was
@@ -106,21 +84,21 @@ async def import_file(
     """
     from letta_client import omit
 
-    for attempt in range(IMPORT_TRIES):
-        if attempt:
-            await asyncio.sleep(backoff_s(attempt))
+    policy = import_backoff()
+    while True:
         try:
             resp = await client.agents.import_file(
                 file=(name, data, "application/json"), project_id=project_id or omit, **options
             )
         except Exception as exc:
-            if attempt + 1 < IMPORT_TRIES and transient(exc):
-                continue
-            exc.retries = attempt  # type: ignore[attr-defined]
-            exc.exhausted = attempt > 0  # type: ignore[attr-defined]  # retried enough: no new attempt
-            raise
-        return list(resp.agent_ids), attempt
-    raise AssertionError("unreachable")
+            wait = policy.next_wait(server_asked(exc)) if transient(exc) else None
+            if wait is None:
+                exc.retries = policy.retries  # type: ignore[attr-defined]
+                exc.exhausted = policy.retries > 0  # type: ignore[attr-defined]  # retried enough: no new attempt
+                raise
+            await asyncio.sleep(wait)
+            continue
+        return list(resp.agent_ids), policy.retries
 
 
 async def delete_agent(client: Any, agent_id: str, base_url: str) -> str | None:

@@ -1,8 +1,8 @@
 """One way to talk to a Letta server, shared by the Letta target and the agent-as-judge grader.
 
-The server's settings (``base_url``, ``api_key``, ``project_id``) and the client made from them,
-which calls are worth another try and how long to wait (the server's ``Retry-After`` when it
-sends one), the one-line stop when the server is systematically unreachable, and reading and
+The server's settings (``base_url``, ``api_key``, ``project_id``) and the client made from them
+(which calls are worth another try, and how long to wait, is :mod:`ci_evals.letta.retries`),
+the one-line stop when the server is systematically unreachable, and reading and
 importing ``.af`` agent files (``override_existing_tools`` off by default, as letta-evals: a run
 never replaces the organisation's shared tool of the same name). ``letta_client`` is imported
 only inside functions, so a suite without Letta never loads it.
@@ -20,7 +20,6 @@ from pydantic import Field, SecretStr
 
 from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals._util.redact import register
-from ci_evals._util.retry import retry_after
 from ci_evals.config.specs import MAX_TIMEOUT, Context, Strict
 from ci_evals.letta.agents import (
     AgentLedger,
@@ -28,7 +27,6 @@ from ci_evals.letta.agents import (
     import_file,
     shown_url,
     systematic_kind,
-    transient,
 )
 
 DEFAULT_BASE_URL = "http://localhost:8283"
@@ -87,31 +85,6 @@ def make_client(spec: LettaServer) -> Any:
         timeout=spec.timeout,
         max_retries=0,
     )
-
-
-def retryable(exc: BaseException) -> bool:
-    """Worth another attempt: anything but a client error (4xx other than 408, 409, 429 and a
-    deadlocked import)."""
-    import letta_client
-
-    if isinstance(exc, letta_client.APIStatusError):
-        return transient(exc)
-    return True
-
-
-def backoff(exc: BaseException | None, seconds: float) -> float:
-    """The wait before a retry: ``seconds``, or longer when the server sent Retry-After."""
-    import letta_client
-
-    if isinstance(exc, letta_client.APIStatusError):
-        asked = retry_after(exc.response.headers)
-        if asked is not None:
-            return max(seconds, min(asked, MAX_RETRY_AFTER))
-    return seconds
-
-
-MAX_RETRY_AFTER = 60.0
-"""A Letta server's ``Retry-After`` is honoured up to this many seconds."""
 
 
 def stop_line(breaker: Any, exc: BaseException, base_url: str, what: str) -> SampleError:

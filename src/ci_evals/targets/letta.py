@@ -34,14 +34,13 @@ from ci_evals.letta.agents import (  # noqa: F401
 )
 from ci_evals.letta.client import (
     AgentFileImport,
-    backoff,
     import_agent,
     project_of,
     read_agent_file,
-    retryable,
     stop_line,
 )
 from ci_evals.letta.messages import FAILED_STOPS, add_usage, dump, to_turn
+from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff, attempt_wait
 from ci_evals.targets.letta_base import LettaBase, LettaSpec
 from ci_evals.usercode.lane import contained
 from ci_evals.usercode.load import load_object
@@ -57,9 +56,7 @@ class LettaTargetSpec(LettaSpec, AgentFileImport):
         None, description="'file.py:factory', (client, sample) -> agent id."
     )
     max_retries: int = Field(0, ge=0, description="Extra attempts of a failed sample run.")
-    retry_backoff: float = Field(
-        1.0, ge=0, description="Seconds before the first retry; doubles each time."
-    )
+    retry_backoff: float = Field(1.0, ge=0, description=RETRY_BACKOFF_HELP)
     model_handles: list[str] | None = Field(
         None, description="Run every sample once per Letta model handle."
     )
@@ -164,38 +161,33 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
     async def _attempts(self, sample: Sample, model: str | None, need_memory: bool) -> Trajectory:
         if self.breaker.stopped:
             raise SampleError(f"not sent: {self.breaker.stopped}")
-        tries = self.spec.max_retries + 1
-        error: BaseException | None = None
+        policy = attempt_backoff(self.spec.retry_backoff, self.spec.max_retries)
         retried = [0]  # the server's transient failures retried inside attempts (imports)
-        for attempt in range(tries):
-            if attempt:
-                await asyncio.sleep(backoff(error, self.spec.retry_backoff * 2 ** (attempt - 1)))
+        while True:
             created: list[str] = []
             try:
                 traj = await self._attempt(sample, model, need_memory, created, retried)
             except Exception as exc:
-                error = exc
                 retried[0] += getattr(exc, "retries", 0)
                 await self.ledger.forget(self._client, created)
-                if (
-                    not retryable(exc)
-                    or getattr(exc, "exhausted", False)
-                    or (self.breaker.first_contact and systematic_kind(exc, self.base_url))
-                ):
+                systematic = self.breaker.first_contact and systematic_kind(exc, self.base_url)
+                wait = attempt_wait(policy, exc, give_up=bool(systematic))
+                if wait is None:
+                    error = exc
                     break
+                await asyncio.sleep(wait)
                 continue
             self.breaker.success()
-            if attempt + retried[0]:
-                traj.metadata["retries"] = attempt + retried[0]
+            if policy.retries + retried[0]:
+                traj.metadata["retries"] = policy.retries + retried[0]
             if self.spec.cleanup:
                 await self.ledger.forget(self._client, created)
             else:
                 self.ledger.keep(created)
             return traj
-        where = f" after {attempt + 1} attempts" if attempt else ""
-        assert error is not None  # the loop ends here only after a failed attempt
+        where = f" after {policy.retries + 1} attempts" if policy.retries else ""
         failed = stop_line(self.breaker, error, self.base_url, f"Letta agent run failed{where}")
-        failed.retries = attempt + retried[0]
+        failed.retries = policy.retries + retried[0]
         raise failed from error
 
     async def _within(self, call: Awaitable[T], path: str) -> T:

@@ -28,12 +28,12 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ci_evals._util.errors import ConfigError, SampleError
-from ci_evals._util.retry import Backoff
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.letta.client import base_url_of
 from ci_evals.letta.messages import dump, to_turn
+from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff
 from ci_evals.targets.letta_base import LettaBase, LettaSpec
 from ci_evals.usercode.lane import contained
 from ci_evals.usercode.load import load_object
@@ -76,9 +76,7 @@ class LettaCodeSpec(LettaSpec):
         None, description="letta-evals <= 0.21: --disallowed-tools."
     )
     max_retries: int = Field(0, ge=0, description="Extra attempts of a failed sample run.")
-    retry_backoff: float = Field(
-        1.0, ge=0, description="Seconds before the first retry; doubles each time (jittered)."
-    )
+    retry_backoff: float = Field(1.0, ge=0, description=RETRY_BACKOFF_HELP)
     command: str = Field(
         "letta", description="The Letta Code executable (PyPI package 'letta' >= 0.32.13)."
     )
@@ -132,30 +130,31 @@ class LettaCodeTarget(LettaBase[LettaCodeSpec]):
         self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
     ) -> Trajectory:
         await self.start()
-        error: Exception | None = None
-        policy = Backoff(base=self.spec.retry_backoff, cap=30.0, max_retries=self.spec.max_retries)
-        for attempt in range(self.spec.max_retries + 1):
-            if attempt:  # the project's one retry policy: backoff with jitter, not at once
-                await asyncio.sleep(policy.next_wait() or 0.0)
+        policy = attempt_backoff(self.spec.retry_backoff, self.spec.max_retries)
+        while True:
             created: list[str] = []
             try:
                 traj = await self._attempt(
                     sample, model or self.spec.model_handles[0], need_memory, created
                 )
             except SampleError as exc:
-                error = exc
                 await self.ledger.forget(self._client, created)
+                wait = policy.next_wait()  # the project's one retry policy (ci_evals.letta.retries)
+                if wait is None:
+                    error = exc
+                    break
+                await asyncio.sleep(wait)
                 continue
             if self.spec.cleanup:
                 await self.ledger.forget(self._client, created)
             else:
                 self.ledger.keep(created)
-            if attempt:
-                traj.metadata["retries"] = attempt
+            if policy.retries:
+                traj.metadata["retries"] = policy.retries
             return traj
-        where = f" after {self.spec.max_retries + 1} attempts" if self.spec.max_retries else ""
+        where = f" after {policy.retries + 1} attempts" if policy.retries else ""
         raise SampleError(
-            f"Letta Code run failed{where}: {error}", retries=self.spec.max_retries
+            f"Letta Code run failed{where}: {error}", retries=policy.retries
         ) from error
 
     def _memory_dir(self, sample: Sample, agent_id: str | None) -> Path | None:
