@@ -219,7 +219,7 @@ def test_suite_setup_with_model_handle_runs_once_per_handle(sd):
 
 
 def test_model_handle_flag_keeps_one_handle(sd):
-    from ci_evals.suite.dialects import select_model
+    from ci_evals.run.overrides import select_model
 
     letta_suite(sd)
     suite = load_suite(sd.root / "suite.yaml", offline=True, cache_dir=False)

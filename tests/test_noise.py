@@ -21,7 +21,7 @@ from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from ci_evals.gating import noise
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
-from ci_evals.gating.summary import summarize
+from ci_evals.gating.summary import Provenance, summarize
 
 # --- the statistics, against scipy and statsmodels -------------------------------------------------
 
@@ -155,13 +155,12 @@ def judged(seed: int, probs: list[float], kind: str = "rubric") -> Aggregator:
 def write_baseline(folder: Path, agg: Aggregator) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     summary = summarize(
-        None,
+        Provenance(suite="noisy"),
         agg.config,
         agg,
         started=datetime.now(UTC),
         duration=1.0,
         partial=False,
-        extra={"suite": "noisy"},
     )
     (folder / "summary.json").write_text(json.dumps(summary))
     lines = [
@@ -191,13 +190,12 @@ def gate_against(folder: Path, agg: Aggregator) -> list[dict]:
     baseline = Baseline(folder)
     baseline.attach(agg, "noisy")
     return summarize(
-        None,
+        Provenance(suite="noisy"),
         agg.config,
         agg,
         started=datetime.now(UTC),
         duration=1.0,
         partial=False,
-        extra={"suite": "noisy"},
         baseline=baseline,
     )["gates"]
 

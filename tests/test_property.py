@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from ci_evals.cli.app import main
 from ci_evals.core.rule import OPS
 from ci_evals.gating.aggregate import Aggregator
+from ci_evals.gating.summary import Provenance
 from ci_evals.gating.summary import summarize as build_summary
 from ci_evals.reports.write import iter_results
 from tests.fakes.openai_server import CHAT, FakeOpenAI
@@ -132,7 +133,12 @@ def summarize(records: list[dict], config: dict) -> dict[str, Any]:
     for rec in records:
         agg.add(rec)
     return build_summary(
-        None, config, agg, started=datetime(2026, 1, 1, tzinfo=UTC), duration=1.0, partial=False
+        Provenance(),
+        config,
+        agg,
+        started=datetime(2026, 1, 1, tzinfo=UTC),
+        duration=1.0,
+        partial=False,
     )
 
 

@@ -738,3 +738,30 @@ def test_how_many_worker_processes_a_run_gets(monkeypatch, env, jobs, cpu_only, 
     assert lanes.worker_count(_Jobs(jobs, cpu_only)) == expected
     monkeypatch.setattr(forks, "can_fork", lambda: False)  # not Linux, or another thread is running
     assert lanes.worker_count(_Jobs(jobs, cpu_only)) == 1
+
+
+def test_the_options_stay_inputs_and_the_run_returns_what_it_learned(sd, monkeypatch):
+    import asyncio
+    import dataclasses
+
+    from ci_evals.run.runner import Runner, RunOptions, RunOutcome
+    from ci_evals.suite.loader import load_suite
+
+    monkeypatch.setenv("CI_EVALS_WORKERS", "1")
+    _suite(sd, 4)
+    opts = RunOptions(
+        output=sd.root / "o",
+        progress=False,
+        shard={"index": 1, "count": 1, "selected": 4},
+        selection={"by": ["--sample-pattern"], "selected": 4, "total": 4},
+    )
+    before = copy.deepcopy(opts)
+    runner = Runner(load_suite(sd.root / "suite.yaml"), opts)
+    summary = lanes.execute(runner)
+    assert dataclasses.asdict(opts) == dataclasses.asdict(before)  # nothing written back
+    assert list(summary)[-2:] == ["shard", "selection"]  # given, in this order, after the rest
+    assert summary["shard"] == before.shard and summary["selection"] == before.selection
+    assert "workers" not in summary and "endpoints" not in summary  # one process, no LLM call
+    outcome = asyncio.run(Runner(load_suite(sd.root / "suite.yaml"), opts).run_records())
+    assert isinstance(outcome, RunOutcome) and outcome.interrupted is None
+    assert (outcome.learned.letta, outcome.learned.endpoints) == (None, None)

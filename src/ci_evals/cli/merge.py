@@ -19,7 +19,7 @@ from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
-from ci_evals.gating.summary import summarize
+from ci_evals.gating.summary import Learned, Provenance, summarize
 from ci_evals.reports import console
 from ci_evals.reports.write import write_outputs
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, read_summary, records
@@ -74,24 +74,22 @@ def cmd_merge(args: Namespace) -> int:
     with foreign_shape(str(args.dirs[0] / "summary.json"), "summary.json"):
         started = min(datetime.fromisoformat(s["started_at"]) for s in summaries)
         duration = max(float(s["duration_s"]) for s in summaries)
-        extra: Summary = {
-            "suite": first["suite"],
-            "suite_file": first.get("suite_file"),
-            "description": first.get("description"),
-            "merged_from": [str(d) for d in args.dirs],
-            "versions": first.get("versions") or {},  # none: summarize lists this machine's
-        }
-        if missing:
-            extra["partial_reason"] = "; ".join(missing)
+        merged = Provenance(
+            suite=first["suite"],
+            suite_file=first.get("suite_file"),
+            description=first.get("description"),
+            versions=first.get("versions") or None,  # none: summarize lists this machine's
+            merged_from=[str(d) for d in args.dirs],
+        )
         summary = summarize(
-            None,
+            merged,
             config,
             agg,
             started=started,
             duration=duration,
             partial=bool(missing),
-            extra=extra,
             baseline=baseline,
+            learned=Learned(partial_reason="; ".join(missing) if missing else None),
         )
     with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
         failing = write_outputs(args.output, summary, console.FailingPass.of(summary))

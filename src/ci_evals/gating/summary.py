@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -21,7 +22,15 @@ from ci_evals.gating.aggregate import Aggregator, Model
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.gates import GateSpec, evaluate
 from ci_evals.gating.verdict import decide
-from ci_evals.results.records import GateResult, MetricEntry, StopSignal, Summary
+from ci_evals.results.records import (
+    EndpointReport,
+    GateResult,
+    MetricEntry,
+    Selection,
+    Shard,
+    StopSignal,
+    Summary,
+)
 
 
 class _SuiteSpec(Protocol):
@@ -45,6 +54,35 @@ class SuiteFacts(Protocol):
     def spec(self) -> _SuiteSpec: ...
     @property
     def graders(self) -> Mapping[str, _GraderSlot]: ...
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What summary.json says of a suite that is not loaded here (a merge of other runs' folders:
+    their summaries say it)."""
+
+    suite: str | None = None
+    suite_file: str | None = None
+    description: str | None = None
+    versions: dict[str, Any] | None = None
+    """The libraries the runs used (none: this machine's are listed)."""
+    merged_from: list[str] | None = None
+    """The folders merged."""
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What a run learned as it went, beyond its records: summary.json's blocks only the run could
+    know (each left out when None)."""
+
+    letta: dict[str, Any] | None = None
+    """Agents left on a Letta server, or kept on purpose."""
+    endpoints: list[EndpointReport] | None = None
+    """Each LLM endpoint's calls, throttling, settled concurrency and breaker."""
+    workers: dict[str, Any] | None = None
+    """A run split across worker processes: ``{processes, failed}``."""
+    partial_reason: str | None = None
+    """Why the run is partial though not interrupted (a worker died, a shard is missing...)."""
 
 
 def evaluate_gates(
@@ -122,12 +160,12 @@ def versions(kinds: set[str]) -> dict[str, str]:
     return out
 
 
-def _all_versions(suite: SuiteFacts | None, kinds: set[str], extra: Summary) -> dict[str, str]:
+def _all_versions(suite: SuiteFacts | Provenance, kinds: set[str]) -> dict[str, Any]:
     """Library versions, including what each grader reports about itself (e.g. WordNet)."""
-    if suite is None and extra.get("versions"):
-        return extra["versions"]
-    out = versions(kinds)
-    for slot in suite.graders.values() if suite else ():
+    if isinstance(suite, Provenance):
+        return suite.versions or versions(kinds)
+    out: dict[str, Any] = versions(kinds)
+    for slot in suite.graders.values():
         more = getattr(slot.grader, "versions", None)
         if callable(more):
             out.update(more())
@@ -135,23 +173,28 @@ def _all_versions(suite: SuiteFacts | None, kinds: set[str], extra: Summary) -> 
 
 
 def summarize(
-    suite: SuiteFacts | None,
+    suite: SuiteFacts | Provenance,
     config: dict[str, Any],
     agg: Aggregator,
     *,
     started: datetime,
     duration: float,
     partial: bool,
-    extra: Summary | None = None,
     baseline: Baseline | None = None,
     interrupted: StopSignal | None = None,
+    shard: Shard | None = None,
+    selection: Selection | None = None,
+    learned: Learned = Learned(),
 ) -> Summary:
     """The summary.json document (see the output contract in docs/reference.md): aggregates, then
     gates (with the baseline's facts for regression gates), then the verdict, in that order.
 
+    ``suite`` is the suite that ran, or what other runs' summaries say of it (a merge).
     ``interrupted`` names the signal that stopped the run (``SIGINT``/``SIGTERM``/``SIGHUP``), if any.
+    ``shard`` and ``selection`` were chosen before the run; ``learned`` is what it learned as it went.
     """
-    extra = extra or {}
+    loaded = None if isinstance(suite, Provenance) else suite
+    named = suite if isinstance(suite, Provenance) else Provenance()
     parts = agg.finish()
     parts["gates"] = evaluate_gates(agg, parts, config, baseline)
     usage = {k: dict(v) for k, v in agg.usage.items()}
@@ -165,9 +208,9 @@ def summarize(
     kinds = {g["kind"] for g in config["graders"].values()} | {config["target"]["kind"]}
     summary: Summary = {
         "schema_version": SCHEMA_VERSION,
-        "suite": suite.spec.name if suite else extra.get("suite"),
-        "suite_file": str(suite.path) if suite else extra.get("suite_file"),
-        "description": suite.spec.description if suite else extra.get("description"),
+        "suite": loaded.spec.name if loaded else named.suite,
+        "suite_file": str(loaded.path) if loaded else named.suite_file,
+        "description": loaded.spec.description if loaded else named.description,
         "started_at": started.isoformat(timespec="seconds"),
         "finished_at": (started + timedelta(seconds=duration)).isoformat(timespec="seconds")
         if duration
@@ -199,16 +242,29 @@ def summarize(
             },
             "cache": parts["cache"],
             "retries": parts["retries"],
-            "versions": _all_versions(suite, kinds, extra),
+            "versions": _all_versions(suite, kinds),
             "config": config,
             "baseline": baseline.summary_block(summary_metrics=parts["metrics"])
             if baseline is not None
             else None,
         }
     )
-    rest = extra.copy()  # what the caller learned (shard, letta, endpoints...): as it gave them
-    rest.pop("versions", None)
-    summary.update(rest)
+    # then what was chosen before the run and what it learned, in this order (none at once: a
+    # merge has no shard, selection, agents or endpoints of its own)
+    if shard is not None:
+        summary["shard"] = shard
+    if selection is not None:
+        summary["selection"] = selection
+    if named.merged_from is not None:
+        summary["merged_from"] = named.merged_from
+    if learned.letta is not None:
+        summary["letta"] = learned.letta
+    if learned.endpoints is not None:
+        summary["endpoints"] = learned.endpoints
+    if learned.workers is not None:
+        summary["workers"] = learned.workers
+    if learned.partial_reason is not None:
+        summary["partial_reason"] = learned.partial_reason
     if interrupted:
         summary["interrupted_by"] = interrupted
     summary["verdict"], summary["verdict_reason"] = decide(summary)

@@ -36,6 +36,7 @@ import struct
 import sys
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -171,7 +172,7 @@ def _worker(runner: Runner, k: int, n: int, part: Path, shared: mmap.mmap) -> No
     code: int = ExitCode.INTERNAL
     try:
         worker = runner.for_worker(part.name)
-        _, _, interrupted = asyncio.run(worker.run_records(_Tally(shared, k)))
+        interrupted = asyncio.run(worker.run_records(_Tally(shared, k))).interrupted
         write_text(
             parts.state_file(part), orjson.dumps(worker.agg.state()).decode("utf-8")
         )  # after every line
@@ -223,12 +224,13 @@ def _execute_split(runner: Runner, n: int) -> Summary:
     progress = Progress(total, enabled=runner.opts.progress, peers=lambda: _peer_counts(shared, n))
     try:
         try:
-            started, t0, interrupted = asyncio.run(runner.run_records(progress))
+            outcome = asyncio.run(runner.run_records(progress))
         except BaseException:  # this process failed: stop the workers, keep their lines, report it
             _signal(workers, signal.SIGTERM)
             _wait(workers, n, progress)
             parts.append(runner, workers)
             raise
+        interrupted = outcome.interrupted
         if interrupted is not None:
             _signal(workers, interrupted)
         failed, stopped_by = _wait(workers, n, progress)
@@ -238,23 +240,27 @@ def _execute_split(runner: Runner, n: int) -> Summary:
         shared.close()
         dataset.lane.close()
         dataset.lane = None
-    runner.opts.extra_summary["workers"] = {
-        "processes": n,
-        **({"failed": failed} if failed else {}),
-    }
+    why = None
     if failed:  # the verdict's reason: partial, never a pass
-        runner.opts.extra_summary["partial_reason"] = "; ".join(failed) + (
+        why = "; ".join(failed) + (
             ": its samples left were not run"
             if len(failed) == 1
             else ": their samples left were not run"
         )
+    workers_block = {"processes": n, **({"failed": failed} if failed else {})}
+    learned = replace(outcome.learned, workers=workers_block, partial_reason=why)
     for line in failed:
         print(
             f"ci-evals: {line}: its samples left were not run (finish with --resume {out})",
             file=sys.stderr,
         )
     return runner.finish(
-        started, t0, interrupted if interrupted is not None else stopped_by, partial=bool(failed)
+        replace(
+            outcome,
+            interrupted=interrupted if interrupted is not None else stopped_by,
+            learned=learned,
+        ),
+        partial=bool(failed),
     )
 
 

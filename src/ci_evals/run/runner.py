@@ -27,14 +27,21 @@ from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
 from ci_evals.core.sample import Sample
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
-from ci_evals.gating.summary import summarize
+from ci_evals.gating.summary import Learned, summarize
 from ci_evals.graders.base import Grader
 from ci_evals.letta.agents import letta_report
 from ci_evals.llm import pool
 from ci_evals.llm.pool import endpoint_reports
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, iter_records
 from ci_evals.results.line import record_line
-from ci_evals.results.records import ResultRecord, StopSignal, Summary
+from ci_evals.results.records import (
+    EndpointReport,
+    ResultRecord,
+    Selection,
+    Shard,
+    StopSignal,
+    Summary,
+)
 from ci_evals.results.writer import open_append
 from ci_evals.run.folderlock import JobKey, job_key
 from ci_evals.run.job import Plan
@@ -56,8 +63,10 @@ class RunOptions:
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     resume: bool = False
     progress: bool = True
-    extra_summary: Summary = field(default_factory=lambda: Summary())
-    """Blocks of summary.json this run adds to what its records give (``shard``, ``selection``...)."""
+    shard: Shard | None = None
+    """summary.json ``shard``: which K of N this run is (``--shard``)."""
+    selection: Selection | None = None
+    """summary.json ``selection``: the samples a ``--sample-id``/``--only-failed``... choice kept."""
     rates: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """LLM rate limits the user knows: provider, base URL or ``*`` -> (rpm, tpm)."""
     max_wait: float | None = None
@@ -66,6 +75,17 @@ class RunOptions:
     """The run to compare with (``--baseline``): regression gates and the summary's baseline block."""
     results_name: str = RESULTS
     """The file in ``output`` this process writes its records to (a worker process: its part file)."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one process's run of its jobs returns: when it started (the clock and its
+    ``perf_counter``), the signal that interrupted it or None, and what it learned as it went."""
+
+    started: datetime
+    t0: float
+    interrupted: int | None
+    learned: Learned
 
 
 class Runner:
@@ -172,13 +192,10 @@ class Runner:
 
     async def execute(self) -> Summary:
         """Run every job; write results.jsonl and return the summary (``partial`` if interrupted)."""
-        return self.finish(*await self.run_records())
+        return self.finish(await self.run_records())
 
-    async def run_records(
-        self, progress: Tracker | None = None
-    ) -> tuple[datetime, float, int | None]:
-        """Run every job of this process into its results file: (when it started, its
-        ``perf_counter`` then, the signal that interrupted it or None)."""
+    async def run_records(self, progress: Tracker | None = None) -> RunOutcome:
+        """Run every job of this process into its results file, and say how it went."""
         out = self.opts.output
         out.mkdir(parents=True, exist_ok=True)
         results_path = out / self.opts.results_name
@@ -219,21 +236,20 @@ class Runner:
                 if own_progress:
                     progress.close()
                 await self._close()
-        self._report_agents()
-        self._report_endpoints()
-        return started, t0, interrupted
+        learned = Learned(letta=self._report_agents(), endpoints=self._report_endpoints())
+        return RunOutcome(started, t0, interrupted, learned)
 
-    def finish(
-        self, started: datetime, t0: float, interrupted: int | None, *, partial: bool = False
-    ) -> Summary:
+    def finish(self, outcome: RunOutcome, *, partial: bool = False) -> Summary:
         """The summary of the records fed so far (``partial`` when interrupted, or when told)."""
+        interrupted = outcome.interrupted
         return self.summarize(
-            started,
-            time.perf_counter() - t0,
+            outcome.started,
+            time.perf_counter() - outcome.t0,
             partial=partial or interrupted is not None,
             interrupted=cast(StopSignal, signal.Signals(interrupted).name)  # the three we handle
             if interrupted is not None
             else None,
+            learned=outcome.learned,
         )
 
     async def _run_all(self, fh: TextIO, progress: Tracker) -> None:
@@ -291,19 +307,16 @@ class Runner:
                     scrub(f"warning: cleanup failed: {type(exc).__name__}: {exc}"), file=sys.stderr
                 )
 
-    def _report_agents(self) -> None:
+    def _report_agents(self) -> dict[str, Any] | None:
         """summary.json ``letta``: agents left on a Letta server (failed deletes) or kept on purpose."""
         ledgers = [getattr(part, "ledger", None) for part in self._parts()]
         if any(ledgers):
-            block = letta_report([g for g in ledgers if g is not None])
-            if block:
-                self.opts.extra_summary["letta"] = block
+            return letta_report([g for g in ledgers if g is not None]) or None
+        return None
 
-    def _report_endpoints(self) -> None:
+    def _report_endpoints(self) -> list[EndpointReport] | None:
         """summary.json ``endpoints``: each LLM endpoint's calls, throttling, settled concurrency, breaker."""
-        reports = endpoint_reports()
-        if reports:
-            self.opts.extra_summary["endpoints"] = reports
+        return endpoint_reports() or None
 
     def _write(self, fh: TextIO, rec: ResultRecord) -> None:
         """``rec`` as one line of the results file (masked, capped), and into the aggregator."""
@@ -329,7 +342,10 @@ class Runner:
         *,
         partial: bool,
         interrupted: StopSignal | None = None,
+        learned: Learned,
     ) -> Summary:
+        """The summary of the records fed so far, with what was chosen before the run (its
+        options) and what it learned."""
         return summarize(
             self.suite,
             self.config,
@@ -337,7 +353,9 @@ class Runner:
             started=started,
             duration=duration,
             partial=partial,
-            extra=self.opts.extra_summary,
             baseline=self.opts.baseline,
             interrupted=interrupted,
+            shard=self.opts.shard,
+            selection=self.opts.selection,
+            learned=learned,
         )

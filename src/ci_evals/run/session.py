@@ -20,15 +20,15 @@ from ci_evals.reports.comment import render_comment
 from ci_evals.reports.letta_agents import console_lines
 from ci_evals.reports.write import iter_results, write_outputs
 from ci_evals.results.layout import DEFAULT_OUTPUT
-from ci_evals.results.records import Summary
+from ci_evals.results.records import Selection, Shard, Summary
 from ci_evals.results.writer import refuse_links
 from ci_evals.run import lanes, selection
 from ci_evals.run.exits import ExitCode
 from ci_evals.run.folderlock import fingerprint, hold
 from ci_evals.run.options import SuiteOptions
+from ci_evals.run.overrides import rate_limits, select_model
 from ci_evals.run.runner import Runner, RunOptions
 from ci_evals.run.signals import held_signals
-from ci_evals.suite.dialects import select_model
 from ci_evals.suite.loader import load_suite
 
 
@@ -110,25 +110,17 @@ def _run_suite(
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
     baseline = Baseline(args.baseline) if args.baseline else None
     concurrency = args.max_concurrent or suite.spec.max_concurrent or DEFAULT_MAX_CONCURRENT
-    extra: Summary = {}
+    shard: Shard | None = None
     if args.shard:
-        extra["shard"] = {
+        shard = {
             "index": args.shard[0],
             "count": args.shard[1],
             "selected": suite.dataset.unsharded,
         }
+    chose: Selection | None = None
     if chosen_by:
-        extra["selection"] = {
-            "by": chosen_by,
-            "selected": suite.dataset.count,
-            "total": suite.dataset.total,
-        }
-    rates = {key: (lim.rpm, lim.tpm) for key, lim in suite.spec.rate_limits.items()}
-    for flag, index in (("rpm", 0), ("tpm", 1)):
-        for key, value in getattr(args, flag) or []:  # the command line wins over the suite
-            pair = list(rates.get(key, (None, None)))
-            pair[index] = value
-            rates[key] = (pair[0], pair[1])
+        chose = {"by": chosen_by, "selected": suite.dataset.count, "total": suite.dataset.total}
+    rates = rate_limits(suite, args)
     if rates:  # before the folder is touched: a rate no call could wait for is a setting's mistake
         pool.configure(rates=rates, max_wait=args.max_wait or suite.spec.max_wait, check_only=True)
     runner = Runner(
@@ -138,7 +130,8 @@ def _run_suite(
             max_concurrent=concurrency,
             resume=resume is not None,
             progress=not args.quiet,
-            extra_summary=extra,
+            shard=shard,
+            selection=chose,
             rates=rates,
             baseline=baseline,
             max_wait=args.max_wait or suite.spec.max_wait,

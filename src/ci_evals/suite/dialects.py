@@ -340,23 +340,3 @@ def with_cleanup(
             line=lines.get("cleanup"),
         )
     return {"cleanup": cleanup, **target}
-
-
-def select_model(suite, handle: str) -> None:
-    """``--model-handle``: run only this one of the target's ``model_handles`` (letta-evals 0.25)."""
-    spec = suite.target.spec
-    handles = list(getattr(spec, "model_handles", None) or [])
-    if handle not in handles:
-        listed = (
-            f"its model_handles are {', '.join(handles)}"
-            if handles
-            else "it lists no model_handles"
-        )
-        raise ConfigError(
-            f"--model-handle {handle}: not one of the target's model handles ({listed})"
-            + did_you_mean(handle, handles),
-            file=str(suite.path),
-            key="target.model_handles",
-            line=suite.lines.get("target.model_handles"),
-        )
-    spec.model_handles = [handle]
