@@ -9,9 +9,11 @@ import re
 from pathlib import Path
 
 from ci_evals.cli.app import main
+from ci_evals.gating import comparison as comparison_mod
+from ci_evals.gating.baseline import compare_folder
 from ci_evals.reports import html
 from ci_evals.reports import report_data as data_mod
-from ci_evals.reports import report_rows as rows_mod
+from ci_evals.results.files import Trust
 from tests import reportdata as rd
 from tests.conftest import replay_suite
 
@@ -52,16 +54,18 @@ def test_script_json_escapes_what_could_end_or_start_markup():
 
 
 def test_long_text_is_cut_with_its_full_length():
-    assert rows_mod.capped("x" * 10, 4) == {"text": "xxxx", "length": 10}
-    assert rows_mod.capped("short", 10) == "short"
-    assert rows_mod.capped({"k": 1}, 100) == '{"k": 1}'
-    assert rows_mod.capped(None, 10) is None
+    assert comparison_mod.capped("x" * 10, 4) == {"text": "xxxx", "length": 10}
+    assert comparison_mod.capped("short", 10) == "short"
+    assert comparison_mod.capped({"k": 1}, 100) == '{"k": 1}'
+    assert comparison_mod.capped(None, 10) is None
 
 
 def test_report_embeds_every_row_with_its_baseline_and_regressions(tmp_path: Path):
     base = rd.baseline_folder(tmp_path / "baseline")
     folder = rd.write_folder(tmp_path / "run", rd.summary(baseline=base), rd.records())
-    text = html.write_report(folder, json.loads((folder / "summary.json").read_text())).read_text()
+    summary = json.loads((folder / "summary.json").read_text())
+    comparison = compare_folder(summary, folder, base, Trust.OTHER)
+    text = html.write_report(folder, summary, comparison).read_text()
     data = page_data(text)
     assert [(r["id"], r["model"], r["run"]) for r in data["rows"]] == [
         ("s1", "gpt-a", 0),
