@@ -165,6 +165,15 @@ def summary(
     }
     if new_fields:
         s["verdict"] = verdict
+        s["config"] = {  # what a baseline comparison matches samples by (rules, runs, reducer)
+            "graders": {
+                "answer": {"label": "Answer correct", "kind": "tool", "rule": ["gte", 1.0]},
+                "style": {"label": "Style", "kind": "tool", "rule": ["gte", 0.5]},
+            },
+            "gates": [],
+            "num_runs": 2,
+            "reducer": "mean",
+        }
         metrics["answer"].update(graded=n - 1, label="Answer correct", rule="score >= 1")
         metrics["style"].update(graded=n - 1, label="Style", rule="score >= 0.5")
         gate.update(

@@ -287,7 +287,7 @@ def three_category_run(sd, fake_openai) -> tuple[dict, list[dict]]:
 
 def test_all_three_categories_reach_every_report(sd, fake_openai):
     from ci_evals.reports.comment import render_comment
-    from ci_evals.reports.write import iter_results
+    from ci_evals.reports.write import own_results
 
     summary, rows = three_category_run(sd, fake_openai)
     assert {k: summary["errors"][k] for k in ("total", "by_category")} == {
@@ -301,7 +301,7 @@ def test_all_three_categories_reach_every_report(sd, fake_openai):
     assert "not valid JSON" in by_id["s2"]["grades"]["judge"]["error"]
     assert by_id["s3"]["grades"]["judge"]["score"] == 1.0
     comment = render_comment(
-        summary, iter_results(sd.root / "out" / "results.jsonl"), run_url=None, marker_key="faults"
+        summary, own_results(sd.root / "out" / "results.jsonl"), run_url=None, marker_key="faults"
     )
     assert (
         "3 errored samples (no score, counted as failed): target 1, extraction 1, grading 1"

@@ -29,7 +29,7 @@ from ci_evals.core.rule import OPS
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.summary import Provenance
 from ci_evals.gating.summary import summarize as build_summary
-from ci_evals.reports.write import iter_results
+from ci_evals.reports.write import own_results
 from tests.fakes.openai_server import CHAT, FakeOpenAI
 
 REDUCERS = ["mean", "median", "max", "pass_at_k", "pass_all_k", "majority"]
@@ -262,7 +262,7 @@ def test_summary_equals_recomputation_from_results_file(data, seed):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "results.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in shuffled), encoding="utf-8")
-        recomputed = summarize(list(iter_results(path)), config)
+        recomputed = summarize(list(own_results(path)), config)
     assert {k: live.get(k) for k in COMPARED} == {k: recomputed.get(k) for k in COMPARED}
     in_order = summarize(records, config)
     assert {k: in_order.get(k) for k in COMPARED} == {k: live.get(k) for k in COMPARED}
@@ -356,7 +356,7 @@ def test_real_runner_summary_equals_recomputation(plan):
             ["run", str(root / "suite.yaml"), "--output", str(root / "out"), "--no-cache", "-q"]
         )
         summary = json.loads((root / "out" / "summary.json").read_text(encoding="utf-8"))
-        records = list(iter_results(root / "out" / "results.jsonl"))
+        records = list(own_results(root / "out" / "results.jsonl"))
     assert rc == (0 if summary["gate"]["passed"] else 1)
     assert (rc == 0) == (summary["verdict"] == "passed")
     n, k = len(plan["samples"]), plan["num_runs"]

@@ -14,7 +14,9 @@ from urllib.parse import quote
 
 import pytest
 
+from ci_evals.gating.baseline import compare_folder
 from ci_evals.reports.html import write_report
+from ci_evals.results.files import Trust
 from tests import reportdata as rd
 from tests.browser_driver import driver_executable, driver_problem
 
@@ -101,7 +103,8 @@ def tab(browser):
 def report(tmp_path: Path) -> Path:
     base = rd.baseline_folder(tmp_path / "baseline")
     folder = rd.write_folder(tmp_path / "run", rd.summary(baseline=base), rd.records())
-    return write_report(folder, json.loads((folder / "summary.json").read_text()))
+    summary = json.loads((folder / "summary.json").read_text())
+    return write_report(folder, summary, compare_folder(summary, folder, base, Trust.OTHER))
 
 
 def test_verdict_gates_and_rows_as_a_person_sees_them(tab, report):

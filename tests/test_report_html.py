@@ -9,9 +9,11 @@ import re
 from pathlib import Path
 
 from ci_evals.cli.app import main
+from ci_evals.gating import comparison as comparison_mod
+from ci_evals.gating.baseline import compare_folder
 from ci_evals.reports import html
 from ci_evals.reports import report_data as data_mod
-from ci_evals.reports import report_rows as rows_mod
+from ci_evals.results.files import Trust
 from tests import reportdata as rd
 from tests.conftest import replay_suite
 
@@ -52,16 +54,18 @@ def test_script_json_escapes_what_could_end_or_start_markup():
 
 
 def test_long_text_is_cut_with_its_full_length():
-    assert rows_mod.capped("x" * 10, 4) == {"text": "xxxx", "length": 10}
-    assert rows_mod.capped("short", 10) == "short"
-    assert rows_mod.capped({"k": 1}, 100) == '{"k": 1}'
-    assert rows_mod.capped(None, 10) is None
+    assert comparison_mod.capped("x" * 10, 4) == {"text": "xxxx", "length": 10}
+    assert comparison_mod.capped("short", 10) == "short"
+    assert comparison_mod.capped({"k": 1}, 100) == '{"k": 1}'
+    assert comparison_mod.capped(None, 10) is None
 
 
 def test_report_embeds_every_row_with_its_baseline_and_regressions(tmp_path: Path):
     base = rd.baseline_folder(tmp_path / "baseline")
     folder = rd.write_folder(tmp_path / "run", rd.summary(baseline=base), rd.records())
-    text = html.write_report(folder, json.loads((folder / "summary.json").read_text())).read_text()
+    summary = json.loads((folder / "summary.json").read_text())
+    comparison = compare_folder(summary, folder, base, Trust.OTHER)
+    text = html.write_report(folder, summary, comparison).read_text()
     data = page_data(text)
     assert [(r["id"], r["model"], r["run"]) for r in data["rows"]] == [
         ("s1", "gpt-a", 0),
@@ -324,3 +328,107 @@ def test_the_table_part_holds_no_text_of_the_run(tmp_path: Path):
         }
     ]
     assert "agent crashed" in details
+
+
+def test_a_row_is_regressed_only_when_its_sample_regressed_after_the_reducer(tmp_path: Path):
+    """One definition of a regression, the gates': with ``pass_at_k`` a sample whose second run
+    now fails still passes, so neither of its rows is regressed (the page's own per-run rule
+    marked run 1 before); a sample whose every run fails now regressed, and so do both its rows."""
+
+    def folder(name: str, runs: dict[str, tuple[float, float]], verdict: str) -> Path:
+        recs = [
+            rd.record(sid, run=i, score=s)
+            for sid, scores in runs.items()
+            for i, s in enumerate(scores)
+        ]
+        s = rd.summary(verdict=verdict, n=len(recs))
+        s["config"]["reducer"] = "pass_at_k"
+        return rd.write_folder(tmp_path / name, s, recs)
+
+    base = folder("base", {"s1": (1.0, 1.0), "s2": (1.0, 1.0)}, "passed")
+    run = folder("run", {"s1": (1.0, 0.0), "s2": (0.0, 0.0)}, "failed")
+    summary = json.loads((run / "summary.json").read_text())
+    comparison = compare_folder(summary, run, base, Trust.OTHER)
+    assert comparison.block["regressions"] == [
+        {"sample_id": "s2", "model": None, "metric": "answer"}
+    ]
+    data = page_data(html.write_report(run, summary, comparison).read_text())
+    assert [(r["id"], r["run"], r.get("regressed", [])) for r in data["rows"]] == [
+        ("s1", 0, []),
+        ("s1", 1, []),
+        ("s2", 0, ["answer"]),
+        ("s2", 1, ["answer"]),
+    ]
+    assert data["rows"][1]["baseline"]["answer"] == {
+        "score": 1.0,
+        "passed": True,
+        "rationale": "answer rationale s1",
+    }
+
+
+def test_the_report_command_compares_with_the_baseline_it_is_given(tmp_path: Path, capsys):
+    """summary.json's baseline block names another comparison: the page shows the one
+    ``--baseline`` makes (its regressions, its figures), not a union with the recorded one."""
+    base = rd.baseline_folder(tmp_path / "baseline")
+    s = rd.summary(baseline=base)
+    s["baseline"]["regressions"].append({"sample_id": "s1", "model": "gpt-a", "metric": "style"})
+    folder = rd.write_folder(tmp_path / "run", s, rd.records())
+    assert main(["report", str(folder), "--baseline", str(base)]) == 0
+    text = (folder / "report.html").read_text()
+    data = page_data(text)
+    assert {r["id"]: r.get("regressed", []) for r in data["rows"] if r["model"] == "gpt-a"} == {
+        "s1": [],
+        "s2": ["answer"],
+        "s3": [],
+    }
+    assert "regressions 1, improvements 0, new 2, removed 0" in text
+
+
+def test_a_baseline_of_another_suite_shows_no_columns_and_says_why(tmp_path: Path, capsys):
+    base = rd.baseline_folder(tmp_path / "baseline")
+    other = json.loads((base / "summary.json").read_text())
+    other["suite"] = "another-suite"
+    (base / "summary.json").write_text(json.dumps(other))
+    folder = rd.write_folder(tmp_path / "run", rd.summary(), rd.records())
+    assert main(["report", str(folder), "--baseline", str(base)]) == 0
+    assert capsys.readouterr().err == (
+        "note: not compared with the baseline: the baseline is of suite 'another-suite', "
+        "not 'geo-suite'\n"
+    )
+    data = page_data((folder / "report.html").read_text())
+    assert data["has_baseline"] is False and not any(r.get("regressed") for r in data["rows"])
+
+
+def test_a_run_reads_its_baseline_once(sd, monkeypatch):
+    from ci_evals.results import files
+
+    sd.write(
+        "dataset.jsonl",
+        [{"id": f"s{i}", "input": f"q{i}", "ground_truth": "yes"} for i in range(4)],
+    )
+    sd.write("outputs.jsonl", [{"id": f"s{i}", "output": "yes"} for i in range(4)])
+    sd.suite(replay_suite({"c": {"kind": "tool", "function": "contains"}}, None))
+    assert sd.run(out="base") == 0
+    sd.write(
+        "outputs.jsonl", [{"id": f"s{i}", "output": "no" if i == 1 else "yes"} for i in range(4)]
+    )
+    reads: list[Path] = []
+    real = files.iter_records
+
+    def counted(path: Path, *args, **kwargs):
+        reads.append(Path(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "iter_records", counted)
+    sd.run("--baseline", str(sd.root / "base"))
+    assert reads.count(sd.root / "base" / "results.jsonl") == 1
+    summary = sd.summary()
+    assert summary["baseline"]["regressions"] == [{"sample_id": "s1", "model": None, "metric": "c"}]
+    data = page_data((sd.root / "out" / "report.html").read_text())
+    assert data["has_baseline"] is True
+    assert {r["id"]: r.get("regressed", []) for r in data["rows"]} == {
+        "s0": [],
+        "s1": ["c"],
+        "s2": [],
+        "s3": [],
+    }

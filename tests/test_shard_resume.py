@@ -150,13 +150,13 @@ def test_sigterm_exits_143_and_resume_gives_the_uninterrupted_summary(sd):
 def test_summary_equals_recomputation_from_results(sd):
     from ci_evals.gating.aggregate import Aggregator
     from ci_evals.gating.summary import evaluate_gates
-    from ci_evals.reports.write import iter_results
+    from ci_evals.reports.write import own_results
 
     setup(sd)
     sd.run()
     s = sd.summary()
     agg = Aggregator(s["config"])
-    for rec in iter_results(sd.root / "out" / "results.jsonl"):
+    for rec in own_results(sd.root / "out" / "results.jsonl"):
         agg.add(rec)
     parts = agg.finish()
     assert json.dumps(parts["metrics"], sort_keys=True) == json.dumps(s["metrics"], sort_keys=True)

@@ -23,7 +23,7 @@ import pytest
 from ci_evals.cli.app import main
 from ci_evals.reports.comment import marker, render_comment
 from ci_evals.reports.text import ZWJ
-from ci_evals.reports.write import iter_results
+from ci_evals.reports.write import own_results
 from tests.conftest import replay_suite
 
 EVIL = (
@@ -163,7 +163,7 @@ def test_model_output_and_dataset_text_cannot_inject_into_reports(sd):
 
     summary = sd.summary()
     body = render_comment(
-        summary, iter_results(out / "results.jsonl"), run_url=None, marker_key="untrusted:evals"
+        summary, own_results(out / "results.jsonl"), run_url=None, marker_key="untrusted:evals"
     )
     assert body.startswith(marker("untrusted:evals") + "\n")
     check_markdown(body, marker=marker("untrusted:evals"))

@@ -587,7 +587,7 @@ def test_reports_written_by_two_processes_equal_those_written_by_one(sd, tmp_pat
         out = Path({str(folder)!r})
         summary = json.loads((out / "summary.json").read_text())
         tally = w.write_outputs(out, summary, console.FailingPass(1))  # gathered by the forked process
-        same = console.render(summary, color=False, failing=tally) == console.render(summary, w.iter_results(
+        same = console.render(summary, color=False, failing=tally) == console.render(summary, w.own_results(
             out / "results.jsonl"), color=False)
         print(seen, same, tally.failures)
     """,

@@ -20,7 +20,7 @@ from ci_evals._util.workflow import commands_stopped
 from ci_evals.action.inputs import Inputs
 from ci_evals.action.protocol import command
 from ci_evals.reports import artifact
-from ci_evals.reports.write import iter_results
+from ci_evals.reports.write import own_results
 from ci_evals.results.layout import suite_slug
 from ci_evals.results.records import ResultRecord, Summary
 from ci_evals.run.exits import INTERRUPTED, ExitCode, guarded
@@ -71,8 +71,8 @@ class SuiteRun:
 
     def results(self) -> Iterator[ResultRecord]:
         if self.untrusted:
-            return artifact.iter_results(self.out_dir)
-        return iter_results(self.out_dir / "results.jsonl")
+            return artifact.inert_results(self.out_dir)
+        return own_results(self.out_dir / "results.jsonl")
 
 
 def baseline_for(baseline: str | None, slug: str, several: bool) -> str | None:

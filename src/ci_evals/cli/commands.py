@@ -17,6 +17,7 @@ from ci_evals._util.workflow import commands_stopped
 from ci_evals.action.handover import make_undumpable
 from ci_evals.cli.merge import cmd_merge
 from ci_evals.cli.scaffold import cmd_init
+from ci_evals.gating.baseline import compare_folder
 from ci_evals.gating.letta_gates import describe as describe_typed
 from ci_evals.graders.extractors import BUILTINS
 from ci_evals.graders.tool import BUILTIN_FUNCTIONS
@@ -167,7 +168,6 @@ def cmd_report(args: Namespace) -> int:
     summary = read_summary(folder, Trust.OTHER)  # a missing or foreign one: one line, exit 2
     if not (folder / RESULTS).is_file():
         raise ConfigError("no results.jsonl in this folder", file=str(folder))
-    check_records(folder / RESULTS, Trust.OTHER)
     baseline = args.baseline
     if baseline is not None and not (baseline / RESULTS).is_file():
         raise ConfigError("no results.jsonl in the baseline folder", file=str(baseline))
@@ -178,10 +178,15 @@ def cmd_report(args: Namespace) -> int:
                 f"note: {folder / 'summary.json'}: {why} (pass --baseline to compare)",
                 file=sys.stderr,
             )
-    if baseline is not None:
-        check_records(baseline / RESULTS, Trust.OTHER, what="baseline results.jsonl")
+    comparison = None
+    if baseline is None:
+        check_records(folder / RESULTS, Trust.OTHER)  # every line checked before any is rendered
+    else:  # both folders read once (and checked), through the code a run compares with
+        comparison = compare_folder(summary, folder, baseline, Trust.OTHER)
+        if comparison.missing:
+            print(f"note: not compared with the baseline: {comparison.missing}", file=sys.stderr)
     with foreign_shape(str(folder / "summary.json"), "summary.json"):
-        report = write_report(folder, summary, baseline, trust=Trust.OTHER)
+        report = write_report(folder, summary, comparison, trust=Trust.OTHER)
     print(f"Report: {report}")
     if args.open:
         import webbrowser

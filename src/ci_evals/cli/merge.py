@@ -92,7 +92,10 @@ def cmd_merge(args: Namespace) -> int:
             learned=Learned(partial_reason="; ".join(missing) if missing else None),
         )
     with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
-        failing = write_outputs(args.output, summary, console.FailingPass.of(summary))
+        comparison = (
+            baseline.comparison(summary.get("metrics") or {}) if baseline is not None else None
+        )
+        failing = write_outputs(args.output, summary, console.FailingPass.of(summary), comparison)
     print(console.render(summary, color=console.use_color(sys.stdout), failing=failing))
     if args.dry_run:
         print_comment(summary, args.output)

@@ -13,6 +13,11 @@ Missing evidence is never a pass: a folder without summary.json or results.jsonl
 results.jsonl, another suite's results, or a metric the baseline does not have (added or renamed
 since) gives the regression gate ``{"missing": why}``, so it reports ``no_baseline`` and follows
 its ``on_missing_baseline``. A summary.json that is not JSON is bad input (exit 2).
+
+The folder is read once: the same pass keeps the baseline's grades that report.html shows beside
+this run's, and :meth:`Baseline.comparison` hands every report the one comparison
+(:mod:`ci_evals.gating.comparison`). :func:`compare_folder` builds it for a results folder written
+earlier (``ci-evals report``), through the same code.
 """
 
 from __future__ import annotations
@@ -23,6 +28,14 @@ from typing import TypedDict
 
 from ci_evals._util.errors import ConfigError
 from ci_evals.gating.aggregate import Aggregator, Model
+from ci_evals.gating.comparison import (
+    BaselineGrades,
+    Comparison,
+    RowKey,
+    regressed_index,
+    row_key,
+    shown_grades,
+)
 from ci_evals.gating.gates import GateSpec, metric_value
 from ci_evals.gating.regression import GateFacts
 from ci_evals.results.files import RESULTS, SUMMARY, Trust, foreign_shape, read_summary, records
@@ -58,6 +71,7 @@ class Baseline:
         self.suite: str | None = None
         self._diffs: dict[Model, Diff] = {}  # computed once the current run has finished
         self._aggs: dict[tuple[str, Model], MetricEntry] = {}  # the baseline's, per (metric, model)
+        self.grades: dict[RowKey, BaselineGrades] = {}  # as report.html shows them, per line
         summary_path = folder / SUMMARY
         if not folder.is_dir():
             self.missing = f"baseline folder {folder} does not exist"
@@ -80,6 +94,7 @@ class Baseline:
         with foreign_shape(str(folder / RESULTS), "baseline results.jsonl"):
             for rec in records(folder / RESULTS, Trust.OTHER, what="baseline results.jsonl"):
                 agg.add(rec)
+                self.grades[row_key(rec)] = shown_grades(rec)
             agg.flush_pending()
         if not agg.records:
             self.missing = f"baseline results.jsonl in {folder} is empty"
@@ -92,6 +107,7 @@ class Baseline:
         theirs = self.summary.get("suite")
         if not self.missing and suite is not None and theirs != suite:
             self.missing = f"the baseline is of suite {theirs!r}, not {suite!r}"
+            self.grades = {}  # another suite's lines: never shown beside this run's
 
     def _diff(self, model: Model = None) -> Diff:
         if model not in self._diffs:
@@ -137,10 +153,7 @@ class Baseline:
             return {"missing": f"the baseline has no metric {name!r} (added or renamed since?)"}
         if model is not None and model not in theirs.metrics:
             return {"missing": f"the baseline has no results for model {model!r}"}
-        key = (name, model)
-        if key not in self._aggs:  # each gate on the metric reads the same aggregate
-            self._aggs[key] = theirs.aggregate(name, model)
-        value = metric_value(gate, self._aggs[key])
+        value = metric_value(gate, self._aggregate(theirs, name, model))
         if value is None:
             return {"missing": f"the baseline's {name!r} has no graded sample"}
         diff = self._diff(model)
@@ -151,6 +164,14 @@ class Baseline:
             "diffs": self.paired(name, model, accuracy=gate.metric == "accuracy"),
             "noisy": self.noisy(name),
         }
+
+    def _aggregate(self, theirs: Aggregator, name: str, model: Model = None) -> MetricEntry:
+        """The baseline's aggregate of metric ``name``, computed once (every gate on the metric and
+        the summary's block read the same one)."""
+        key = (name, model)
+        if key not in self._aggs:
+            self._aggs[key] = theirs.aggregate(name, model)
+        return self._aggs[key]
 
     def paired(self, name: str, model: Model = None, *, accuracy: bool = False) -> list[float]:
         """``now - before`` of metric ``name`` for every sample graded in both runs (its pass as 0/1
@@ -203,7 +224,7 @@ class Baseline:
             }
         metrics: dict[str, BaselineMetric] = {}
         for name, cur in summary_metrics.items():
-            b: MetricEntry = theirs.aggregate(name) if name in theirs.names else {}
+            b: MetricEntry = self._aggregate(theirs, name) if name in theirs.names else {}
             metrics[name] = {
                 "baseline_mean": b.get("mean"),
                 "mean": cur["mean"],
@@ -222,6 +243,41 @@ class Baseline:
             "metrics": metrics,
             **self._diff(),
         }
+
+    def comparison(self, summary_metrics: dict[str, MetricEntry]) -> Comparison:
+        """The finished run compared with this baseline, as every report shows it: the summary's
+        block (for ``summary_metrics``, this run's), its regressions by (model, sample id), and the
+        baseline's grades per line (none when the baseline cannot be compared)."""
+        block = self.summary_block(summary_metrics)
+        if block.get("missing"):
+            return Comparison(block)
+        return Comparison(block, regressed_index(block), self.grades)
+
+
+def compare_folder(summary: Summary, folder: Path, baseline: Path, trust: Trust) -> Comparison:
+    """The comparison of a results folder written earlier (its ``summary``, and its results.jsonl
+    read at ``trust``) with the ``baseline`` folder (``ci-evals report``, which may name another
+    baseline than the run did): each folder read once, this one's lines first (each checked before
+    anything renders them), the regressions after the suite's reducer as a run finds them."""
+    config = summary.get("config")
+    with foreign_shape(str(folder / SUMMARY), "summary.json"):
+        current = Aggregator(config, keep_outcomes=True) if config else None
+    with foreign_shape(str(folder / RESULTS), RESULTS):
+        for rec in records(folder / RESULTS, trust):
+            if current is not None:
+                current.add(rec)
+        if current is not None:
+            current.flush_pending()
+    base = Baseline(baseline)
+    if current is None:
+        base.missing = base.missing or (
+            "summary.json has no 'config' block (written by an older version?): "
+            "its samples cannot be matched with the baseline's"
+        )
+        return base.comparison({})
+    base.attach(current, suite=summary.get("suite"))
+    with foreign_shape(str(folder / SUMMARY), "summary.json"):
+        return base.comparison(summary.get("metrics") or {})
 
 
 def _delta(now: float | None, before: float | None) -> float | None:

@@ -79,7 +79,8 @@ def check_results(folder: str | Path) -> int:
     return check_records(Path(folder) / RESULTS, Trust.HOSTILE)
 
 
-def iter_results(folder: str | Path) -> Iterator[ResultRecord]:
-    """The folder's results.jsonl records, checked as a hostile artifact, each made inert."""
+def inert_results(folder: str | Path) -> Iterator[ResultRecord]:
+    """The folder's results.jsonl records, checked as a hostile artifact, each made inert (see
+    :func:`ci_evals.reports.write.own_results` for this run's own, trusted as written)."""
     for rec in records(Path(folder) / RESULTS, Trust.HOSTILE):
         yield neutralise_tree(rec)

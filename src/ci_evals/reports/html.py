@@ -19,11 +19,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci_evals.gating.comparison import Comparison
 from ci_evals.gating.verdict import stability_note, unstable
 from ci_evals.reports import text as fmt
 from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, Scan, build_data
 from ci_evals.reports.verdicts import verdict_of, words_of
-from ci_evals.results.files import Trust, baseline_reference
+from ci_evals.results.files import Trust
 from ci_evals.results.records import Summary
 from ci_evals.results.writer import write_text
 
@@ -159,22 +160,25 @@ def warm() -> None:
 def render_report(
     summary: Summary,
     results: Path,
-    baseline: Path | None = None,
+    comparison: Comparison | None = None,
     *,
     max_rows: int = MAX_ROWS,
     max_bytes: int = MAX_DATA_BYTES,
     trust: Trust = Trust.OWN,
     scan: Scan | None = None,
 ) -> str:
-    """The whole report.html as text; ``scan``: the first pass over the results, already fed
-    (:func:`report_scan`), whose results, baseline and limits then apply."""
+    """The whole report.html as text; ``comparison``: the run's with its baseline (its block, its
+    regressions and the baseline's grades; None: summary.json's baseline block, no baseline columns);
+    ``scan``: the first pass over the results, already fed (:func:`report_scan`), whose results,
+    comparison and limits then apply."""
     from markupsafe import Markup
 
     if scan is not None:
-        max_rows, max_bytes = scan.max_rows, scan.max_bytes
+        max_rows, max_bytes, comparison = scan.max_rows, scan.max_bytes, scan.comparison
     data, details, facts = build_data(
-        summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes, trust=trust, scan=scan
+        summary, results, comparison, max_rows=max_rows, max_bytes=max_bytes, trust=trust, scan=scan
     )
+    base = comparison.block if comparison is not None else summary.get("baseline")
     script, style = _asset("report.js"), _asset("report.css")
     groups = (summary.get("errors") or {}).get("groups")
     models = list(summary.get("models") or {}) or facts["models"]
@@ -197,30 +201,27 @@ def render_report(
         ],
         groups=groups if isinstance(groups, list) else facts["groups"],
         models=models,
-        base_metrics=(summary.get("baseline") or {}).get("metrics") or {},
+        base=base,
+        base_metrics=(base or {}).get("metrics") or {},
         scan=facts,
         max_rows=max_rows,
         max_mb=f"{max_bytes / 1e6:g}",
     )
 
 
-def report_scan(
-    out: Path, summary: Summary, baseline: Path | None = None, trust: Trust = Trust.OWN
-) -> Scan:
+def report_scan(out: Path, comparison: Comparison | None = None, trust: Trust = Trust.OWN) -> Scan:
     """report.html's first pass over ``out/results.jsonl``, to be fed line by line (or with
     :meth:`~ci_evals.reports.report_data.Scan.feed`) and handed to :func:`write_report`.
 
-    The baseline columns come from ``baseline`` or, when not given, from the folder summary.json
-    names (a folder from elsewhere: only inside the current directory, see
-    :func:`ci_evals.results.files.baseline_reference`).
+    ``comparison``: the run's with its baseline, read once by the caller
+    (:meth:`ci_evals.gating.baseline.Baseline.comparison`, or
+    :func:`ci_evals.gating.baseline.compare_folder` for a folder written earlier): the baseline
+    columns and the regressed rows; None: neither.
     ``trust`` is how far ``out`` is trusted (a folder from elsewhere is checked line by line).
     """
-    if baseline is None:
-        baseline = baseline_reference(summary, out, None if trust is Trust.OWN else Path.cwd())[0]
     return Scan(
-        summary,
         out / "results.jsonl",
-        baseline,
+        comparison,
         max_rows=MAX_ROWS,
         max_bytes=MAX_DATA_BYTES,
         trust=trust,
@@ -230,15 +231,15 @@ def report_scan(
 def write_report(
     out: Path,
     summary: Summary,
-    baseline: Path | None = None,
+    comparison: Comparison | None = None,
     trust: Trust = Trust.OWN,
     scan: Scan | None = None,
 ) -> Path:
     """Write ``out/report.html`` (atomically, never through a symlink) and return its path.
 
-    ``baseline`` and ``trust`` as for :func:`report_scan`; ``scan``: that pass, already fed.
+    ``comparison`` and ``trust`` as for :func:`report_scan`; ``scan``: that pass, already fed.
     """
     if scan is None:
-        scan = report_scan(out, summary, baseline, trust).feed()
+        scan = report_scan(out, comparison, trust).feed()
     text = render_report(summary, out / "results.jsonl", scan=scan)
     return write_text(out / "report.html", text)

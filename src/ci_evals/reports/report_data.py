@@ -19,14 +19,8 @@ from typing import Any
 import orjson
 from typing_extensions import TypedDict
 
-from ci_evals.reports.report_rows import (
-    Baseline,
-    Cut,
-    SampleKey,
-    page_row,
-    regression_index,
-    row_key,
-)
+from ci_evals.gating.comparison import Comparison, row_key
+from ci_evals.reports.report_rows import Cut, page_row
 from ci_evals.results.files import Trust, iter_records
 from ci_evals.results.records import ResultRecord, Summary
 
@@ -105,14 +99,14 @@ class Scan:
     every line still fits the limits, the usual case) the rows themselves, so no second pass is needed.
 
     ``results`` is the file being read (its line count says up front whether every row can fit),
-    ``baseline`` the folder whose grades the page shows beside this run's.
+    ``comparison`` the run's with its baseline (the baseline's grades the page shows beside this
+    run's, the samples that regressed), None without one.
     """
 
     def __init__(
         self,
-        summary: Summary,
         results: Path,
-        baseline: Path | None = None,
+        comparison: Comparison | None = None,
         *,
         max_rows: int = MAX_ROWS,
         max_bytes: int = MAX_DATA_BYTES,
@@ -124,8 +118,7 @@ class Scan:
             max_bytes,
             trust,
         )
-        self.base = Baseline(baseline)
-        self.regs = regression_index(summary)
+        self.comparison = comparison
         self.total = 0
         self.keep: list[int] = []
         self.others: list[int] = []
@@ -172,7 +165,7 @@ class Scan:
             if not g.get("passed"):
                 failing = True
         if self.tables is not None:
-            table, detail = page_row(rec, self._cut, self.base, self.regs)
+            table, detail = page_row(rec, self._cut, self.comparison)
             t, d = script_json(table), script_json(detail)
             self.tables.append(t)
             self.details.append(d)
@@ -183,10 +176,10 @@ class Scan:
             )
             if self.size > self.max_bytes or total > self.max_rows:
                 self.tables, self.details = None, []
-        if (
-            failing
-            or (self.regs and row_key(rec)[:2] in self.regs)
-            or (self.base.grades and self.base.regressed(row_key(rec), grades))
+        if failing or (
+            self.comparison is not None
+            and self.comparison.regressed
+            and self.comparison.regressed_on(row_key(rec))
         ):
             self.keep.append(i)
         elif len(self.others) < self.max_rows:  # reservoir sample of the passing lines
@@ -225,8 +218,7 @@ def _rows_json(
     results: Path,
     keep: set[int],
     cut: Cut,
-    base: Baseline,
-    regs: dict[SampleKey, set[str]],
+    comparison: Comparison | None,
     max_bytes: int | None,
     trust: Trust,
 ) -> tuple[list[str], list[str], int]:
@@ -236,7 +228,7 @@ def _rows_json(
     details: list[str] = []
     size = 0
     for _, rec in iter_records(results, trust, keep):
-        table, detail = page_row(rec, cut, base, regs)
+        table, detail = page_row(rec, cut, comparison)
         tables.append(script_json(table))
         details.append(script_json(detail))
         size += len(tables[-1].encode("utf-8")) + len(details[-1].encode("utf-8")) + 2
@@ -248,7 +240,7 @@ def _rows_json(
 def build_data(
     summary: Summary,
     results: Path,
-    baseline: Path | None = None,
+    comparison: Comparison | None = None,
     *,
     max_rows: int = MAX_ROWS,
     max_bytes: int = MAX_DATA_BYTES,
@@ -256,14 +248,13 @@ def build_data(
     scan: Scan | None = None,
 ) -> tuple[str, str, PageFacts]:
     """(the page's data and the rows' details as script-safe JSON, facts for the template), cutting
-    texts to fit ``max_bytes``; ``results`` is read at ``trust`` (see ci_evals.results.files).
-    ``scan``: the first pass, already fed (its own results, baseline and limits then apply)."""
+    texts to fit ``max_bytes``; ``results`` is read at ``trust`` (see ci_evals.results.files);
+    ``comparison``: the run's with its baseline (None: no baseline columns, nothing regressed).
+    ``scan``: the first pass, already fed (its own results, comparison and limits then apply)."""
     if scan is None:
-        scan = Scan(
-            summary, results, baseline, max_rows=max_rows, max_bytes=max_bytes, trust=trust
-        ).feed()
+        scan = Scan(results, comparison, max_rows=max_rows, max_bytes=max_bytes, trust=trust).feed()
     results, max_rows, max_bytes, trust = scan.results, scan.max_rows, scan.max_bytes, scan.trust
-    base, regs = scan.base, scan.regs
+    comparison = scan.comparison
     eager = (scan.tables, scan.details, scan.size) if scan.tables is not None else None
     facts = scan.result()
     metrics = summary.get("metrics") or {}
@@ -276,7 +267,7 @@ def build_data(
     while eager is None:
         cut = Cut(cap)
         rows, details, size = _rows_json(
-            results, keep, cut, base, regs, max_bytes if len(keep) > 1 else None, trust
+            results, keep, cut, comparison, max_bytes if len(keep) > 1 else None, trust
         )
         if size <= max_bytes or len(keep) <= 1:
             break
@@ -292,7 +283,7 @@ def build_data(
                 {"key": k, "label": (metrics.get(k) or {}).get("label") or k} for k in names
             ],
             "total_rows": facts["total"],
-            "has_baseline": bool(base.grades),
+            "has_baseline": comparison is not None and bool(comparison.grades),
             "text_cap": cap,
         }
     )

@@ -3,47 +3,18 @@
 A text longer than the cut is kept as ``{"text", "length"}`` (the page shows the cut and the full
 length); a text said twice in a line is stored once, as a reference; empty entries are left out
 (the page reads a missing key as empty). The baseline's grades for the same sample go beside this
-run's, and a grade that passed there and fails here is marked regressed.
+run's, and the metrics on which its (model, sample id) regressed are listed: both from the run's
+one :class:`~ci_evals.gating.comparison.Comparison` (a row regressed exactly when the regression
+gates count its sample).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from typing_extensions import TypedDict
-
-from ci_evals.results.files import Trust, records
+from ci_evals.gating.comparison import Capped, Comparison, capped, row_key
 from ci_evals.results.line import submissions_of
-from ci_evals.results.records import Grade, Message, ResultRecord, Summary
-
-BASELINE_RATIONALE_CAP = 1_000
-
-RowKey = tuple[str | None, str, int]
-"""(model, sample id, run): what tells result lines apart."""
-SampleKey = tuple[str | None, str]
-"""(model, sample id): how summary.json's baseline block names a regressed sample."""
-PageGrades = dict[str, dict[str, Any]]
-"""One line's grades as the page shows them, by grader: score, passed, error, rationale."""
-
-
-class CutText(TypedDict):
-    """A text longer than its cut: the first ``limit`` characters and the full length."""
-
-    text: str
-    length: int
-
-
-Capped = str | CutText | None
-
-
-def capped(value: Any, limit: int) -> Capped:
-    """Text cut to ``limit`` characters as ``{"text", "length"}``; other values as text; None stays."""
-    if value is None:
-        return None
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else {"text": text[:limit], "length": len(text)}
+from ci_evals.results.records import Message, ResultRecord
 
 
 class Cut:
@@ -73,72 +44,14 @@ def _compact(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v or (v is not False and v == 0)}
 
 
-def row_key(rec: ResultRecord) -> RowKey:
-    """(model, sample id, run): what tells result lines apart."""
-    return rec.get("model"), str(rec.get("sample_id")), rec.get("run") or 0
-
-
 def _hits(holder: Any) -> int:
     """LLM calls answered from the cache, as a record (its target) or a grade's metadata counts them."""
     n = holder.get("cache_hits") if isinstance(holder, dict) else None
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
 
 
-class Baseline:
-    """The baseline folder's grades per (model, sample, run), for the side-by-side columns."""
-
-    def __init__(self, folder: Path | None) -> None:
-        self.folder = folder
-        self.grades: dict[RowKey, PageGrades] = {}
-        if folder is None:
-            return
-        for rec in records(folder / "results.jsonl", Trust.OTHER, what="baseline results.jsonl"):
-            self.grades[row_key(rec)] = {
-                name: _compact(
-                    {
-                        "score": g.get("score"),
-                        "passed": bool(g.get("passed")),
-                        "error": capped(g.get("error"), BASELINE_RATIONALE_CAP),
-                        "rationale": capped(g.get("rationale"), BASELINE_RATIONALE_CAP),
-                    }
-                )
-                for name, g in (rec.get("grades") or {}).items()
-            }
-
-    def of(self, key: RowKey) -> PageGrades | None:
-        """The same sample's grades: same model and run, else its first run, else a model-less baseline."""
-        if not self.grades:
-            return None
-        model, sid, run = key
-        for k in (key, (model, sid, 0), (None, sid, run), (None, sid, 0)):
-            if k in self.grades:
-                return self.grades[k]
-        return None
-
-    def regressed(self, key: RowKey, grades: dict[str, Grade]) -> list[str]:
-        if not self.grades:
-            return []
-        old = self.of(key) or {}
-        return [
-            n
-            for n, g in grades.items()
-            if n in old and old[n].get("passed") and not g.get("passed")
-        ]
-
-
-def regression_index(summary: Summary) -> dict[SampleKey, set[str]]:
-    """summary.json's baseline regressions: (model, sample id) -> the metrics that regressed."""
-    index: dict[SampleKey, set[str]] = {}
-    for i in (summary.get("baseline") or {}).get("regressions") or []:
-        if isinstance(i, dict):
-            index.setdefault((i.get("model"), str(i.get("sample_id"))), set()).add(
-                str(i.get("metric"))
-            )
-    return index
-
-
 def page_row(
-    rec: ResultRecord, cut: Cut, base: Baseline, regs: dict[SampleKey, set[str]]
+    rec: ResultRecord, cut: Cut, comparison: Comparison | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One result line as the page reads it: (what the table needs, the texts for the detail and
     search, which the page parses only on first use). Every text is capped; empty entries are left out."""
@@ -201,12 +114,8 @@ def page_row(
         if entry:
             texts[name] = entry
     costs = [c for c in costs if isinstance(c, int | float)]
-    regressed = (
-        (regs.get(key[:2], set()) | set(base.regressed(key, grades_in)))
-        if regs or base.grades
-        else ()
-    )
-    old = base.of(key)
+    regressed = comparison.regressed_on(key) if comparison is not None else ()
+    old = comparison.grades_of(key) if comparison is not None else None
     inp = rec.get("input")
     inputs = {
         t: i

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ci_evals._util import forks, gcpolicy
 from ci_evals._util.bounds import dumps
+from ci_evals.gating.comparison import Comparison
 from ci_evals.reports.digest import Digester
 from ci_evals.reports.failing import FailingPass, FailingTally
 from ci_evals.reports.html import report_scan, write_report
@@ -27,14 +28,18 @@ BESIDE_BYTES = 4 << 20
 processes (measured at 10,000 lines, 8.5 MB: 1.9-2.3 s for the whole run against 2.2-2.5 s)."""
 
 
-def iter_results(path: Path) -> Iterator[ResultRecord]:
-    """Stream the records of this run's own results.jsonl (a torn line is skipped); see
-    :mod:`ci_evals.results.files` for folders from elsewhere."""
+def own_results(path: Path) -> Iterator[ResultRecord]:
+    """Stream the records of this run's own results.jsonl, trusted as written (a torn line is
+    skipped); see :mod:`ci_evals.results.files` for folders from elsewhere and
+    :func:`ci_evals.reports.artifact.inert_results` for a hostile artifact's."""
     return records(path, Trust.OWN)
 
 
 def write_outputs(
-    out: Path, summary: Summary, failing: FailingPass | None = None
+    out: Path,
+    summary: Summary,
+    failing: FailingPass | None = None,
+    comparison: Comparison | None = None,
 ) -> FailingTally | None:
     """summary.json, summary.md, junit.xml and report.html in ``out`` (results.jsonl is already
     there, this run's own), each written whole to a temporary file and renamed, never through a symlink.
@@ -44,7 +49,11 @@ def write_outputs(
     while this one writes report.html (each was about half of the reports' time at 100k lines).
 
     ``failing``: the console's failing samples, gathered in the same read (a large results.jsonl
-    read once more for them took 1-2 s at 100k lines); returns what it gathered."""
+    read once more for them took 1-2 s at 100k lines); returns what it gathered.
+
+    ``comparison``: the run's with its baseline (:meth:`ci_evals.gating.baseline.Baseline.comparison`),
+    for report.html's baseline columns and regressed rows; summary.md and junit.xml read the same
+    comparison's block in ``summary``."""
     out.mkdir(parents=True, exist_ok=True)
     write_text(
         out / "summary.json", dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n"
@@ -52,12 +61,12 @@ def write_outputs(
     results = out / "results.jsonl"
     with gcpolicy.streaming():
         if _size(results) < BESIDE_BYTES:
-            page = report_scan(out, summary)
+            page = report_scan(out, comparison)
             tally = _write_md_junit(out, summary, page.add, failing)
             write_report(out, summary, scan=page)
             return tally
         side = forks.Beside(lambda: _write_md_junit(out, summary, failing=failing))
-        page = report_scan(out, summary)
+        page = report_scan(out, comparison)
         page.feed()
         write_report(out, summary, scan=page)
         return side.join()

@@ -18,7 +18,7 @@ from ci_evals.llm import pool
 from ci_evals.reports import console, html
 from ci_evals.reports.comment import render_comment
 from ci_evals.reports.letta_agents import console_lines
-from ci_evals.reports.write import iter_results, write_outputs
+from ci_evals.reports.write import own_results, write_outputs
 from ci_evals.results.layout import DEFAULT_OUTPUT
 from ci_evals.results.records import Selection, Shard, Summary
 from ci_evals.results.writer import refuse_links
@@ -35,7 +35,7 @@ from ci_evals.suite.loader import load_suite
 def print_comment(summary: Summary, out: Path) -> None:
     body = render_comment(
         summary,
-        iter_results(out / "results.jsonl"),
+        own_results(out / "results.jsonl"),
         run_url=None,
         marker_key=summary.get("suite") or "suite",
     )
@@ -149,8 +149,11 @@ def _run_suite(
             summary = lanes.execute(runner)  # in this process, or in one per core when CPU-bound
             held.stopping = bool(summary.get("partial"))
             gather = None if args.quiet else console.FailingPass.of(summary)
+            comparison = (  # the baseline read once: every report's regressions and columns
+                baseline.comparison(summary.get("metrics") or {}) if baseline is not None else None
+            )
             failing = write_outputs(
-                out, summary, gather
+                out, summary, gather, comparison
             )  # the console's failing samples, in the same read
             if args.shard and suite.dataset.count == 0:
                 print(
