@@ -25,11 +25,13 @@ from ci_evals.gating.verdict import decide
 from ci_evals.results.records import (
     EndpointReport,
     GateResult,
+    LettaBlock,
     MetricEntry,
     Selection,
     Shard,
     StopSignal,
     Summary,
+    Workers,
 )
 
 
@@ -75,11 +77,11 @@ class Learned:
     """What a run learned as it went, beyond its records: summary.json's blocks only the run could
     know (each left out when None)."""
 
-    letta: dict[str, Any] | None = None
+    letta: LettaBlock | None = None
     """Agents left on a Letta server, or kept on purpose."""
     endpoints: list[EndpointReport] | None = None
     """Each LLM endpoint's calls, throttling, settled concurrency and breaker."""
-    workers: dict[str, Any] | None = None
+    workers: Workers | None = None
     """A run split across worker processes: ``{processes, failed}``."""
     partial_reason: str | None = None
     """Why the run is partial though not interrupted (a worker died, a shard is missing...)."""

@@ -11,13 +11,16 @@ retry is counted. ``letta_client`` is imported only inside functions.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.errors import SampleError
 from ci_evals._util.netcause import SYSTEMATIC, cause_of
 from ci_evals._util.redact import MESSAGE_LIMIT, scrub_and_shorten
 from ci_evals.letta.retries import import_backoff, server_asked, transient
+
+if TYPE_CHECKING:  # the summary.json types only: importing ci_evals.letta loads no pydantic
+    from ci_evals.results.records import LettaAgent, LettaBlock
 
 
 def shown_url(url: str) -> str:
@@ -126,8 +129,8 @@ class AgentLedger:
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
         self.live: dict[str, str | None] = {}  # id -> name
-        self.kept: list[dict[str, Any]] = []
-        self.leftover: list[dict[str, Any]] = []
+        self.kept: list[LettaAgent] = []
+        self.leftover: list[LettaAgent] = []
         self.errors: dict[str, str] = {}
 
     def add(self, agent_ids: list[str], name: str | None) -> None:
@@ -159,11 +162,11 @@ class AgentLedger:
             )
         self.live.clear()
 
-    def report(self) -> dict[str, list[dict[str, Any]]]:
+    def report(self) -> LettaBlock:
         return {"leftover_agents": list(self.leftover), "kept_agents": list(self.kept)}
 
 
-def letta_report(ledgers: list[AgentLedger]) -> dict[str, Any] | None:
+def letta_report(ledgers: list[AgentLedger]) -> LettaBlock | None:
     """summary.json's ``letta`` block from the ledgers of the target and the graders (None if empty).
 
     ``base_url`` (without credentials) is the server of the first ledger that has agents to show.

@@ -8,10 +8,9 @@ names come from the server, so they are shell-quoted in the command and escaped 
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from ci_evals.reports.text import escape_md, fenced
-from ci_evals.results.records import Summary
+from ci_evals.results.records import LettaAgent, Summary
 
 MAX_LISTED = 20
 
@@ -26,7 +25,7 @@ def delete_command(base_url: str, ids: list[str]) -> str:
     )
 
 
-def _parts(summary: Summary) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+def _parts(summary: Summary) -> tuple[list[LettaAgent], list[LettaAgent], str]:
     block = summary.get("letta") or {}
     base = str(block.get("base_url") or "$LETTA_BASE_URL")
     return list(block.get("leftover_agents") or []), list(block.get("kept_agents") or []), base

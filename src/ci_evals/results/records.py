@@ -305,6 +305,32 @@ class SampleChange(TypedDict, total=False):
 
 
 @with_config(_OPEN)
+class LettaAgent(TypedDict, total=False):
+    """An agent a run created on the Letta server and did not delete: kept on purpose, or left over."""
+
+    id: str
+    name: str | None
+    error: str  # a leftover: why it could not be deleted
+
+
+@with_config(_OPEN)
+class LettaBlock(TypedDict, total=False):
+    """summary.json ``letta``: the agents a run left on the server, and which server."""
+
+    leftover_agents: list[LettaAgent]
+    kept_agents: list[LettaAgent]
+    base_url: str
+
+
+@with_config(_OPEN)
+class Workers(TypedDict, total=False):
+    """summary.json ``workers``: a run split across worker processes."""
+
+    processes: Count
+    failed: list[str]
+
+
+@with_config(_OPEN)
 class GateFlag(TypedDict, total=False):
     """summary.json ``gate``: true exactly when the verdict is ``passed``."""
 
@@ -346,7 +372,7 @@ class Summary(TypedDict, total=False):
     shard: Shard | None
     selection: Selection
     endpoints: list[EndpointReport]
-    letta: dict[str, Any] | None
+    letta: LettaBlock | None
     merged_from: list[str]
     partial_reason: str
-    workers: dict[str, Any]  # a run split across worker processes: {processes, failed}
+    workers: Workers

@@ -44,7 +44,7 @@ import orjson
 
 from ci_evals._util import forks
 from ci_evals._util.redact import scrub
-from ci_evals.results.records import ResultRecord, Summary
+from ci_evals.results.records import ResultRecord, Summary, Workers
 from ci_evals.results.writer import write_text
 from ci_evals.run import parts
 from ci_evals.run.exits import INTERRUPTED, ExitCode
@@ -247,7 +247,9 @@ def _execute_split(runner: Runner, n: int) -> Summary:
             if len(failed) == 1
             else ": their samples left were not run"
         )
-    workers_block = {"processes": n, **({"failed": failed} if failed else {})}
+    workers_block: Workers = {"processes": n}
+    if failed:
+        workers_block["failed"] = failed
     learned = replace(outcome.learned, workers=workers_block, partial_reason=why)
     for line in failed:
         print(

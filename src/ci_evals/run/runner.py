@@ -36,6 +36,7 @@ from ci_evals.results.files import RESULTS, Trust, foreign_shape, iter_records
 from ci_evals.results.line import record_line
 from ci_evals.results.records import (
     EndpointReport,
+    LettaBlock,
     ResultRecord,
     Selection,
     Shard,
@@ -307,7 +308,7 @@ class Runner:
                     scrub(f"warning: cleanup failed: {type(exc).__name__}: {exc}"), file=sys.stderr
                 )
 
-    def _report_agents(self) -> dict[str, Any] | None:
+    def _report_agents(self) -> LettaBlock | None:
         """summary.json ``letta``: agents left on a Letta server (failed deletes) or kept on purpose."""
         ledgers = [getattr(part, "ledger", None) for part in self._parts()]
         if any(ledgers):
