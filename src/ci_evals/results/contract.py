@@ -11,10 +11,10 @@ published in docs/schemas/ are :func:`json_schemas` (tests/test_contract.py keep
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import ErrorDetails
 
 from ci_evals._util.text import shorten
 from ci_evals.results.records import Grade, ResultRecord, Shard, Summary
@@ -52,7 +52,7 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _phrase(err: ErrorDetails) -> str:
+def _phrase(err: Mapping[str, Any]) -> str:  # pydantic's ErrorDetails
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind in ("greater_than_equal", "less_than_equal"):
         bound = ctx.get("ge", ctx.get("le"))
