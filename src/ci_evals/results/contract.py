@@ -11,7 +11,7 @@ published in docs/schemas/ are :func:`json_schemas` (tests/test_contract.py keep
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -111,11 +111,10 @@ def record_problem(rec: Any) -> str | None:
     return _grades_problem(rec["grades"].items())
 
 
-def _grades_problem(grades: Any) -> str | None:
+def _grades_problem(grades: Iterable[tuple[str, Grade]]) -> str | None:
     """A grade without an error must have a score (an errored grade's is null)."""
     for name, grade in grades:
-        g: Grade = grade
-        if g.get("score") is None and not g.get("error"):
+        if grade.get("score") is None and not grade.get("error"):
             return f"grades.{shorten(str(name), 40)}.score must be a number"
     return None
 

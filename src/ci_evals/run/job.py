@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from ci_evals._util.errors import SampleError
 from ci_evals._util.textsafe import clean_sample, clean_trajectory
@@ -18,7 +19,7 @@ from ci_evals.core.rule import passes
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.graders.tool import ToolGrader
-from ci_evals.results.records import Grade, ResultRecord, make_grade
+from ci_evals.results.records import Grade, RecordError, ResultRecord, make_grade
 from ci_evals.run.perturn import grade_per_turn
 from ci_evals.suite.loader import GraderSlot, LoadedSuite
 from ci_evals.usercode import lane as usercode
@@ -68,6 +69,30 @@ def _grader_error(slot: GraderSlot, exc: BaseException) -> Grade:
     return make_grade(
         error=f"grader '{slot.name}' raised {type(exc).__name__}: {exc}", category="grading"
     )
+
+
+def _record(
+    sample: Sample,
+    run: int,
+    model: str | None,
+    error: RecordError | None,
+    grades: dict[str, Grade],
+    submission: dict[str, Any],
+    usage: dict[str, int],
+) -> ResultRecord:
+    """A results line's keys, in the order every line has them (a graded job's and a failed one's)."""
+    return {
+        "sample_id": sample.id,
+        "run": run,
+        "model": model,
+        "input": sample.input,
+        "ground_truth": sample.ground_truth,
+        "tags": sample.tags,
+        "error": error,
+        "grades": grades,
+        "submission": submission,
+        "usage": usage,
+    }
 
 
 def _timing(rec: ResultRecord, elapsed: float, queued: float) -> None:
@@ -149,21 +174,10 @@ class Plan:
             grades["reward"] = await suite.reward.grade(
                 sample, grades, submission, traj, model, {"total": time.perf_counter() - t0}
             )
-        rec: ResultRecord = {
-            "sample_id": sample.id,
-            "run": run,
-            "model": model,
-            "input": sample.input,
-            "ground_truth": sample.ground_truth,
-            "tags": sample.tags,
-            "error": None,
-            "grades": grades,
-            "submission": submission,
-            "usage": traj.usage.to_dict(),
-            "trajectory": {
-                "turns": [[m.to_dict() for m in t] for t in traj.turns],
-                "memory_blocks": dict(traj.memory_blocks),
-            },
+        rec = _record(sample, run, model, None, grades, submission, traj.usage.to_dict())
+        rec["trajectory"] = {
+            "turns": [[m.to_dict() for m in t] for t in traj.turns],
+            "memory_blocks": dict(traj.memory_blocks),
         }
         meta = traj.metadata
         if meta.get("cache_hits"):
@@ -190,21 +204,18 @@ class Plan:
         """The record of a job whose target failed: every metric's grade errored with its error."""
         msg = str(exc) if isinstance(exc, SampleError) else f"{type(exc).__name__}: {exc}"
         category = exc.category if isinstance(exc, SampleError) else "target"
-        rec: ResultRecord = {
-            "sample_id": sample.id,
-            "run": run,
-            "model": model,
-            "input": sample.input,
-            "ground_truth": sample.ground_truth,
-            "tags": sample.tags,
-            "error": {"category": category, "message": msg},
-            "grades": {
+        rec = _record(
+            sample,
+            run,
+            model,
+            {"category": category, "message": msg},
+            {
                 n: make_grade(error=f"{category} error: {msg}", category=category)
                 for n in self.suite.metric_names
             },
-            "submission": {n: "" for n in self.suite.graders},
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0},
-        }
+            {n: "" for n in self.suite.graders},
+            {"prompt_tokens": 0, "completion_tokens": 0},
+        )
         retries = getattr(exc, "retries", 0)
         if retries:
             rec["retries"] = retries
