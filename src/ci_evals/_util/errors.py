@@ -45,7 +45,7 @@ class ConfigError(CiEvalsError):
 class SampleError(CiEvalsError):
     """A failure confined to one sample; it is recorded with its category and counted.
 
-    ``category`` is one of ``target``, ``extraction``, ``grading``.
+    ``category`` is one of ``target``, ``extraction``, ``grading``, ``budget``.
     """
 
     def __init__(self, message: str, *, category: str = "target", retries: int = 0) -> None:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ci_evals._util.errors import ConfigError, did_you_mean, unknown_choice
 from ci_evals._util.text import shorten
+from ci_evals.config.budget import Budget
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -74,6 +75,9 @@ class Context:
         self.cache_dir = cache_dir
         self.offline = offline
         self.pricing = pricing or {}
+        self.budget = Budget()
+        """The run's budgets and spend (ci_evals.config.budget): targets and graders charge every
+        priced call to it and ask it before each call."""
         self.suite_raw: dict[str, Any] | None = (
             None  # the suite as written (graders pick dialect defaults)
         )

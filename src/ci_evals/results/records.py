@@ -116,8 +116,11 @@ class ResultRecord(TypedDict, total=False):
     trajectory: Trajectory
     target: dict[str, Any]  # what the target reported about the call: cost_usd, status, ...
     usage: dict[str, Count]
-    duration_s: Number | None  # the sample's own time, without queueing
-    queued_s: Number  # time waited for a shared resource (a slot, a rate limit)
+    duration_s: Number | None  # the sample's own time (target and graders), without queueing
+    queued_s: Number  # time the target waited for a shared resource (a slot, a rate limit)
+    latency_s: Number | None  # the target's own time; null: answered from the LLM cache
+    steps: Count  # the agent's steps (model calls)
+    tool_calls: Count  # tool calls in the trajectory
     retries: Count  # attempts the target's calls retried
     replaced_chars: Count  # characters neutralised in what the target answered
     cache_hits: Count  # the target's LLM calls answered from the cache
@@ -194,6 +197,67 @@ class MetricEntry(TypedDict, total=False):
 
 
 @with_config(_OPEN)
+class MeasureEntry(TypedDict, total=False):
+    """summary.json ``cost_speed.metrics.<name>``: one built-in metric (results.measures) over
+    the run's results lines (every run of every sample)."""
+
+    label: str
+    unit: str  # "s", "$" or "" (a count)
+    n: Count  # results lines read
+    measured: Count  # lines with a value
+    errors: Count  # lines whose target failed: no value, counted against a gate's error budget
+    cached: Count  # latency: answers from the LLM cache, which have no fresh latency
+    unknown: Count  # lines whose value is not known (an unpriced model)
+    unknown_reasons: list[str]  # why, e.g. "model 'x' has no known price"
+    mean: Number | None
+    median: Number | None
+    p95: Number | None
+    p99: Number | None
+    min: Number | None
+    max: Number | None
+    sum: Number | None
+
+
+@with_config(_OPEN)
+class BudgetReport(TypedDict, total=False):
+    """summary.json ``cost_speed.budget``: the suite's budgets and what stopped."""
+
+    max_steps: Count | None
+    max_tokens: Count | None
+    max_cost_usd: Number | None
+    spent_usd: Number  # what this run's priced calls cost
+    stopped: str | None  # why the run stopped calling (max_cost_usd spent): the verdict is errored
+    stopped_samples: Count  # samples a budget stopped (errors of category "budget")
+
+
+@with_config(_OPEN)
+class CostSpeed(TypedDict, total=False):
+    """summary.json ``cost_speed``: what the run's answers cost and how long they took."""
+
+    metrics: dict[str, MeasureEntry]
+    queued_s: Number  # the targets' time in ci-evals' queue and rate-limit pauses, summed
+    throttled: Count  # the targets' calls a rate limit held back
+    retries: Count  # retried attempts (targets and graders)
+    cache_hits: Count  # calls answered from the LLM cache (targets and graders)
+    cost_usd: Number | None  # the run's known cost: targets and judges, errored samples included
+    unpriced: list[str]  # models that spent tokens at no known price
+    budget: BudgetReport
+
+
+@with_config(_OPEN)
+class MeasureDelta(TypedDict, total=False):
+    """summary.json ``baseline.cost_speed.<name>``: a built-in metric before and now."""
+
+    baseline_mean: Number | None
+    mean: Number | None
+    baseline_p95: Number | None
+    p95: Number | None
+    baseline_sum: Number | None
+    sum: Number | None
+    change_mean: Number | None  # relative: (mean - baseline_mean) / baseline_mean
+
+
+@with_config(_OPEN)
 class RegressionTest(TypedDict, total=False):
     """A regression gate's ``tests[]``: the check, the test it used and its outcome."""
 
@@ -242,6 +306,8 @@ class GateResult(TypedDict, total=False):
     baseline_value: Number | None
     drop: Number | None
     max_drop: Number | None
+    increase: Number | None  # max_increase: the relative increase from the baseline value
+    max_increase: Number | None
     regressions: Count
     improvements: Count
     max_regressions: Count
@@ -280,6 +346,7 @@ class BaselineBlock(TypedDict, total=False):
     improvements: list[SampleChange]
     new: list[str | int]
     removed: list[str | int]
+    cost_speed: dict[str, MeasureDelta]
 
 
 @with_config(_OPEN)
@@ -364,6 +431,7 @@ class Summary(TypedDict, total=False):
     errors: ErrorsBlock
     flaky: Any
     usage: dict[str, Any]
+    cost_speed: CostSpeed
     cache: Any
     retries: Any
     versions: dict[str, Any]

@@ -18,6 +18,7 @@ from ci_evals._util import forks
 from ci_evals._util.errors import ConfigError, did_you_mean
 from ci_evals._util.registry import TARGETS
 from ci_evals._util.text import shorten
+from ci_evals.config.budget import Budget
 from ci_evals.config.dataset import Dataset, Selection
 from ci_evals.config.specs import Context, validate_model
 from ci_evals.config.yamlio import load_yaml
@@ -157,6 +158,9 @@ def _load(
         pricing={k: v.model_dump() for k, v in spec.pricing.items()},
     )
     ctx.suite_raw = raw
+    ctx.budget = Budget(
+        max_steps=spec.max_steps, max_tokens=spec.max_tokens, max_cost_usd=spec.max_cost_usd
+    )
     if num_runs is not None:
         spec.num_runs = num_runs
     selection: Selection = {

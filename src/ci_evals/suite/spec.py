@@ -18,8 +18,10 @@ Reducer = Literal["mean", "median", "max", "pass_at_k", "pass_all_k", "majority"
 
 
 class Price(Strict):
-    input_per_mtok: float = 0.0
-    output_per_mtok: float = 0.0
+    """A model's price in US dollars per million tokens (overrides the maintained price list)."""
+
+    input_per_mtok: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    output_per_mtok: float = Field(default=0.0, ge=0, allow_inf_nan=False)
 
 
 class RateLimit(Strict):
@@ -52,6 +54,18 @@ class SuiteSpec(Strict):
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
     rate_limits: dict[str, RateLimit] = Field(default_factory=dict)
     max_wait: float | None = Field(default=None, ge=MIN_MAX_WAIT)
+    max_steps: int | None = Field(
+        default=None, ge=1, description="Per sample: stop an agent past this many steps."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Per sample: stop a target past this many tokens."
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Per run: stop calling once the run's priced calls cost this many dollars.",
+    )
 
     @field_validator("rate_limits")
     @classmethod

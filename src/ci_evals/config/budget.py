@@ -1,0 +1,73 @@
+"""What a run may spend: per-sample limits (``max_steps``, ``max_tokens``) and the run's
+``max_cost_usd``, and what it has spent so far.
+
+One :class:`Budget` per process, held by the :class:`~ci_evals.config.specs.Context` every target
+and grader sees. Every priced LLM or agent call is charged here (:meth:`Budget.charge`) when its
+answer arrives, and every call asks :meth:`Budget.check` before it is sent: once the run's spend
+reaches ``max_cost_usd`` no further call is made, and the call that asked fails with
+:class:`BudgetExceeded` (the sample errors with the reason; the verdict is ERRORED, never a pass).
+Calls already in flight when the limit is reached finish (they cannot be taken back): the spend
+can pass the limit by at most what ``max_concurrent`` calls cost. Pure data, no I/O.
+"""
+
+from __future__ import annotations
+
+from ci_evals._util.errors import SampleError
+
+
+class BudgetExceeded(SampleError):
+    """A sample stopped by a budget: its own (``max_steps``, ``max_tokens``, the timeout) or the
+    run's (``max_cost_usd``). ``category`` is ``budget``."""
+
+    def __init__(self, message: str, *, retries: int = 0) -> None:
+        super().__init__(message, category="budget", retries=retries)
+
+
+class Budget:
+    """A run's limits and its spend. ``None`` limits are no limit."""
+
+    __slots__ = ("max_steps", "max_tokens", "max_cost_usd", "spent_usd", "stopped")
+
+    def __init__(
+        self,
+        *,
+        max_steps: int | None = None,
+        max_tokens: int | None = None,
+        max_cost_usd: float | None = None,
+    ) -> None:
+        self.max_steps = max_steps
+        self.max_tokens = max_tokens
+        self.max_cost_usd = max_cost_usd
+        self.spent_usd = 0.0
+        self.stopped: str | None = None
+        """Why the run stopped calling (the run's budget was spent), or None."""
+
+    def charge(self, cost: float | None) -> None:
+        """Add one call's cost (None: an unpriced call, nothing known to add)."""
+        if cost is None or cost <= 0:
+            return
+        self.spent_usd += cost
+        if (
+            self.max_cost_usd is not None
+            and self.stopped is None
+            and self.spent_usd >= self.max_cost_usd
+        ):
+            self.stopped = (
+                f"the run's max_cost_usd ${self.max_cost_usd:g} is spent "
+                f"(${self.spent_usd:.4f} so far)"
+            )
+
+    def check(self) -> None:
+        """Raise :class:`BudgetExceeded` once the run's budget is spent: a call must not be sent."""
+        if self.stopped is not None:
+            raise BudgetExceeded(f"not sent: {self.stopped}")
+
+    def check_sample(self, steps: int, tokens: int) -> None:
+        """Raise :class:`BudgetExceeded` when one sample's ``steps`` or ``tokens`` so far are past
+        its limits (the sample stops there)."""
+        if self.max_steps is not None and steps > self.max_steps:
+            raise BudgetExceeded(f"stopped after {steps} steps: past max_steps {self.max_steps}")
+        if self.max_tokens is not None and tokens > self.max_tokens:
+            raise BudgetExceeded(
+                f"stopped after {tokens:,} tokens: past max_tokens {self.max_tokens:,}"
+            )

@@ -1,0 +1,151 @@
+"""The built-in metrics: what an answer cost and how long it took, read from a results line.
+
+A gate can name these without a grader (``metric_key: latency``). Each is read from what the
+runner recorded for the sample (:func:`measure`), never recomputed from a clock or a price list
+afterwards, so a merge, a ``report`` or a baseline computed later give the same figures:
+
+========================  ========================================================================
+``latency``               ``latency_s``: the target's own time for the sample, in seconds, without
+                          ci-evals' queueing and rate-limit pauses (``queued_s``, reported apart)
+``tokens``                the target's prompt + completion tokens (``usage``)
+``prompt_tokens``         the target's prompt tokens
+``completion_tokens``     the target's completion tokens
+``cost_usd``              what the target's calls cost (``target.cost_usd``)
+``steps``                 the agent's steps: model calls (Letta's ``step_count``)
+``tool_calls``            tool calls in the trajectory
+``judge_tokens``          tokens the graders' own model calls used (LLM and agent judges)
+``judge_cost_usd``        what the graders' model calls cost
+========================  ========================================================================
+
+All are lower-is-better. A sample whose target failed has none (an error, counted against the
+gate's error budget); an answer served from the LLM cache has no fresh latency (``cached``,
+left out of latency's aggregates and counted apart); a cost no price is known for is
+``unknown``, never 0, and names the model (a gate on it errors with that line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ci_evals.results.records import ResultRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Builtin:
+    """One built-in metric: its name, the label reports show, and its unit (``s``, ``$``, ``""``)."""
+
+    name: str
+    label: str
+    unit: str
+    judge: bool = False
+
+
+BUILTINS: Final[dict[str, Builtin]] = {
+    b.name: b
+    for b in (
+        Builtin("latency", "Latency", "s"),
+        Builtin("tokens", "Tokens", ""),
+        Builtin("prompt_tokens", "Prompt tokens", ""),
+        Builtin("completion_tokens", "Completion tokens", ""),
+        Builtin("cost_usd", "Cost", "$"),
+        Builtin("steps", "Steps", ""),
+        Builtin("tool_calls", "Tool calls", ""),
+        Builtin("judge_tokens", "Judge tokens", "", judge=True),
+        Builtin("judge_cost_usd", "Judge cost", "$", judge=True),
+    )
+}
+"""Every built-in metric, in the order reports list them."""
+
+BUILTIN_KIND: Final = "builtin"
+"""The ``kind`` a built-in metric has in summary.json's ``metrics`` and ``config.graders``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One sample's value of a built-in metric: a ``value``; or ``errored`` (its target failed);
+    or neither, with ``unknown`` (why no value is known: an unpriced model) or ``cached``."""
+
+    value: float | None = None
+    errored: bool = False
+    cached: bool = False
+    unknown: str | None = None
+
+
+ERRORED: Final = Reading(errored=True)
+CACHED: Final = Reading(cached=True)
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _usage(usage: Any, key: str) -> float:
+    if not isinstance(usage, Mapping):
+        return 0.0
+    return _num(usage.get(key)) or 0.0
+
+
+def _judge(rec: ResultRecord, what: str) -> Reading:
+    """The graders' own calls: their tokens, or their cost (unknown when a judge's model has no
+    price and spent tokens)."""
+    total = 0.0
+    for grade in rec.get("grades", {}).values():
+        meta = grade.get("metadata") if isinstance(grade, Mapping) else None
+        if not isinstance(meta, Mapping):
+            continue
+        if what == "tokens":
+            usage = meta.get("usage")
+            total += _usage(usage, "prompt_tokens") + _usage(usage, "completion_tokens")
+            continue
+        unpriced = meta.get("unpriced")
+        if unpriced:
+            return Reading(unknown=_no_price(unpriced))
+        total += _num(meta.get("cost_usd")) or 0.0
+    return Reading(total)
+
+
+def _no_price(models: Any) -> str:
+    names = models if isinstance(models, list) else [models]
+    shown = ", ".join(repr(str(m)[:80]) for m in names[:3])
+    return f"model {shown} has no known price"
+
+
+def measure(rec: ResultRecord, name: str) -> Reading:
+    """Built-in metric ``name`` of one results line."""
+    if rec.get("error"):
+        return ERRORED
+    if name == "latency":
+        value = _num(rec.get("latency_s"))
+        if value is None:
+            return (
+                CACHED if rec.get("cache_hits") else Reading(unknown="the target gave no latency")
+            )
+        return Reading(value)
+    usage = rec.get("usage")
+    if name == "tokens":
+        return Reading(_usage(usage, "prompt_tokens") + _usage(usage, "completion_tokens"))
+    if name in ("prompt_tokens", "completion_tokens"):
+        return Reading(_usage(usage, name))
+    if name == "cost_usd":
+        target = rec.get("target")
+        target = target if isinstance(target, Mapping) else {}
+        cost = _num(target.get("cost_usd"))
+        if cost is not None:
+            return Reading(cost)
+        if target.get("unpriced"):
+            return Reading(unknown=_no_price(target["unpriced"]))
+        return Reading(unknown="the target reports no cost")
+    if name in ("steps", "tool_calls"):
+        value = _num(rec.get(name))
+        return (
+            Reading(value) if value is not None else Reading(unknown=f"the target gave no {name}")
+        )
+    if name == "judge_tokens":
+        return _judge(rec, "tokens")
+    if name == "judge_cost_usd":
+        return _judge(rec, "cost")
+    raise KeyError(name)
