@@ -93,7 +93,9 @@ def cmd_merge(args: Namespace) -> int:
         )
     with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
         comparison = (
-            baseline.comparison(summary.get("metrics") or {}) if baseline is not None else None
+            baseline.comparison(summary.get("metrics") or {}, summary.get("cost_speed"))
+            if baseline is not None
+            else None
         )
         failing = write_outputs(args.output, summary, console.FailingPass.of(summary), comparison)
     print(console.render(summary, color=console.use_color(sys.stdout), failing=failing))

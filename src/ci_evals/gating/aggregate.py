@@ -18,10 +18,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from ci_evals.core.rule import rule_text
+from ci_evals.core.rule import passes, rule_text
 from ci_evals.gating.error_tally import ErrorTally
+from ci_evals.gating.measured import Measured, MeasuredState
 from ci_evals.gating.repeats import Outcome, Repeats, RepeatsState, judge_repeats, reduce_runs
 from ci_evals.gating.stats import summarize
+from ci_evals.results.measures import BUILTIN_KIND, measure
 from ci_evals.results.records import Grade, MetricEntry, ResultRecord, Summary
 
 Model = str | None
@@ -46,6 +48,7 @@ class AggregatorState(TypedDict):
     flaky: list[dict[str, Any]]
     outcomes: list[list[Any]] | None  # [model, sample id, {metric: [score, passed]}]
     repeats: dict[str, RepeatsState]
+    measured: MeasuredState
 
 
 class _Metric:
@@ -84,6 +87,10 @@ class Aggregator:
             str, Repeats
         ] = {}  # metric -> how its repeats (runs or judge re-asks) agree
         self.names: list[str] = list(config["graders"])
+        self.builtins: list[str] = [  # built-in metrics a gate reads (ci_evals.results.measures)
+            n for n, g in config["graders"].items() if g.get("kind") == BUILTIN_KIND
+        ]
+        self.measured = Measured(keep_samples=keep_outcomes)
         self.rules: dict[str, tuple[str, float]] = {
             n: tuple(g["rule"]) for n, g in config["graders"].items()
         }
@@ -131,8 +138,15 @@ class Aggregator:
                 self.retries += meta.get("retries", 0) or 0
                 self._cost(meta.get("cost_usd"))
         self.errors.samples += errored
+        self.measured.add(rec)
         model = rec.get("model")
         outcome = {n: _outcome(grades[n]) for n in self.names if n in grades}
+        for name in self.builtins:
+            reading = measure(rec, name)
+            if reading.errored:
+                outcome[name] = (None, False, True)
+            elif reading.value is not None:
+                outcome[name] = (reading.value, passes(reading.value, *self.rules[name]), False)
         if self.num_runs == 1:
             self._push(model, outcome, str(rec["sample_id"]))
             return
@@ -250,6 +264,7 @@ class Aggregator:
             if self.outcomes is None
             else [[*key, v] for key, v in self.outcomes.items()],
             "repeats": {name: r.state() for name, r in self.repeats.items()},
+            "measured": self.measured.state(),
         }
 
     def merge(self, state: AggregatorState) -> None:
@@ -278,6 +293,7 @@ class Aggregator:
                 self.outcomes[(model, sid)] = {n: tuple(o) for n, o in value.items()}
         for name, rstate in (state.get("repeats") or {}).items():
             self.repeats.setdefault(name, Repeats(rstate["source"])).merge(rstate)
+        self.measured.merge(state["measured"])
 
     def finish(self) -> Summary:
         """Aggregates and counts: every metric's aggregate (and each model's, with several).
@@ -289,7 +305,7 @@ class Aggregator:
         models = self.models()
         confidence = 0.95
 
-        def block(metric_map: dict[str, _Metric]) -> dict[str, MetricEntry]:
+        def block(metric_map: dict[str, _Metric], model: Model = None) -> dict[str, MetricEntry]:
             out: dict[str, MetricEntry] = {}
             for name in self.names:
                 m = metric_map[name]
@@ -305,6 +321,8 @@ class Aggregator:
                 }
                 if name in self.repeats and self.repeats[name].samples:
                     out[name]["noise"] = self.repeats[name].report()
+                if name in self.builtins:  # every line's value, each run's: what the run spent
+                    out[name]["sum"] = self.measured.total(name, model) if m.scores else None
             return out
 
         combined: dict[str, _Metric] = {n: _Metric() for n in self.names}
@@ -319,7 +337,7 @@ class Aggregator:
         out: Summary = {"metrics": metrics}
         if len(models) > 1 or (models and models[0] is not None):
             out["models"] = {
-                str(model): {"metrics": block(self.metrics[model])} for model in models
+                str(model): {"metrics": block(self.metrics[model], model)} for model in models
             }
         out["n_samples"] = self.n_samples()
         out["errors"] = self.errors.summary()
@@ -327,6 +345,7 @@ class Aggregator:
         out["records"] = self.records
         out["cache"] = {"hits": self.cache_hits}
         out["retries"] = self.retries
+        out["cost_speed"] = self.measured.block(self.cost_usd, self.retries, self.cache_hits)
         return out
 
 

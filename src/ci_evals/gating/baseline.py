@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from ci_evals._util.errors import ConfigError
+from ci_evals.core.rule import passes
 from ci_evals.gating.aggregate import Aggregator, Model
 from ci_evals.gating.comparison import (
     BaselineGrades,
@@ -37,11 +38,15 @@ from ci_evals.gating.comparison import (
     shown_grades,
 )
 from ci_evals.gating.gates import GateSpec, metric_value
+from ci_evals.gating.measured import Measured
 from ci_evals.gating.regression import GateFacts
+from ci_evals.gating.stats import summarize
 from ci_evals.results.files import RESULTS, SUMMARY, Trust, foreign_shape, read_summary, records
 from ci_evals.results.records import (
     BaselineBlock,
     BaselineMetric,
+    CostSpeed,
+    MeasureDelta,
     MetricEntry,
     SampleChange,
     Summary,
@@ -149,6 +154,8 @@ class Baseline:
         if self.missing or theirs is None:  # (no aggregator: missing says why)
             return {"missing": str(self.missing)}
         name = gate.metric_key
+        if name in self.current_builtins():
+            return self._builtin_facts(gate, name, model)
         if name is None or name not in theirs.names:
             return {"missing": f"the baseline has no metric {name!r} (added or renamed since?)"}
         if model is not None and model not in theirs.metrics:
@@ -164,6 +171,76 @@ class Baseline:
             "diffs": self.paired(name, model, accuracy=gate.metric == "accuracy"),
             "noisy": self.noisy(name),
         }
+
+    def current_builtins(self) -> list[str]:
+        """The built-in metrics the current run gates (ci_evals.results.measures)."""
+        return self.current.builtins if self.current else []
+
+    def _builtin_facts(self, gate: GateSpec, name: str, model: Model) -> GateFacts:
+        """A regression gate's facts for a built-in metric (latency, cost_usd...): every results
+        line has it, so the baseline has it whether or not it gated it; samples are paired on their
+        values (their runs' mean), and pass or fail by this run's per-sample rule."""
+        theirs, now = self.agg, self.current
+        if theirs is None or now is None:
+            return {"missing": str(self.missing or "no run to compare")}
+        rule = now.rules.get(name, ("gte", 0.0))
+        before = _of_model(theirs.measured, name, model)
+        after = _of_model(now.measured, name, model)
+        graded = sorted(v for v in before.values() if v is not None)
+        if not graded:
+            return {"missing": f"the baseline has no measured {name!r}"}
+        agg = summarize(
+            graded,
+            sum(passes(v, *rule) for v in graded),
+            sum(v is None for v in before.values()),
+        )
+        agg["sum"] = theirs.measured.total(name, model)
+        value = metric_value(gate, agg)
+        if value is None:
+            return {"missing": f"the baseline's {name!r} has no measured sample"}
+        diffs: list[float] = []
+        regressions = improvements = 0
+        for key, v_now in after.items():
+            v_old = before.get(key)
+            if v_now is None or v_old is None:
+                continue
+            ok_now, ok_old = passes(v_now, *rule), passes(v_old, *rule)
+            diffs.append(
+                float(ok_now) - float(ok_old) if gate.metric == "accuracy" else v_now - v_old
+            )
+            regressions += ok_old and not ok_now
+            improvements += ok_now and not ok_old
+        return {
+            "value": value,
+            "regressions": regressions,
+            "improvements": improvements,
+            "diffs": diffs,
+            "noisy": True,  # timings vary; so do tokens and steps of a sampled model
+        }
+
+    def cost_speed_block(self, current: CostSpeed | None) -> dict[str, MeasureDelta]:
+        """summary.json's ``baseline.cost_speed``: each built-in metric before and now."""
+        theirs = self.agg
+        if current is None or theirs is None or self.missing:
+            return {}
+        out: dict[str, MeasureDelta] = {}
+        for name, now in (current.get("metrics") or {}).items():
+            before = theirs.measured.entry(name)
+            if not before["measured"] and not now.get("measured"):
+                continue
+            mean, b_mean = now.get("mean"), before["mean"]
+            out[name] = {
+                "baseline_mean": b_mean,
+                "mean": mean,
+                "baseline_p95": before["p95"],
+                "p95": now.get("p95"),
+                "baseline_sum": before["sum"],
+                "sum": now.get("sum"),
+                "change_mean": (mean - b_mean) / b_mean
+                if mean is not None and b_mean not in (None, 0)
+                else None,
+            }
+        return out
 
     def _aggregate(self, theirs: Aggregator, name: str, model: Model = None) -> MetricEntry:
         """The baseline's aggregate of metric ``name``, computed once (every gate on the metric and
@@ -207,8 +284,10 @@ class Baseline:
             if agg
         )
 
-    def summary_block(self, summary_metrics: dict[str, MetricEntry]) -> BaselineBlock:
-        """The ``baseline`` block of summary.json."""
+    def summary_block(
+        self, summary_metrics: dict[str, MetricEntry], cost_speed: CostSpeed | None = None
+    ) -> BaselineBlock:
+        """The ``baseline`` block of summary.json (``cost_speed``: this run's, compared too)."""
         theirs = self.agg
         if self.missing or theirs is None:  # (no aggregator: missing says why)
             return {
@@ -242,13 +321,16 @@ class Baseline:
             "finished_at": self.summary.get("finished_at"),
             "metrics": metrics,
             **self._diff(),
+            "cost_speed": self.cost_speed_block(cost_speed),
         }
 
-    def comparison(self, summary_metrics: dict[str, MetricEntry]) -> Comparison:
+    def comparison(
+        self, summary_metrics: dict[str, MetricEntry], cost_speed: CostSpeed | None = None
+    ) -> Comparison:
         """The finished run compared with this baseline, as every report shows it: the summary's
         block (for ``summary_metrics``, this run's), its regressions by (model, sample id), and the
         baseline's grades per line (none when the baseline cannot be compared)."""
-        block = self.summary_block(summary_metrics)
+        block = self.summary_block(summary_metrics, cost_speed)
         if block.get("missing"):
             return Comparison(block)
         return Comparison(block, regressed_index(block), self.grades)
@@ -277,7 +359,14 @@ def compare_folder(summary: Summary, folder: Path, baseline: Path, trust: Trust)
         return base.comparison({})
     base.attach(current, suite=summary.get("suite"))
     with foreign_shape(str(folder / SUMMARY), "summary.json"):
-        return base.comparison(summary.get("metrics") or {})
+        return base.comparison(summary.get("metrics") or {}, summary.get("cost_speed"))
+
+
+def _of_model(
+    measured: Measured, name: str, model: Model
+) -> dict[tuple[str | None, str], float | None]:
+    values = measured.sample_values(name)
+    return values if model is None else {k: v for k, v in values.items() if k[0] == model}
 
 
 def _delta(now: float | None, before: float | None) -> float | None:

@@ -37,9 +37,9 @@ from ci_evals.gating.regression import (
 )
 from ci_evals.gating.stats import bootstrap_mean, wilson
 from ci_evals.gating.verdict import budget_exceeded
-from ci_evals.results.records import GateResult, MetricEntry
+from ci_evals.results.records import GateResult, MeasureEntry, MetricEntry
 
-Metric = Literal["avg_score", "accuracy", "min", "max", "median", "p50", "p95", "p99"]
+Metric = Literal["avg_score", "accuracy", "min", "max", "median", "p50", "p95", "p99", "sum"]
 
 
 class GateSpec(Strict):
@@ -52,17 +52,22 @@ class GateSpec(Strict):
     confidence: float | None = None
     max_drop: float | None = None
     max_regressions: int | None = None
+    max_increase: float | None = None
     on_missing_baseline: Literal["pass", "fail"] = "pass"
     max_errors: int | None = None
     max_error_rate: float | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> GateSpec:
-        regression = self.max_drop is not None or self.max_regressions is not None
-        if not regression and (self.op is None or self.value is None):
-            raise ValueError("a gate needs 'op' and 'value' (or 'max_drop'/'max_regressions')")
-        if (self.op is None) != (self.value is None):
+        regression = self.is_regression
+        if not regression and self.value is None:
+            raise ValueError(
+                "a gate needs 'op' and 'value' (or 'max_drop'/'max_regressions'/'max_increase')"
+            )
+        if self.op is not None and self.value is None:
             raise ValueError("'op' and 'value' go together")
+        # a value without an op: lower-is-better metrics (latency, cost_usd...) default to 'lte';
+        # the suite's loader decides, knowing which metric the gate reads
         if self.metric == "accuracy":
             for name in ("value", "pass_value"):
                 v = getattr(self, name)
@@ -82,8 +87,24 @@ class GateSpec(Strict):
             raise ValueError("'max_drop' must be >= 0")
         if self.max_regressions is not None and self.max_regressions < 0:
             raise ValueError("'max_regressions' must be >= 0")
+        if self.max_increase is not None and not 0 <= self.max_increase < 1e12:
+            raise ValueError(
+                "'max_increase' is a relative increase >= 0 (0.2 allows 20 % more than the baseline)"
+            )
+        if self.metric == "sum" and self.confidence is not None:
+            raise ValueError("'confidence' applies to the avg_score and accuracy metrics only")
         check_budget(self.max_errors, self.max_error_rate)
         return self
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether the gate compares with a baseline (``max_drop``, ``max_regressions``,
+        ``max_increase``)."""
+        return (
+            self.max_drop is not None
+            or self.max_regressions is not None
+            or self.max_increase is not None
+        )
 
     def explicit_rule(self) -> tuple[str, float] | None:
         """The per-sample rule this gate states (``pass_op``/``pass_value``), if any."""
@@ -109,6 +130,8 @@ class GateSpec(Strict):
             parts.append(f"max_drop {self.max_drop:g}")
         if self.max_regressions is not None:
             parts.append(f"max_regressions {self.max_regressions}")
+        if self.max_increase is not None:
+            parts.append(f"max_increase {self.max_increase:g}")
         if self.confidence is not None:
             parts.append(f"@{self.confidence:g}")
         return " ".join(parts)
@@ -135,6 +158,11 @@ def metric_value(gate: GateSpec, agg: MetricEntry) -> float | None:
         return agg["mean"]
     if gate.metric == "accuracy":
         return agg["pass_rate"] if agg["graded"] else None
+    if gate.metric == "sum":
+        if not agg["graded"]:
+            return None
+        total = agg.get("sum")  # a built-in metric's total over every line
+        return total if total is not None else (agg["mean"] or 0.0) * agg["graded"]
     return agg[gate.metric]
 
 
@@ -238,7 +266,7 @@ def evaluate(
         if gate.op is not None and gate.value is not None
         else []
     )
-    if gate.max_drop is not None or gate.max_regressions is not None:
+    if gate.is_regression:
         missing = "run without --baseline" if baseline is None else baseline.get("missing")
         if missing or baseline is None:
             checks.append("no_baseline")
@@ -265,3 +293,28 @@ def evaluate(
     out["reason"] = "; ".join(reasons)
     out["stability"] = round(min(stable), 4) if stable else 1.0
     return out
+
+
+def unmeasured(out: GateResult, entry: MeasureEntry) -> None:
+    """A gate on a built-in metric (latency, cost_usd...) that some results lines have no value
+    for: an unknown value (a model with no known price) errors the gate, with the reason and how to
+    give the price, never counted as 0; answers all served from the LLM cache say so."""
+    unknown, n = entry.get("unknown", 0), entry.get("n", 0)
+    name = out.get("metric_key") or "?"
+    if unknown:
+        reasons = "; ".join(entry.get("unknown_reasons") or []) or "no value was recorded"
+        hint = (
+            " (give its price under the suite's `pricing:`, e.g. "
+            "`pricing: {MODEL: {input_per_mtok: 0.15, output_per_mtok: 0.6}}`, in dollars per "
+            "million tokens)"
+            if "price" in reasons
+            else ""
+        )
+        out["status"], out["passed"] = "errored", False
+        out["reason"] = f"{name} is unknown for {unknown} of {n} results lines: {reasons}{hint}"
+        out["stability"] = 1.0
+    elif out.get("status") == "errored" and not out.get("graded") and entry.get("cached"):
+        out["reason"] = (
+            f"no {name} was measured: {entry['cached']} of {n} answers came from the LLM cache "
+            "(run with --no-cache to measure it)"
+        )

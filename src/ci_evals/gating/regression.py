@@ -75,6 +75,8 @@ class RegressionLimits(Protocol):
     def max_drop(self) -> float | None: ...
     @property
     def max_regressions(self) -> int | None: ...
+    @property
+    def max_increase(self) -> float | None: ...
 
 
 def regression_checks(
@@ -103,6 +105,70 @@ def regression_checks(
         yield _regressions_check(
             gate.max_regressions, reg, imp, len(diffs), noisy, confidence, tests
         )
+    if gate.max_increase is not None:
+        before = facts["value"]
+        increase = _relative(actual, before)
+        out["baseline_value"], out["max_increase"] = before, gate.max_increase
+        out["increase"] = increase if math.isfinite(increase) else None
+        yield _increase_check(gate.max_increase, actual, before, diffs, noisy, confidence, tests)
+
+
+def _relative(now: float, before: float) -> float:
+    """``(now - before) / before``; from 0, any increase is infinite (and none is 0)."""
+    if before > 0:
+        return (now - before) / before
+    return math.inf if now > before else 0.0
+
+
+def _increase_check(
+    limit: float,
+    actual: float,
+    before: float,
+    diffs: Sequence[float],
+    noisy: bool,
+    confidence: float,
+    tests: list[RegressionTest],
+) -> tuple[str, str, float]:
+    """``max_increase`` on a lower-is-better metric (latency, tokens, cost_usd...): the gate's
+    aggregate grew by more than ``limit`` (relative) from the baseline's. Where the per-sample
+    values vary (timings always do), it fails only when the paired per-sample increase is also
+    more than noise explains (one-sided paired t-test, as ``max_drop``); past the limit within
+    noise, ``undecided``."""
+    increase = _relative(actual, before)
+    past = increase > limit + 1e-12
+    shown = f"{increase:+.1%}" if math.isfinite(increase) else "from 0"
+    head = f"{actual:.4g} against baseline {before:.4g} ({shown}, max_increase {limit:g})"
+    change = paired_change([-d for d in diffs], confidence)  # a drop of the negated: an increase
+    if not noisy or change is None:
+        tests.append({"check": "max_increase", "test": "exact", "change": actual - before})
+        return ("failed" if past else "passed"), head, 1.0
+    alpha = 1.0 - confidence
+    lo, hi = -change.interval[1], -change.interval[0]
+    check = "failed" if past and change.p_drop < alpha else ("undecided" if past else "passed")
+    tests.append(
+        {
+            "check": "max_increase",
+            "test": "paired t-test (one-sided)",
+            "n": change.n,
+            "change": -change.change,
+            "interval": [lo, hi],
+            "p_value": change.p_drop,
+            "confidence": confidence,
+        }
+    )
+    evidence = (
+        f"paired change {-change.change:+.4g}, {confidence:.0%} interval [{lo:+.4g}, {hi:+.4g}] "
+        f"over {change.n} samples in both runs (paired t-test, one-sided p={change.p_drop:.2g})"
+    )
+    if check == "failed":
+        tail = "an increase past max_increase, more than noise explains"
+    elif check == "undecided":
+        tail = f"an increase past max_increase but within noise (p >= {alpha:.2g})"
+    else:
+        tail = "within max_increase"
+    cut = before * (1 + limit) if before > 0 else 0.0
+    stab = stability(actual, cut, change.se) if change.se else 1.0
+    return check, f"{head}; {evidence}: {tail}", stab
 
 
 def _drop_check(

@@ -20,9 +20,11 @@ import ci_evals
 from ci_evals.gating import letta_gates
 from ci_evals.gating.aggregate import Aggregator, Model
 from ci_evals.gating.baseline import Baseline
-from ci_evals.gating.gates import GateSpec, evaluate
+from ci_evals.gating.gates import GateSpec, evaluate, unmeasured
 from ci_evals.gating.verdict import decide
 from ci_evals.results.records import (
+    BudgetReport,
+    CostSpeed,
     EndpointReport,
     GateResult,
     LettaBlock,
@@ -85,6 +87,8 @@ class Learned:
     """A run split across worker processes: ``{processes, failed}``."""
     partial_reason: str | None = None
     """Why the run is partial though not interrupted (a worker died, a shard is missing...)."""
+    budget: BudgetReport | None = None
+    """The suite's budgets and what the run spent; ``stopped`` when it stopped calling."""
 
 
 def evaluate_gates(
@@ -101,16 +105,17 @@ def evaluate_gates(
         out: list[GateResult] = []
         for g in gates:
             key = _metric_key(g)
-            out.append(
-                evaluate(
-                    g,
-                    aggs[key],
-                    scores(key),
-                    model=model,
-                    baseline=baseline.gate_facts(g, model) if baseline is not None else None,
-                    label=aggs[key]["label"],
-                )
+            result = evaluate(
+                g,
+                aggs[key],
+                scores(key),
+                model=model,
+                baseline=baseline.gate_facts(g, model) if baseline is not None else None,
+                label=aggs[key]["label"],
             )
+            if key in agg.builtins:
+                unmeasured(result, parts["cost_speed"]["metrics"][key])
+            out.append(result)
         return out + [
             letta_gates.evaluate(t, lambda n: (aggs[n], scores(n)), model=model) for t in typed
         ]
@@ -123,6 +128,12 @@ def evaluate_gates(
         block["gates"] = for_model(block["metrics"], model)
         results.extend(block["gates"])
     return results
+
+
+def _with_budget(block: CostSpeed, budget: BudgetReport | None) -> CostSpeed:
+    if budget is not None:
+        block["budget"] = budget
+    return block
 
 
 def _typed_gate(raw: dict[str, Any]) -> letta_gates.TypedGate:
@@ -242,11 +253,12 @@ def summarize(
                 "total": total,
                 "cost_usd": round(agg.cost_usd, 6) if agg.cost_usd is not None else None,
             },
+            "cost_speed": _with_budget(parts["cost_speed"], learned.budget),
             "cache": parts["cache"],
             "retries": parts["retries"],
             "versions": _all_versions(suite, kinds),
             "config": config,
-            "baseline": baseline.summary_block(summary_metrics=parts["metrics"])
+            "baseline": baseline.summary_block(parts["metrics"], parts["cost_speed"])
             if baseline is not None
             else None,
         }

@@ -99,6 +99,19 @@ def selection_note(selection: Selection) -> str:
     return f"partial run: {selection.get('selected')} of {selection.get('total')} samples ({how})"
 
 
+def _budget_stop(summary: Summary) -> str | None:
+    """Why the run stopped calling (``max_cost_usd`` spent): never a pass, whatever the gates say;
+    the samples it did not run are errors."""
+    cost = summary.get("cost_speed")
+    budget = cost.get("budget") if isinstance(cost, dict) else None
+    stopped = budget.get("stopped") if isinstance(budget, dict) else None
+    if not stopped:
+        return None
+    left = budget.get("stopped_samples") if isinstance(budget, dict) else None
+    tail = f"; {left} samples were stopped by a budget" if left else ""
+    return f"stopped calling: {stopped}{tail}"
+
+
 def _decide(summary: Summary) -> tuple[Verdict, str]:
     gates = summary.get("gates") or []
     errors = summary.get("errors") or {}
@@ -107,6 +120,9 @@ def _decide(summary: Summary) -> tuple[Verdict, str]:
         return "interrupted", f"interrupted by {summary['interrupted_by']} after {n} samples"
     if summary.get("partial"):
         return "partial", summary.get("partial_reason") or "samples are missing"
+    spent = _budget_stop(summary)
+    if spent:
+        return "errored", spent
     if n == 0:
         shard = summary.get("shard")
         if isinstance(shard, dict) and not summary.get(

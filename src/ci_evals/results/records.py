@@ -191,6 +191,7 @@ class MetricEntry(TypedDict, total=False):
     ci_mean: Interval | None
     ci_pass_rate: Interval | None
     ci_method: dict[str, Any]
+    sum: Number | None  # a built-in metric (results.measures): its total over every line
     rule: str | None
     pass_rule: str | None
     noise: dict[str, Any]  # judge repeats: their agreement and standard error

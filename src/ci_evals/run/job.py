@@ -15,6 +15,7 @@ from typing import Any
 
 from ci_evals._util.errors import SampleError
 from ci_evals._util.textsafe import clean_sample, clean_trajectory
+from ci_evals.config.budget import BudgetExceeded
 from ci_evals.core.rule import passes
 from ci_evals.core.sample import GradeResult, Sample
 from ci_evals.core.trajectory import Trajectory
@@ -102,6 +103,56 @@ def _timing(rec: ResultRecord, elapsed: float, queued: float) -> None:
         rec["queued_s"] = round(queued, 6)
 
 
+def _latency(meta: dict[str, Any], elapsed: float) -> float | None:
+    """The target's own time for the sample: its wall time less what it waited in ci-evals' queue
+    and rate-limit pauses; a recorded answer's own (``latency_s``, a replay); None when every model
+    call was answered from the LLM cache (nothing was measured)."""
+    if meta.pop("cached", False):
+        return None
+    recorded = meta.pop("latency_s", None)
+    if isinstance(recorded, int | float) and not isinstance(recorded, bool) and recorded >= 0:
+        return round(float(recorded), 6)
+    return round(max(0.0, elapsed - (meta.get("queued_s") or 0.0)), 6)
+
+
+def _steps(meta: dict[str, Any], traj: Trajectory) -> int:
+    """The agent's steps: as the target counted them (model calls, Letta's ``step_count``), else
+    the assistant messages of the trajectory (one per model call)."""
+    steps = meta.pop("steps", None)
+    if type(steps) is int and steps >= 0:
+        return steps
+    return sum(1 for turn in traj.turns for m in turn if m.role == "assistant")
+
+
+def _over_budget(suite: LoadedSuite, steps: int, usage: dict[str, int]) -> BudgetExceeded | None:
+    """A sample past its own budgets once the target returned (a command, HTTP or recorded target
+    cannot be stopped on the way; the model and Letta targets stop themselves)."""
+    tokens = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+    try:
+        suite.ctx.budget.check_sample(steps, tokens)
+    except BudgetExceeded as exc:
+        return exc
+    return None
+
+
+def _spent(exc: Exception) -> tuple[dict[str, int], dict[str, Any]] | None:
+    """The tokens and cost a failed sample's calls spent (a target that stopped on a budget, or
+    failed after some calls, says so on its SampleError: ``usage``, ``cost_usd``, ``unpriced``)."""
+    usage, cost, unpriced = (getattr(exc, k, None) for k in ("usage", "cost_usd", "unpriced"))
+    if not usage and cost is None and not unpriced:
+        return None
+    tokens = {
+        "prompt_tokens": int((usage or {}).get("prompt_tokens", 0)),
+        "completion_tokens": int((usage or {}).get("completion_tokens", 0)),
+    }
+    target: dict[str, Any] = {}
+    if cost is not None:
+        target["cost_usd"] = cost
+    if unpriced:
+        target["unpriced"] = unpriced
+    return tokens, target
+
+
 class Plan:
     """What every job of a run asks of the suite, asked once, and the running of one job."""
 
@@ -147,9 +198,14 @@ class Plan:
             traj = await suite.target.run(
                 sample, run=run, model=model, need_memory=self.needs_memory
             )
+            latency = _latency(traj.metadata, time.perf_counter() - t0)
             if not any(traj.turns) and not traj.memory_blocks:
                 raise SampleError("target returned an empty trajectory (no messages)")
             replaced += clean_trajectory(traj) + traj.metadata.pop("replaced_chars", 0)
+            steps = _steps(traj.metadata, traj)
+            over = _over_budget(suite, steps, traj.usage.to_dict())
+            if over is not None:
+                raise over
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -175,6 +231,9 @@ class Plan:
                 sample, grades, submission, traj, model, {"total": time.perf_counter() - t0}
             )
         rec = _record(sample, run, model, None, grades, submission, traj.usage.to_dict())
+        rec["latency_s"] = latency
+        rec["steps"] = steps
+        rec["tool_calls"] = len(traj.tool_calls())
         rec["trajectory"] = {
             "turns": [[m.to_dict() for m in t] for t in traj.turns],
             "memory_blocks": dict(traj.memory_blocks),
@@ -219,6 +278,9 @@ class Plan:
         retries = getattr(exc, "retries", 0)
         if retries:
             rec["retries"] = retries
+        spent = _spent(exc)  # what the sample's calls cost before it failed: the run's total has it
+        if spent:
+            rec["usage"], rec["target"] = spent
         if replaced:
             rec["replaced_chars"] = replaced
         _timing(rec, time.perf_counter() - t0, getattr(exc, "queued_s", 0.0))

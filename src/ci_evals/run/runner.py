@@ -35,6 +35,7 @@ from ci_evals.llm.pool import endpoint_reports
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, iter_records
 from ci_evals.results.line import record_line
 from ci_evals.results.records import (
+    BudgetReport,
     EndpointReport,
     LettaBlock,
     ResultRecord,
@@ -237,7 +238,11 @@ class Runner:
                 if own_progress:
                     progress.close()
                 await self._close()
-        learned = Learned(letta=self._report_agents(), endpoints=self._report_endpoints())
+        learned = Learned(
+            letta=self._report_agents(),
+            endpoints=self._report_endpoints(),
+            budget=self._report_budget(),
+        )
         return RunOutcome(started, t0, interrupted, learned)
 
     def finish(self, outcome: RunOutcome, *, partial: bool = False) -> Summary:
@@ -314,6 +319,19 @@ class Runner:
         if any(ledgers):
             return letta_report([g for g in ledgers if g is not None]) or None
         return None
+
+    def _report_budget(self) -> BudgetReport:
+        """summary.json ``cost_speed.budget``: the suite's budgets, what the run's priced calls
+        cost, and why it stopped calling if it did."""
+        budget = self.suite.ctx.budget
+        return {
+            "max_steps": budget.max_steps,
+            "max_tokens": budget.max_tokens,
+            "max_cost_usd": budget.max_cost_usd,
+            "spent_usd": round(budget.spent_usd, 6),
+            "stopped": budget.stopped,
+            "stopped_samples": self.agg.errors.by_category.get("budget", 0),
+        }
 
     def _report_endpoints(self) -> list[EndpointReport] | None:
         """summary.json ``endpoints``: each LLM endpoint's calls, throttling, settled concurrency, breaker."""

@@ -150,7 +150,9 @@ def _run_suite(
             held.stopping = bool(summary.get("partial"))
             gather = None if args.quiet else console.FailingPass.of(summary)
             comparison = (  # the baseline read once: every report's regressions and columns
-                baseline.comparison(summary.get("metrics") or {}) if baseline is not None else None
+                baseline.comparison(summary.get("metrics") or {}, summary.get("cost_speed"))
+                if baseline is not None
+                else None
             )
             failing = write_outputs(
                 out, summary, gather, comparison

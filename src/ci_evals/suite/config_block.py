@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ci_evals.graders.reward import reward_config
+from ci_evals.results.measures import BUILTIN_KIND, BUILTINS
 from ci_evals.suite.loaded import GraderSlot, LoadedSuite
 
 
@@ -12,7 +13,11 @@ def suite_config(suite: LoadedSuite) -> dict[str, Any]:
     """The machine-readable config block of summary.json (what ``merge`` and recomputation need)."""
     return {
         "graders": {name: _grader_facts(slot) for name, slot in suite.graders.items()}
-        | reward_config(suite.reward),
+        | reward_config(suite.reward)
+        | {
+            name: {"label": BUILTINS[name].label, "kind": BUILTIN_KIND, "rule": list(rule)}
+            for name, rule in suite.builtins.items()
+        },
         "gates": [g.model_dump(exclude_none=True) for g in suite.gates],
         **(
             {"typed_gates": [g.model_dump(exclude_none=True) for g in suite.typed_gates]}

@@ -54,6 +54,8 @@ class LoadedSuite:
     )  # letta-evals weighted_average / logical gates
     reward: Reward | None = None  # a letta-evals 0.21+ reward, the metric `reward`
     dialect: str = "ci-evals"
+    builtins: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Built-in metrics its gates read (latency, cost_usd...), each with its per-sample rule."""
 
     @property
     def metric_names(self) -> list[str]:

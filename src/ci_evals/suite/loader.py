@@ -26,6 +26,7 @@ from ci_evals.core.sample import Sample
 from ci_evals.graders.base import Grader, build_grader
 from ci_evals.graders.extractors import Extractor, make_extractor
 from ci_evals.graders.reward import load_reward
+from ci_evals.results.measures import BUILTINS
 from ci_evals.suite import letta_evals_shim
 from ci_evals.suite.dialects import (
     Translated,
@@ -35,7 +36,14 @@ from ci_evals.suite.dialects import (
     with_cleanup,
 )
 from ci_evals.suite.loaded import GraderSlot, LoadedSuite
-from ci_evals.suite.rules import apply_budgets, metric_rule, suite_gates
+from ci_evals.suite.rules import (
+    apply_budgets,
+    builtin_rules,
+    check_max_increase,
+    gate_key,
+    metric_rule,
+    suite_gates,
+)
 from ci_evals.suite.spec import SuiteSpec
 from ci_evals.usercode.load import load_object
 
@@ -169,11 +177,7 @@ def _load(
         "shard": shard,
         "sample_ids": sample_ids,
         "id_match": id_match,
-        "needs_ids": any(
-            g.max_drop is not None or g.max_regressions is not None
-            for g in [*spec.gates, spec.gate]
-            if g
-        ),
+        "needs_ids": any(g.is_regression for g in [*spec.gates, spec.gate] if g),
     }
     early = _scan_beside(ctx.resolve(spec.dataset), selection)
     try:
@@ -262,12 +266,18 @@ def _load_parts(
     metrics = names + (["reward"] if reward else [])
     typed = typed_gates_of(dialect, metrics, file, lines)
     gates = suite_gates(spec, metrics, file, lines)
-    gates += gates_from_flags(extra_gates, metrics, file)
+    own = len(gates)
+    gates += gates_from_flags(extra_gates, [*metrics, *BUILTINS], file)
 
+    def where(i: int) -> str:
+        return gate_key(spec, i) if i < own else "--gate"
+
+    builtins = builtin_rules(gates, metrics, file, lines, where)
     slots = {
         name: GraderSlot(name, g, x, metric_rule(name, g.spec, gates, file, lines))
         for name, (g, x) in graders.items()
     }
+    check_max_increase(gates, {n: s.rule for n, s in slots.items()} | builtins, file, lines, where)
     for slot in slots.values():  # a judge asked K times marks each answer by the metric's own rule
         slot.grader.rule = slot.rule
     if reward is not None:
@@ -314,6 +324,7 @@ def _load_parts(
         dataset.scan()
 
     suite = LoadedSuite(path, spec, ctx, dataset, target, slots, gates, lines, setup, *budget)
+    suite.builtins = builtins
     suite.typed_gates, suite.reward, suite.dialect = typed, reward, dialect.dialect
     return suite
 
