@@ -10,7 +10,7 @@ Replies come from, in order: the FIFO queue filled by :meth:`FakeOpenAI.script`,
 
 * a ``str``: the assistant's content;
 * a ``dict`` with ``content`` and/or ``tool_calls`` (``[{name, arguments}]``), optional
-  ``finish_reason`` and ``usage``; a dict with ``choices`` is sent as the whole response;
+  ``finish_reason``, ``usage`` and ``delay_s`` (this reply's latency, beside ``latency``); a dict with ``choices`` is sent as the whole response;
   any other dict is JSON-encoded as the content (handy for judges: ``{"score": 1, ...}``);
 * ``bytes``: sent as the body with status 200 (a malformed body), or, when it starts with
   ``HTTP/``, written verbatim as the whole response (chunked, compressed, odd framing);
@@ -442,6 +442,8 @@ class FakeOpenAI:
                 fault = reply
         if fault is not None:
             return await self._fault(fault, writer)
+        if isinstance(reply, dict) and reply.get("delay_s"):  # this reply's own latency
+            await asyncio.sleep(float(reply["delay_s"]))
         if method == "GET" and path == MODELS:
             data = {
                 "object": "list",

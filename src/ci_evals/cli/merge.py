@@ -24,7 +24,7 @@ from ci_evals.reports import console
 from ci_evals.reports.write import write_outputs
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, read_summary, records
 from ci_evals.results.line import encode_line
-from ci_evals.results.records import Summary
+from ci_evals.results.records import BudgetReport, Summary
 from ci_evals.results.writer import open_atomic, refuse_links
 from ci_evals.run.session import exit_code, print_comment
 
@@ -89,7 +89,10 @@ def cmd_merge(args: Namespace) -> int:
             duration=duration,
             partial=bool(missing),
             baseline=baseline,
-            learned=Learned(partial_reason="; ".join(missing) if missing else None),
+            learned=Learned(
+                partial_reason="; ".join(missing) if missing else None,
+                budget=merged_budget(summaries, agg.errors.by_category.get("budget", 0)),
+            ),
         )
     with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
         comparison = (
@@ -102,6 +105,31 @@ def cmd_merge(args: Namespace) -> int:
     if args.dry_run:
         print_comment(summary, args.output)
     return exit_code(summary)
+
+
+def merged_budget(summaries: list[Summary], stopped_samples: int) -> BudgetReport | None:
+    """The shards' budgets as one: what they spent together, and the first stop (a shard that
+    stopped calling errors the merged verdict too)."""
+    reports = [
+        b
+        for s in summaries
+        if isinstance(s.get("cost_speed"), dict)
+        and isinstance(b := s["cost_speed"].get("budget"), dict)
+    ]
+    if not reports:
+        return None
+    first = reports[0]
+    spent = [r.get("spent_usd") for r in reports]
+    shares = [float(x) for r in reports if isinstance(x := r.get("max_cost_usd"), int | float)]
+    shares = shares if len(shares) == len(reports) else []
+    return {
+        "max_steps": first.get("max_steps"),
+        "max_tokens": first.get("max_tokens"),
+        "max_cost_usd": round(sum(shares), 6) if all(shares) else None,  # each shard's share
+        "spent_usd": round(sum(x for x in spent if isinstance(x, int | float)), 6),
+        "stopped": next((r["stopped"] for r in reports if r.get("stopped")), None),
+        "stopped_samples": stopped_samples,
+    }
 
 
 def refuse_overlap(output: Path, inputs: list[Path]) -> None:

@@ -166,8 +166,12 @@ def _load(
         pricing={k: v.model_dump() for k, v in spec.pricing.items()},
     )
     ctx.suite_raw = raw
-    ctx.budget = Budget(
-        max_steps=spec.max_steps, max_tokens=spec.max_tokens, max_cost_usd=spec.max_cost_usd
+    ctx.budget = Budget(  # a shard of a matrix spends its share of the run's max_cost_usd
+        max_steps=spec.max_steps,
+        max_tokens=spec.max_tokens,
+        max_cost_usd=spec.max_cost_usd / shard[1]
+        if spec.max_cost_usd is not None and shard
+        else spec.max_cost_usd,
     )
     if num_runs is not None:
         spec.num_runs = num_runs

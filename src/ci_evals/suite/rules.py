@@ -147,19 +147,19 @@ def builtin_rules(
         explicit = gate.explicit_rule()
         if gate.value is not None and gate.op is None:
             gate.op = "lte"
-        if gate.op in ("gt", "gte") and explicit is None:
-            raise fail(
-                i,
-                "op",
-                f"'{name}' is lower-is-better: op '{gate.op}' puts a floor under it; use lte/lt, "
-                "or give the per-sample rule you mean (pass_op, pass_value)",
-            )
         if gate.metric == "accuracy" and explicit is None:
             raise fail(
                 i,
                 "metric",
                 f"accuracy of '{name}' needs a per-sample rule: e.g. pass_op: lte, pass_value: 2 "
                 f"(a sample passes when its {name} is at most 2)",
+            )
+        if gate.op in ("gt", "gte") and explicit is None:
+            raise fail(
+                i,
+                "op",
+                f"'{name}' is lower-is-better: op '{gate.op}' puts a floor under it; use lte/lt, "
+                "or give the per-sample rule you mean (pass_op, pass_value)",
             )
         if gate.max_drop is not None:
             raise fail(

@@ -1,0 +1,284 @@
+"""Cost and speed as gates (issue 40): the built-in metrics equal what a local server served, gate
+at the right thresholds, compare with a baseline, and fail closed where a value is unknown."""
+
+from __future__ import annotations
+
+import pytest
+from scipy import stats as sps
+
+from ci_evals.cli.app import main
+from tests.fakes.openai_server import FakeOpenAI, last_user
+
+# per sample: the server's latency (s), the prompt and completion tokens it reports
+SERVED = {
+    "s0": (0.05, 100, 10),
+    "s1": (0.10, 200, 20),
+    "s2": (0.15, 300, 30),
+    "s3": (0.20, 400, 40),
+    "s4": (0.25, 500, 50),
+}
+PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}  # dollars per million tokens
+
+
+def served(slow: float = 1.0):
+    """A responder answering sample ``sK`` after its latency (times ``slow``) with its tokens."""
+
+    def respond(req):
+        sid = last_user(req).split()[0]
+        delay, prompt, completion = SERVED[sid]
+        return {
+            "content": f"{sid} done",
+            "delay_s": delay * slow,
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
+        }
+
+    return respond
+
+
+def suite(sd, server, gates, **extra):
+    sd.write("dataset.jsonl", [{"id": sid, "input": f"{sid} please"} for sid in SERVED])
+    sd.suite(
+        {
+            "name": "cost-speed",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "model", "model": "acme-chat-1", "base_url": server.url},
+            "graders": {"done": {"kind": "tool", "function": "contains", "pass_value": 0}},
+            "gates": gates,
+            **extra,
+        }
+    )
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-cost-speed-test-1234567890")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def cost(prompt: int, completion: int) -> float:
+    return (prompt * PRICE["input_per_mtok"] + completion * PRICE["output_per_mtok"]) / 1e6
+
+
+def test_each_built_in_metric_equals_what_the_server_served(sd, key):
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [], pricing={"acme-chat-1": PRICE}, max_concurrent=1)
+        assert sd.run() == 0
+    lines = {r["sample_id"]: r for r in sd.results()}
+    for sid, (delay, prompt, completion) in SERVED.items():
+        rec = lines[sid]
+        assert delay <= rec["latency_s"] < delay + 0.02, (sid, rec["latency_s"])
+        assert rec["usage"] == {"prompt_tokens": prompt, "completion_tokens": completion}
+        assert (rec["steps"], rec["tool_calls"]) == (1, 0)
+        assert rec["target"]["cost_usd"] == pytest.approx(cost(prompt, completion), abs=1e-12)
+    block = sd.summary()["cost_speed"]
+    tokens = block["metrics"]["tokens"]
+    assert (tokens["sum"], tokens["max"], tokens["min"], tokens["measured"]) == (1650, 550, 110, 5)
+    assert block["metrics"]["cost_usd"]["sum"] == pytest.approx(
+        sum(cost(p, c) for _, p, c in SERVED.values()), abs=1e-12
+    )
+    assert block["cost_usd"] == pytest.approx(block["metrics"]["cost_usd"]["sum"], abs=1e-6)
+    assert block["metrics"]["latency"]["unknown"] == 0
+
+
+@pytest.mark.parametrize(
+    ("gate", "passes"),
+    [
+        # tokens per sample: 110, 220, 330, 440, 550; p95 by linear interpolation = 528
+        ({"metric_key": "tokens", "metric": "p95", "value": 528}, True),
+        ({"metric_key": "tokens", "metric": "p95", "value": 527.9}, False),
+        ({"metric_key": "tokens", "metric": "sum", "op": "lte", "value": 1650}, True),
+        ({"metric_key": "tokens", "metric": "sum", "op": "lt", "value": 1650}, False),
+        ({"metric_key": "prompt_tokens", "metric": "max", "value": 500}, True),
+        ({"metric_key": "completion_tokens", "metric": "avg_score", "value": 29}, False),
+        ({"metric_key": "cost_usd", "metric": "sum", "value": 0.0066}, True),
+        ({"metric_key": "cost_usd", "metric": "sum", "value": 0.0065}, False),
+        ({"metric_key": "latency", "metric": "p95", "value": 0.5}, True),
+        ({"metric_key": "latency", "metric": "p95", "value": 0.2}, False),
+        ({"metric_key": "steps", "metric": "max", "value": 1}, True),
+    ],
+)
+def test_p95_and_sum_gates_pass_and_fail_at_the_right_thresholds(sd, key, gate, passes):
+    # cost: (1500 prompt * $2 + 150 completion * $24) / 1e6 = $0.0066
+    with FakeOpenAI(served()) as server:
+        suite(
+            sd,
+            server,
+            [gate],
+            pricing={"acme-chat-1": {"input_per_mtok": 2.0, "output_per_mtok": 24.0}},
+        )
+        code = sd.run()
+    (result,) = sd.summary()["gates"]
+    assert (code, result["status"]) == ((0, "passed") if passes else (1, "failed"))
+    assert result["op"] == gate.get("op", "lte")  # lower is better: lte unless told
+
+
+def test_sum_and_p95_gate_values_match_numpy_style_percentiles(sd, key):
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [{"metric_key": "tokens", "metric": "p95", "value": 1000}])
+        assert sd.run() == 0
+    (gate,) = sd.summary()["gates"]
+    import numpy
+
+    assert gate["actual"] == pytest.approx(numpy.percentile([110, 220, 330, 440, 550], 95))
+
+
+def test_a_three_times_slower_pull_request_fails_the_latency_regression_gate(sd, key):
+    gates = [{"metric_key": "latency", "metric": "avg_score", "max_increase": 0.2}]
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, gates, max_concurrent=5)
+        assert sd.run(out="main") == 0
+    with FakeOpenAI(served(slow=3.0)) as server:
+        suite(sd, server, gates, max_concurrent=5)
+        code = sd.run("--baseline", str(sd.root / "main"), out="pr")
+    summary = sd.summary("pr")
+    (gate,) = summary["gates"]
+    assert (code, gate["status"], gate["passed"]) == (1, "failed", False)
+    assert gate["increase"] == pytest.approx(2.0, abs=0.15)
+    assert gate["max_increase"] == 0.2
+    (test,) = gate["tests"]
+    assert test["check"] == "max_increase" and test["p_value"] < 0.05
+    delta = summary["baseline"]["cost_speed"]["latency"]
+    assert delta["change_mean"] == pytest.approx(2.0, abs=0.15)
+    assert summary["baseline"]["cost_speed"]["tokens"]["change_mean"] == 0.0
+
+
+def test_the_same_speed_against_its_baseline_passes(sd, key):
+    gates = [{"metric_key": "latency", "metric": "p95", "max_increase": 0.2}]
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, gates, max_concurrent=5)
+        assert sd.run(out="main") == 0
+        code = sd.run("--baseline", str(sd.root / "main"), out="pr")
+    (gate,) = sd.summary("pr")["gates"]
+    assert (code, gate["status"]) == (0, "passed"), gate["reason"]
+
+
+def test_the_increase_test_is_scipys_one_sided_paired_t_test():
+    from ci_evals.gating.regression import regression_checks
+    from ci_evals.gating.gates import GateSpec
+
+    before = [0.10, 0.12, 0.11, 0.30, 0.09, 0.14]
+    now = [0.13, 0.12, 0.19, 0.33, 0.10, 0.20]
+    diffs = [b - a for a, b in zip(before, now, strict=True)]
+    out: dict = {}
+    gate = GateSpec(metric_key="latency", metric="avg_score", max_increase=0.1)
+    ((check, reason, _),) = regression_checks(
+        gate, sum(now) / 6, {"value": sum(before) / 6, "diffs": diffs, "noisy": True}, out
+    )
+    ref = sps.ttest_rel(now, before, alternative="greater")
+    (test,) = out["tests"]
+    assert test["p_value"] == pytest.approx(ref.pvalue, rel=1e-9)
+    assert out["increase"] == pytest.approx((sum(now) - sum(before)) / sum(before))
+    assert check == ("failed" if ref.pvalue < 0.05 else "undecided")
+
+
+def test_an_unpriced_model_errors_a_cost_gate_with_its_name(sd, key):
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [{"metric_key": "cost_usd", "metric": "sum", "value": 1.0}])
+        code = sd.run()
+    summary = sd.summary()
+    (gate,) = summary["gates"]
+    assert (code, gate["status"]) == (1, "errored")
+    assert gate["reason"].startswith(
+        "cost_usd is unknown for 5 of 5 results lines: model 'acme-chat-1' has no known price "
+        "(give its price under the suite's `pricing:`"
+    )
+    assert summary["cost_speed"]["unpriced"] == ["acme-chat-1"]
+    assert summary["cost_speed"]["metrics"]["cost_usd"]["sum"] is None  # unknown, never 0
+    assert summary["verdict"] == "errored"
+
+
+def test_a_cached_answer_has_no_fresh_latency_and_says_so(sd, key, tmp_path):
+    gates = [{"metric_key": "latency", "metric": "max", "value": 5}]
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, gates, cache=str(tmp_path / "cache"))
+        args = ["run", str(sd.root / "suite.yaml"), "-q", "--output"]
+        assert main([*args, str(sd.root / "first")]) == 0
+        code = main([*args, str(sd.root / "second")])
+        calls = server.count()
+    assert calls == 5  # the second run was served from the cache
+    lines = sd.results("second")
+    assert [r["latency_s"] for r in lines] == [None] * 5
+    summary = sd.summary("second")
+    assert summary["cost_speed"]["metrics"]["latency"]["cached"] == 5
+    (gate,) = summary["gates"]
+    assert (code, gate["status"]) == (1, "errored")
+    assert gate["reason"] == (
+        "no latency was measured: 5 of 5 answers came from the LLM cache "
+        "(run with --no-cache to measure it)"
+    )
+
+
+def test_an_errored_sample_has_no_latency_and_counts_against_the_error_budget(sd, key):
+    gates = [{"metric_key": "latency", "metric": "max", "value": 5}]
+    with FakeOpenAI(served()) as server:
+        server.fault("400", first=1)
+        suite(sd, server, gates, max_concurrent=1)
+        code = sd.run()
+    summary = sd.summary()
+    (gate,) = summary["gates"]
+    assert (code, gate["status"], gate["errors"], gate["graded"]) == (1, "errored", 1, 4)
+    entry = summary["cost_speed"]["metrics"]["latency"]
+    assert (entry["errors"], entry["measured"]) == (1, 4)
+    errored = [r for r in sd.results() if r["error"]]
+    assert len(errored) == 1 and "latency_s" not in errored[0]
+
+
+@pytest.mark.parametrize(
+    ("gate", "extra", "message"),
+    [
+        (
+            {"metric_key": "latncy", "metric": "p95", "value": 4},
+            {},
+            "gates[0].metric_key: metric_key 'latncy' names no grader and no built-in metric "
+            "(did you mean 'latency'?)",
+        ),
+        (
+            {"metric_key": "latency", "metric": "p95", "op": "gte", "value": 4},
+            {},
+            "gates[0].op: 'latency' is lower-is-better: op 'gte' puts a floor under it",
+        ),
+        (
+            {"metric_key": "latency", "metric": "accuracy", "op": "gte", "value": 0.9},
+            {},
+            "gates[0].metric: accuracy of 'latency' needs a per-sample rule",
+        ),
+        (
+            {"metric_key": "cost_usd", "max_drop": 0.1},
+            {},
+            "gates[0].max_drop: 'cost_usd' is lower-is-better: max_drop limits a fall",
+        ),
+        (
+            {"metric_key": "done", "max_increase": 0.1},
+            {},
+            "gates[0].max_increase: max_increase limits a rise of a lower-is-better metric",
+        ),
+        (
+            {"metric_key": "latency", "max_regressions": 0},
+            {},
+            "gates[0].max_regressions: max_regressions on 'latency' counts samples",
+        ),
+        ({"metric_key": "latency", "value": 4}, {"max_cost_usd": -1}, "max_cost_usd"),
+        ({"metric_key": "latency", "value": 4}, {"max_steps": 0}, "max_steps"),
+        ({"metric_key": "latency", "value": 4}, {"max_tokens": -5}, "max_tokens"),
+        (
+            {"metric_key": "latency", "value": 4},
+            {"pricing": {"m": {"input_per_mtok": -1}}},
+            "pricing.m.input_per_mtok",
+        ),
+        (
+            {"metric_key": "latency", "value": 4},
+            {"pricing": {"m": {"output_per_mtok": "cheap"}}},
+            "pricing.m.output_per_mtok",
+        ),
+    ],
+)
+def test_bad_cost_and_speed_input_is_one_line_and_exit_2(sd, key, capsys, gate, extra, message):
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [gate], **extra)
+        code = sd.run()
+        calls = server.count()
+    err = capsys.readouterr().err.strip()
+    assert (code, calls) == (2, 0)
+    assert len(err.splitlines()) == 1, err
+    assert message in err, err
+    assert "suite.yaml" in err
