@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from ci_evals.gating.stats import percentile
-from ci_evals.results.measures import BUILTINS, measure
+from ci_evals.results.measures import BUILTINS, NAN, Reading, measure_all
 from ci_evals.results.records import CostSpeed, MeasureEntry, ResultRecord
 
 NAMES = tuple(BUILTINS)
+WIDTH = len(NAMES)
 _INDEX = {name: i for i, name in enumerate(NAMES)}
 MAX_REASONS = 5
 
@@ -29,9 +29,8 @@ MAX_REASONS = 5
 class MeasuredState(TypedDict):
     """:meth:`Measured.state`: plain JSON data, for a worker process to hand to the first."""
 
-    values: dict[str, list[float]]
-    sums: list[list[Any]]  # [model, {name: sum}]
-    counts: dict[str, list[int]]  # name -> [n, errors, cached, unknown]
+    rows: list[list[Any]]  # [model, [value or null, ...]]: one row of WIDTH values per line
+    counts: dict[str, list[int]]  # name -> [errors, cached, unknown]
     reasons: dict[str, list[str]]
     queued_s: float
     throttled: int
@@ -39,25 +38,26 @@ class MeasuredState(TypedDict):
     samples: list[list[Any]] | None  # [model, sample id, [sum per name], [count per name], errored]
 
 
-class _One:
-    __slots__ = ("values", "n", "errors", "cached", "unknown", "reasons")
+class _Missing:
+    __slots__ = ("errors", "cached", "unknown", "reasons")
 
     def __init__(self) -> None:
-        self.values = array("d")
-        self.n = self.errors = self.cached = self.unknown = 0
+        self.errors = self.cached = self.unknown = 0
         self.reasons: dict[str, None] = {}  # ordered set
 
 
 class Measured:
     """Feed results lines with :meth:`add`; :meth:`block` gives summary.json's ``cost_speed``.
 
-    ``keep_samples``: also keep each (model, sample)'s values (averaged over its runs), which a
-    regression gate on a built-in metric pairs with the baseline's (:meth:`sample_values`).
+    Each line's values are one row of a flat array per model (NaN where a line has none): one
+    ``extend`` per line, so 100k lines cost little. ``keep_samples``: also keep each (model,
+    sample)'s values (its runs' mean), which a regression gate on a built-in metric pairs with the
+    baseline's (:meth:`sample_values`).
     """
 
     def __init__(self, *, keep_samples: bool = False) -> None:
-        self.one = {name: _One() for name in NAMES}
-        self.sums: dict[str | None, list[float]] = defaultdict(lambda: [0.0] * len(NAMES))
+        self.rows: dict[str | None, array[float]] = {}
+        self.missing = [_Missing() for _ in NAMES]
         self.queued_s = 0.0
         self.throttled = 0
         self.unpriced: set[str] = set()
@@ -68,40 +68,52 @@ class Measured:
 
     def add(self, rec: ResultRecord) -> None:
         model = rec.get("model")
-        sums = self.sums[model]
-        errored = bool(rec.get("error"))
-        kept = None
+        values, missing = measure_all(rec)
+        rows = self.rows.get(model)
+        if rows is None:
+            rows = self.rows[model] = array("d")
+        rows.extend(values)
+        for i, reading in missing:
+            self._missing(self.missing[i], reading)
         if self.samples is not None:
-            key = (model, str(rec["sample_id"]))
-            kept = self.samples.get(key)
-            if kept is None:
-                kept = self.samples[key] = ([0.0] * len(NAMES), [0] * len(NAMES), False)
-            if errored:
-                self.samples[key] = kept = (kept[0], kept[1], True)
-        for i, name in enumerate(NAMES):
-            one = self.one[name]
-            one.n += 1
-            reading = measure(rec, name)
-            if reading.value is not None:
-                one.values.append(reading.value)
-                sums[i] += reading.value
-                if kept is not None:
-                    kept[0][i] += reading.value
-                    kept[1][i] += 1
-            elif reading.errored:
-                one.errors += 1
-            elif reading.cached:
-                one.cached += 1
-            else:
-                one.unknown += 1
-                if reading.unknown and len(one.reasons) < MAX_REASONS:
-                    one.reasons[reading.unknown] = None
-        self.queued_s += _number(rec.get("queued_s"))
-        self.throttled += int(_number(rec.get("throttled")))
-        self._unpriced(rec.get("target"))
+            self._keep(rec, model, values)
+        queued, throttled = rec.get("queued_s"), rec.get("throttled")
+        if queued:
+            self.queued_s += _number(queued)
+        if throttled:
+            self.throttled += int(_number(throttled))
+        target = rec.get("target")
+        if target:
+            self._unpriced(target)
         for grade in rec.get("grades", {}).values():
-            if isinstance(grade, Mapping):
-                self._unpriced(grade.get("metadata"))
+            if type(grade) is dict and grade.get("metadata"):
+                self._unpriced(grade["metadata"])
+
+    def _keep(self, rec: ResultRecord, model: str | None, values: list[float]) -> None:
+        """Add a line's values to its (model, sample)'s, for a baseline's pairing."""
+        assert self.samples is not None
+        key = (model, str(rec["sample_id"]))
+        kept = self.samples.get(key)
+        if kept is None:
+            kept = self.samples[key] = ([0.0] * WIDTH, [0] * WIDTH, False)
+        if rec.get("error"):
+            self.samples[key] = (kept[0], kept[1], True)
+            return
+        for i, value in enumerate(values):
+            if value == value:  # not NaN
+                kept[0][i] += value
+                kept[1][i] += 1
+
+    @staticmethod
+    def _missing(one: _Missing, reading: Reading) -> None:
+        if reading.errored:
+            one.errors += 1
+        elif reading.cached:
+            one.cached += 1
+        else:
+            one.unknown += 1
+            if reading.unknown and len(one.reasons) < MAX_REASONS:
+                one.reasons[reading.unknown] = None
 
     def _unpriced(self, where: Any) -> None:
         if isinstance(where, Mapping) and where.get("unpriced"):
@@ -110,29 +122,39 @@ class Measured:
                 if len(self.unpriced) < 50:
                     self.unpriced.add(str(model)[:200])
 
+    def _values(self, name: str, model: str | None = None, *, every: bool = True) -> list[float]:
+        """The measured values of ``name`` (of ``model``, or of every model when ``every``)."""
+        i = _INDEX[name]
+        chosen = self.rows.values() if every else [self.rows.get(model, array("d"))]
+        return [v for rows in chosen for v in rows[i::WIDTH] if v == v]
+
+    def lines(self) -> int:
+        """Results lines read."""
+        return sum(len(rows) for rows in self.rows.values()) // WIDTH
+
     def entry(self, name: str) -> MeasureEntry:
         """One built-in metric over every line."""
-        one, b = self.one[name], BUILTINS[name]
-        values = sorted(one.values)
+        missing, b = self.missing[_INDEX[name]], BUILTINS[name]
+        values = sorted(self._values(name))
         k = len(values)
-        out: MeasureEntry = {
+        total = math.fsum(values) if k else None
+        return {
             "label": b.label,
             "unit": b.unit,
-            "n": one.n,
+            "n": self.lines(),
             "measured": k,
-            "errors": one.errors,
-            "cached": one.cached,
-            "unknown": one.unknown,
-            "unknown_reasons": list(one.reasons),
-            "mean": math.fsum(values) / k if k else None,
+            "errors": missing.errors,
+            "cached": missing.cached,
+            "unknown": missing.unknown,
+            "unknown_reasons": list(missing.reasons),
+            "mean": total / k if total is not None else None,
             "median": percentile(values, 50) if k else None,
             "p95": percentile(values, 95) if k else None,
             "p99": percentile(values, 99) if k else None,
             "min": values[0] if k else None,
             "max": values[-1] if k else None,
-            "sum": math.fsum(values) if k else None,
+            "sum": total,
         }
-        return out
 
     def block(self, cost_usd: float | None, retries: int, cache_hits: int) -> CostSpeed:
         """summary.json's ``cost_speed`` (the budget is the runner's to add)."""
@@ -148,10 +170,7 @@ class Measured:
 
     def total(self, name: str, model: str | None = None) -> float:
         """The sum of metric ``name`` over every line (of ``model`` when given)."""
-        i = _INDEX[name]
-        if model is not None:
-            return self.sums[model][i] if model in self.sums else 0.0
-        return math.fsum(s[i] for s in self.sums.values())
+        return math.fsum(self._values(name, model, every=model is None))
 
     def sample_values(self, name: str) -> dict[tuple[str | None, str], float | None]:
         """Each (model, sample)'s value of ``name``, its runs' mean; None when a run errored or
@@ -164,12 +183,14 @@ class Measured:
 
     def state(self) -> MeasuredState:
         return {
-            "values": {name: one.values.tolist() for name, one in self.one.items()},
-            "sums": [[model, dict(zip(NAMES, s, strict=True))] for model, s in self.sums.items()],
+            "rows": [
+                [model, [v if v == v else None for v in rows]] for model, rows in self.rows.items()
+            ],
             "counts": {
-                name: [one.n, one.errors, one.cached, one.unknown] for name, one in self.one.items()
+                name: [m.errors, m.cached, m.unknown]
+                for name, m in zip(NAMES, self.missing, strict=True)
             },
-            "reasons": {name: list(one.reasons) for name, one in self.one.items()},
+            "reasons": {name: list(m.reasons) for name, m in zip(NAMES, self.missing, strict=True)},
             "queued_s": self.queued_s,
             "throttled": self.throttled,
             "unpriced": sorted(self.unpriced),
@@ -179,21 +200,17 @@ class Measured:
         }
 
     def merge(self, state: MeasuredState) -> None:
-        for name, values in state["values"].items():
-            one = self.one[name]
-            one.values.extend(values)
-            n, errors, cached, unknown = state["counts"][name]
-            one.n += n
-            one.errors += errors
-            one.cached += cached
-            one.unknown += unknown
+        for model, values in state["rows"]:
+            rows = self.rows.setdefault(model, array("d"))
+            rows.extend(NAN if v is None else v for v in values)
+        for name, m in zip(NAMES, self.missing, strict=True):
+            errors, cached, unknown = state["counts"][name]
+            m.errors += errors
+            m.cached += cached
+            m.unknown += unknown
             for reason in state["reasons"][name]:
-                if len(one.reasons) < MAX_REASONS:
-                    one.reasons[reason] = None
-        for model, sums in state["sums"]:
-            mine = self.sums[model]
-            for i, name in enumerate(NAMES):
-                mine[i] += sums.get(name, 0.0)
+                if len(m.reasons) < MAX_REASONS:
+                    m.reasons[reason] = None
         self.queued_s += state["queued_s"]
         self.throttled += state["throttled"]
         self.unpriced.update(state["unpriced"])

@@ -78,9 +78,10 @@ CACHED: Final = Reading(cached=True)
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+    kind = type(value)
+    if kind is float:
+        return value if value == value else None  # not NaN
+    return float(value) if kind is int else None  # (a bool is no number)
 
 
 def _usage(usage: Any, key: str) -> float:
@@ -149,3 +150,57 @@ def measure(rec: ResultRecord, name: str) -> Reading:
     if name == "judge_cost_usd":
         return _judge(rec, "cost")
     raise KeyError(name)
+
+
+_NO_COST: Final = Reading(unknown="the target reports no cost")
+_NO_STEPS: Final = Reading(unknown="the target gave no steps")
+_NO_TOOL_CALLS: Final = Reading(unknown="the target gave no tool_calls")
+_NO_LATENCY: Final = Reading(unknown="the target gave no latency")
+NAN: Final = float("nan")
+_ALL_ERRORED: Final = [(i, ERRORED) for i in range(len(BUILTINS))]
+
+
+def measure_all(rec: ResultRecord) -> tuple[list[float], list[tuple[int, Reading]]]:
+    """Every built-in metric of one results line, in :data:`BUILTINS` order, in one pass (what the
+    aggregator reads per line; :func:`measure` reads one metric the same way): the values, NaN
+    where there is none, and for each of those its index and :class:`Reading` (errored, cached,
+    unknown)."""
+    if rec.get("error"):
+        return [NAN] * len(BUILTINS), _ALL_ERRORED
+    missing: list[tuple[int, Reading]] = []
+    usage = rec.get("usage")
+    prompt, completion = _usage(usage, "prompt_tokens"), _usage(usage, "completion_tokens")
+    latency = _num(rec.get("latency_s"))
+    if latency is None:
+        missing.append((0, CACHED if rec.get("cache_hits") else _NO_LATENCY))
+    target = rec.get("target")
+    cost = _num(target.get("cost_usd")) if type(target) is dict else None
+    if cost is None:
+        unpriced = target.get("unpriced") if type(target) is dict else None
+        missing.append((4, Reading(unknown=_no_price(unpriced)) if unpriced else _NO_COST))
+    steps, calls = _num(rec.get("steps")), _num(rec.get("tool_calls"))
+    if steps is None:
+        missing.append((5, _NO_STEPS))
+    if calls is None:
+        missing.append((6, _NO_TOOL_CALLS))
+    judge_tokens = judge_cost = 0.0
+    for grade in (rec.get("grades") or {}).values():
+        if type(grade) is dict and grade.get("metadata"):  # a grade with metadata: judges' calls
+            judge_tokens = _judge(rec, "tokens").value or 0.0
+            judged = _judge(rec, "cost")
+            if judged.value is None:
+                missing.append((8, judged))
+            judge_cost = judged.value or 0.0
+            break
+    values = [
+        NAN if latency is None else latency,
+        prompt + completion,
+        prompt,
+        completion,
+        NAN if cost is None else cost,
+        NAN if steps is None else steps,
+        NAN if calls is None else calls,
+        judge_tokens,
+        NAN if missing and missing[-1][0] == 8 else judge_cost,
+    ]
+    return values, missing
