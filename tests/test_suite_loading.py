@@ -82,7 +82,7 @@ def test_metric_key_naming_no_grader_is_an_error(sd, capsys):
     rc, err = validate(sd, capsys)
     assert rc == 2
     assert err.endswith(
-        "gate.metric_key: metric_key 'acuracy' names no grader (did you mean 'acc'?)"
+        "gate.metric_key: metric_key 'acuracy' names no grader and no built-in metric (did you mean 'acc'?)"
     )
 
 

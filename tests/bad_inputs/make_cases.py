@@ -219,7 +219,7 @@ case("gate_unknown_op", "gate.op: unknown op 'ge' (did you mean 'gte'?)", ["suit
      suite_text=suite(gate={"op": "ge", "value": 0.5}))
 case("gate_unknown_metric", "gate.metric: unknown metric 'mean_score' (did you mean 'avg_score'?)", ["suite.yaml:11", "gate.metric"],
      suite_text=suite(gate={"metric": "mean_score", "op": "gte", "value": 0.5}))
-case("gate_metric_key_names_no_grader", "metric_key 'acuracy' names no grader (did you mean 'acc'?)",
+case("gate_metric_key_names_no_grader", "metric_key 'acuracy' names no grader and no built-in metric (did you mean 'acc'?)",
      ["suite.yaml:11", "gate.metric_key"],
      suite_text=suite(gate={"metric_key": "acuracy", "op": "gte", "value": 0.5}))
 case("gate_accuracy_above_100", "accuracy value 150 is above 100 (a fraction in [0, 1], or a percentage up to 100)",
@@ -429,7 +429,7 @@ case("cli_max_concurrent_not_a_number", "expected a positive integer, got 'ten'"
      command="run", args=["--max-concurrent", "ten"])
 case("pricing_not_number", "Input should be a valid number", ["suite.yaml:15", "pricing.gpt-4o-mini.input_per_mtok"],
      suite_text=suite(pricing={"gpt-4o-mini": {"input_per_mtok": "cheap"}}))
-case("gate_value_without_op", "a gate needs 'op' and 'value'", ["suite.yaml:10", "gate"],
+case("gate_value_without_op", "'op' and 'value' go together", ["suite.yaml:10", "gate"],
      suite_text=suite(gate={"value": 0.5}))
 case("gate_value_not_number", "Input should be a valid number", ["suite.yaml:12", "gate.value"],
      suite_text=suite(gate={"op": "gte", "value": "high"}))
