@@ -74,6 +74,9 @@ class Reading:
 
 
 ERRORED: Final = Reading(errored=True)
+_NO_LATENCY: Final = Reading(
+    unknown="the target gave no latency (a recorded answer without its latency_s)"
+)
 CACHED: Final = Reading(cached=True)
 
 
@@ -122,9 +125,7 @@ def measure(rec: ResultRecord, name: str) -> Reading:
     if name == "latency":
         value = _num(rec.get("latency_s"))
         if value is None:
-            return (
-                CACHED if rec.get("cache_hits") else Reading(unknown="the target gave no latency")
-            )
+            return CACHED if rec.get("cache_hits") else _NO_LATENCY
         return Reading(value)
     usage = rec.get("usage")
     if name == "tokens":
@@ -155,7 +156,6 @@ def measure(rec: ResultRecord, name: str) -> Reading:
 _NO_COST: Final = Reading(unknown="the target reports no cost")
 _NO_STEPS: Final = Reading(unknown="the target gave no steps")
 _NO_TOOL_CALLS: Final = Reading(unknown="the target gave no tool_calls")
-_NO_LATENCY: Final = Reading(unknown="the target gave no latency")
 NAN: Final = float("nan")
 _ALL_ERRORED: Final = [(i, ERRORED) for i in range(len(BUILTINS))]
 

@@ -109,9 +109,11 @@ def _latency(meta: dict[str, Any], elapsed: float) -> float | None:
     call was answered from the LLM cache (nothing was measured)."""
     if meta.pop("cached", False):
         return None
-    recorded = meta.pop("latency_s", None)
-    if isinstance(recorded, int | float) and not isinstance(recorded, bool) and recorded >= 0:
-        return round(float(recorded), 6)
+    if "latency_s" in meta:  # a recorded answer: its own latency, or none (replaying took none)
+        recorded = meta.pop("latency_s")
+        if isinstance(recorded, int | float) and not isinstance(recorded, bool) and recorded >= 0:
+            return round(float(recorded), 6)
+        return None
     return round(max(0.0, elapsed - (meta.get("queued_s") or 0.0)), 6)
 
 
