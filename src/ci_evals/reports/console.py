@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from ci_evals._util.text import one_line
 from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable
+from ci_evals.reports import costspeed
 from ci_evals.reports.failing import FAILING_SHOWN, FailingPass, FailingTally
 from ci_evals.reports.text import noise_lines
 from ci_evals.reports.verdicts import WORDS, words_of
@@ -269,6 +270,9 @@ def render(
             )
         )
     lines.append(INTERVALS_NOTE)
+    spent = costspeed.console_lines(summary, one_line)
+    if spent:
+        lines += ["", *spent]
     errors = error_lines(summary)
     if errors:
         lines += ["", *errors]
