@@ -134,12 +134,13 @@
   METRICS.forEach(function (m) { COLS.push({ key: m.key, label: m.label, metric: true }); });
   if (DATA.has_baseline) COLS.push({ key: "baseline", label: "Baseline: " + METRICS.map(function (m) { return m.label; }).join(" / "), nosort: true });
   COLS.push({ key: "duration", label: "Duration s" });
-  // Cost and speed (results.measures): latency, cost, steps and tool calls where any line has one.
-  var MEASURES = { latency: ["Latency", fmtSeconds], tokens: ["Tokens", null], cost_usd: ["Cost $", fmtUsd], steps: ["Steps", fmtCount], tool_calls: ["Tool calls", fmtCount] };
+  // Cost and speed (results.measures): latency, cost, steps and tool calls where any line has
+  // one; the tokens last, as before.
+  var MEASURES = { latency: ["Latency", fmtSeconds], cost_usd: ["Cost $", fmtUsd], steps: ["Steps", fmtCount], tool_calls: ["Tool calls", fmtCount] };
   Object.keys(MEASURES).forEach(function (k) {
-    if (k === "tokens") COLS.push({ key: "tokens", label: "Tokens" });
-    else if (ROWS.some(function (r) { return r.cs[k] != null; })) COLS.push({ key: k, label: MEASURES[k][0], measure: true });
+    if (ROWS.some(function (r) { return r.cs[k] != null; })) COLS.push({ key: k, label: MEASURES[k][0], measure: true });
   });
+  COLS.push({ key: "tokens", label: "Tokens" });
   var head = document.getElementById("sample-head");
   COLS.forEach(function (c) {
     var th = el("th", { "data-key": c.key, text: c.label });
@@ -172,8 +173,8 @@
     }
     if (c.measure) return measureCell(r, c);
     if (c.key === "duration") return el("td", { cls: "num", text: r.duration == null ? "–" : Number(r.duration).toFixed(2) });
-    if (r.cached) return el("td", { cls: "num", title: cachedText(r.cached) }, [r.tokens ? String(r.tokens) + " " : null, el("span", { cls: "badge cached", text: "cached" })]);
-    return el("td", { cls: "num", text: String(r.tokens) });
+    if (r.cached) return el("td", { cls: "num", title: cachedText(r.cached) }, [r.tokens ? r.tokens.toLocaleString("en") + " " : null, el("span", { cls: "badge cached", text: "cached" })]);
+    return el("td", { cls: "num", text: r.tokens.toLocaleString("en") });
   }
   // Numbers as the other reports write them: 3 significant digits of seconds, dollars with 4
   // decimals below $1, counts with thousands separators.
