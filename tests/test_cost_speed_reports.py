@@ -36,7 +36,7 @@ CONSOLE_BLOCK = [
     f"model {EVIL!r} has no known price; 1 errored (no value); −49% ▼ vs baseline",
     "  Steps       mean 3, p95 5.55, max 6, total 12; 1 errored (no value); – vs baseline",
     "  Tool calls  mean 1, p95 2.7, max 3, total 4; 1 errored (no value); – vs baseline",
-    "  Waits: queued 1.23 s, 3 throttled, 2 retries, 1 cache hit",
+    "  Waits: queued 1.23 s, 3 throttled, 2 retries",
     f"  Run cost: ≥ $0.0123 (1 model unpriced: {EVIL})",
     "  Budget: stopped: max_cost_usd $0.01 spent (1 sample stopped)",
 ]
@@ -82,7 +82,7 @@ MD_BLOCK = [
     "- Steps: 1 errored (no value)",
     "- Tool calls: 1 errored (no value)",
     "",
-    "Waits: queued 1.23 s, 3 throttled, 2 retries, 1 cache hit · "
+    "Waits: queued 1.23 s, 3 throttled, 2 retries · "
     f"run cost ≥ $0.0123 (1 model unpriced: {ESCAPED})",
     "",
     "**Budget:** stopped: max_cost_usd $0.01 spent (1 sample stopped)",
@@ -170,7 +170,7 @@ def test_html_block_and_per_sample_values(tmp_path):
         '<td class="num">5 s</td><td class="num">–</td><td class="num">+212% ▲</td>'
         "<td>1 of 5 from the LLM cache, not timed; 1 errored (no value)</td></tr>" in block
     )
-    assert '<dd id="cs-waits">queued 1.23 s, 3 throttled, 2 retries, 1 cache hit</dd>' in block
+    assert '<dd id="cs-waits">queued 1.23 s, 3 throttled, 2 retries</dd>' in block
     assert (
         '<dd id="cs-cost">≥ $0.0123 (1 model unpriced: @evil/&lt;b&gt;x&lt;/b&gt;|`[y](z)`)</dd>'
         in block

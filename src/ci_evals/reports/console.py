@@ -212,6 +212,36 @@ def failing_lines(
     return lines
 
 
+def cost_speed_lines(summary: Summary) -> list[str]:
+    """The "Cost and speed" block (``reports.costspeed``): one line per metric it shows, the
+    waits, the run's cost and the budget; text from the run flattened by ``one_line``."""
+    block = costspeed.block_of(summary)
+    if block is None or not costspeed.has_block(summary):
+        return []
+    lines = ["Cost and speed:"]
+    shown = costspeed.rows(summary)
+    width = max((len(one_line(r.label)) for r in shown), default=0)
+    for r in shown:
+        parts = [f"mean {r.mean}", f"p95 {r.p95}", f"max {r.max}"]
+        if r.total != costspeed.NONE:
+            parts.append(f"total {r.total}")
+        tail = [one_line(n) for n in r.notes]
+        if r.change is not None:
+            tail.append(f"{r.change} vs baseline")
+        lines.append(
+            f"  {one_line(r.label).ljust(width)}  "
+            + ", ".join(parts)
+            + "".join(f"; {t}" for t in tail)
+        )
+    if text := costspeed.waits(block):
+        lines.append(f"  Waits: {text}")
+    if text := costspeed.run_cost(block):
+        lines.append(f"  Run cost: {one_line(text)}")
+    if text := costspeed.budget(block):
+        lines.append(f"  Budget: {one_line(text)}")
+    return lines
+
+
 def all_target_failed(summary: Summary) -> bool:
     """Every result line failed at the target: nothing the agent did was graded."""
     errs = summary.get("errors") or {}
@@ -270,7 +300,7 @@ def render(
             )
         )
     lines.append(INTERVALS_NOTE)
-    spent = costspeed.console_lines(summary, one_line)
+    spent = cost_speed_lines(summary)
     if spent:
         lines += ["", *spent]
     errors = error_lines(summary)

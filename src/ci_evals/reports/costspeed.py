@@ -212,34 +212,32 @@ def rows(summary: Summary) -> list[Row]:
     return out
 
 
-def unpriced(block: CostSpeed, quote: Callable[[str], str] = str) -> str:
-    """``2 models unpriced: a, b`` (the first five, each ``quote``d), or nothing."""
+def unpriced(block: CostSpeed) -> str:
+    """``2 models unpriced: a, b`` (the first five, each cut at 80 characters), or nothing."""
     names = [str(m) for m in block.get("unpriced") or []]
     if not names:
         return ""
-    shown = ", ".join(quote(m[:80]) for m in names[:NAMES_SHOWN])
+    shown = ", ".join(m[:80] for m in names[:NAMES_SHOWN])
     more = f" and {len(names) - NAMES_SHOWN:,} more" if len(names) > NAMES_SHOWN else ""
     return f"{len(names):,} model{'s' if len(names) != 1 else ''} unpriced: {shown}{more}"
 
 
 def waits(block: CostSpeed) -> str:
-    """``queued 1.2 s, 3 throttled, 2 retries, 5 cache hits`` (the parts that are not 0)."""
+    """``queued 1.2 s, 3 throttled, 2 retries`` (the parts that are not 0)."""
     parts = []
     if (queued := _finite(block.get("queued_s"))) and queued >= 0.0005:
         parts.append(f"queued {fmt_seconds(queued)}")
-    for key, word in (("throttled", "throttled"), ("retries", "retries"), ("cache_hits", "")):
-        count = int(_finite(block.get(key)) or 0)
-        if count:
-            word = word or ("cache hit" if count == 1 else "cache hits")
-            word = "retry" if word == "retries" and count == 1 else word
-            parts.append(f"{count:,} {word}")
+    if throttled := int(_finite(block.get("throttled")) or 0):
+        parts.append(f"{throttled:,} throttled")
+    if retries := int(_finite(block.get("retries")) or 0):
+        parts.append(f"{retries:,} retr{'y' if retries == 1 else 'ies'}")
     return ", ".join(parts)
 
 
-def run_cost(block: CostSpeed, quote: Callable[[str], str] = str) -> str:
+def run_cost(block: CostSpeed) -> str:
     """``$0.0123 (2 models unpriced: a, b)``: the run's known cost, targets and judges; nothing
     when no price was known and none missing."""
-    cost, missing = _finite(block.get("cost_usd")), unpriced(block, quote)
+    cost, missing = _finite(block.get("cost_usd")), unpriced(block)
     if cost is None and not missing:
         return ""
     text = fmt_usd(cost) if cost is not None else UNKNOWN
@@ -295,7 +293,7 @@ def sample_values(rec: ResultRecord) -> dict[str, float | str]:
     return out
 
 
-# ---------------------------------------------------------------- the block, rendered
+# ---------------------------------------------------------------- junit.xml
 
 
 def _raw(value: Any) -> str:
@@ -334,66 +332,3 @@ def testcase_properties(rec: ResultRecord) -> dict[str, str]:
         ("latency_s" if k == "latency" else k): (_raw(v) if isinstance(v, float) else v)
         for k, v in sample_values(rec).items()
     }
-
-
-def console_lines(summary: Summary, clean: Callable[[str], str] = str) -> list[str]:
-    """The console's block (``clean``: the console's flattening of text from the run)."""
-    block = block_of(summary)
-    if block is None or not has_block(summary):
-        return []
-    lines = ["Cost and speed:"]
-    shown = rows(summary)
-    width = max((len(clean(r.label)) for r in shown), default=0)
-    for r in shown:
-        parts = [f"mean {r.mean}", f"p95 {r.p95}", f"max {r.max}"]
-        if r.total != NONE:
-            parts.append(f"total {r.total}")
-        tail = [clean(n) for n in r.notes]
-        if r.change is not None:
-            tail.append(f"{r.change} vs baseline")
-        lines.append(
-            f"  {clean(r.label).ljust(width)}  "
-            + ", ".join(parts)
-            + "".join(f"; {t}" for t in tail)
-        )
-    if text := waits(block):
-        lines.append(f"  Waits: {text}")
-    if text := run_cost(block):
-        lines.append(f"  Run cost: {clean(text)}")
-    if text := budget(block):
-        lines.append(f"  Budget: {clean(text)}")
-    return lines
-
-
-def markdown_lines(summary: Summary, heading: str, escape: Callable[[str], str]) -> list[str]:
-    """summary.md's and the PR comment's block: a table, its notes and the run's totals
-    (``escape``: the report's one-line markdown escaping). Nothing when there is nothing to show."""
-    block = block_of(summary)
-    if block is None or not has_block(summary):
-        return []
-    lines = [heading, ""] if heading else []
-    shown = rows(summary)
-    with_base = any(r.change is not None for r in shown)
-    if shown:
-        lines += [
-            "| Metric | Mean | p95 | Max | Total |" + (" vs baseline |" if with_base else ""),
-            "|---|---:|---:|---:|---:|" + ("---:|" if with_base else ""),
-        ]
-        for r in shown:
-            lines.append(
-                f"| {escape(r.label)} | {r.mean} | {r.p95} | {r.max} | {r.total} |"
-                + (f" {r.change} |" if with_base else "")
-            )
-        lines.append("")
-        notes = [f"- {escape(r.label)}: {escape('; '.join(r.notes))}" for r in shown if r.notes]
-        lines += [*notes, ""] if notes else []
-    facts = []
-    if text := waits(block):
-        facts.append(f"Waits: {text}")
-    if text := run_cost(block):
-        facts.append(f"run cost {escape(text)}")
-    if facts:
-        lines += [" · ".join(facts), ""]
-    if text := budget(block):
-        lines += [f"**Budget:** {escape(text)}", ""]
-    return lines

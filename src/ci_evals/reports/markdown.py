@@ -20,7 +20,13 @@ from ci_evals.reports.digest import (
     row_failures,
     sample_label,
 )
-from ci_evals.reports.figures import baseline_section, metric_table, usage_line, usage_table
+from ci_evals.reports.figures import (
+    baseline_section,
+    cost_speed_section,
+    metric_table,
+    usage_line,
+    usage_table,
+)
 from ci_evals.reports.text import (
     escape_md,
     fenced,
@@ -267,7 +273,7 @@ def render_summary_md(
             *metric_table(per.get("metrics") or {}, summary, compact=False),
             "",
         ]
-    lines += costspeed.markdown_lines(summary, "### Cost and speed", escape_md)
+    lines += cost_speed_section(summary, "### Cost and speed")
     if errors_line(summary):
         lines += [f"**Errors:** {errors_line(summary)}", "", *error_table(summary), ""]
     if flaky_line(summary):
