@@ -14,7 +14,12 @@ from typing import NamedTuple
 from ci_evals.gating.verdict import display_name
 from ci_evals.reports import letta_agents
 from ci_evals.reports.digest import BUCKETS, Digest, digest, input_text, row_failures, sample_label
-from ci_evals.reports.figures import baseline_section, metric_table, usage_line
+from ci_evals.reports.figures import (
+    baseline_section,
+    cost_speed_section,
+    metric_table,
+    usage_line,
+)
 from ci_evals.reports.markdown import (
     error_table,
     errors_line,
@@ -178,6 +183,7 @@ def _body(summary: Summary, d: Digest, level: Level, run_url: str | None, key: s
             *metric_table(per.get("metrics") or {}, summary, compact=True, deltas=False),
             "",
         ]
+    lines += cost_speed_section(summary, "**Cost and speed**", limit=300)
     if errors_line(summary):
         lines += [f"⚠️ {errors_line(summary)}", "", *error_table(summary, limit=5), ""]
     if flaky_line(summary, limit=10):

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from ci_evals._util.text import one_line
 from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable
+from ci_evals.reports import costspeed
 from ci_evals.reports.failing import FAILING_SHOWN, FailingPass, FailingTally
 from ci_evals.reports.text import noise_lines
 from ci_evals.reports.verdicts import WORDS, words_of
@@ -211,6 +212,36 @@ def failing_lines(
     return lines
 
 
+def cost_speed_lines(summary: Summary) -> list[str]:
+    """The "Cost and speed" block (``reports.costspeed``): one line per metric it shows, the
+    waits, the run's cost and the budget; text from the run flattened by ``one_line``."""
+    block = costspeed.block_of(summary)
+    if block is None or not costspeed.has_block(summary):
+        return []
+    lines = ["Cost and speed:"]
+    shown = costspeed.rows(summary)
+    width = max((len(one_line(r.label)) for r in shown), default=0)
+    for r in shown:
+        parts = [f"mean {r.mean}", f"p95 {r.p95}", f"max {r.max}"]
+        if r.total != costspeed.NONE:
+            parts.append(f"total {r.total}")
+        tail = [one_line(n) for n in r.notes]
+        if r.change is not None:
+            tail.append(f"{r.change} vs baseline")
+        lines.append(
+            f"  {one_line(r.label).ljust(width)}  "
+            + ", ".join(parts)
+            + "".join(f"; {t}" for t in tail)
+        )
+    if text := costspeed.waits(block):
+        lines.append(f"  Waits: {text}")
+    if text := costspeed.run_cost(block):
+        lines.append(f"  Run cost: {one_line(text)}")
+    if text := costspeed.budget(block):
+        lines.append(f"  Budget: {one_line(text)}")
+    return lines
+
+
 def all_target_failed(summary: Summary) -> bool:
     """Every result line failed at the target: nothing the agent did was graded."""
     errs = summary.get("errors") or {}
@@ -269,6 +300,9 @@ def render(
             )
         )
     lines.append(INTERVALS_NOTE)
+    spent = cost_speed_lines(summary)
+    if spent:
+        lines += ["", *spent]
     errors = error_lines(summary)
     if errors:
         lines += ["", *errors]

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ci_evals.gating.verdict import display_name
+from ci_evals.reports import costspeed
 from ci_evals.reports.text import (
     code,
     escape_md,
@@ -120,6 +121,45 @@ def usage_table(summary: Summary) -> list[str]:
         lines.append(
             f"| {label} | {fmt_int(u.get('prompt_tokens'))} | {fmt_int(u.get('completion_tokens'))} |"
         )
+    return lines
+
+
+def cost_speed_section(summary: Summary, heading: str, limit: int | None = None) -> list[str]:
+    """summary.md's and the PR comment's "Cost and speed" block (``reports.costspeed``): a table,
+    its notes, the waits, the run's cost and the budget, every text from the run through
+    ``escape_md`` (cut at ``limit``). Nothing when there is nothing to show."""
+
+    def escape(text: str) -> str:
+        return escape_md(text, limit)
+
+    block = costspeed.block_of(summary)
+    if block is None or not costspeed.has_block(summary):
+        return []
+    lines = [heading, ""] if heading else []
+    shown = costspeed.rows(summary)
+    with_base = any(r.change is not None for r in shown)
+    if shown:
+        lines += [
+            "| Metric | Mean | p95 | Max | Total |" + (" vs baseline |" if with_base else ""),
+            "|---|---:|---:|---:|---:|" + ("---:|" if with_base else ""),
+        ]
+        for r in shown:
+            lines.append(
+                f"| {escape(r.label)} | {r.mean} | {r.p95} | {r.max} | {r.total} |"
+                + (f" {r.change} |" if with_base else "")
+            )
+        lines.append("")
+        notes = [f"- {escape(r.label)}: {escape('; '.join(r.notes))}" for r in shown if r.notes]
+        lines += [*notes, ""] if notes else []
+    facts = []
+    if text := costspeed.waits(block):
+        facts.append(f"Waits: {text}")
+    if text := costspeed.run_cost(block):
+        facts.append(f"run cost {escape(text)}")
+    if facts:
+        lines += [" · ".join(facts), ""]
+    if text := costspeed.budget(block):
+        lines += [f"**Budget:** {escape(text)}", ""]
     return lines
 
 

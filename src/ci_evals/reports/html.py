@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci_evals.gating.comparison import Comparison
 from ci_evals.gating.verdict import stability_note, unstable
+from ci_evals.reports import costspeed
 from ci_evals.reports import text as fmt
 from ci_evals.reports.report_data import BUCKETS, MAX_DATA_BYTES, MAX_ROWS, Scan, build_data
 from ci_evals.reports.verdicts import verdict_of, words_of
@@ -206,7 +207,23 @@ def render_report(
         scan=facts,
         max_rows=max_rows,
         max_mb=f"{max_bytes / 1e6:g}",
+        spent=_cost_speed(summary),
     )
+
+
+def _cost_speed(summary: Summary) -> dict[str, Any] | None:
+    """The "Cost and speed" block's rows and lines (plain text: the template escapes them)."""
+    block = costspeed.block_of(summary)
+    if block is None or not costspeed.has_block(summary):
+        return None
+    rows = costspeed.rows(summary)
+    return {
+        "rows": rows,
+        "with_base": any(r.change is not None for r in rows),
+        "waits": costspeed.waits(block),
+        "run_cost": costspeed.run_cost(block),
+        "budget": costspeed.budget(block),
+    }
 
 
 def report_scan(out: Path, comparison: Comparison | None = None, trust: Trust = Trust.OWN) -> Scan:

@@ -17,6 +17,7 @@ from typing import TextIO
 from xml.sax.saxutils import escape, quoteattr
 
 from ci_evals._util.text import fit
+from ci_evals.reports import costspeed
 from ci_evals.reports.digest import input_text, sample_label
 from ci_evals.reports.markdown import gate_description
 from ci_evals.results.records import Grade, MetricEntry, RecordError, ResultRecord, Summary
@@ -40,6 +41,7 @@ def _common_properties(summary: Summary) -> dict[str, str]:
     props = {"suite": str(summary.get("suite")), "verdict": str(summary.get("verdict"))}
     for lib, version in (summary.get("versions") or {}).items():
         props[f"version.{lib}"] = str(version)
+    props.update(costspeed.totals(summary))  # the run's cost and speed (none in older folders)
     return props
 
 
@@ -262,6 +264,7 @@ class JunitWriter:
             sum(int(m.get("n") or 0) for m in self.metrics.values() if isinstance(m, dict))
         )
         self.written = 0
+        self.measured = costspeed.block_of(summary) is not None  # older folders: as before
         self._per_metric: dict[
             str, tuple[_SuiteWriter, str, str]
         ] = {}  # name -> (writer, classname attr, rule)
@@ -287,6 +290,15 @@ class JunitWriter:
         input_xml = _text(f"input: {fit(input_text(row.get('input')), limit)}")
         head = f"    <testcase name={_attr(sample_label(row, self.num_runs))} classname="
         time = f"{float(row.get('duration_s') or 0.0):.6f}"
+        props = ""  # the line's latency, tokens, cost and steps: once for all its testcases
+        if self.measured and (values := costspeed.testcase_properties(row)):
+            props = (
+                "<properties>"
+                + "".join(
+                    f"<property {_attrs({'name': k, 'value': v})}/>" for k, v in values.items()
+                )
+                + "</properties>"
+            )
         grades = row.get("grades") or {}
         row_error = row.get("error")
         subs = row.get("submission") or {}
@@ -331,7 +343,7 @@ class JunitWriter:
                             failures.clear()
                         made = failures[key] = _failure_xml(grade, rule, limit)
                     result = made
-            xml = f'{head}{classname} time="{time}">{result}<system-out>{out}</system-out></testcase>\n'
+            xml = f'{head}{classname} time="{time}">{props}{result}<system-out>{out}</system-out></testcase>\n'
             written += len(xml)
             writer.add_xml(xml, tag)
         self.written = written

@@ -13,13 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable
+from ci_evals.reports import costspeed
 from ci_evals.reports.digest import (
     Digest,
     digest,
     row_failures,
     sample_label,
 )
-from ci_evals.reports.figures import baseline_section, metric_table, usage_line, usage_table
+from ci_evals.reports.figures import (
+    baseline_section,
+    cost_speed_section,
+    metric_table,
+    usage_line,
+    usage_table,
+)
 from ci_evals.reports.text import (
     escape_md,
     fenced,
@@ -98,14 +105,24 @@ def gate_compared(gate: GateResult, fmt: Callable[[float], str] = fmt_score) -> 
             f"{fmt_int(count)} regression{'' if count == 1 else 's'}"
             f"{limit(gate.get('max_regressions'))}"
         )
+    if (max_increase := gate.get("max_increase")) is not None:
+        increase = gate.get("increase")
+        change = "+∞" if increase is None else f"{increase:+.1%}"
+        parts.append(
+            f"increase {change} from {show(gate.get('baseline_value'))}, "
+            f"max {max_increase * 100:g}%"
+        )
     if gate.get("status") == "no_baseline":
         parts.append("no baseline")
     return "; ".join(parts) or actual
 
 
 def gate_actual(gate: GateResult) -> str:
-    """The measured value, or for a regression gate the drop and regression count it compared."""
-    return gate_compared(gate).removeprefix("actual ")
+    """The measured value, or for a regression gate the drop and regression count it compared;
+    a built-in metric's in its unit (``4.1 s``, ``$0.0123``)."""
+    unit = costspeed.unit_of(gate)
+    fmt = fmt_score if unit is None else costspeed.formatter(unit)
+    return gate_compared(gate, fmt).removeprefix("actual ")
 
 
 def gate_table(summary: Summary) -> list[str]:
@@ -256,6 +273,7 @@ def render_summary_md(
             *metric_table(per.get("metrics") or {}, summary, compact=False),
             "",
         ]
+    lines += cost_speed_section(summary, "### Cost and speed")
     if errors_line(summary):
         lines += [f"**Errors:** {errors_line(summary)}", "", *error_table(summary), ""]
     if flaky_line(summary):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ci_evals.gating.comparison import Capped, Comparison, capped, row_key
+from ci_evals.reports.costspeed import sample_values
 from ci_evals.results.line import submissions_of
 from ci_evals.results.records import Message, ResultRecord
 
@@ -154,6 +155,7 @@ def page_row(
             "target_cached": target_hits or None,
             "cost": sum(costs) if costs else None,
             "duration": rec.get("duration_s"),
+            "cs": {k: v for k, v in sample_values(rec).items() if k != "tokens"},
         }
     )
     detail = _compact(

@@ -10,7 +10,7 @@
   ROWS.forEach(function (r, i) {
     r.index = i; r.model = r.model || null; r.run = r.run || 0; r.tags = r.tags || []; r.grades = r.grades || {};
     r.regressed = r.regressed || []; r.turns = r.turns || []; r.memory = r.memory || {};
-    r.usage = r.usage || {}; r.tokens = r.tokens || 0;
+    r.usage = r.usage || {}; r.tokens = r.tokens || 0; r.cs = r.cs || {};
   });
   // The texts (inputs, outputs, rationales, trajectories) follow this script in the page, so the table
   // is drawn before the browser has even read them; they are parsed on first use (a sample's detail or
@@ -113,6 +113,7 @@
     if (key === "model") return r.model || "";
     if (key === "run" || key === "duration" || key === "tokens") return r[key] == null ? -1 : r[key];
     if (key === "status") return failing(r) ? (errored(r) ? 0 : 1) : 2;
+    if (MEASURES[key]) return typeof r.cs[key] === "number" ? r.cs[key] : -1;
     var g = r.grades[key]; return g == null || g.error || g.score == null ? -1 : g.score;
   }
   function sortRows() {
@@ -132,7 +133,14 @@
   COLS.push({ key: "status", label: "Status" });
   METRICS.forEach(function (m) { COLS.push({ key: m.key, label: m.label, metric: true }); });
   if (DATA.has_baseline) COLS.push({ key: "baseline", label: "Baseline: " + METRICS.map(function (m) { return m.label; }).join(" / "), nosort: true });
-  COLS.push({ key: "duration", label: "Duration s" }, { key: "tokens", label: "Tokens" });
+  COLS.push({ key: "duration", label: "Duration s" });
+  // Cost and speed (results.measures): latency, cost, steps and tool calls where any line has
+  // one; the tokens last, as before.
+  var MEASURES = { latency: ["Latency", fmtSeconds], cost_usd: ["Cost $", fmtUsd], steps: ["Steps", fmtCount], tool_calls: ["Tool calls", fmtCount] };
+  Object.keys(MEASURES).forEach(function (k) {
+    if (ROWS.some(function (r) { return r.cs[k] != null; })) COLS.push({ key: k, label: MEASURES[k][0], measure: true });
+  });
+  COLS.push({ key: "tokens", label: "Tokens" });
   var head = document.getElementById("sample-head");
   COLS.forEach(function (c) {
     var th = el("th", { "data-key": c.key, text: c.label });
@@ -163,9 +171,34 @@
       if (!b) return el("td", { cls: "muted", text: "new" });
       return el("td", { cls: "num", text: METRICS.map(function (m) { var x = b[m.key]; return x ? (x.error ? "error" : fmt(x.score)) : "–"; }).join(" / ") });
     }
+    if (c.measure) return measureCell(r, c);
     if (c.key === "duration") return el("td", { cls: "num", text: r.duration == null ? "–" : Number(r.duration).toFixed(2) });
-    if (r.cached) return el("td", { cls: "num", title: cachedText(r.cached) }, [r.tokens ? String(r.tokens) + " " : null, el("span", { cls: "badge cached", text: "cached" })]);
-    return el("td", { cls: "num", text: String(r.tokens) });
+    if (r.cached) return el("td", { cls: "num", title: cachedText(r.cached) }, [r.tokens ? r.tokens.toLocaleString("en") + " " : null, el("span", { cls: "badge cached", text: "cached" })]);
+    return el("td", { cls: "num", text: r.tokens.toLocaleString("en") });
+  }
+  // Numbers as the other reports write them: 3 significant digits of seconds, dollars with 4
+  // decimals below $1, counts with thousands separators.
+  function fmtSeconds(v) {
+    v = Number(v.toPrecision(3));
+    if (v === 0) return "0 s";
+    if (Math.abs(v) >= 1000) return Math.round(v).toLocaleString("en") + " s";
+    if (Math.abs(v) >= 1) return String(v) + " s";
+    if (Math.abs(v) >= 1e-3) return String(Number((v * 1e3).toPrecision(3))) + " ms";
+    return String(Number((v * 1e6).toPrecision(3))) + " µs";
+  }
+  function fmtUsd(v) {
+    if (v === 0) return "$0";
+    if (Math.abs(v) >= 1) return "$" + v.toLocaleString("en", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+    if (Math.abs(v) < 0.00005) return "<$0.0001";
+    return "$" + v.toFixed(4);
+  }
+  function fmtCount(v) { return Math.abs(v - Math.round(v)) < 1e-9 || Math.abs(v) >= 100 ? Math.round(v).toLocaleString("en") : String(Number(v.toPrecision(3))); }
+  function measureCell(r, c) {
+    var v = r.cs[c.key];
+    if (v == null) return el("td", { cls: "num muted", text: "–" });
+    if (typeof v === "number") return el("td", { cls: "num", text: MEASURES[c.key][1](v) });
+    if (v === "cached") return el("td", { cls: "num", title: "answered from the LLM cache: not timed" }, [el("span", { cls: "badge cached", text: "cached" })]);
+    return el("td", { cls: "num muted", title: v, text: "unknown" });
   }
   function cachedText(n) { return n + " LLM call" + (n === 1 ? "" : "s") + " answered from the cache (no tokens spent)"; }
   function render() {
