@@ -278,7 +278,7 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
 
     async def _model_of(self, agent_id: str) -> str | None:
         """The agent's model handle (``openai/gpt-4o-mini``), as the server has it."""
-        state = await self._client.agents.retrieve(agent_id)
+        state = await self._within(self._client.agents.retrieve(agent_id), f"/v1/agents/{agent_id}")
         cfg = state.llm_config
         return state.model or (cfg.handle if cfg else None) or (cfg.model if cfg else None)
 
