@@ -220,6 +220,7 @@ def test_the_judge_tool_call_is_the_grade_and_the_judge_is_deleted(letta_fake, t
             "cache_hits": 0,
             "retries": 0,
             "judge_agent_id": judge_id,
+            "unpriced": ["openai/gpt-4o-mini"],
         },
     )
     [(agent, prompt)] = letta_fake.sent

@@ -83,6 +83,8 @@ def test_single_turn_maps_reasoning_and_assistant(letta_fake, tmp_path):
         "agent_id": letta_fake.created[0],
         "model": "openai/gpt-4o-mini",
         "stop_reasons": ["end_turn"],
+        "steps": 1,
+        "unpriced": ["openai/gpt-4o-mini"],
     }
 
 

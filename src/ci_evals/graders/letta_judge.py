@@ -13,6 +13,10 @@ ground truth and submission, asking for a call of the judge tool; see
 first call of the judge tool gives the grade, its score clamped to [0, 1]; a judge that never
 calls it gives score 0 with an error. With ``judge_repeats: K`` that is done K times, a fresh judge
 each time, and the scores averaged (:mod:`ci_evals.graders.repeats`).
+
+A grade's metadata has the judges' ``usage`` and, at the judge's model's price (``model``, else
+the .af's), ``cost_usd`` (else ``unpriced``: [model]), which is charged to the run's budget; once
+the run's ``max_cost_usd`` is spent no judge is sent (the grade errors with the reason).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pydantic import Field, model_validator
 
 from ci_evals._util.breaker import Breaker
 from ci_evals._util.errors import ConfigError
+from ci_evals.config.budget import BudgetExceeded
 from ci_evals.config.specs import Context
 from ci_evals.config.templating import TemplateError
 from ci_evals.core.sample import GradeResult, Sample
@@ -51,8 +56,9 @@ from ci_evals.letta.client import (
     read_agent_file,
     stop_line,
 )
-from ci_evals.letta.messages import add_usage, dump
+from ci_evals.letta.messages import add_usage, dump, tokens_of
 from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff, attempt_wait
+from ci_evals.llm.cost import cost_usd
 
 DEFAULT_JUDGE = Path(__file__).resolve().parent.parent / "data" / "letta_judge.af"
 
@@ -132,6 +138,12 @@ class LettaJudgeGrader(Grader[LettaJudgeSpec]):
         else:
             self.agent_file = read_agent_file(spec.agent_file, ctx, f"graders.{name}.agent_file")
         check_judge_tool(self.agent_file, spec.judge_tool_name)
+        cfg = self.agent_file.agent.get("llm_config")
+        cfg = cfg if isinstance(cfg, dict) else {}
+        self.judge_model: str = str(
+            spec.model or cfg.get("handle") or cfg.get("model") or "the judge's model"
+        )
+        """The model the judge's tokens are priced at."""
         self.base_url = base_url_of(spec)
         self._client: Any = None
         self.ledger = AgentLedger(self.base_url)
@@ -176,6 +188,7 @@ class LettaJudgeGrader(Grader[LettaJudgeSpec]):
             **first.metadata,
             "usage": _sum(g.metadata["usage"] for g in grades),
             "retries": sum(g.metadata["retries"] for g in grades),
+            **_cost(grades),
         }
         if last.error:
             return GradeResult(score=0.0, rationale=last.rationale, error=last.error, metadata=meta)
@@ -215,6 +228,8 @@ class LettaJudgeGrader(Grader[LettaJudgeSpec]):
                     error=f"Letta judge timed out after {self.spec.timeout:g} s",
                     metadata=meta,
                 )
+            except BudgetExceeded as exc:  # the run's budget is spent: a stop, never retried
+                return GradeResult(score=0.0, error=str(exc), metadata=meta)
             except Exception as exc:
                 error = exc
                 meta["retries"] += getattr(exc, "retries", 0)
@@ -244,11 +259,19 @@ class LettaJudgeGrader(Grader[LettaJudgeSpec]):
         )
         meta["retries"] += retries
         meta["judge_agent_id"] = judge_id
+        self.ctx.budget.check()
         resp = await client.agents.messages.create(
             judge_id, messages=[{"role": "user", "content": prompt}]
         )
         add_usage(usage, resp.usage)
         meta["usage"] = usage.to_dict()
+        spent = tokens_of(resp.usage)
+        cost = cost_usd(self.judge_model, spent, self.ctx.pricing)
+        self.ctx.budget.charge(cost)
+        if cost is not None:
+            meta["cost_usd"] = meta.get("cost_usd", 0.0) + cost
+        elif any(spent.values()):
+            meta["unpriced"] = [self.judge_model]
         stop = resp.stop_reason.stop_reason if resp.stop_reason else None
         return read_verdict(dump(resp.messages), stop, self.spec.judge_tool_name, meta)
 
@@ -267,3 +290,15 @@ def _sum(usages: Iterable[dict[str, int]]) -> dict[str, int]:
     for u in usages:
         total.add(u.get("prompt_tokens"), u.get("completion_tokens"))
     return total.to_dict()
+
+
+def _cost(grades: list[GradeResult]) -> dict[str, Any]:
+    """The repeated judges' ``cost_usd`` summed (when some were priced) and ``unpriced``."""
+    out: dict[str, Any] = {}
+    costs = [g.metadata["cost_usd"] for g in grades if "cost_usd" in g.metadata]
+    if costs:
+        out["cost_usd"] = sum(costs)
+    unpriced = sorted({m for g in grades for m in g.metadata.get("unpriced", [])})
+    if unpriced:
+        out["unpriced"] = unpriced
+    return out

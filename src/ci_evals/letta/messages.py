@@ -1,5 +1,5 @@
 """Letta messages into ci-evals' normalized trajectory: one turn per message sent, tool calls and
-their returns paired, usage added up; and the stop reasons that mean the server failed.
+their returns paired, usage and steps read; and the stop reasons that mean the server failed.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ FAILED_STOPS = {
     "cancelled",
     "context_window_overflow_in_system_prompt",
 }
+MAX_STEPS_STOP = "max_steps"
+"""The stop reason of an agent loop the request's ``max_steps`` ended (not a failure of itself:
+a sample's ``max_steps`` budget makes it one)."""
 
 
 # -- Letta messages -> normalized messages -----------------------------------------------------
@@ -115,8 +118,26 @@ def dump(messages: list[Any]) -> list[dict[str, Any]]:
 
 def add_usage(total: Usage, usage: Any) -> None:
     """Add a LettaResponse's usage (None-safe) to ``total``."""
-    if usage is not None:
-        total.add(getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
+    counts = tokens_of(usage)
+    total.add(counts["prompt_tokens"], counts["completion_tokens"])
+
+
+def tokens_of(usage: Any) -> dict[str, int]:
+    """A LettaResponse's usage statistics as ``{prompt_tokens, completion_tokens}``: a missing or
+    malformed count (None, negative, not a whole number) is 0."""
+    return {
+        "prompt_tokens": _count(getattr(usage, "prompt_tokens", None)) or 0,
+        "completion_tokens": _count(getattr(usage, "completion_tokens", None)) or 0,
+    }
+
+
+def step_count(usage: Any) -> int | None:
+    """The agent steps a LettaResponse took (its usage's ``step_count``), None when not said."""
+    return _count(getattr(usage, "step_count", None))
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
 
 
 # -- the target ----------------------------------------------------------------------------------

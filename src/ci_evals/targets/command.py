@@ -1,7 +1,8 @@
 """``kind: command``: run the user's program once per sample.
 
 The sample is written as JSON to the program's stdin; its stdout is the answer (plain text, or
-JSON ``{output}`` / ``{messages}``). A non-zero exit or a timeout is an error for that sample,
+JSON ``{output}`` / ``{messages}``, which may report its ``usage``, ``steps`` and ``cost_usd``:
+:mod:`ci_evals.targets.io`; a reported cost is charged to the run's budget). A non-zero exit or a timeout is an error for that sample,
 with the tail of stderr. The program runs in its own session; when its sample ends (answer,
 timeout or interruption) everything it started is killed (see :mod:`ci_evals._util.procs`).
 
@@ -74,6 +75,7 @@ class CommandTarget(Target[CommandSpec]):
     async def run(
         self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
     ) -> Trajectory:
+        self.ctx.budget.check()  # the run's budget spent: not started
         marker = new_marker()
         env = {**os.environ, **self.spec.env, MARKER: marker}
         try:
@@ -119,6 +121,7 @@ class CommandTarget(Target[CommandSpec]):
             )
         text, replaced = decode(bytes(out))
         traj = parse_answer(text)
+        self.ctx.budget.charge(traj.metadata.get("cost_usd"))
         if replaced:
             traj.metadata["replaced_chars"] = replaced
         return traj

@@ -2,7 +2,8 @@
 
 Header values may come from environment variables (``headers: {Authorization: {env: TOKEN,
 prefix: "Bearer "}}``) so secrets never sit in the suite file. The response body is the answer
-(plain text, or JSON ``{output}``/``{messages}``); a non-2xx status is an error for that sample.
+(plain text, or JSON ``{output}``/``{messages}``, which may report its ``usage``, ``steps`` and
+``cost_usd``: :mod:`ci_evals.targets.io`; a reported cost is charged to the run's budget); a non-2xx status is an error for that sample.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class HttpTarget(Target[HttpSpec]):
     ) -> Trajectory:
         import httpx
 
+        self.ctx.budget.check()  # the run's budget spent: not sent
         cap = int(self.spec.max_response_mb * 1024 * 1024)
         client = self.client
         assert client is not None, "start() opens the client"
@@ -121,7 +123,9 @@ class HttpTarget(Target[HttpSpec]):
                 f"HTTP target returned {resp.status_code}: "
                 + scrub_and_shorten(text, MESSAGE_LIMIT, self._secrets, tail=True)
             )
-        return parse_answer(text)
+        traj = parse_answer(text)
+        self.ctx.budget.charge(traj.metadata.get("cost_usd"))
+        return traj
 
     async def aclose(self) -> None:
         if self.client is not None:

@@ -6,6 +6,13 @@ run one at a time). Each turn of the input is one ``POST /v1/agents/{id}/message
 Letta messages become one normalized turn. Agents the run created are deleted when the sample is
 done (``cleanup: false`` keeps them; an agent from a failed attempt is always deleted).
 
+What the agent spent goes to the trajectory: the server's ``usage`` (tokens) and ``step_count``
+summed over the sample's messages (metadata ``steps``, left out when the server gives none), and
+their cost at the agent's model's price (``cost_usd``, else ``unpriced``), charged to the run's
+budget. The run's budget is asked before each message; with ``max_steps`` each message carries the
+steps the sample has left (the server ends the agent loop there, stop reason ``max_steps``) and
+a loop so ended, or past ``max_tokens``, stops the sample (category ``budget``, never retried).
+
 The Letta plumbing (client settings, .af reading, import, message mapping) lives in
 :mod:`ci_evals.letta`, shared with the agent-as-judge grader; the client, the agents' ledger and
 closing, shared with the ``letta_code`` target, in :mod:`ci_evals.targets.letta_base`.
@@ -23,6 +30,7 @@ from pydantic import Field
 
 from ci_evals._util.breaker import Breaker
 from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals.config.budget import BudgetExceeded
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
@@ -39,8 +47,17 @@ from ci_evals.letta.client import (
     read_agent_file,
     stop_line,
 )
-from ci_evals.letta.messages import FAILED_STOPS, add_usage, dump, to_turn
+from ci_evals.letta.messages import (
+    FAILED_STOPS,
+    MAX_STEPS_STOP,
+    dump,
+    step_count,
+    to_turn,
+    tokens_of,
+)
 from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff, attempt_wait
+from ci_evals.llm.cost import cost_usd
+from ci_evals.targets.base import Spend
 from ci_evals.targets.letta_base import LettaBase, LettaSpec
 from ci_evals.usercode.lane import contained
 from ci_evals.usercode.load import load_object
@@ -163,13 +180,20 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
             raise SampleError(f"not sent: {self.breaker.stopped}")
         policy = attempt_backoff(self.spec.retry_backoff, self.spec.max_retries)
         retried = [0]  # the server's transient failures retried inside attempts (imports)
+        spent = Spend()  # what the failed attempts spent: told on the sample's error
         while True:
             created: list[str] = []
+            spend = Spend()
             try:
-                traj = await self._attempt(sample, model, need_memory, created, retried)
+                traj = await self._attempt(sample, model, need_memory, created, retried, spend)
             except Exception as exc:
                 retried[0] += getattr(exc, "retries", 0)
+                spent.merge(spend)
                 await self.ledger.forget(self._client, created)
+                if isinstance(exc, BudgetExceeded):  # a stop, not a failure: never retried
+                    exc.retries = policy.retries + retried[0]
+                    spent.tell(exc)
+                    raise
                 systematic = self.breaker.first_contact and systematic_kind(exc, self.base_url)
                 wait = attempt_wait(policy, exc, give_up=bool(systematic))
                 if wait is None:
@@ -188,6 +212,7 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
         where = f" after {policy.retries + 1} attempts" if policy.retries else ""
         failed = stop_line(self.breaker, error, self.base_url, f"Letta agent run failed{where}")
         failed.retries = policy.retries + retried[0]
+        spent.tell(failed)
         raise failed from error
 
     async def _within(self, call: Awaitable[T], path: str) -> T:
@@ -211,25 +236,34 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
         need_memory: bool,
         created: list[str],
         retried: list[int],
+        spend: Spend,
     ) -> Trajectory:
         client = self._client
         agent_id = await self._agent_for(sample, model, created, retried)
+        model_used = model or await self._model_of(agent_id)
         traj = Trajectory()
         stops = []
         turns = sample.input if isinstance(sample.input, list) else [sample.input]
-        for text in turns:
+        for n, text in enumerate(turns):
             resp = await self._within(
                 client.agents.messages.create(
-                    agent_id, messages=[{"role": "user", "content": text}]
+                    agent_id,
+                    messages=[{"role": "user", "content": text}],
+                    **self._step_limit(spend, n),
                 ),
                 f"/v1/agents/{agent_id}/messages",
             )
             traj.turns.append(to_turn(dump(resp.messages), text))
-            add_usage(traj.usage, resp.usage)
+            usage = tokens_of(resp.usage)
+            traj.usage.add(usage["prompt_tokens"], usage["completion_tokens"])
+            cost = cost_usd(model_used, usage, self.ctx.pricing) if model_used else None
+            self.ctx.budget.charge(cost)
+            spend.add(model_used, usage, cost, step_count(resp.usage))
             stop = resp.stop_reason.stop_reason if resp.stop_reason else None
             stops.append(stop)
             if stop in FAILED_STOPS:
                 raise SampleError(f"the Letta run stopped with '{stop}'")
+            self._check_steps(spend, stop)
         if need_memory:
 
             async def blocks() -> None:
@@ -238,16 +272,40 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
                         traj.memory_blocks[block.label] = block.value
 
             await self._within(blocks(), f"/v1/agents/{agent_id}/core-memory/blocks")
-        if model is None:
-            state = await client.agents.retrieve(agent_id)
-            cfg = state.llm_config
-            model_used = (
-                state.model or (cfg.handle if cfg else None) or (cfg.model if cfg else None)
-            )
-        else:
-            model_used = model
         traj.metadata.update(agent_id=agent_id, model=model_used, stop_reasons=stops)
+        traj.metadata.update(spend.metadata())
         return traj
+
+    async def _model_of(self, agent_id: str) -> str | None:
+        """The agent's model handle (``openai/gpt-4o-mini``), as the server has it."""
+        state = await self._within(self._client.agents.retrieve(agent_id), f"/v1/agents/{agent_id}")
+        cfg = state.llm_config
+        return state.model or (cfg.handle if cfg else None) or (cfg.model if cfg else None)
+
+    def _step_limit(self, spend: Spend, turn: int) -> dict[str, Any]:
+        """The run's budget asked before the agent thinks; the steps the sample has left, as the
+        request's ``max_steps`` (the server ends the agent loop there)."""
+        budget = self.ctx.budget
+        budget.check()
+        if budget.max_steps is None:
+            return {}
+        left = budget.max_steps - spend.steps
+        if left <= 0:
+            raise BudgetExceeded(
+                f"stopped after {spend.steps} steps: max_steps {budget.max_steps} spent "
+                f"before turn {turn + 1}"
+            )
+        return {"max_steps": left}
+
+    def _check_steps(self, spend: Spend, stop: str | None) -> None:
+        """The sample's ``max_steps`` and ``max_tokens`` after a message: a loop the server ended
+        at ``max_steps`` stops the sample."""
+        budget = self.ctx.budget
+        limit = budget.max_steps
+        if limit is not None and (stop == MAX_STEPS_STOP or spend.steps > limit):
+            steps = spend.steps if spend.steps_known else limit
+            raise BudgetExceeded(f"stopped after {steps} steps: past max_steps {limit}")
+        budget.check_sample(spend.steps, spend.tokens)
 
     async def _agent_for(
         self, sample: Sample, model: str | None, created: list[str], retried: list[int]

@@ -7,8 +7,14 @@ in the trajectory and the turn ends (nothing is executed). If another turn follo
 carries a placeholder result per call, because the API requires one.
 
 The repeat index ``run`` enters the response cache key, so repeated runs are independent calls.
-Token usage goes to ``trajectory.usage``; ``cache_hits``, ``retries`` and ``run`` to
+Token usage goes to ``trajectory.usage``; ``cache_hits``, ``retries``, ``run``, ``steps`` (the
+chat calls made), ``cost_usd`` (priced) or ``unpriced`` ([model]), ``cached`` (every call answered
+from the LLM cache) and ``queued_s`` (waits in ci-evals' queue and rate-limit pauses) to
 ``trajectory.metadata``.
+
+Budgets (:mod:`ci_evals.config.budget`): the run's is asked before each call (spent: the sample
+stops, not sent), the sample's ``max_steps``/``max_tokens`` after each; a stopped sample errors
+with category ``budget``, its error carrying what its calls spent.
 """
 
 from __future__ import annotations
@@ -19,14 +25,15 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from ci_evals._util.errors import SampleError
+from ci_evals.config.budget import BudgetExceeded
 from ci_evals.config.specs import MAX_TIMEOUT, Context, TargetSpec
 from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Message, ToolCall, Trajectory
 from ci_evals.llm.client import LLM
-from ci_evals.llm.cost import Tally
+from ci_evals.llm.cost import LLMResult, Tally
 from ci_evals.llm.errors import LLMError
 from ci_evals.llm.openai_api import effective_temperature, is_reasoning_model
-from ci_evals.targets.base import Target
+from ci_evals.targets.base import Spend, Target
 
 TOOL_NOT_RUN = "Tool execution is not available in this evaluation."
 
@@ -132,37 +139,84 @@ class ModelTarget(Target[ModelTargetSpec]):
             history.append({"role": "system", "content": self.system_prompt})
         traj = Trajectory()
         tally = Tally()
-        for n, text in enumerate(turns):
-            history.append({"role": "user", "content": text})
-            try:
-                result = await self.llm.chat(
-                    model=model, messages=history, params=params, tools=self.spec.tools, repeat=run
-                )
-            except LLMError as exc:
-                raise SampleError(
-                    f"model call failed on turn {n + 1}: {exc.message}",
-                    retries=tally.retries + exc.retries,
-                ) from None
-            tally.add(result, model, self.ctx.pricing)
-            if not result.data.get("choices"):
-                raise SampleError(f"the model returned no choices on turn {n + 1}")
-            calls = [_tool_call(c, i) for i, c in enumerate(result.tool_calls)]
-            reply = Message(role="assistant", content=result.content, tool_calls=calls)
-            traj.turns.append([Message(role="user", content=text), reply])
-            history.append(_history_message(reply))
-            if calls and n + 1 < len(turns):
-                history += [
-                    {"role": "tool", "tool_call_id": c.id, "content": TOOL_NOT_RUN} for c in calls
-                ]
+        try:
+            for n, text in enumerate(turns):
+                history.append({"role": "user", "content": text})
+                result = await self._call(tally, n, model, history, params, run)
+                if not result.data.get("choices"):
+                    raise SampleError(f"the model returned no choices on turn {n + 1}")
+                calls = [_tool_call(c, i) for i, c in enumerate(result.tool_calls)]
+                reply = Message(role="assistant", content=result.content, tool_calls=calls)
+                traj.turns.append([Message(role="user", content=text), reply])
+                history.append(_history_message(reply))
+                if calls and n + 1 < len(turns):
+                    history += [
+                        {"role": "tool", "tool_call_id": c.id, "content": TOOL_NOT_RUN}
+                        for c in calls
+                    ]
+        except SampleError as exc:  # what the calls before it spent and waited stays known
+            _spend(tally, model).tell(exc)
+            exc.retries = max(exc.retries, tally.retries)
+            exc.queued_s = _waited(tally)  # type: ignore[attr-defined]
+            raise
         traj.usage.add(tally.prompt_tokens, tally.completion_tokens)
         traj.metadata.update(
             {"model": model, "run": run, "cache_hits": tally.cache_hits, "retries": tally.retries}
         )
         if tally.throttled:
             traj.metadata["throttled"] = tally.throttled
-        if tally.cost_usd is not None:
-            traj.metadata["cost_usd"] = tally.cost_usd
+        traj.metadata.update(_spend(tally, model).metadata())
+        if tally.calls and tally.cache_hits == tally.calls:
+            traj.metadata["cached"] = True
+        if queued := _waited(tally):
+            traj.metadata["queued_s"] = queued
         return traj
+
+    async def _call(
+        self,
+        tally: Tally,
+        n: int,
+        model: str,
+        history: list[dict[str, Any]],
+        params: dict[str, Any],
+        run: int,
+    ) -> LLMResult:
+        """Turn ``n``'s call: not sent once the run's budget or the sample's ``max_steps`` is spent;
+        the sample's ``max_steps`` and ``max_tokens`` asked again after it."""
+        budget = self.ctx.budget
+        budget.check()
+        if budget.max_steps is not None and tally.calls >= budget.max_steps:
+            raise BudgetExceeded(
+                f"stopped after {tally.calls} steps: max_steps {budget.max_steps} spent "
+                f"before turn {n + 1}"
+            )
+        try:
+            result = await self.llm.chat(
+                model=model, messages=history, params=params, tools=self.spec.tools, repeat=run
+            )
+        except LLMError as exc:
+            retries = tally.retries + exc.retries
+            if getattr(exc, "category", None) == "budget":  # the client would not send it
+                raise BudgetExceeded(exc.message, retries=retries) from None
+            raise SampleError(
+                f"model call failed on turn {n + 1}: {exc.message}", retries=retries
+            ) from None
+        tally.add(result, model, self.ctx.pricing)
+        budget.check_sample(tally.calls, tally.prompt_tokens + tally.completion_tokens)
+        return result
+
+
+def _spend(tally: Tally, model: str) -> Spend:
+    """A sample's spend as the targets report it: one step per call; the model unpriced when its
+    tokens have no known price."""
+    spend = Spend(steps=tally.calls, steps_known=True)
+    spend.add(model, tally.usage, tally.cost_usd, None)
+    return spend
+
+
+def _waited(tally: Tally) -> float:
+    """Seconds the calls waited in ci-evals' queue and rate-limit pauses (the LLM client's)."""
+    return round(float(getattr(tally, "waited_s", 0.0)), 6)
 
 
 def _tool_call(raw: dict[str, Any], index: int) -> ToolCall:

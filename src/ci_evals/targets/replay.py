@@ -2,7 +2,10 @@
 
 Each line of ``outputs`` (JSONL) has the sample ``id`` and either ``output`` (a string: one
 assistant message) or ``messages`` (normalized or OpenAI chat-completions shape), optionally
-``memory_blocks`` and ``usage``. A sample with no recorded output is an error for that sample;
+``memory_blocks`` and what the recorded answer cost and took: ``usage``
+(``{prompt_tokens, completion_tokens}``), ``steps``, ``cost_usd`` and ``latency_s`` (the answer's
+own latency, used as the sample's; :func:`ci_evals.targets.io.with_reported`). Replaying spends
+nothing: ``cost_usd`` is reported, never charged to the run's ``max_cost_usd``. A sample with no recorded output is an error for that sample;
 malformed lines are configuration errors naming the line.
 """
 
@@ -15,8 +18,9 @@ from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals.config.specs import Context, TargetSpec
 from ci_evals.config.yamlio import regular_file
 from ci_evals.core.sample import Sample
-from ci_evals.core.trajectory import Trajectory, trajectory_from_record
+from ci_evals.core.trajectory import Trajectory
 from ci_evals.targets.base import Target
+from ci_evals.targets.io import with_reported
 
 
 class ReplaySpec(TargetSpec):
@@ -89,6 +93,6 @@ class ReplayTarget(Target[ReplaySpec]):
         if rec is NOT_READ:
             rec = json.loads(raw.decode("utf-8"))
         try:
-            return trajectory_from_record(rec)
+            return with_reported(rec, recorded=True)
         except ValueError as exc:
             raise SampleError(f"{self.path.name}:{line}: {exc}") from None
