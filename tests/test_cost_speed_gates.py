@@ -153,8 +153,8 @@ def test_the_same_speed_against_its_baseline_passes(sd, key):
 
 
 def test_the_increase_test_is_scipys_one_sided_paired_t_test():
-    from ci_evals.gating.regression import regression_checks
     from ci_evals.gating.gates import GateSpec
+    from ci_evals.gating.regression import regression_checks
 
     before = [0.10, 0.12, 0.11, 0.30, 0.09, 0.14]
     now = [0.13, 0.12, 0.19, 0.33, 0.10, 0.20]
