@@ -75,7 +75,13 @@ def test_single_turn_with_system_prompt(openai_env, tmp_path):
     ]
     assert traj.turns == [[Message("user", "Capital of France?"), Message("assistant", "Paris.")]]
     assert traj.usage.to_dict() == {"prompt_tokens": 5, "completion_tokens": 1}
-    assert traj.metadata == {"model": "gpt-4o-mini", "run": 0, "cache_hits": 0, "retries": 0}
+    assert traj.metadata == {
+        "model": "gpt-4o-mini",
+        "run": 0,
+        "cache_hits": 0,
+        "retries": 0,
+        "cost_usd": pytest.approx((5 * 0.15 + 1 * 0.6) / 1e6, rel=1e-12),  # genai-prices' rates
+    }
 
 
 def test_no_options_sends_only_model_and_messages(openai_env, tmp_path):
