@@ -74,7 +74,10 @@ def price(
         return 0.0
     if not model:
         return None
-    return _listed(model, prompt, completion, base_url)
+    try:
+        return _listed(model, prompt, completion, base_url)
+    except Exception:  # the list failing on an odd name never fails a call it answered: unknown
+        return None
 
 
 def _listed(model: str, prompt: int, completion: int, base_url: str | None) -> float | None:
