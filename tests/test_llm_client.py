@@ -492,6 +492,7 @@ def test_tally_metadata_sums_calls_and_errors():
         "usage": {"prompt_tokens": 0, "completion_tokens": 0},
         "cache_hits": 0,
         "retries": 0,
+        "cost_usd": 0.0,  # no call, nothing spent
     }
 
 

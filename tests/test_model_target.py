@@ -81,7 +81,7 @@ def test_single_turn_with_system_prompt(openai_env, tmp_path):
         "cache_hits": 0,
         "retries": 0,
         "steps": 1,
-        "unpriced": ["gpt-4o-mini"],
+        "cost_usd": pytest.approx((5 * 0.15 + 1 * 0.6) / 1e6, rel=1e-12),  # genai-prices' rates
     }
 
 

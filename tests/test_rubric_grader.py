@@ -166,6 +166,11 @@ The capital of France is Paris.
             },
             "cache_hits": 0,
             "retries": 0,
+            # genai-prices' gpt-4o-mini: $0.15 in, $0.60 out per million tokens
+            "cost_usd": pytest.approx(
+                (words(prompt_text(body)) * 0.15 + words(json.dumps(SEED_REPLY)) * 0.6) / 1e6,
+                rel=1e-12,
+            ),
         },
     )
 
@@ -289,6 +294,7 @@ def test_exhausted_retries_are_an_error_grade(openai_env, tmp_path):  # noqa: F8
         "cache_hits": 0,
         "retries": 2,
         "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+        "cost_usd": 0.0,  # a failed call spent nothing known
     }
     assert openai_env.count() == 3
 

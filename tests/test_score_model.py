@@ -135,6 +135,11 @@ def test_seed_full_example_renders_messages_and_scores(openai_env, tmp_path):  #
             },
             "cache_hits": 0,
             "retries": 0,
+            # genai-prices' gpt-4.1: $2 in, $8 out per million tokens
+            "cost_usd": pytest.approx(
+                (len(prompt_text(body).split()) * 2 + len(json.dumps(reply).split()) * 8) / 1e6,
+                rel=1e-12,
+            ),
         },
     )
     assert (grader.label, grader.spec.pass_threshold) == ("Response quality", 0.7)

@@ -255,6 +255,7 @@ def test_seed_cosine_semantic_match(openai_env):  # noqa: F811
         "usage": {"prompt_tokens": 9, "completion_tokens": 0},
         "cache_hits": 0,
         "retries": 0,
+        "cost_usd": pytest.approx(9 * 0.13 / 1e6, rel=1e-12),  # genai-prices: $0.13 per Mtok
     }
     assert openai_env.bodies(EMBEDDINGS) == [
         {

@@ -116,6 +116,8 @@ def test_anthropic_judge_sends_letta_evals_request_and_scores(anthropic_env, tmp
         "usage": {"prompt_tokens": prompt, "completion_tokens": 5},
         "cache_hits": 0,
         "retries": 0,
+        # genai-prices' claude-haiku-4-5: $1 in, $5 out per million tokens
+        "cost_usd": pytest.approx((prompt * 1.0 + 5 * 5.0) / 1e6, rel=1e-12),
     }
 
 

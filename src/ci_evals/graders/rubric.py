@@ -105,6 +105,8 @@ class JudgeGrader(Grader[JudgeSpecT_co]):
             max_retries=spec.max_retries,
             cache_dir=ctx.cache_dir,
             owner=f"graders.{name}",
+            budget=ctx.budget,  # asked before every judge call, charged after each
+            pricing=ctx.pricing,
         )
 
     def prepare(self) -> None:
@@ -145,9 +147,16 @@ class JudgeGrader(Grader[JudgeSpecT_co]):
         tally.add(result, model, self.ctx.pricing)
         return parse_json_object(result.content)
 
-    def error_grade(self, message: str, tally: Tally | None = None, **meta: Any) -> GradeResult:
-        """Score 0 with the error in the rationale and metadata (the sample counts as errored)."""
+    def error_grade(
+        self, message: str, tally: Tally | None = None, category: str | None = None, **meta: Any
+    ) -> GradeResult:
+        """Score 0 with the error in the rationale and metadata (the sample counts as errored).
+
+        ``category`` (an LLMError's: ``budget`` when the run's max_cost_usd stopped the judge call)
+        goes into the metadata as ``error_category``: the errored grade's category."""
         metadata = {"error": message, **meta, **(tally.metadata() if tally else {})}
+        if category:
+            metadata["error_category"] = category
         return GradeResult(
             score=0.0,
             rationale=f"Error during grading: {message}",
@@ -318,7 +327,7 @@ class RubricGrader(JudgeGrader[RubricSpec]):
                     rationale if isinstance(rationale, str) else json.dumps(rationale)
                 )
         except LLMError as exc:
-            return self.error_grade(exc.message, tally, model=model)
+            return self.error_grade(exc.message, tally, exc.category, model=model)
         except JudgeReplyError as exc:
             return self.error_grade(str(exc), tally, model=model, judge_scores=scores)
         meta: dict[str, Any] = {"model": model, **tally.metadata()}

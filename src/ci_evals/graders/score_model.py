@@ -208,7 +208,7 @@ class ModelGrader(JudgeGrader[ModelSpecT_co]):
                 scores.append(score)
                 answers.append((reply, meta))
         except LLMError as exc:
-            return self.error_grade(exc.message, tally, model=model)
+            return self.error_grade(exc.message, tally, exc.category, model=model)
         except JudgeReplyError as exc:
             return self.error_grade(str(exc), tally, model=model)
         reply, meta = answers[0]  # the first repeat's reply is the grade's

@@ -277,6 +277,8 @@ class TextSimilarityGrader(PairGrader[TextSimilaritySpec]):
                 api_key_env=spec.api_key_env,
                 cache_dir=ctx.cache_dir,
                 owner=f"graders.{name}",
+                budget=ctx.budget,  # asked before every embeddings call, charged after each
+                pricing=ctx.pricing,
             )
         self._versions: dict[str, str] = {}
 
@@ -327,7 +329,9 @@ class TextSimilarityGrader(PairGrader[TextSimilaritySpec]):
                 score = cosine(vectors[0], vectors[1])
             except LLMError as exc:
                 tally.add_error(exc)
-                return error_grade(f"embeddings: {exc.message}", metric=metric, **tally.metadata())
+                if exc.category:  # budget: the run's max_cost_usd stopped the call
+                    meta["error_category"] = exc.category
+                return error_grade(f"embeddings: {exc.message}", **meta, **tally.metadata())
             except (TypeError, ValueError, KeyError) as exc:
                 return error_grade(
                     f"embeddings: malformed response ({exc})", metric=metric, **tally.metadata()

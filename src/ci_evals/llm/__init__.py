@@ -14,7 +14,8 @@
 * :mod:`~ci_evals.llm.pool`: the shared clients and schedulers of one event loop, and its shared
   in-flight calls; the run's settings.
 * :mod:`~ci_evals.llm.cache`: the response cache on disk.
-* :mod:`~ci_evals.llm.cost`: what a call returned and cost (:class:`LLMResult`, :class:`Tally`).
+* :mod:`~ci_evals.llm.cost`: what a call returned and cost (:class:`LLMResult`, :class:`Tally`);
+  :mod:`~ci_evals.llm.prices`: what one call cost (the suite's ``pricing``, then genai-prices).
 
 Code inside ci-evals imports from those modules; these names are kept for users' own code.
 """
@@ -30,6 +31,7 @@ from ci_evals.llm.openai_api import (
     resolve_endpoint,
 )
 from ci_evals.llm.pool import EngineConfig, configure, endpoint_reports, throttling_note
+from ci_evals.llm.prices import price, price_list_version
 from ci_evals.llm.transport import MAX_RESPONSE_BYTES, unusable
 
 __all__ = [
@@ -49,6 +51,8 @@ __all__ = [
     "effective_temperature",
     "endpoint_reports",
     "is_reasoning_model",
+    "price",
+    "price_list_version",
     "resolve_endpoint",
     "retry_after_seconds",
     "shown_url",

@@ -21,8 +21,13 @@ OpenAI, Azure-compatible gateways, vLLM, Ollama and LiteLLM all behave the same 
   calls share one request. Only usable responses are cached; an entry that is not (``{}``,
   ``{"choices": []}``) is a miss and gets overwritten.
 * ``timeout`` bounds each attempt as a whole (a server dripping bytes is cut off), not each read.
-* Token usage per call; :class:`~ci_evals.llm.cost.Tally` sums calls into the grade/trajectory
-  metadata keys the runner aggregates.
+* Token usage and cost per call (:func:`ci_evals.llm.prices.price`: the suite's ``pricing``, then
+  the price list); :class:`~ci_evals.llm.cost.Tally` sums calls into the grade/trajectory
+  metadata keys the runner aggregates. Each result says how long the call waited in our own
+  queue and rate-limit pauses (``waited_s``).
+* The run's budget (:class:`~ci_evals.config.budget.Budget`): every attempt asks it before it is
+  sent, and every priced answer is charged to it. Once ``max_cost_usd`` is spent a call fails
+  with an :class:`LLMError` of category ``budget`` without reaching the server (never retried).
 
 Error messages never contain the API key (:mod:`ci_evals.llm.errors`).
 """
@@ -33,6 +38,7 @@ import asyncio
 import contextlib
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +47,11 @@ from ci_evals._util.netcause import SYSTEMATIC
 from ci_evals._util.redact import MESSAGE_LIMIT, register, scrub_and_shorten
 from ci_evals._util.retry import Backoff
 from ci_evals._util.retry import retry_after as _asked_wait
-from ci_evals.llm import pool, transport
+from ci_evals.config.budget import Budget, BudgetExceeded
+from ci_evals.llm import pool, prices, transport
 from ci_evals.llm.cache import ResponseCache, cache_key
 from ci_evals.llm.cost import LLMResult, usage_of
-from ci_evals.llm.errors import call_error, shown_url
+from ci_evals.llm.errors import LLMError, call_error, shown_url
 from ci_evals.llm.failures import Failure
 from ci_evals.llm.hints import stop_line
 from ci_evals.llm.limits import estimate_tokens
@@ -88,6 +95,9 @@ class LLM:
         cache_dir: response cache folder, or None for no cache.
         owner: YAML path used in error messages (``graders.quality``).
         provider: ``openai`` (any OpenAI-compatible server), ``anthropic`` or ``google``.
+        budget: the run's budget (``ctx.budget``): asked before every attempt, charged after
+            every priced answer; None: no budget.
+        pricing: the suite's ``pricing`` (``ctx.pricing``), tried before the price list.
     """
 
     def __init__(
@@ -100,6 +110,8 @@ class LLM:
         cache_dir: str | Path | None = None,
         owner: str | None = None,
         provider: str = "openai",
+        budget: Budget | None = None,
+        pricing: dict[str, Any] | None = None,
     ) -> None:
         if base_url is not None:
             check_url(base_url, f"{owner}.base_url" if owner else "base_url")
@@ -117,9 +129,13 @@ class LLM:
         self._pool_key: pool.ClientKey | None = None
         self._state: pool.LoopState | None = None
         self.endpoint: Endpoint | None = None
+        self.budget = budget
+        self.pricing = pricing
 
     def prepare(self) -> None:
-        """Import aiohttp or the vendor's SDK ahead of :meth:`start`; a failing import is start's to report."""
+        """Import aiohttp or the vendor's SDK ahead of :meth:`start` (a failing import is start's to
+        report); the price list loads on a background thread."""
+        prices.warm()
         with contextlib.suppress(Exception):
             transport.preload(self.provider)
 
@@ -127,6 +143,7 @@ class LLM:
         """Resolve the endpoint and borrow the shared client and scheduler for this event loop."""
         if self._client is not None:
             return
+        prices.warm()
         if self.provider != "openai":
             require(self.provider, self.owner)
             provider = self._vendor = vendor(self.provider)
@@ -187,7 +204,7 @@ class LLM:
                 await self.start()
             assert self._vendor is not None  # start() chose it
             path, body = self._vendor.request(model, messages, params or {}, response_format)
-            return await self._call(path, body, repeat)
+            return await self._call(path, body, repeat, model)
         body = {"model": model, "messages": messages}
         if params:
             body.update({k: v for k, v in params.items() if v is not None})
@@ -195,39 +212,54 @@ class LLM:
             body["tools"] = tools
         if response_format:
             body["response_format"] = response_format
-        return await self._call("/chat/completions", body, repeat)
+        return await self._call("/chat/completions", body, repeat, model)
 
     async def embed(self, model: str, inputs: list[str], *, repeat: int = 0) -> LLMResult:
         """One ``/embeddings`` call; vectors are in ``result.embeddings``."""
-        return await self._call("/embeddings", {"model": model, "input": list(inputs)}, repeat)
+        return await self._call(
+            "/embeddings", {"model": model, "input": list(inputs)}, repeat, model
+        )
 
-    async def _call(self, path: str, body: dict[str, Any], repeat: int) -> LLMResult:
+    async def _call(self, path: str, body: dict[str, Any], repeat: int, model: str) -> LLMResult:
         if self._client is None:
             await self.start()
         if self.cache is None:
-            return await self._http(path, body)
+            return await self._http(path, body, model)
         key = cache_key(self.base_url + path, body, repeat)
         data = self.cache.get(key)
         if (
             data is not None and transport.unusable(path, data) is None
         ):  # an unusable entry is a miss, overwritten
-            return LLMResult(data, cache_hit=True)
+            return LLMResult(data, cache_hit=True, model=model, cost_usd=0.0)
         state = self._state
         assert state is not None  # start() borrowed it
         cache = self.cache
 
         async def lead() -> LLMResult:
-            result = await self._http(path, body)
+            result = await self._http(path, body, model)
             cache.put_later(key, result.data)
             return result
 
-        return await pool.once(state, (str(cache.root), key), lead)
+        result = await pool.once(state, (str(cache.root), key), lead)
+        if result.model is None:  # another call's answer: nothing spent by this one
+            result.model, result.cost_usd = model, 0.0
+        return result
 
-    async def _http(self, path: str, body: dict[str, Any]) -> LLMResult:
+    def _check_budget(self, retries: int) -> None:
+        """Raise the ``budget`` LLMError when the run's budget is spent: the attempt is not sent."""
+        if self.budget is None:
+            return
+        try:
+            self.budget.check()
+        except BudgetExceeded as exc:
+            raise LLMError(str(exc), retries=retries, category="budget") from None
+
+    async def _http(self, path: str, body: dict[str, Any], model: str) -> LLMResult:
         """Attempts through the endpoint's scheduler until one succeeds or a failure is final.
 
         Throttling answers (429, 503, 529) are waits the scheduler manages and never use the
         retry budget; other transient failures are retried with backoff (``max_retries``).
+        ``waited_s`` counts the time spent getting a slot (the queue, a pause, the pace).
         """
         ep = self.endpoint
         assert ep is not None  # start() borrowed it
@@ -243,31 +275,51 @@ class LLM:
         first_throttle: float | None = None
         front = False
         throttled = 0
-        while True:
-            try:
-                ticket = await ep.acquire(tokens, front=front)
-            except EndpointStopped as stop:
-                raise call_error(
-                    self.base_url, self._key, path, f"not sent: {stop.cause}", None, backoff.retries
-                ) from None
-            ticket.first_throttle = first_throttle
-            try:
+        waited = 0.0
+        try:
+            while True:
+                self._check_budget(backoff.retries)
+                since = time.monotonic()
                 try:
-                    data, headers = await self._attempt(path, body)
-                except Failure as failure:
-                    throttled += failure.status in THROTTLE_STATUS and failure.kind != "quota"
-                    wait = self._after_failure(ep, ticket, failure, backoff, path, throttled)
-                    first_throttle, front = ticket.first_throttle, True
-                else:
-                    usage = usage_of(data)
-                    ep.success(ticket, headers, usage["prompt_tokens"] + usage["completion_tokens"])
-                    return LLMResult(
-                        data, retries=backoff.retries, usage=usage, throttled=throttled
-                    )
-            finally:  # whatever failed or was cancelled, the slot goes back (once: a settled ticket is skipped)
-                ep.abandon(ticket)
-            if wait:
-                await asyncio.sleep(wait)
+                    ticket = await ep.acquire(tokens, front=front)
+                except EndpointStopped as stop:
+                    problem = f"not sent: {stop.cause}"
+                    raise self._error(path, problem, None, backoff.retries) from None
+                finally:
+                    waited += time.monotonic() - since
+                ticket.first_throttle = first_throttle
+                try:
+                    self._check_budget(backoff.retries)  # spent while this call waited
+                    try:
+                        data, headers = await self._attempt(path, body)
+                    except Failure as failure:
+                        throttled += failure.status in THROTTLE_STATUS and failure.kind != "quota"
+                        wait = self._after_failure(ep, ticket, failure, backoff, path, throttled)
+                        first_throttle, front = ticket.first_throttle, True
+                    else:
+                        usage = usage_of(data)
+                        ep.success(
+                            ticket, headers, usage["prompt_tokens"] + usage["completion_tokens"]
+                        )
+                        cost = prices.price(model, usage, self.pricing, self.base_url)
+                        if self.budget is not None:
+                            self.budget.charge(cost)
+                        return LLMResult(
+                            data,
+                            retries=backoff.retries,
+                            usage=usage,
+                            throttled=throttled,
+                            waited_s=waited,
+                            model=model,
+                            cost_usd=cost,
+                        )
+                finally:  # whatever failed or was cancelled, the slot goes back (once: a settled ticket is skipped)
+                    ep.abandon(ticket)
+                if wait:
+                    await asyncio.sleep(wait)
+        except LLMError as exc:
+            exc.waited_s = waited
+            raise
 
     async def _attempt(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         """One attempt, bounded as a whole by ``timeout``: (usable response JSON, headers) or Failure."""
@@ -305,14 +357,8 @@ class LLM:
             except ThrottledOut as out:
                 self._say_stopped(ep, was_open)
                 problem = f"{failure.problem}; {out}"
-                raise call_error(
-                    self.base_url,
-                    self._key,
-                    path,
-                    problem,
-                    failure.status,
-                    backoff.retries,
-                    throttled,
+                raise self._error(
+                    path, problem, failure.status, backoff.retries, throttled
                 ) from None
             return 0.0  # the scheduler holds the next attempt until the endpoint resumes
         systematic = (
@@ -328,20 +374,18 @@ class LLM:
         if wait is not None:
             ep.abandon(ticket)
             return wait
-        error = call_error(
-            self.base_url,
-            self._key,
-            path,
-            failure.problem,
-            failure.status,
-            backoff.retries,
-            throttled,
-        )
+        error = self._error(path, failure.problem, failure.status, backoff.retries, throttled)
         was_open = ep.stopped
         line = stop_line(failure, self.provider, self.api_key_env, self.base_url, self._key)
         ep.failed(ticket, failure.kind if systematic else None, line)
         self._say_stopped(ep, was_open)
         raise error
+
+    def _error(
+        self, path: str, problem: str, status: int | None, retries: int, throttled: int = 0
+    ) -> LLMError:
+        """The LLMError of a call to this endpoint's ``path`` that failed for good (no key in it)."""
+        return call_error(self.base_url, self._key, path, problem, status, retries, throttled)
 
     def _say_stopped(self, ep: Endpoint, was_open: str | None) -> None:
         """The breaker's line on stderr, once: when this failure is the one that stopped ``ep``."""

@@ -1,9 +1,11 @@
 """What an LLM call returned and what it cost: :class:`LLMResult`, :class:`Tally`, :func:`cost_usd`.
 
-Token usage is counted per call (zero on a cache hit: nothing was spent) and summed by a
+Token usage is counted per call (zero on a cache hit: nothing was spent), priced by
+:func:`ci_evals.llm.prices.price` (the suite's ``pricing``, then the price list) and summed by a
 :class:`Tally` into the grade/trajectory metadata keys the runner aggregates: ``usage``,
-``cache_hits``, ``retries``, ``throttled`` (and ``cost_usd`` when the suite prices the model).
-Pure data: no I/O, so graders, targets and the aggregator can use it anywhere.
+``cache_hits``, ``retries``, ``cost_usd`` (what the priced calls cost), ``unpriced`` (the models
+that spent tokens with no known price), ``throttled``. No I/O, so graders, targets and the
+aggregator can use it anywhere.
 """
 
 from __future__ import annotations
@@ -12,35 +14,16 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ci_evals.llm.prices import price, suite_price
+
 if TYPE_CHECKING:
     from ci_evals.llm.errors import LLMError
 
 
 def cost_usd(model: str, usage: dict[str, int], pricing: dict[str, Any] | None) -> float | None:
-    """Dollar cost of ``usage`` under ``pricing`` ({model: {input_per_mtok, output_per_mtok}}).
-
-    The price is looked up by exact model name, then without a ``provider/`` prefix, then by the
-    longest priced name the model starts with (``gpt-4o-mini-2024-07-18`` -> ``gpt-4o-mini``).
-    None when the model has no price.
-    """
-    if not pricing:
-        return None
-    bare = model.rsplit("/", 1)[-1]
-    price = pricing.get(model) or pricing.get(bare)
-    if price is None:
-        prefixes = [k for k in pricing if bare.startswith(k) or model.startswith(k)]
-        price = pricing[max(prefixes, key=len)] if prefixes else None
-    if price is None:
-        return None
-
-    def rate(name: str) -> float:
-        value = price.get(name) if isinstance(price, dict) else getattr(price, name, None)
-        return float(value or 0.0)
-
-    return (
-        usage.get("prompt_tokens", 0) * rate("input_per_mtok")
-        + usage.get("completion_tokens", 0) * rate("output_per_mtok")
-    ) / 1_000_000
+    """Dollar cost of ``usage`` under the suite's ``pricing`` alone (see
+    :func:`ci_evals.llm.prices.suite_price`); :func:`ci_evals.llm.prices.price` adds the price list."""
+    return suite_price(model, usage, pricing)
 
 
 MAX_CALL_TOKENS = 1_000_000_000
@@ -90,6 +73,15 @@ class LLMResult:
     throttled: int = 0
     """Throttling answers (429/503/529) this call waited out: waits, not ``retries`` (which count
     the ``max_retries`` budget used)."""
+    waited_s: float = 0.0
+    """Seconds this call waited in ci-evals' own queue (for a slot of its endpoint) and in rate-limit
+    pauses (pacing, ``Retry-After`` after 429/503/529): not the server's time, nor the backoff
+    after a 5xx or a timeout (the target's latency; its retries are counted)."""
+    model: str | None = None
+    """The model the call asked for, set by the client that priced it (None: built elsewhere)."""
+    cost_usd: float | None = None
+    """What the call cost as the client priced it (0.0 for a cache hit); None when no price is
+    known for ``model`` (or the result was not built by a client)."""
 
     @property
     def message(self) -> dict[str, Any]:
@@ -117,42 +109,73 @@ class LLMResult:
 
 @dataclass(slots=True)
 class Tally:
-    """Sums what a grade or a trajectory's calls cost; :meth:`metadata` gives the runner's keys."""
+    """Sums what a grade or a trajectory's calls cost; :meth:`metadata` gives the runner's keys.
+
+    ``priced_usd`` is what the priced calls cost; ``unpriced`` the models that spent tokens with
+    no known price. :attr:`cost_usd` is the calls' cost when every one is known, else None: an
+    unknown cost is never reported as a number (fail closed). ``waited_s`` sums the calls' own
+    waits (queue and rate-limit pauses, see :attr:`LLMResult.waited_s`).
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_hits: int = 0
     retries: int = 0
     calls: int = 0
-    cost_usd: float | None = None
+    priced_usd: float = 0.0
     throttled: int = 0
+    waited_s: float = 0.0
+    unpriced: set[str] = field(default_factory=set)
 
     def add(
         self, result: LLMResult, model: str | None = None, pricing: dict[str, Any] | None = None
     ) -> LLMResult:
+        """Count one answered call. Its cost: the suite's ``pricing`` when given and it prices the
+        model, else what the client priced it at, else :func:`~ci_evals.llm.prices.price`."""
         self.calls += 1
         self.cache_hits += int(result.cache_hit)
         self.retries += result.retries
         self.throttled += result.throttled
-        self.prompt_tokens += result.usage.get("prompt_tokens", 0)
-        self.completion_tokens += result.usage.get("completion_tokens", 0)
-        cost = cost_usd(model, result.usage, pricing) if model and pricing else None
-        if cost is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + cost
+        self.waited_s += result.waited_s
+        usage = result.usage
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
+        name = result.model or model or ""
+        cost = suite_price(name, usage, pricing) if pricing else None
+        if cost is None:
+            cost = result.cost_usd if result.model is not None else price(name, usage)
+        if cost is None:
+            self.unpriced.add(name or "(unnamed model)")
+        else:
+            self.priced_usd += cost
         return result
 
     def add_error(self, error: LLMError) -> None:
+        """Count one call that failed for good (it spent nothing known)."""
         self.calls += 1
         self.retries += error.retries
         self.throttled += error.throttled
+        self.waited_s += error.waited_s
 
     @property
     def usage(self) -> dict[str, int]:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
 
+    @property
+    def cost_usd(self) -> float | None:
+        """What the calls cost (0.0 for none, or only cache hits); None when a call spent tokens on
+        a model with no known price (see ``unpriced``; ``priced_usd`` is the known part)."""
+        return None if self.unpriced else self.priced_usd
+
+    @property
+    def cached(self) -> bool:
+        """Every call was answered from the cache (False when there was none)."""
+        return self.calls > 0 and self.cache_hits == self.calls
+
     def metadata(self) -> dict[str, Any]:
-        """``{usage, cache_hits, retries}`` plus ``cost_usd`` when the model was priced and
-        ``throttled`` when calls waited out 429/503/529 answers."""
+        """``{usage, cache_hits, retries}``, ``throttled`` when calls waited out 429/503/529
+        answers, then ``cost_usd`` when every call was priced, else ``unpriced`` (the sorted names
+        of the models that spent tokens with no known price) and no ``cost_usd``."""
         meta: dict[str, Any] = {
             "usage": self.usage,
             "cache_hits": self.cache_hits,
@@ -160,6 +183,8 @@ class Tally:
         }
         if self.throttled:
             meta["throttled"] = self.throttled
-        if self.cost_usd is not None:
-            meta["cost_usd"] = self.cost_usd
+        if self.unpriced:
+            meta["unpriced"] = sorted(self.unpriced)
+        else:
+            meta["cost_usd"] = self.priced_usd
         return meta

@@ -16,16 +16,31 @@ from ci_evals._util.redact import MESSAGE_LIMIT, scrub_and_shorten
 
 
 class LLMError(CiEvalsError):
-    """An LLM call failed for good (non-retryable, or out of retries). Never contains the key."""
+    """An LLM call failed for good (non-retryable, or out of retries), or was not sent because
+    the run's ``max_cost_usd`` is spent (``category`` ``budget``). Never contains the key.
+
+    ``category`` is what a sample or grade this error stops is counted as: ``None`` for a failed
+    call (the caller's own category: ``target``, ``grading``), ``budget`` for the run's budget.
+    ``waited_s``: the seconds the call waited in ci-evals' queue and rate-limit pauses.
+    """
 
     def __init__(
-        self, message: str, *, status: int | None = None, retries: int = 0, throttled: int = 0
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retries: int = 0,
+        throttled: int = 0,
+        category: str | None = None,
+        waited_s: float = 0.0,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.retries = retries
         self.throttled = throttled
+        self.category = category
+        self.waited_s = waited_s
 
 
 def shown_url(url: str) -> str:

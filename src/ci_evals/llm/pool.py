@@ -152,7 +152,7 @@ async def once(
         try:
             return LLMResult(await asyncio.shield(pending), cache_hit=True)
         except LLMError as exc:  # the leader's failure
-            raise LLMError(exc.message, status=exc.status) from None
+            raise LLMError(exc.message, status=exc.status, category=exc.category) from None
     future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
     state.inflight[flight] = future
     try:

@@ -1,0 +1,160 @@
+"""What one LLM call cost: the suite's ``pricing`` first, then a maintained price list.
+
+:func:`price` is the one place a call is priced. The suite's ``pricing`` (``{model:
+{input_per_mtok, output_per_mtok}}``) wins, looked up by exact name, then without a ``provider/``
+prefix, then by the longest priced name the model starts with (:func:`suite_price`). Else
+pydantic's ``genai-prices`` (its bundled snapshot; never a network fetch, never ``UpdatePrices``):
+the provider is the one whose API the base URL is (``api.openai.com``, ``api.anthropic.com``,
+``generativelanguage.googleapis.com``, ``openrouter.ai``, ...), or the one a ``provider/model``
+name names (Letta's ``openai/gpt-4o-mini``), or genai-prices matches the model name alone (a
+local server serving ``gpt-4o-mini`` is priced as OpenAI's), OpenAI's list last (the wire is
+OpenAI's; its name matching misses ``text-embedding-3-small``). None when no price is known; a call
+that spent no tokens (a cache hit) costs 0.0 whatever its model.
+
+Importing genai-prices costs about 0.25 s (its price data): it is imported on the first call that
+needs it, and :func:`warm` imports it on a background thread when an LLM client starts, so the
+run's first call does not pay it on the event loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+PACKAGE = "genai-prices"
+
+_warm_lock = threading.Lock()
+_warm_thread: threading.Thread | None = None
+
+
+def suite_price(model: str, usage: dict[str, int], pricing: dict[str, Any] | None) -> float | None:
+    """Dollar cost of ``usage`` under the suite's ``pricing`` ({model: {input_per_mtok,
+    output_per_mtok}}): by exact model name, then without a ``provider/`` prefix, then by the
+    longest priced name the model starts with (``gpt-4o-mini-2024-07-18`` -> ``gpt-4o-mini``).
+    None when the suite does not price the model."""
+    if not pricing:
+        return None
+    bare = model.rsplit("/", 1)[-1]
+    rates = pricing.get(model) or pricing.get(bare)
+    if rates is None:
+        prefixes = [k for k in pricing if bare.startswith(k) or model.startswith(k)]
+        rates = pricing[max(prefixes, key=len)] if prefixes else None
+    if rates is None:
+        return None
+
+    def rate(name: str) -> float:
+        value = rates.get(name) if isinstance(rates, dict) else getattr(rates, name, None)
+        return float(value or 0.0)
+
+    return (
+        usage.get("prompt_tokens", 0) * rate("input_per_mtok")
+        + usage.get("completion_tokens", 0) * rate("output_per_mtok")
+    ) / 1_000_000
+
+
+def price(
+    model: str,
+    usage: dict[str, int],
+    pricing: dict[str, Any] | None = None,
+    base_url: str | None = None,
+) -> float | None:
+    """What a call to ``model`` that used ``usage`` (``prompt_tokens``, ``completion_tokens``)
+    cost in USD: the suite's ``pricing`` first, then genai-prices (see the module docstring).
+    None when no price is known; 0.0 for a call that spent no tokens."""
+    cost = suite_price(model, usage, pricing)
+    if cost is not None:
+        return cost
+    prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    if not prompt and not completion:
+        return 0.0
+    if not model:
+        return None
+    try:
+        return _listed(model, prompt, completion, base_url)
+    except Exception:  # the list failing on an odd name never fails a call it answered: unknown
+        return None
+
+
+def _listed(model: str, prompt: int, completion: int, base_url: str | None) -> float | None:
+    """The price list's cost of the call, or None when it knows no price for ``model``."""
+    gp = _genai_prices()
+    usage = gp.Usage(input_tokens=prompt, output_tokens=completion)
+    provider = _url_provider(base_url) if base_url else None
+    head, _, bare = model.partition("/")
+    attempts: list[tuple[str, dict[str, str]]] = []
+    if provider is not None:  # the endpoint is a known provider's: its prices, by either name
+        attempts.append((model, {"provider_id": provider}))
+        if bare:
+            attempts.append((bare, {"provider_id": provider}))
+    else:
+        if bare and _known_provider(head):  # a handle: openai/gpt-4o-mini
+            attempts.append((bare, {"provider_id": head}))
+        attempts.append((model, {}))  # genai-prices matches the name to a provider
+        if bare:
+            attempts.append((bare, {}))
+        attempts.append((model, {"provider_id": "openai"}))  # its embedding models, unmatched
+    for ref, where in attempts:
+        try:
+            return float(gp.calc_price(usage, ref, **where).total_price)
+        except LookupError:
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _url_provider(base_url: str) -> str | None:
+    """The id of the provider whose API ``base_url`` is (genai-prices' URL patterns), or None."""
+    try:
+        snapshot = _genai_prices().data_snapshot.get_snapshot()
+        return str(snapshot.find_provider(None, None, base_url).id)
+    except LookupError:
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _known_provider(name: str) -> bool:
+    """Whether genai-prices knows a provider called ``name`` (``openai``, ``anthropic``...)."""
+    gp = _genai_prices()
+    snapshot = gp.data_snapshot.get_snapshot()
+    return gp.data_snapshot.find_provider_by_id(snapshot.providers, name) is not None
+
+
+def _genai_prices() -> ModuleType:
+    """The genai_prices module with its price data loaded (the import lock makes a caller wait for
+    a :func:`warm` already under way rather than import twice)."""
+    import genai_prices
+    from genai_prices import data_snapshot
+
+    data_snapshot.get_snapshot()
+    return genai_prices
+
+
+def warm() -> None:
+    """Import genai-prices and load its price data on a background thread, once per process (a
+    failing import is the first priced call's to report)."""
+    global _warm_thread
+    with _warm_lock:
+        if _warm_thread is not None:
+            return
+        _warm_thread = threading.Thread(target=_warm_quietly, name="ci-evals-prices", daemon=True)
+        _warm_thread.start()
+
+
+def _warm_quietly() -> None:
+    try:
+        _genai_prices()
+    except Exception:  # noqa: S110 - the first priced call imports it again and raises
+        pass
+
+
+def price_list_version() -> str:
+    """The price list ``price`` falls back to, as summaries name it: ``genai-prices 0.2.3``."""
+    try:
+        return f"{PACKAGE} {metadata.version(PACKAGE)}"
+    except metadata.PackageNotFoundError:
+        return f"{PACKAGE} (not installed)"
