@@ -220,7 +220,7 @@ def test_the_judge_tool_call_is_the_grade_and_the_judge_is_deleted(letta_fake, t
             "cache_hits": 0,
             "retries": 0,
             "judge_agent_id": judge_id,
-            "unpriced": ["openai/gpt-4o-mini"],
+            "cost_usd": pytest.approx((20 * 0.15 + 10 * 0.6) / 1e6, rel=1e-12),  # genai-prices
         },
     )
     [(agent, prompt)] = letta_fake.sent

@@ -50,13 +50,13 @@ def llm(monkeypatch) -> Iterator[FakeOpenAI]:
         yield server
 
 
-def model_suite(sd, data: list[dict], **extra) -> None:
+def model_suite(sd, data: list[dict], model: str = "gpt-4o-mini", **extra) -> None:
     sd.write("dataset.jsonl", data)
     sd.suite(
         {
             "name": "m",
             "dataset": "dataset.jsonl",
-            "target": {"kind": "model", "model": "gpt-4o-mini"},
+            "target": {"kind": "model", "model": model},
             "graders": {"c": {"kind": "tool", "function": "contains"}},
             **extra,
         }
@@ -84,10 +84,10 @@ def test_model_target_records_its_steps_and_priced_cost(sd, llm):
 
 def test_an_unpriced_model_is_named_and_has_no_cost(sd, llm):
     llm.script("six")
-    model_suite(sd, [{"id": 1, "input": "one two", "ground_truth": "six"}])
+    model_suite(sd, [{"id": 1, "input": "one two", "ground_truth": "six"}], model="acme-chat-1")
     assert sd.run() == 0
     (rec,) = sd.results()
-    assert rec["target"]["unpriced"] == ["gpt-4o-mini"]
+    assert rec["target"]["unpriced"] == ["acme-chat-1"]
     assert "cost_usd" not in rec["target"]
     assert rec["steps"] == 1
 
@@ -140,7 +140,9 @@ def test_max_tokens_stops_a_sample_with_the_budget_reason(sd, llm):
 
 def test_max_steps_stops_before_the_call_past_it(sd, llm):
     llm.script("one", "two")
-    model_suite(sd, [{"id": 1, "input": ["a", "b", "c"], "ground_truth": "x"}], max_steps=2)
+    model_suite(
+        sd, [{"id": 1, "input": ["a", "b", "c"], "ground_truth": "x"}], "acme-chat-1", max_steps=2
+    )
     assert sd.run() == 1
     (rec,) = sd.results()
     assert rec["error"] == {
@@ -149,7 +151,7 @@ def test_max_steps_stops_before_the_call_past_it(sd, llm):
     }
     assert llm.count() == 2
     assert rec["usage"] == {"prompt_tokens": 4, "completion_tokens": 2}  # a, then a one b
-    assert rec["target"] == {"unpriced": ["gpt-4o-mini"]}
+    assert rec["target"] == {"unpriced": ["acme-chat-1"]}
 
 
 # -- the model target: what a stopped sample spent --------------------------------------------

@@ -536,7 +536,7 @@ def test_the_documented_lower_is_better_example(tmp_path, capsys):
     rc = main(["run", str(example), "-o", str(tmp_path / "a"), "--no-cache"])
     out = capsys.readouterr().out.splitlines()
     assert rc == 1
-    for line in out[1:12]:  # the table, the errors and the verdict, as docs/gates.md shows them
+    for line in out[1:15]:  # the table, cost and speed, the errors, as docs/gates.md shows them
         assert line in doc, line
     rc = main(["run", str(example), "-o", str(tmp_path / "b"), "--no-cache", "--max-errors", "1"])
     out = capsys.readouterr().out.splitlines()

@@ -58,7 +58,7 @@ from ci_evals.letta.client import (
 )
 from ci_evals.letta.messages import add_usage, dump, tokens_of
 from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff, attempt_wait
-from ci_evals.llm.cost import cost_usd
+from ci_evals.llm.prices import price
 
 DEFAULT_JUDGE = Path(__file__).resolve().parent.parent / "data" / "letta_judge.af"
 
@@ -266,7 +266,7 @@ class LettaJudgeGrader(Grader[LettaJudgeSpec]):
         add_usage(usage, resp.usage)
         meta["usage"] = usage.to_dict()
         spent = tokens_of(resp.usage)
-        cost = cost_usd(self.judge_model, spent, self.ctx.pricing)
+        cost = price(self.judge_model, spent, self.ctx.pricing) if self.judge_model else None
         self.ctx.budget.charge(cost)
         if cost is not None:
             meta["cost_usd"] = meta.get("cost_usd", 0.0) + cost

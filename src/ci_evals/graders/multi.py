@@ -210,7 +210,8 @@ def evaluate(formula: Formula, values: dict[str, float]) -> tuple[float | None, 
 
 
 def merge_usage(target: dict[str, Any], meta: dict[str, Any]) -> None:
-    """Add a sub-grade's ``usage``/``cache_hits``/``retries``/``cost_usd`` into ``target``."""
+    """Add a sub-grade's ``usage``/``cache_hits``/``retries``/``cost_usd`` (or ``unpriced``)
+    into ``target``."""
     usage = meta.get("usage")
     if isinstance(usage, dict):
         total = target.setdefault("usage", {"prompt_tokens": 0, "completion_tokens": 0})
@@ -219,7 +220,12 @@ def merge_usage(target: dict[str, Any], meta: dict[str, Any]) -> None:
     for k in ("cache_hits", "retries"):
         if isinstance(meta.get(k), int):
             target[k] = target.get(k, 0) + meta[k]
-    if isinstance(meta.get("cost_usd"), int | float):
+    unpriced = meta.get("unpriced")
+    if unpriced:  # one sub-grade's cost unknown: the grade's is too (never a partial sum)
+        names = unpriced if isinstance(unpriced, list) else [unpriced]
+        target["unpriced"] = sorted({*target.get("unpriced", []), *map(str, names)})
+        target.pop("cost_usd", None)
+    elif isinstance(meta.get("cost_usd"), int | float) and "unpriced" not in target:
         target["cost_usd"] = target.get("cost_usd", 0.0) + meta["cost_usd"]
 
 

@@ -27,8 +27,14 @@ from ci_evals.usercode import lane as usercode
 
 
 def _grade_dict(g: GradeResult, rule: tuple[str, float]) -> Grade:
-    if g.error:
-        return make_grade(rationale=g.rationale, metadata=g.metadata, error=g.error)
+    if g.error:  # a judge stopped by the run's budget says so (error_category "budget")
+        cat = g.metadata.get("error_category") if g.metadata else None
+        return make_grade(
+            rationale=g.rationale,
+            metadata=g.metadata,
+            error=g.error,
+            category=cat if isinstance(cat, str) and cat else "grading",
+        )
     return make_grade(g.score, passes(g.score, *rule), g.rationale, g.metadata)
 
 

@@ -56,7 +56,7 @@ from ci_evals.letta.messages import (
     tokens_of,
 )
 from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff, attempt_wait
-from ci_evals.llm.cost import cost_usd
+from ci_evals.llm.prices import price
 from ci_evals.targets.base import Spend
 from ci_evals.targets.letta_base import LettaBase, LettaSpec
 from ci_evals.usercode.lane import contained
@@ -256,7 +256,7 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
             traj.turns.append(to_turn(dump(resp.messages), text))
             usage = tokens_of(resp.usage)
             traj.usage.add(usage["prompt_tokens"], usage["completion_tokens"])
-            cost = cost_usd(model_used, usage, self.ctx.pricing) if model_used else None
+            cost = price(model_used, usage, self.ctx.pricing) if model_used else None
             self.ctx.budget.charge(cost)
             spend.add(model_used, usage, cost, step_count(resp.usage))
             stop = resp.stop_reason.stop_reason if resp.stop_reason else None

@@ -109,6 +109,8 @@ class ModelTarget(Target[ModelTargetSpec]):
             max_retries=spec.max_retries,
             cache_dir=ctx.cache_dir,
             owner="target",
+            budget=ctx.budget,
+            pricing=ctx.pricing,
         )
 
     def prepare(self) -> None:
@@ -216,7 +218,7 @@ def _spend(tally: Tally, model: str) -> Spend:
 
 def _waited(tally: Tally) -> float:
     """Seconds the calls waited in ci-evals' queue and rate-limit pauses (the LLM client's)."""
-    return round(float(getattr(tally, "waited_s", 0.0)), 6)
+    return round(tally.waited_s, 3)  # (a free slot is taken in microseconds: no wait)
 
 
 def _tool_call(raw: dict[str, Any], index: int) -> ToolCall:

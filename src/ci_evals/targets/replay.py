@@ -93,6 +93,8 @@ class ReplayTarget(Target[ReplaySpec]):
         if rec is NOT_READ:
             rec = json.loads(raw.decode("utf-8"))
         try:
-            return with_reported(rec, recorded=True)
+            traj = with_reported(rec, recorded=True)
         except ValueError as exc:
             raise SampleError(f"{self.path.name}:{line}: {exc}") from None
+        traj.metadata.setdefault("latency_s", None)  # replaying took no time worth gating
+        return traj
