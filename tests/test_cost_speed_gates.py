@@ -282,3 +282,48 @@ def test_bad_cost_and_speed_input_is_one_line_and_exit_2(sd, key, capsys, gate, 
     assert len(err.splitlines()) == 1, err
     assert message in err, err
     assert "suite.yaml" in err
+
+
+def test_latency_leaves_out_the_wait_for_a_slot_under_a_low_max_concurrent(sd, key):
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [])
+        assert sd.run("--max-concurrent", "1") == 0
+        peak = server.max_in_flight
+    lines = {r["sample_id"]: r for r in sd.results()}
+    assert peak == 1
+    for sid, (delay, _, _) in SERVED.items():
+        assert delay <= lines[sid]["latency_s"] < delay + 0.02, (sid, lines[sid])
+    waited = sum(r.get("queued_s", 0.0) for r in lines.values())  # reported apart
+    assert sd.summary()["cost_speed"]["queued_s"] == pytest.approx(waited, abs=1e-5)
+
+
+def test_max_cost_usd_stops_calling_once_spent_and_the_run_errors(sd, key):
+    # each call's cost at $2/$8 per million: s0 $0.00028, s1 $0.00056, s2 $0.00084 (total
+    # $0.00168, past $0.0016): s3 and s4 are never sent
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [], pricing={"acme-chat-1": PRICE}, max_cost_usd=0.0016)
+        code = sd.run("--max-concurrent", "1")
+        calls = server.count()
+    summary = sd.summary()
+    assert (code, calls, summary["verdict"]) == (1, 3, "errored")
+    stopped = "the run's max_cost_usd $0.0016 is spent ($0.0017 so far)"
+    assert summary["verdict_reason"].startswith(f"stopped calling: {stopped}")
+    budget = summary["cost_speed"]["budget"]
+    assert (budget["stopped"], budget["stopped_samples"]) == (stopped, 2)
+    assert budget["spent_usd"] == pytest.approx(0.00168, abs=1e-9)
+    errored = sorted(r["sample_id"] for r in sd.results() if r["error"])
+    assert errored == ["s3", "s4"]
+    assert {r["error"]["message"] for r in sd.results() if r["error"]} == {f"not sent: {stopped}"}
+
+
+def test_a_rate_limit_pause_is_reported_apart_from_latency(sd, key):
+    with FakeOpenAI(served()) as server:
+        server.fault("429", first=1, retry_after="0.4")
+        suite(sd, server, [], max_concurrent=1)
+        assert sd.run() == 0
+    lines = sd.results()
+    (held,) = [r for r in lines if r.get("queued_s")]
+    delay = SERVED[held["sample_id"]][0]
+    assert held["queued_s"] >= 0.4 and held["throttled"] == 1
+    assert delay <= held["latency_s"] < delay + 0.02, held
+    assert sd.summary()["cost_speed"]["throttled"] == 1
