@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 from genai_prices import Usage, calc_price
 
+from ci_evals.llm import prices
 from ci_evals.llm.cost import LLMResult, Tally
 from ci_evals.llm.prices import price, price_list_version
 
@@ -168,3 +169,14 @@ def test_pricing_opens_no_connection():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     expected = listed("claude-3-5-haiku-latest", 10**6, 10**6, provider_id="anthropic")
     assert out.stdout == f"0.75 {expected}\n"
+
+
+@pytest.mark.parametrize("prompt", [1_000, 300_000])
+def test_a_price_tiered_by_prompt_size_is_computed_by_the_list(prompt):
+    # gemini-2.5-pro costs more per token past 200k prompt tokens: no flat rate is assumed
+    usage = {"prompt_tokens": prompt, "completion_tokens": 1_000}
+    assert prices._linear("gemini-2.5-pro", None) is None
+    assert price("gemini-2.5-pro", usage) == listed("gemini-2.5-pro", prompt, 1_000)
+    assert listed("gemini-2.5-pro", 300_000, 0) > 300_000 / 1_000 * listed(
+        "gemini-2.5-pro", 1_000, 0
+    )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from decimal import Decimal
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -82,25 +83,56 @@ def price(
 
 def _listed(model: str, prompt: int, completion: int, base_url: str | None) -> float | None:
     """The price list's cost of the call, or None when it knows no price for ``model``."""
-    gp = _genai_prices()
-    usage = gp.Usage(input_tokens=prompt, output_tokens=completion)
+    found = _resolve(model, base_url)
+    if found is None:
+        return None
+    provider, info = found
+    rates = _linear(model, base_url)
+    if rates is not None:  # a flat price per token: no need for the list's general calculator
+        return float((prompt * rates[0] + completion * rates[1]) / 1_000_000)  # exact decimals
+    usage = _genai_prices().Usage(input_tokens=prompt, output_tokens=completion)
+    return float(info.calc_price(usage, provider).total_price)
+
+
+@functools.lru_cache(maxsize=256)
+def _linear(model: str, base_url: str | None) -> tuple[Decimal, Decimal] | None:
+    """(input, output) dollars per million tokens when the model's price today is flat (one
+    number each, no tiers by prompt size), else None: its general calculator then prices each
+    call (a tenth of a millisecond, most of what pricing a call costs)."""
+    found = _resolve(model, base_url)
+    if found is None:
+        return None
+    from datetime import UTC, datetime
+
+    prices = found[1].get_prices(datetime.now(tz=UTC))
+    given, made = getattr(prices, "input_mtok", None), getattr(prices, "output_mtok", None)
+    if not isinstance(given, Decimal) or not isinstance(made, Decimal):
+        return None
+    return given, made
+
+
+@functools.lru_cache(maxsize=256)
+def _resolve(model: str, base_url: str | None) -> tuple[Any, Any] | None:
+    """The price list's (provider, model) for a model at an endpoint, found once per pair (the
+    search matches the name against every model's patterns: most of a call's pricing time)."""
+    snapshot = _genai_prices().data_snapshot.get_snapshot()
     provider = _url_provider(base_url) if base_url else None
     head, _, bare = model.partition("/")
-    attempts: list[tuple[str, dict[str, str]]] = []
+    attempts: list[tuple[str, str | None]] = []
     if provider is not None:  # the endpoint is a known provider's: its prices, by either name
-        attempts.append((model, {"provider_id": provider}))
+        attempts.append((model, provider))
         if bare:
-            attempts.append((bare, {"provider_id": provider}))
+            attempts.append((bare, provider))
     else:
         if bare and _known_provider(head):  # a handle: openai/gpt-4o-mini
-            attempts.append((bare, {"provider_id": head}))
-        attempts.append((model, {}))  # genai-prices matches the name to a provider
+            attempts.append((bare, head))
+        attempts.append((model, None))  # genai-prices matches the name to a provider
         if bare:
-            attempts.append((bare, {}))
-        attempts.append((model, {"provider_id": "openai"}))  # its embedding models, unmatched
-    for ref, where in attempts:
+            attempts.append((bare, None))
+        attempts.append((model, "openai"))  # its embedding models, unmatched
+    for ref, provider_id in attempts:
         try:
-            return float(gp.calc_price(usage, ref, **where).total_price)
+            return tuple(snapshot.find_provider_model(ref, None, provider_id, None))
         except LookupError:
             continue
     return None
