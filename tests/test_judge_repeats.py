@@ -397,5 +397,5 @@ def test_a_letta_judge_with_k1_grades_as_before(letta_fake, tmp_path):
     assert (g.score, g.rationale, sorted(g.metadata)) == (
         0.8,
         "found score=0.8",
-        ["agent_file", "cache_hits", "judge_agent_id", "retries", "unpriced", "usage"],
+        ["agent_file", "cache_hits", "cost_usd", "judge_agent_id", "retries", "usage"],
     )

@@ -84,7 +84,7 @@ def test_single_turn_maps_reasoning_and_assistant(letta_fake, tmp_path):
         "model": "openai/gpt-4o-mini",
         "stop_reasons": ["end_turn"],
         "steps": 1,
-        "unpriced": ["openai/gpt-4o-mini"],
+        "cost_usd": pytest.approx((10 * 0.15 + 5 * 0.6) / 1e6, rel=1e-12),  # genai-prices
     }
 
 
