@@ -327,3 +327,19 @@ def test_a_rate_limit_pause_is_reported_apart_from_latency(sd, key):
     assert held["queued_s"] >= 0.4 and held["throttled"] == 1
     assert delay <= held["latency_s"] < delay + 0.02, held
     assert sd.summary()["cost_speed"]["throttled"] == 1
+
+
+def test_max_cost_usd_with_an_unpriced_model_stops_after_its_first_call(sd, key):
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [], max_cost_usd=1.0)  # acme-chat-1: no price anywhere
+        code = sd.run("--max-concurrent", "1")
+        calls = server.count()
+    summary = sd.summary()
+    stopped = (
+        "model 'acme-chat-1' has no known price, so max_cost_usd $1 cannot be kept "
+        "(give its price under the suite's pricing:)"
+    )
+    assert (code, calls, summary["verdict"]) == (1, 1, "errored")
+    assert summary["cost_speed"]["budget"]["stopped"] == stopped
+    assert summary["verdict_reason"].startswith(f"stopped calling: {stopped}")
+    assert sum(1 for r in sd.results() if r["error"]) == 4

@@ -42,9 +42,19 @@ class Budget:
         self.stopped: str | None = None
         """Why the run stopped calling (the run's budget was spent), or None."""
 
-    def charge(self, cost: float | None) -> None:
-        """Add one call's cost (None: an unpriced call, nothing known to add)."""
-        if cost is None or cost <= 0:
+    def charge(self, cost: float | None, unpriced: str | None = None) -> None:
+        """Add one call's cost. None: nothing known to add; with ``unpriced`` (the model of a call
+        that spent tokens at no known price) a ``max_cost_usd`` cannot be kept, and the run stops
+        calling (fail closed: it would otherwise spend without a bound)."""
+        if cost is None:
+            if unpriced is not None and self.max_cost_usd is not None and self.stopped is None:
+                self.stopped = (
+                    f"model {str(unpriced)[:100]!r} has no known price, so max_cost_usd "
+                    f"${self.max_cost_usd:g} cannot be kept (give its price under the suite's "
+                    "pricing:)"
+                )
+            return
+        if cost <= 0:
             return
         self.spent_usd += cost
         if (

@@ -267,7 +267,9 @@ class LettaJudgeGrader(Grader[LettaJudgeSpec]):
         meta["usage"] = usage.to_dict()
         spent = tokens_of(resp.usage)
         cost = price(self.judge_model, spent, self.ctx.pricing) if self.judge_model else None
-        self.ctx.budget.charge(cost)
+        self.ctx.budget.charge(
+            cost, (self.judge_model or "unknown") if any(spent.values()) else None
+        )
         if cost is not None:
             meta["cost_usd"] = meta.get("cost_usd", 0.0) + cost
         elif any(spent.values()):

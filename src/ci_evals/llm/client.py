@@ -303,7 +303,7 @@ class LLM:
                         )
                         cost = prices.price(model, usage, self.pricing, self.base_url)
                         if self.budget is not None:
-                            self.budget.charge(cost)
+                            self.budget.charge(cost, model if cost is None else None)
                         return LLMResult(
                             data,
                             retries=backoff.retries,

@@ -257,7 +257,7 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
             usage = tokens_of(resp.usage)
             traj.usage.add(usage["prompt_tokens"], usage["completion_tokens"])
             cost = price(model_used, usage, self.ctx.pricing) if model_used else None
-            self.ctx.budget.charge(cost)
+            self.ctx.budget.charge(cost, (model_used or "unknown") if any(usage.values()) else None)
             spend.add(model_used, usage, cost, step_count(resp.usage))
             stop = resp.stop_reason.stop_reason if resp.stop_reason else None
             stops.append(stop)
