@@ -19,6 +19,7 @@ from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
 from ci_evals.graders.letta_judge import LettaJudgeGrader, LettaJudgeSpec
 from ci_evals.targets.letta import LettaTarget, LettaTargetSpec
+from ci_evals.llm.prices import price
 from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provides `letta_fake`
     SUBMIT_GRADE,
     FakeLetta,
@@ -190,6 +191,9 @@ def test_a_real_letta_agent_records_the_servers_steps_and_tokens(tmp_path):
     assert code == 0 and rec["error"] is None
     assert rec["steps"] == 2  # the tool call, then the answer
     assert rec["usage"]["prompt_tokens"] > 0 and rec["usage"]["completion_tokens"] > 0
+    model = os.environ.get("LETTA_TEST_MODEL", "openai-proxy/gpt-4o-mini")
+    assert rec["target"]["cost_usd"] == pytest.approx(price(model, rec["usage"]), rel=1e-12)
+    assert rec["target"]["cost_usd"] > 0  # gpt-4o-mini is on the list
 
 
 @pytest.mark.letta_server
@@ -200,8 +204,7 @@ def test_a_real_letta_agent_past_max_steps_stops_with_the_budget_reason(tmp_path
         "category": "budget",
         "message": "stopped after 1 steps: past max_steps 1",
     }
-    # the step it took is spent: on the failed line, at no known price (the suite prices nothing)
+    # the step it took is spent: on the failed line, priced by the list at the agent's model
     assert rec["usage"]["prompt_tokens"] > 0 and rec["usage"]["completion_tokens"] > 0
-    assert rec["target"] == {
-        "unpriced": [os.environ.get("LETTA_TEST_MODEL", "openai-proxy/gpt-4o-mini")]
-    }
+    model = os.environ.get("LETTA_TEST_MODEL", "openai-proxy/gpt-4o-mini")
+    assert rec["target"] == {"cost_usd": pytest.approx(price(model, rec["usage"]), rel=1e-12)}
