@@ -18,8 +18,8 @@ from ci_evals.config.budget import Budget, BudgetExceeded
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
 from ci_evals.graders.letta_judge import LettaJudgeGrader, LettaJudgeSpec
-from ci_evals.targets.letta import LettaTarget, LettaTargetSpec
 from ci_evals.llm.prices import price
+from ci_evals.targets.letta import LettaTarget, LettaTargetSpec
 from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provides `letta_fake`
     SUBMIT_GRADE,
     FakeLetta,
