@@ -3,6 +3,8 @@ at the right thresholds, compare with a baseline, and fail closed where a value 
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 from scipy import stats as sps
 
@@ -64,12 +66,19 @@ def test_each_built_in_metric_equals_what_the_server_served(sd, key):
         suite(sd, server, [], pricing={"acme-chat-1": PRICE}, max_concurrent=1)
         assert sd.run() == 0
     lines = {r["sample_id"]: r for r in sd.results()}
+    # The target's own time: at least what the server took, and no queueing (one at a time: a
+    # figure with the queue in it would be over by the earlier samples' time, 0.15 s or more from
+    # the third on) and no grading. The call's own overhead is held to 20 ms on the median; one
+    # call may take longer on a loaded machine (the first also opens the connection), never 0.1 s.
+    over = []
     for sid, (delay, prompt, completion) in SERVED.items():
         rec = lines[sid]
-        assert delay <= rec["latency_s"] < delay + 0.02, (sid, rec["latency_s"])
+        assert delay <= rec["latency_s"] < delay + 0.1, (sid, rec["latency_s"])
+        over.append(rec["latency_s"] - delay)
         assert rec["usage"] == {"prompt_tokens": prompt, "completion_tokens": completion}
         assert (rec["steps"], rec["tool_calls"]) == (1, 0)
         assert rec["target"]["cost_usd"] == pytest.approx(cost(prompt, completion), abs=1e-12)
+    assert statistics.median(over) < 0.02, over
     block = sd.summary()["cost_speed"]
     tokens = block["metrics"]["tokens"]
     assert (tokens["sum"], tokens["max"], tokens["min"], tokens["measured"]) == (1650, 550, 110, 5)
