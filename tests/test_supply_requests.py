@@ -51,8 +51,6 @@ TOOLS = [
     }
 ]
 REPLY = {"score": 0.75, "rationale": "mostly right"}
-KNOWN_ANTHROPIC_DEVIATIONS = ("temperature",)
-"""Keys ci-evals sends to Anthropic that the installed SDK's definition may lack (see the test)."""
 
 
 @pytest.fixture(autouse=True)
@@ -436,11 +434,8 @@ def test_every_anthropic_body_is_a_message_create_params(monkeypatch):
     params = anthropic_params()
     bodies, _ = anthropic_bodies()
     assert len(bodies) == 2 and "output_config" in bodies[0]
-    # A known deviation, named: anthropic 2.x's published MessageCreateParams no longer has
-    # ``temperature`` (0.x had it), which ci-evals sends as letta-evals does. Reported in issue 41;
-    # held to the definition as soon as the installed SDK defines it again.
-    undefined = set(KNOWN_ANTHROPIC_DEVIATIONS) - set(get_type_hints(params))
-    bodies = [{k: v for k, v in b.items() if k not in undefined} for b in bodies]
+    # Held whole: anthropic 2.x's MessageCreateParams has no ``temperature`` (API 2026-10-21 took
+    # the sampling parameters away), and ci-evals no longer sends one.
     for body in bodies:
         check(params, body)
     for mutate in (
@@ -448,6 +443,7 @@ def test_every_anthropic_body_is_a_message_create_params(monkeypatch):
         lambda b: b["system"][0].update(cache="ephemeral"),
         lambda b: b["output_config"]["format"].update(type="json"),
         lambda b: b.update(top=1),
+        lambda b: b.update(temperature=0.0),
         lambda b: b["messages"][0].update(role="judge"),
         lambda b: b["messages"][0].update(content=3),
     ):

@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -92,7 +94,6 @@ def test_anthropic_judge_sends_letta_evals_request_and_scores(anthropic_env, tmp
         {
             "model": "claude-haiku-4-5",
             "max_tokens": 4096,
-            "temperature": 0.0,
             "messages": [{"role": "user", "content": user}],
             "system": [
                 {
@@ -118,6 +119,65 @@ def test_anthropic_judge_sends_letta_evals_request_and_scores(anthropic_env, tmp
         "retries": 0,
         # genai-prices' claude-haiku-4-5: $1 in, $5 out per million tokens
         "cost_usd": pytest.approx((prompt * 1.0 + 5 * 5.0) / 1e6, rel=1e-12),
+    }
+
+
+def test_an_anthropic_judges_temperature_is_not_sent_and_the_user_is_told(
+    anthropic_env, tmp_path, capsys
+):
+    # anthropic>=2.0 speaks API version 2026-10-21, which answers any temperature, top_p or top_k
+    # with a 400 (the fake does too): the judge sends none, and a temperature the suite asked for
+    # is named once at load, and by `validate`.
+    import anthropic
+
+    anthropic_env.script(REPLY)
+    grader = make(
+        {"provider": "anthropic", "model": "claude-haiku-4-5", "temperature": 0.7}, tmp_path
+    )
+    assert capsys.readouterr().err == (
+        "warning: graders.quality.temperature: not sent: Anthropic's Messages API version "
+        "2026-10-21, which anthropic>=2.0 speaks, takes no temperature, top_p or top_k "
+        "(a 400 even at the default)\n"
+    )
+    assert grader.describe().endswith("; temperature not sent")
+    g = judge(grader)
+    assert (g.score, g.error) == (0.75, None)
+    (body,) = anthropic_env.bodies(MESSAGES)
+    assert {"temperature", "top_p", "top_k"}.isdisjoint(body)
+    version = anthropic_env.requests[0].headers["anthropic-version"]
+    assert version == anthropic._constants.ANTHROPIC_API_VERSION >= "2026-10-21"
+    # The default temperature (not written in the suite) goes unmentioned.
+    make({"provider": "anthropic", "model": "claude-haiku-4-5"}, tmp_path)
+    assert capsys.readouterr().err == ""
+
+
+def test_the_missing_sdk_line_names_pyprojects_own_requirement():
+    import tomllib
+    from pathlib import Path
+
+    from ci_evals.llm import providers
+
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert {p: [req] for p, (_, req) in providers._EXTRAS.items()} == {
+        p: extras[p] for p in ("anthropic", "google")
+    }
+
+
+def test_the_fake_anthropic_answers_a_temperature_as_the_api_does(anthropic_env):
+    body = {"model": "m", "max_tokens": 8, "temperature": 1.0, "messages": []}
+    req = urllib.request.Request(
+        anthropic_env.url + MESSAGES,
+        data=json.dumps(body).encode(),
+        headers={"x-api-key": ANT_KEY, "anthropic-version": "2026-10-21"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(req, timeout=5)
+    assert caught.value.code == 400
+    assert json.loads(caught.value.read())["error"] == {
+        "type": "invalid_request_error",
+        "message": "temperature: Extra inputs are not permitted",
     }
 
 
@@ -339,11 +399,11 @@ def test_gemini_without_key_is_a_config_error(tmp_path):
     [
         (
             "anthropic",
-            "provider 'anthropic' needs the anthropic SDK: pip install 'anthropic>=0.80' (the ci-evals[anthropic] extra)",
+            "provider 'anthropic' needs the anthropic SDK: pip install 'anthropic>=2.0' (the ci-evals[anthropic] extra)",
         ),
         (
             "google",
-            "provider 'google' needs the google.genai SDK: pip install 'google-genai>=1.30' (the ci-evals[google] extra)",
+            "provider 'google' needs the google.genai SDK: pip install 'google-genai>=3.0' (the ci-evals[google] extra)",
         ),
     ],
 )
@@ -378,7 +438,7 @@ def test_validate_without_the_anthropic_sdk_exits_2_with_one_line(sd):
     assert proc.returncode == 2
     assert proc.stderr == (
         f"error: {sd.root / 'suite.yaml'}:{line}: graders.quality.provider: provider 'anthropic' "
-        "needs the anthropic SDK: pip install 'anthropic>=0.80' (the ci-evals[anthropic] extra)\n"
+        "needs the anthropic SDK: pip install 'anthropic>=2.0' (the ci-evals[anthropic] extra)\n"
     )
 
 

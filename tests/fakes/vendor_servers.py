@@ -7,7 +7,8 @@ the route, the request checks and the JSON shapes, taken from the vendors' API r
 * Anthropic (https://docs.anthropic.com/en/api/messages, /en/api/errors): ``POST /v1/messages``
   with the key (``x-api-key``, or ``Authorization: Bearer`` as anthropic 2.x sends it) and an
   ``anthropic-version`` header; ``model``, ``max_tokens`` and
-  ``messages`` required. Errors are ``{"type": "error", "error": {"type", "message"},
+  ``messages`` required; from API version 2026-10-21 (what anthropic 2.x sends) ``temperature``,
+  ``top_p`` and ``top_k`` are a 400 ("Extra inputs are not permitted"), as the real API answers. Errors are ``{"type": "error", "error": {"type", "message"},
   "request_id"}`` with the documented type per status (429 ``rate_limit_error``, 500
   ``api_error``, 529 ``overloaded_error``, ...).
 * Gemini (https://ai.google.dev/api/generate-content, /gemini-api/docs/troubleshooting):
@@ -41,6 +42,8 @@ from tests.fakes import ratelimit
 from tests.fakes.openai_server import FakeOpenAI, Fault, text_of, words
 
 MESSAGES = "/v1/messages"
+SAMPLING_GONE = "2026-10-21"
+"""The Anthropic API version that removed the sampling parameters (temperature, top_p, top_k)."""
 _GEMINI_ROUTE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):generateContent$")
 
 ANTHROPIC_ERRORS = {
@@ -180,6 +183,10 @@ class FakeAnthropic(_VendorFake):
         for key in ("model", "max_tokens", "messages"):
             if key not in body:
                 return 400, self.error_body(400, f"{key}: Field required")
+        if headers.get("anthropic-version") >= SAMPLING_GONE:
+            for key in ("temperature", "top_p", "top_k"):
+                if key in body:
+                    return 400, self.error_body(400, f"{key}: Extra inputs are not permitted")
         view = self.chat_view(path, body)
         view.pop("cap")
         messages = view["messages"]

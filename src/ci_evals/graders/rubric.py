@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -58,7 +59,7 @@ from ci_evals.llm.client import LLM
 from ci_evals.llm.cost import Tally
 from ci_evals.llm.errors import LLMError
 from ci_evals.llm.openai_api import effective_temperature
-from ci_evals.llm.providers import require
+from ci_evals.llm.providers import ANTHROPIC_SAMPLING, require
 
 # --- the shared judge base ----------------------------------------------------------------------
 
@@ -184,7 +185,10 @@ class RubricSpec(JudgeSpecMixin):
     )
     model: str = Field(default="gpt-4o-mini", description="Judge model (for the provider).")
     temperature: float = Field(
-        default=0.0, ge=0.0, le=2.0, description="OpenAI reasoning models (o1/o3/o4/gpt-5) get 1.0."
+        default=0.0,
+        ge=0.0,
+        le=2.0,
+        description="OpenAI reasoning models (o1/o3/o4/gpt-5) get 1.0; anthropic takes none.",
     )
     provider: Literal["openai", "anthropic", "google"] = Field(
         default="openai",
@@ -256,6 +260,9 @@ class RubricGrader(JudgeGrader[RubricSpec]):
             if spec.provider == "openai"
             else spec.temperature
         )
+        self.unsent = spec.provider == "anthropic" and "temperature" in spec.model_fields_set
+        if self.unsent:
+            print(f"warning: graders.{name}.temperature: {ANTHROPIC_SAMPLING}", file=sys.stderr)
         self.rubric_vars = list(spec.rubric_vars or [])
         self.mode, self.mode_reason = default_mode(
             spec.rubric_mode, spec.system_prompt, self.rubric, getattr(ctx, "suite_raw", None)
@@ -272,7 +279,8 @@ class RubricGrader(JudgeGrader[RubricSpec]):
 
     def describe(self) -> str:
         """How this judge is called, for ``validate``."""
-        return f"{self.spec.provider} {self.spec.model}, rubric {self.mode} ({self.mode_reason})"
+        unsent = "; temperature not sent" if self.unsent else ""
+        return f"{self.spec.provider} {self.spec.model}, rubric {self.mode} ({self.mode_reason}){unsent}"
 
     def checks_samples(self) -> bool:
         return bool(self.rubric_vars) or self.mode == "verbatim"

@@ -44,11 +44,16 @@ if TYPE_CHECKING:  # the SDKs are optional extras, imported when a call is made
 
 PROVIDERS = ("openai", "anthropic", "google")
 _EXTRAS = {
-    "anthropic": ("anthropic", "anthropic>=0.80"),
-    "google": ("google.genai", "google-genai>=1.30"),
+    "anthropic": ("anthropic", "anthropic>=2.0"),
+    "google": ("google.genai", "google-genai>=3.0"),
 }
 """provider -> (module, pip requirement): the same requirement as pyproject's extra of that name."""
 ANTHROPIC_MAX_TOKENS = 4096
+ANTHROPIC_SAMPLING = (
+    "not sent: Anthropic's Messages API version 2026-10-21, which anthropic>=2.0 speaks, "
+    "takes no temperature, top_p or top_k (a 400 even at the default)"
+)
+"""Why an Anthropic call carries no ``temperature``, as a judge's warning says it."""
 
 
 def require(provider: str, owner: str | None = None) -> None:
@@ -112,8 +117,7 @@ class Anthropic(Provider["AsyncAnthropic"]):
             "max_tokens": params.get("max_tokens") or ANTHROPIC_MAX_TOKENS,
             "messages": [{"role": m["role"], "content": m.get("content") or ""} for m in turns],
         }
-        if params.get("temperature") is not None:
-            body["temperature"] = params["temperature"]
+        # No temperature: see ANTHROPIC_SAMPLING.
         if system is not None:
             body["system"] = [
                 {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
