@@ -23,7 +23,7 @@ from ci_evals.gating.error_tally import ErrorTally
 from ci_evals.gating.measured import Measured, MeasuredState
 from ci_evals.gating.repeats import Outcome, Repeats, RepeatsState, judge_repeats, reduce_runs
 from ci_evals.gating.stats import summarize
-from ci_evals.results.measures import BUILTIN_KIND, measure
+from ci_evals.results.measures import BUILTIN_KIND, measure_some
 from ci_evals.results.records import Grade, MetricEntry, ResultRecord, Summary
 
 Model = str | None
@@ -141,8 +141,8 @@ class Aggregator:
         self.measured.add(rec)
         model = rec.get("model")
         outcome = {n: _outcome(grades[n]) for n in self.names if n in grades}
-        for name in self.builtins:
-            reading = measure(rec, name)
+        readings = measure_some(rec, self.builtins) if self.builtins else ()
+        for name, reading in zip(self.builtins, readings, strict=True):
             if reading.errored:
                 outcome[name] = (None, False, True)
             elif reading.value is not None:

@@ -29,6 +29,7 @@ from typing import Protocol, TypedDict
 
 from ci_evals.core.rule import OPS
 from ci_evals.gating.noise import (
+    Change,
     binom_sf,
     mcnemar_p,
     paired_change,
@@ -120,6 +121,28 @@ def _relative(now: float, before: float) -> float:
     return math.inf if now > before else 0.0
 
 
+def _decide(past: bool, change: Change, alpha: float) -> str:
+    """A change past its limit fails when the paired test says more than noise explains it (one-
+    sided p below ``alpha``), else is ``undecided``; within the limit it passes."""
+    return "failed" if past and change.p_drop < alpha else ("undecided" if past else "passed")
+
+
+def _paired_test(
+    check: str, change: Change, shown: float, interval: list[float | None], confidence: float
+) -> RegressionTest:
+    """The paired t-test's entry in a gate's ``tests`` (``max_drop``'s and ``max_increase``'s:
+    ``shown`` and ``interval`` in the direction the check reads)."""
+    return {
+        "check": check,
+        "test": "paired t-test (one-sided)",
+        "n": change.n,
+        "change": shown,
+        "interval": interval,
+        "p_value": change.p_drop,
+        "confidence": confidence,
+    }
+
+
 def _increase_check(
     limit: float,
     actual: float,
@@ -144,18 +167,8 @@ def _increase_check(
         return ("failed" if past else "passed"), head, 1.0
     alpha = 1.0 - confidence
     lo, hi = -change.interval[1], -change.interval[0]
-    check = "failed" if past and change.p_drop < alpha else ("undecided" if past else "passed")
-    tests.append(
-        {
-            "check": "max_increase",
-            "test": "paired t-test (one-sided)",
-            "n": change.n,
-            "change": -change.change,
-            "interval": [lo, hi],
-            "p_value": change.p_drop,
-            "confidence": confidence,
-        }
-    )
+    check = _decide(past, change, alpha)
+    tests.append(_paired_test("max_increase", change, -change.change, [lo, hi], confidence))
     evidence = (
         f"paired change {-change.change:+.4g}, {confidence:.0%} interval [{lo:+.4g}, {hi:+.4g}] "
         f"over {change.n} samples in both runs (paired t-test, one-sided p={change.p_drop:.2g})"
@@ -192,18 +205,8 @@ def _drop_check(
     lo, hi = change.interval
     alpha = 1.0 - confidence
     past = pdrop > limit + 1e-12
-    check = "failed" if past and change.p_drop < alpha else ("undecided" if past else "passed")
-    tests.append(
-        {
-            "check": "max_drop",
-            "test": "paired t-test (one-sided)",
-            "n": change.n,
-            "change": change.change,
-            "interval": [lo, hi],
-            "p_value": change.p_drop,
-            "confidence": confidence,
-        }
-    )
+    check = _decide(past, change, alpha)
+    tests.append(_paired_test("max_drop", change, change.change, [lo, hi], confidence))
     head = (
         f"paired change {change.change:+.4f}, {confidence:.0%} interval [{lo:+.4f}, {hi:+.4f}] over "
         f"{change.n} samples graded in both runs (paired t-test, one-sided p={change.p_drop:.2g})"

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ci_evals.results.measures import BUILTINS, measure
+from ci_evals.results.measures import BUILTINS, measure_some
 from ci_evals.results.records import CostSpeed, MeasureDelta, MeasureEntry, ResultRecord, Summary
 
 UNKNOWN = "unknown"
@@ -282,8 +282,7 @@ def sample_values(rec: ResultRecord) -> dict[str, float | str]:
     ``unknown: <why>`` (a model with no known price); left out when the line has none (errored, or
     the target does not report it: a plain function has no steps)."""
     out: dict[str, float | str] = {}
-    for name in ROW_KEYS:
-        reading = measure(rec, name)
+    for name, reading in zip(ROW_KEYS, measure_some(rec, ROW_KEYS), strict=True):
         if reading.value is not None:
             out[name] = reading.value
         elif reading.cached:

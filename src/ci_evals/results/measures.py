@@ -25,7 +25,7 @@ left out of latency's aggregates and counted apart); a cost no price is known fo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -118,51 +118,21 @@ def _no_price(models: Any) -> str:
     return f"model {shown} has no known price"
 
 
-def measure(rec: ResultRecord, name: str) -> Reading:
-    """Built-in metric ``name`` of one results line."""
-    if rec.get("error"):
-        return ERRORED
-    if name == "latency":
-        value = _num(rec.get("latency_s"))
-        if value is None:
-            return CACHED if rec.get("cache_hits") else _NO_LATENCY
-        return Reading(value)
-    usage = rec.get("usage")
-    if name == "tokens":
-        return Reading(_usage(usage, "prompt_tokens") + _usage(usage, "completion_tokens"))
-    if name in ("prompt_tokens", "completion_tokens"):
-        return Reading(_usage(usage, name))
-    if name == "cost_usd":
-        target = rec.get("target")
-        target = target if isinstance(target, Mapping) else {}
-        cost = _num(target.get("cost_usd"))
-        if cost is not None:
-            return Reading(cost)
-        if target.get("unpriced"):
-            return Reading(unknown=_no_price(target["unpriced"]))
-        return Reading(unknown="the target reports no cost")
-    if name in ("steps", "tool_calls"):
-        value = _num(rec.get(name))
-        return (
-            Reading(value) if value is not None else Reading(unknown=f"the target gave no {name}")
-        )
-    if name == "judge_tokens":
-        return _judge(rec, "tokens")
-    if name == "judge_cost_usd":
-        return _judge(rec, "cost")
-    raise KeyError(name)
-
-
 _NO_COST: Final = Reading(unknown="the target reports no cost")
 _NO_STEPS: Final = Reading(unknown="the target gave no steps")
 _NO_TOOL_CALLS: Final = Reading(unknown="the target gave no tool_calls")
 NAN: Final = float("nan")
 _ALL_ERRORED: Final = [(i, ERRORED) for i in range(len(BUILTINS))]
+_INDEX: Final = {name: i for i, name in enumerate(BUILTINS)}
+"""A built-in metric's place in :func:`measure_all`'s lists."""
+_LATENCY, _COST, _STEPS, _TOOL_CALLS, _JUDGE_COST = (
+    _INDEX[n] for n in ("latency", "cost_usd", "steps", "tool_calls", "judge_cost_usd")
+)
 
 
 def measure_all(rec: ResultRecord) -> tuple[list[float], list[tuple[int, Reading]]]:
     """Every built-in metric of one results line, in :data:`BUILTINS` order, in one pass (what the
-    aggregator reads per line; :func:`measure` reads one metric the same way): the values, NaN
+    aggregator reads per line; :func:`measure` is its reading of one metric): the values, NaN
     where there is none, and for each of those its index and :class:`Reading` (errored, cached,
     unknown)."""
     if rec.get("error"):
@@ -172,24 +142,24 @@ def measure_all(rec: ResultRecord) -> tuple[list[float], list[tuple[int, Reading
     prompt, completion = _usage(usage, "prompt_tokens"), _usage(usage, "completion_tokens")
     latency = _num(rec.get("latency_s"))
     if latency is None:
-        missing.append((0, CACHED if rec.get("cache_hits") else _NO_LATENCY))
+        missing.append((_LATENCY, CACHED if rec.get("cache_hits") else _NO_LATENCY))
     target = rec.get("target")
     cost = _num(target.get("cost_usd")) if type(target) is dict else None
     if cost is None:
         unpriced = target.get("unpriced") if type(target) is dict else None
-        missing.append((4, Reading(unknown=_no_price(unpriced)) if unpriced else _NO_COST))
+        missing.append((_COST, Reading(unknown=_no_price(unpriced)) if unpriced else _NO_COST))
     steps, calls = _num(rec.get("steps")), _num(rec.get("tool_calls"))
     if steps is None:
-        missing.append((5, _NO_STEPS))
+        missing.append((_STEPS, _NO_STEPS))
     if calls is None:
-        missing.append((6, _NO_TOOL_CALLS))
+        missing.append((_TOOL_CALLS, _NO_TOOL_CALLS))
     judge_tokens = judge_cost = 0.0
     for grade in (rec.get("grades") or {}).values():
         if type(grade) is dict and grade.get("metadata"):  # a grade with metadata: judges' calls
             judge_tokens = _judge(rec, "tokens").value or 0.0
             judged = _judge(rec, "cost")
             if judged.value is None:
-                missing.append((8, judged))
+                missing.append((_JUDGE_COST, judged))
             judge_cost = judged.value or 0.0
             break
     values = [
@@ -201,6 +171,19 @@ def measure_all(rec: ResultRecord) -> tuple[list[float], list[tuple[int, Reading
         NAN if steps is None else steps,
         NAN if calls is None else calls,
         judge_tokens,
-        NAN if missing and missing[-1][0] == 8 else judge_cost,
+        NAN if missing and missing[-1][0] == _JUDGE_COST else judge_cost,
     ]
     return values, missing
+
+
+def measure_some(rec: ResultRecord, names: Iterable[str]) -> list[Reading]:
+    """Built-in metrics ``names`` of one results line, as :func:`measure_all` reads them
+    (``KeyError`` for a name that is no built-in metric)."""
+    values, missing = measure_all(rec)
+    why = dict(missing)
+    return [why.get(i) or Reading(values[i]) for i in (_INDEX[n] for n in names)]
+
+
+def measure(rec: ResultRecord, name: str) -> Reading:
+    """Built-in metric ``name`` of one results line (:func:`measure_some` of one)."""
+    return measure_some(rec, (name,))[0]
