@@ -17,10 +17,11 @@ from ci_evals.llm import pool
 from ci_evals.llm import transport as llm_transport
 from ci_evals.llm.cache import ResponseCache, cache_key
 from ci_evals.llm.client import LLM, retry_after_seconds
-from ci_evals.llm.cost import LLMResult, Tally, cost_usd
+from ci_evals.llm.cost import LLMResult, Tally
 from ci_evals.llm.errors import LLMError
 from ci_evals.llm.openai_api import NO_KEY, effective_temperature, is_reasoning_model
 from ci_evals.llm.pool import loop_state
+from ci_evals.llm.prices import suite_price
 from tests.fakes.openai_server import EMBEDDINGS, FakeOpenAI, embedding, openai_env, openai_server  # noqa: F401
 
 KEY = "sk-test-secret-key-123456"
@@ -468,8 +469,8 @@ PRICES = {
         ("claude-3-5-sonnet", None),
     ],
 )
-def test_cost_usd(model, expected):
-    cost = cost_usd(model, {"prompt_tokens": 1000, "completion_tokens": 2000}, PRICES)
+def test_suite_price(model, expected):
+    cost = suite_price(model, {"prompt_tokens": 1000, "completion_tokens": 2000}, PRICES)
     assert cost == pytest.approx(expected) if expected is not None else cost is None
 
 

@@ -22,7 +22,7 @@ Code inside ci-evals imports from those modules; these names are kept for users'
 
 from ci_evals.llm.cache import CACHE_VERSION, ResponseCache, cache_key
 from ci_evals.llm.client import DEFAULT_BASE_URL, LLM, retry_after_seconds
-from ci_evals.llm.cost import LLMResult, Tally, cost_usd
+from ci_evals.llm.cost import LLMResult, Tally
 from ci_evals.llm.errors import LLMError, shown_url
 from ci_evals.llm.openai_api import (
     NO_KEY,
@@ -47,7 +47,6 @@ __all__ = [
     "Tally",
     "cache_key",
     "configure",
-    "cost_usd",
     "effective_temperature",
     "endpoint_reports",
     "is_reasoning_model",

@@ -1,4 +1,4 @@
-"""What an LLM call returned and what it cost: :class:`LLMResult`, :class:`Tally`, :func:`cost_usd`.
+"""What an LLM call returned and what it cost: :class:`LLMResult` and :class:`Tally`.
 
 Token usage is counted per call (zero on a cache hit: nothing was spent), priced by
 :func:`ci_evals.llm.prices.price` (the suite's ``pricing``, then the price list) and summed by a
@@ -18,12 +18,6 @@ from ci_evals.llm.prices import price, suite_price
 
 if TYPE_CHECKING:
     from ci_evals.llm.errors import LLMError
-
-
-def cost_usd(model: str, usage: dict[str, int], pricing: dict[str, Any] | None) -> float | None:
-    """Dollar cost of ``usage`` under the suite's ``pricing`` alone (see
-    :func:`ci_evals.llm.prices.suite_price`); :func:`ci_evals.llm.prices.price` adds the price list."""
-    return suite_price(model, usage, pricing)
 
 
 MAX_CALL_TOKENS = 1_000_000_000
