@@ -14,11 +14,7 @@ from ci_evals._util.errors import ConfigError
 from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.verdict import decide
-from ci_evals.llm import pool
-from ci_evals.reports import console, html
-from ci_evals.reports.comment import render_comment
-from ci_evals.reports.letta_agents import console_lines
-from ci_evals.reports.write import own_results, write_outputs
+from ci_evals.llm import pool, prices
 from ci_evals.results.layout import DEFAULT_OUTPUT
 from ci_evals.results.records import Selection, Shard, Summary
 from ci_evals.results.writer import refuse_links
@@ -32,7 +28,29 @@ from ci_evals.run.signals import held_signals
 from ci_evals.suite.loader import load_suite
 
 
+def finish_imports() -> None:
+    """What the run's end needs (its reports' modules, report.html's template), imported on a
+    background thread while the run waits on the network, after the price list its first answer
+    needs; a failure here is the end's to report, where the import is made again."""
+    try:
+        prices.warmed()
+        from ci_evals.reports import console, letta_agents, write  # noqa: F401
+
+        warm_html()
+    except Exception:  # noqa: S110 - imported again where used, and reported there
+        pass
+
+
+def warm_html() -> None:
+    from ci_evals.reports import html
+
+    html.warm()
+
+
 def print_comment(summary: Summary, out: Path) -> None:
+    from ci_evals.reports.comment import render_comment
+    from ci_evals.reports.write import own_results
+
     body = render_comment(
         summary,
         own_results(out / "results.jsonl"),
@@ -87,7 +105,7 @@ def _run_suite(
         extra_gates=args.gate,
         sample_ids=ids,
         id_match=id_match,
-        meanwhile=html.warm,
+        meanwhile=warm_html,
     )
     if from_suite is not None and from_suite != suite.spec.name:
         raise ConfigError(
@@ -135,6 +153,7 @@ def _run_suite(
             rates=rates,
             baseline=baseline,
             max_wait=args.max_wait or suite.spec.max_wait,
+            meanwhile=finish_imports,
         ),
     )
     chosen = {k: getattr(args, k) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
@@ -142,11 +161,17 @@ def _run_suite(
         chosen["sample_ids"] = sorted(ids) if ids is not None else None
         chosen["sample_pattern"] = args.sample_pattern
     lock = hold(out, fingerprint(suite, chosen), resume=resume is not None)
+
     try:
         with (
             held_signals() as held
         ):  # the runner cancels on a signal; after the run, none may stop the flush
             summary = lanes.execute(runner)  # in this process, or in one per core when CPU-bound
+            # the end's modules: imported during the run while it waits (finish_imports)
+            from ci_evals.reports import console
+            from ci_evals.reports.letta_agents import console_lines
+            from ci_evals.reports.write import write_outputs
+
             held.stopping = bool(summary.get("partial"))
             gather = None if args.quiet else console.FailingPass.of(summary)
             comparison = (  # the baseline read once: every report's regressions and columns
