@@ -12,14 +12,32 @@ from typing import TypedDict
 
 from ci_evals._util.errors import ConfigError
 from ci_evals._util.redact import scrub
+from ci_evals._util.registry import GRADER_KINDS, TARGETS
 from ci_evals._util.workflow import commands_stopped
 from ci_evals.action.handover import make_undumpable
+from ci_evals.cli.merge import cmd_merge
+from ci_evals.cli.scaffold import cmd_init
+from ci_evals.gating.baseline import compare_folder
+from ci_evals.gating.letta_gates import describe as describe_typed
+from ci_evals.graders.extractors import BUILTINS
+from ci_evals.graders.tool import BUILTIN_FUNCTIONS
+from ci_evals.reports.html import write_report
+from ci_evals.results.files import (
+    RESULTS,
+    Trust,
+    baseline_reference,
+    check_records,
+    foreign_shape,
+    read_summary,
+)
 from ci_evals.results.layout import DEFAULT_OUTPUT, expand_suites, unique_slugs
 from ci_evals.results.writer import write_text
 from ci_evals.run.exits import INTERRUPTED, ExitCode, guarded
 from ci_evals.run.options import SuiteOptions, absolute
-
-# Each command imports what only it uses (start time: a run loads no merge, report or schema code).
+from ci_evals.run.session import run_suite
+from ci_evals.suite.dialects import DIALECTS
+from ci_evals.suite.loader import load_suite
+from ci_evals.suite.schema import suite_schema
 
 
 class SuiteRow(TypedDict):
@@ -34,8 +52,6 @@ class SuiteRow(TypedDict):
 
 
 def cmd_run(args: Namespace) -> int:
-    from ci_evals.run.session import run_suite
-
     paths = expand_suites(args.suites)
     if len(paths) == 1:
         return run_suite(paths[0], SuiteOptions.from_namespace(args))[0]
@@ -96,10 +112,6 @@ def cmd_run(args: Namespace) -> int:
 
 
 def cmd_validate(args: Namespace) -> int:
-    from ci_evals.gating.letta_gates import describe as describe_typed
-    from ci_evals.suite.dialects import DIALECTS
-    from ci_evals.suite.loader import load_suite
-
     worst = ExitCode.PASSED
     for path in expand_suites(args.suites):
         try:
@@ -135,10 +147,6 @@ def cmd_validate(args: Namespace) -> int:
 
 
 def cmd_list() -> int:
-    from ci_evals._util.registry import GRADER_KINDS, TARGETS
-    from ci_evals.graders.extractors import BUILTINS
-    from ci_evals.graders.tool import BUILTIN_FUNCTIONS
-
     print("Targets:     " + ", ".join(TARGETS.names()))
     print("Grader kinds: " + ", ".join(GRADER_KINDS.names()))
     print("Tool functions (kind: tool): " + ", ".join(BUILTIN_FUNCTIONS) + ", or file.py:function")
@@ -156,17 +164,6 @@ def cmd_report(args: Namespace) -> int:
     bad line is one error naming it, and the baseline folder its summary.json names is read only
     inside the current directory (see ci_evals.results.files.baseline_reference).
     """
-    from ci_evals.gating.baseline import compare_folder
-    from ci_evals.reports.html import write_report
-    from ci_evals.results.files import (
-        RESULTS,
-        Trust,
-        baseline_reference,
-        check_records,
-        foreign_shape,
-        read_summary,
-    )
-
     folder: Path = args.dir
     summary = read_summary(folder, Trust.OTHER)  # a missing or foreign one: one line, exit 2
     if not (folder / RESULTS).is_file():
@@ -200,30 +197,16 @@ def cmd_report(args: Namespace) -> int:
 
 
 def cmd_schema(args: Namespace) -> int:
-    from ci_evals.suite.schema import suite_schema
-
     print(json.dumps(suite_schema(), indent=2))
     return 0
-
-
-def _merge(args: Namespace) -> int:
-    from ci_evals.cli.merge import cmd_merge
-
-    return cmd_merge(args)
-
-
-def _init(args: Namespace) -> int:
-    from ci_evals.cli.scaffold import cmd_init
-
-    return cmd_init(args)
 
 
 COMMANDS = {
     "run": cmd_run,
     "validate": cmd_validate,
-    "merge": lambda args: _merge(args),
+    "merge": cmd_merge,
     "report": cmd_report,
-    "init": lambda args: _init(args),
+    "init": cmd_init,
     "list": lambda args: cmd_list(),
     "schema": cmd_schema,
 }
