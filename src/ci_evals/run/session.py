@@ -15,6 +15,10 @@ from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.verdict import decide
 from ci_evals.llm import pool, prices
+from ci_evals.reports import console, html
+from ci_evals.reports.comment import render_comment
+from ci_evals.reports.letta_agents import console_lines
+from ci_evals.reports.write import own_results, write_outputs
 from ci_evals.results.layout import DEFAULT_OUTPUT
 from ci_evals.results.records import Selection, Shard, Summary
 from ci_evals.results.writer import refuse_links
@@ -29,28 +33,17 @@ from ci_evals.suite.loader import load_suite
 
 
 def finish_imports() -> None:
-    """What the run's end needs (its reports' modules, report.html's template), imported on a
-    background thread while the run waits on the network, after the price list its first answer
-    needs; a failure here is the end's to report, where the import is made again."""
+    """What the run's end needs that its start did not load (Jinja2, report.html's template),
+    loaded on a background thread while the run waits on the network, after the price list its
+    first answer needs; a failure here is the end's to report, where it is loaded again."""
     try:
         prices.warmed()
-        from ci_evals.reports import console, letta_agents, write  # noqa: F401
-
-        warm_html()
-    except Exception:  # noqa: S110 - imported again where used, and reported there
+        html.warm()
+    except Exception:  # noqa: S110 - loaded again at the end, and reported there
         pass
 
 
-def warm_html() -> None:
-    from ci_evals.reports import html
-
-    html.warm()
-
-
 def print_comment(summary: Summary, out: Path) -> None:
-    from ci_evals.reports.comment import render_comment
-    from ci_evals.reports.write import own_results
-
     body = render_comment(
         summary,
         own_results(out / "results.jsonl"),
@@ -105,7 +98,7 @@ def _run_suite(
         extra_gates=args.gate,
         sample_ids=ids,
         id_match=id_match,
-        meanwhile=warm_html,
+        meanwhile=html.warm,
     )
     if from_suite is not None and from_suite != suite.spec.name:
         raise ConfigError(
@@ -161,17 +154,11 @@ def _run_suite(
         chosen["sample_ids"] = sorted(ids) if ids is not None else None
         chosen["sample_pattern"] = args.sample_pattern
     lock = hold(out, fingerprint(suite, chosen), resume=resume is not None)
-
     try:
         with (
             held_signals() as held
         ):  # the runner cancels on a signal; after the run, none may stop the flush
             summary = lanes.execute(runner)  # in this process, or in one per core when CPU-bound
-            # the end's modules: imported during the run while it waits (finish_imports)
-            from ci_evals.reports import console
-            from ci_evals.reports.letta_agents import console_lines
-            from ci_evals.reports.write import write_outputs
-
             held.stopping = bool(summary.get("partial"))
             gather = None if args.quiet else console.FailingPass.of(summary)
             comparison = (  # the baseline read once: every report's regressions and columns
