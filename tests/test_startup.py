@@ -94,3 +94,119 @@ def test_run_of_a_replay_suite_imports_no_http_or_llm_client(tmp_path):
         for m in ("aiohttp", "openai", "letta_client", "anthropic", "google.genai", "httpx")
         if m in mods
     ] == []
+
+
+def replay_suite(folder) -> str:
+    """A 3-sample replay suite graded by one tool grader (no endpoint, no background thread)."""
+    import json
+
+    (folder / "data.jsonl").write_text(
+        "".join(
+            json.dumps({"id": i, "input": f"q{i}", "ground_truth": "a"}) + "\n" for i in range(3)
+        )
+    )
+    (folder / "outputs.jsonl").write_text(
+        "".join(json.dumps({"id": i, "output": "a"}) + "\n" for i in range(3))
+    )
+    (folder / "suite.yaml").write_text(
+        json.dumps(
+            {
+                "name": "replay",
+                "dataset": "data.jsonl",
+                "target": {"kind": "replay", "outputs": "outputs.jsonl"},
+                "graders": {"exact": {"kind": "tool", "function": "exact_match"}},
+                "gate": {"metric_key": "exact", "op": "gte", "value": 1.0},
+            }
+        )
+    )
+    return str(folder / "suite.yaml")
+
+
+def model_suite(folder) -> str:
+    """One sample: a model target judged by a rubric grader, both on OPENAI_BASE_URL."""
+    import json
+
+    (folder / "data.jsonl").write_text(json.dumps({"id": 1, "input": "hi"}) + "\n")
+    (folder / "suite.yaml").write_text(
+        json.dumps(
+            {
+                "name": "model",
+                "dataset": "data.jsonl",
+                "target": {"kind": "model", "model": "gpt-4o-mini"},
+                "graders": {
+                    "quality": {
+                        "kind": "rubric",
+                        "model": "gpt-4o-mini",
+                        "prompt": "Rate {submission}",
+                    }
+                },
+                "gate": {"metric_key": "quality", "op": "gte", "value": 0.0},
+            }
+        )
+    )
+    return str(folder / "suite.yaml")
+
+
+# Records, in the child, the thread that first imports each module named in WATCHED.
+WATCH = """
+import sys, threading
+WATCHED = {watched!r}
+first = {{}}
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name in WATCHED and name not in first:
+            first[name] = threading.current_thread().name
+        return None
+sys.meta_path.insert(0, Watch())
+"""
+
+
+def first_importers(argv: list[str], watched: tuple[str, ...]) -> dict[str, str]:
+    """``ci-evals`` with ``argv`` in a new process (it must exit 0): the name of the thread that
+    first imported each watched module, in the order they were first imported."""
+    code = (
+        WATCH.format(watched=watched)
+        + "import contextlib, io\nfrom ci_evals.cli.app import main\n"
+        + "with contextlib.redirect_stdout(io.StringIO()):\n"
+        + f"    code = main({argv!r})\n"
+        + "import json\nprint(json.dumps([code, first]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()[-1]
+    import json
+
+    exit_code, first = json.loads(out)
+    assert exit_code == 0, out
+    return first
+
+
+END = ("jinja2", "genai_prices", "aiohttp")
+
+
+def test_a_model_run_imports_its_end_while_it_waits_on_the_network(tmp_path, monkeypatch):
+    """Jinja2 and report.html's template load on the background thread the runner starts once
+    aiohttp is imported, after the price list (the first answer needs it)."""
+    from tests.fakes.openai_server import FakeOpenAI
+
+    with FakeOpenAI(latency=1.5) as server:  # 3 s of run: ample time for those imports
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        first = first_importers(
+            ["run", model_suite(tmp_path), "--output", str(tmp_path / "o"), "-q", "--no-cache"],
+            END,
+        )
+    assert (tmp_path / "o" / "report.html").is_file()
+    assert first == {
+        "aiohttp": "MainThread",
+        "genai_prices": "ci-evals-prices",
+        "jinja2": "ci-evals-meanwhile",
+    }
+    assert list(first) == ["aiohttp", "genai_prices", "jinja2"]  # one after the other
+
+
+def test_a_run_that_waits_on_nothing_starts_no_background_thread(tmp_path):
+    first = first_importers(
+        ["run", replay_suite(tmp_path), "--output", str(tmp_path / "o"), "-q"], END
+    )
+    assert first == {"jinja2": "MainThread"}

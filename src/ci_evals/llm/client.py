@@ -134,10 +134,11 @@ class LLM:
 
     def prepare(self) -> None:
         """Import aiohttp or the vendor's SDK ahead of :meth:`start` (a failing import is start's to
-        report); the price list loads on a background thread."""
-        prices.warm()
+        report); then the price list loads on a background thread (not beside that import: it
+        would only slow it, both take the CPU), while the run waits on the network."""
         with contextlib.suppress(Exception):
             transport.preload(self.provider)
+        prices.warm()
 
     async def start(self) -> None:
         """Resolve the endpoint and borrow the shared client and scheduler for this event loop."""

@@ -177,6 +177,13 @@ def warm() -> None:
         _warm_thread.start()
 
 
+def warmed() -> None:
+    """Wait for :func:`warm`'s thread, when one was started (work queued behind the price list)."""
+    thread = _warm_thread
+    if thread is not None:
+        thread.join()
+
+
 def _warm_quietly() -> None:
     try:
         _genai_prices()

@@ -23,9 +23,11 @@ from ci_evals.results.files import Trust, iter_records, records
 from ci_evals.results.records import ResultRecord, Summary
 from ci_evals.results.writer import write_text
 
-BESIDE_BYTES = 4 << 20
-"""results.jsonl at least this large (about 5,000 short lines) has its reports written by two
-processes (measured at 10,000 lines, 8.5 MB: 1.9-2.3 s for the whole run against 2.2-2.5 s)."""
+BESIDE_BYTES = 1 << 20
+"""results.jsonl at least this large (about 1,300 lines of a model + judge run) has its reports
+written by two processes (measured at 10,000 lines, 8.5 MB: 1.9-2.3 s for the whole run against
+2.2-2.5 s; bench/wall.py's 5,000 lines, 3.9 MB: 0.45-0.48 s against 0.69-0.71 s; 2,600 lines,
+2 MB: 0.24-0.34 s against 0.39-0.57 s; at 0.8 MB neither is reliably faster)."""
 
 
 def own_results(path: Path) -> Iterator[ResultRecord]:

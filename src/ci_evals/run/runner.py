@@ -12,8 +12,9 @@ import asyncio
 import inspect
 import signal
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,6 +78,9 @@ class RunOptions:
     """The run to compare with (``--baseline``): regression gates and the summary's baseline block."""
     results_name: str = RESULTS
     """The file in ``output`` this process writes its records to (a worker process: its part file)."""
+    meanwhile: Callable[[], None] | None = None
+    """Work for a background thread while the run waits on the network (imports its end needs):
+    started once the clients are ready, and only when a job waits on something else."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ class Runner:
         """This run's runner in a worker process (ci_evals.run.lanes): the same suite, options and
         jobs already done, its records to ``results_name``, and an aggregator of its own records
         only (the state it hands over), not of those a ``--resume`` read before the fork."""
-        worker = Runner(self.suite, replace(self.opts, results_name=results_name))
+        worker = Runner(self.suite, replace(self.opts, results_name=results_name, meanwhile=None))
         worker.done_keys = set(self.done_keys)
         worker._resumed = self._resumed
         worker._plan = self._plan
@@ -204,6 +208,12 @@ class Runner:
         self.load_previous()
         for part in self._parts():
             part.prepare()  # start-up imports (aiohttp, a vendor's SDK): not the samples' time, duration_s
+        if (
+            self.opts.meanwhile is not None and not self.cpu_only()
+        ):  # after those: never beside them
+            threading.Thread(
+                target=self.opts.meanwhile, name="ci-evals-meanwhile", daemon=True
+            ).start()
         started = datetime.now(UTC)
         t0 = time.perf_counter()
         fh = open_append(results_path, truncate=not self.opts.resume)

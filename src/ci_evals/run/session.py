@@ -14,7 +14,7 @@ from ci_evals._util.errors import ConfigError
 from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.verdict import decide
-from ci_evals.llm import pool
+from ci_evals.llm import pool, prices
 from ci_evals.reports import console, html
 from ci_evals.reports.comment import render_comment
 from ci_evals.reports.letta_agents import console_lines
@@ -30,6 +30,17 @@ from ci_evals.run.overrides import rate_limits, select_model
 from ci_evals.run.runner import Runner, RunOptions
 from ci_evals.run.signals import held_signals
 from ci_evals.suite.loader import load_suite
+
+
+def finish_imports() -> None:
+    """What the run's end needs that its start did not load (Jinja2, report.html's template),
+    loaded on a background thread while the run waits on the network, after the price list its
+    first answer needs; a failure here is the end's to report, where it is loaded again."""
+    try:
+        prices.warmed()
+        html.warm()
+    except Exception:  # noqa: S110 - loaded again at the end, and reported there
+        pass
 
 
 def print_comment(summary: Summary, out: Path) -> None:
@@ -135,6 +146,7 @@ def _run_suite(
             rates=rates,
             baseline=baseline,
             max_wait=args.max_wait or suite.spec.max_wait,
+            meanwhile=finish_imports,
         ),
     )
     chosen = {k: getattr(args, k) for k in ("max_samples", "sample_tags", "num_runs", "shard")}
