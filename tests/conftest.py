@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -13,6 +16,11 @@ import pytest
 import yaml
 
 from ci_evals.cli.app import main
+
+# The tests never read or write this user's own cache (report.html's compiled template, the price
+# list's memo): one folder of their own for the session, their subprocesses' too.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ci-evals-tests-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 
 
 class SuiteDir:

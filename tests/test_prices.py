@@ -3,6 +3,7 @@ unknown models named by the Tally, never a network fetch, the price list importe
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from decimal import Decimal
@@ -141,7 +142,8 @@ def test_price_list_version_names_the_package():
     assert price_list_version() == "genai-prices 0.2.3"
 
 
-def test_importing_the_llm_client_does_not_import_the_price_list():
+def test_importing_the_llm_client_does_not_import_the_price_list(tmp_path):
+    # (no memo of the list's answers yet: tests/test_price_memo.py has what one changes)
     code = (
         "import sys, ci_evals.llm.client, ci_evals.llm.cost\n"
         "assert 'genai_prices' not in sys.modules\n"
@@ -151,7 +153,10 @@ def test_importing_the_llm_client_does_not_import_the_price_list():
         "assert 'genai_prices' in sys.modules\n"
         "print(price('gpt-4o-mini', {'prompt_tokens': 10**6, 'completion_tokens': 0}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert out.stdout == "0.15\n"
 
 

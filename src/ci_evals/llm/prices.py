@@ -13,7 +13,8 @@ that spent no tokens (a cache hit) costs 0.0 whatever its model.
 
 Importing genai-prices costs about 0.25 s (its price data): it is imported on the first call that
 needs it, and :func:`warm` imports it on a background thread when an LLM client starts, so the
-run's first call does not pay it on the event loop.
+run's first call does not pay it on the event loop; unless today's memo of the list's answers
+(:mod:`ci_evals.llm.price_memo`) has some, in which case only a call to a model it lacks imports it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import threading
 from decimal import Decimal
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+
+from ci_evals.llm.price_memo import Memo
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -82,16 +85,31 @@ def price(
 
 
 def _listed(model: str, prompt: int, completion: int, base_url: str | None) -> float | None:
-    """The price list's cost of the call, or None when it knows no price for ``model``."""
+    """The price list's cost of the call, or None when it knows no price for ``model``: from
+    today's memo of its answers when it has the pair (no import), else from the list (kept in the
+    memo when the price is flat, or unknown)."""
+    memo = _the_memo()
+    kept = memo.get(model, base_url)
+    if kept is None:  # the list knew no price today
+        return None
+    if isinstance(kept, tuple):
+        return _flat(kept, prompt, completion)
     found = _resolve(model, base_url)
+    rates = None if found is None else _linear(model, base_url)
+    if found is None or rates is not None:  # (a tiered price is never kept)
+        memo.put(model, base_url, rates)
     if found is None:
         return None
-    provider, info = found
-    rates = _linear(model, base_url)
     if rates is not None:  # a flat price per token: no need for the list's general calculator
-        return float((prompt * rates[0] + completion * rates[1]) / 1_000_000)  # exact decimals
+        return _flat(rates, prompt, completion)
+    provider, info = found
     usage = _genai_prices().Usage(input_tokens=prompt, output_tokens=completion)
     return float(info.calc_price(usage, provider).total_price)
+
+
+def _flat(rates: tuple[Decimal, Decimal], prompt: int, completion: int) -> float:
+    """A call's cost at flat (input, output) dollars per million tokens, in exact decimals."""
+    return float((prompt * rates[0] + completion * rates[1]) / 1_000_000)
 
 
 @functools.lru_cache(maxsize=256)
@@ -177,6 +195,19 @@ def warm() -> None:
         _warm_thread.start()
 
 
+_memo: Memo | None = None
+_memo_lock = threading.Lock()
+
+
+def _the_memo() -> Memo:
+    """This process's memo of the list's answers (:mod:`ci_evals.llm.price_memo`)."""
+    global _memo
+    with _memo_lock:
+        if _memo is None:
+            _memo = Memo.default()
+        return _memo
+
+
 def warmed() -> None:
     """Wait for :func:`warm`'s thread, when one was started (work queued behind the price list)."""
     thread = _warm_thread
@@ -186,6 +217,8 @@ def warmed() -> None:
 
 def _warm_quietly() -> None:
     try:
+        if _the_memo().load():  # today's memo: the list is imported only if a call misses it
+            return
         _genai_prices()
     except Exception:  # noqa: S110 - the first priced call imports it again and raises
         pass

@@ -12,13 +12,12 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import os
-import stat
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci_evals._util import usercache
 from ci_evals.gating.comparison import Comparison
 from ci_evals.gating.verdict import stability_note, unstable
 from ci_evals.reports import costspeed
@@ -106,17 +105,8 @@ def template() -> jinja2.Template:
 
 
 def cache_dir() -> Path | None:
-    """Where the compiled page is kept between runs: ``$XDG_CACHE_HOME/ci-evals/templates``, else
-    ``~/.cache/ci-evals/templates`` (the Action's image sets XDG_CACHE_HOME to a folder it fills
-    when it is built); None without an absolute path for either (a relative one is ignored, as
-    the XDG rules say: never a folder made in the current directory)."""
-    for root in (
-        os.environ.get("XDG_CACHE_HOME") or "",
-        os.path.join(os.path.expanduser("~"), ".cache"),
-    ):
-        if os.path.isabs(root):
-            return Path(root) / "ci-evals" / "templates"
-    return None
+    """Where the compiled page is kept between runs (:func:`ci_evals._util.usercache.cache_dir`)."""
+    return usercache.cache_dir("templates")
 
 
 def _bytecode_cache(jinja2: Any, filters: list[str], tests: list[str]) -> Any:
@@ -124,15 +114,8 @@ def _bytecode_cache(jinja2: Any, filters: list[str], tests: list[str]) -> Any:
     versions) in :func:`cache_dir`, or None (compiled each time) unless that folder is this
     user's alone: created 0700, never one that others may write to (its code would be run). A
     damaged entry is compiled again; a folder that cannot be written is only read."""
-    folder, uid = cache_dir(), getattr(os, "getuid", lambda: None)()
-    if folder is None or uid is None:  # no home; no owner to check (not POSIX)
-        return None
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(folder)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o022:
+    folder = usercache.own_cache_dir("templates")
+    if folder is None:
         return None
 
     class Cache(jinja2.FileSystemBytecodeCache):
