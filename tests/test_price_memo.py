@@ -72,9 +72,16 @@ def test_a_second_run_prices_the_same_models_without_the_list(tmp_path):
     assert json.loads(path.read_text()) == {
         "gpt-4o-mini\0": ["0.15", "0.6"],
         "claude-haiku-4-5\0https://api.anthropic.com": ["1", "5"],
-        "acme-chat-1\0http://127.0.0.1:9/v1": None,
+        "acme-chat-1\0loopback": None,
     }
     assert run(tmp_path, pairs) == {"after_warm": False, "costs": want, "imported": False}
+    # A local server on another port each run is the same server to the price list.
+    moved = [("acme-chat-1", "http://localhost:41234/v1"), ("gpt-4o-mini", "http://[::1]:8/")]
+    assert run(tmp_path, moved) == {
+        "after_warm": False,
+        "costs": [None, want[0]],
+        "imported": True,  # (gpt-4o-mini at a loopback URL was not asked before)
+    }
     # A model the memo has not seen imports the list for it, and joins the memo.
     third = run(tmp_path, [("gpt-4o-mini", None), ("gpt-4o", None)])
     assert third == {
@@ -83,6 +90,35 @@ def test_a_second_run_prices_the_same_models_without_the_list(tmp_path):
         "imported": True,
     }
     assert json.loads(path.read_text())["gpt-4o\0"] == ["2.5", "10"]
+
+
+LOOPBACK = [
+    "http://127.0.0.1:8080/v1",
+    "https://127.0.0.1/v1",
+    "http://localhost:11434/v1",
+    "https://localhost/openai/v1",
+    "http://[::1]:9000",
+    "http://127.1.2.3:80/api/v1",
+]
+
+
+def test_no_provider_of_the_installed_list_is_at_a_loopback_address():
+    # What keying every loopback URL alike rests on: the list finds no provider at any of them,
+    # so a model there is priced as the list prices it at any other loopback URL.
+    import re
+
+    from genai_prices import data_snapshot
+
+    patterns = [p.api_pattern for p in data_snapshot.get_snapshot().providers]
+    assert len(patterns) > 20
+    assert [(p, u) for p in patterns for u in LOOPBACK if re.match(p, u)] == []
+    keys = {price_memo._key("gpt-4o-mini", u) for u in LOOPBACK}
+    assert keys == {"gpt-4o-mini\0loopback"}
+    assert price_memo._key("gpt-4o-mini", "https://api.openai.com/v1") == (
+        "gpt-4o-mini\0https://api.openai.com/v1"
+    )
+    assert price_memo._key("m", "http://10.0.0.5:8000/v1") == "m\0http://10.0.0.5:8000/v1"
+    assert price_memo._key("m", "http://[bad") == "m\0http://[bad"
 
 
 def test_a_tiered_price_is_never_kept_and_always_computed_by_the_list(tmp_path):

@@ -5,7 +5,7 @@ One small JSON file per day and price list, in this user's cache folder
 (:func:`ci_evals._util.usercache.own_cache_dir`: never one others may write to, since a price
 decides a cost gate): ``prices/<list>-<YYYY-MM-DD>.json``, where ``<list>`` fingerprints the
 installed genai-prices (its data file's size and mtime: a reinstall or an upgrade is a new file).
-It maps ``model`` + NUL + ``base_url`` to the flat ``[input, output]`` dollars per million tokens
+It maps ``model`` + NUL + ``base_url`` (``loopback`` for a server on this machine) to the flat ``[input, output]`` dollars per million tokens
 (decimal strings: exact, as the list's own) or to ``null`` (the list knows no price). A tiered price
 is not kept (each call's size decides it: the list's calculator prices it). The day is UTC, as
 :func:`ci_evals.llm.prices._linear` asks the list for today's price.
@@ -17,6 +17,7 @@ are whole-file replacements (a concurrent run's entry may be lost: it is found a
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
@@ -27,6 +28,7 @@ from decimal import Decimal, InvalidOperation
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from ci_evals._util import usercache
 
@@ -51,6 +53,21 @@ def _fingerprint() -> str | None:
     except OSError:
         return None
     return f"{st.st_size:x}{st.st_mtime_ns:x}"
+
+
+def _key(model: str, base_url: str | None) -> str:
+    """``model`` NUL where: the base URL, or ``loopback`` for a server on this machine (any port,
+    any path): the list names providers by their public addresses, so every loopback URL prices
+    a model alike (tests/test_price_memo.py holds the installed list to that), and a local server
+    on a new port each run is still found."""
+    if base_url:
+        try:
+            host = urlsplit(base_url).hostname or ""
+            local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            local = False
+        return f"{model}\0{'loopback' if local else base_url}"
+    return f"{model}\0"
 
 
 def _rates(value: Any) -> Rates | None | object:
@@ -107,7 +124,7 @@ class Memo:
 
     def get(self, model: str, base_url: str | None) -> Rates | None | object:
         """The list's flat rates for ``model`` at ``base_url``, None (no price), or :data:`MISS`."""
-        key = f"{model}\0{base_url or ''}"
+        key = _key(model, base_url)
         found = self._parsed.get(key, MISS)
         if found is MISS:
             self.load()
@@ -119,7 +136,7 @@ class Memo:
         """Keep the list's answer (flat rates, or None for no price) and write the file."""
         self.load()
         value = None if rates is None else [str(rates[0]), str(rates[1])]
-        key = f"{model}\0{base_url or ''}"
+        key = _key(model, base_url)
         self._parsed[key] = rates
         if self.path is None or self.entries.get(key, MISS) == value:
             return
