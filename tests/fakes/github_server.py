@@ -5,7 +5,9 @@ headers), create, update, and ``GET /user`` (a personal token's login; an instal
 as ``GITHUB_TOKEN`` gets 403 "Resource not accessible by integration", as on GitHub, and its
 comments are by ``github-actions[bot]``, type ``Bot``). Modes: ``forbidden`` (403 on writes, as for fork PRs), ``fail_next`` (that
 many 502s before answering), ``limited`` (rate-limit answers, as GitHub sends them), ``prefix`` (a GitHub Enterprise ``/api/v3`` base). Every request is
-logged so tests can assert exactly what was sent.
+logged so tests can assert exactly what was sent. The objects it answers with are GitHub's
+(``tests/fakes/github_objects.py``, held to GitHub's OpenAPI description by
+tests/test_supply_github.py).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.fakes import github_objects as objects
+
 MAX_BODY = 65_536
+TOO_LONG = objects.validation_error("body", f"body is too long (maximum is {MAX_BODY} characters)")
 
 
 @dataclass
@@ -31,6 +36,11 @@ class Request:
     query: dict[str, str]
     authorization: str | None
     body: Any
+    raw_query: str = ""
+    content_type: str | None = None
+    status: int = 0
+    """The fake's answer: its status and JSON body."""
+    answer: Any = None
 
 
 @dataclass
@@ -64,19 +74,16 @@ class FakeGitHub:
         """Pre-existing comments on PR ``number``, oldest first; by the token's user unless ``author``."""
         return [self._new(number, b, author) for b in bodies]
 
-    def own_user(self) -> dict[str, str]:
+    def own_user(self) -> dict[str, Any]:
         if self.user_login is None:
-            return {"login": "github-actions[bot]", "type": "Bot"}
-        return {"login": self.user_login, "type": "User"}
+            return objects.user("github-actions[bot]", "Bot")
+        return objects.user(self.user_login)
 
     def _new(self, number: int, body: str, author: dict[str, str] | None = None) -> dict[str, Any]:
+        """A new comment; ``author`` names its user by ``login`` and ``type``."""
         self.next_id += 1
-        comment = {
-            "id": self.next_id,
-            "body": body,
-            "html_url": f"https://github.example/{self.repo}/pull/{number}#issuecomment-{self.next_id}",
-            "user": dict(author or self.own_user()),
-        }
+        who = objects.user(author["login"], author["type"]) if author else self.own_user()
+        comment = objects.comment(self.repo, number, self.next_id, body, who)
         self.comments.setdefault(number, []).append(comment)
         return comment
 
@@ -94,11 +101,16 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
     )
 
     class Handler(BaseHTTPRequestHandler):
+        logged: Request
+
         def log_message(self, *args: Any) -> None:  # keep pytest output clean
             pass
 
         def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+            if status >= 400 and status != 422 and set(payload) == {"message"}:
+                payload = objects.error(status, payload["message"])
             data = json.dumps(payload).encode()
+            self.logged.status, self.logged.answer = status, json.loads(data)  # as sent
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -114,9 +126,16 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
             with state.lock:
-                state.log.append(
-                    Request(method, parts.path, query, self.headers.get("Authorization"), body)
+                self.logged = Request(
+                    method,
+                    parts.path,
+                    query,
+                    self.headers.get("Authorization"),
+                    body,
+                    parts.query,
+                    self.headers.get("Content-Type"),
                 )
+                state.log.append(self.logged)
                 if state.fail_next > 0:
                     state.fail_next -= 1
                     return self._send(502, {"message": "Server Error"})
@@ -133,26 +152,26 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                     number = int(m_pull.group(1))
                     if number not in state.pulls:
                         return self._send(404, {"message": "Not Found"})
-                    return self._send(200, {"number": number, "head": {"sha": state.pulls[number]}})
+                    return self._send(200, objects.pull(state.repo, number, state.pulls[number]))
                 if method == "GET" and parts.path == f"{state.prefix}/user":
                     if state.user_login is None:
                         return self._send(
                             403, {"message": "Resource not accessible by integration"}
                         )
-                    return self._send(200, state.own_user())
+                    return self._send(200, objects.authenticated_user(state.user_login))
                 if method == "GET" and m_list:
                     return self._list(int(m_list.group(1)), query, parts.path)
                 if method == "POST" and m_list:
                     if len(body.get("body", "")) > MAX_BODY:
-                        return self._send(422, {"message": "Validation Failed: body is too long"})
+                        return self._send(422, TOO_LONG)
                     return self._send(201, state._new(int(m_list.group(1)), body["body"]))
                 if method == "PATCH" and m_edit:
                     if len(body.get("body", "")) > MAX_BODY:
-                        return self._send(422, {"message": "Validation Failed: body is too long"})
+                        return self._send(422, TOO_LONG)
                     for comments in state.comments.values():
                         for c in comments:
                             if c["id"] == int(m_edit.group(1)):
-                                if c["user"] != state.own_user():
+                                if c["user"] != state.own_user():  # same login and type
                                     return self._send(
                                         403, {"message": "Resource not accessible by integration"}
                                     )
