@@ -55,27 +55,7 @@ def test_version_prints_the_version():
 
 def test_run_of_a_replay_suite_imports_no_http_or_llm_client(tmp_path):
     """A suite that calls no endpoint loads no HTTP client, LLM SDK or Letta client (issue 41 item 7)."""
-    import json
-
-    (tmp_path / "data.jsonl").write_text(
-        "".join(
-            json.dumps({"id": i, "input": f"q{i}", "ground_truth": "a"}) + "\n" for i in range(3)
-        )
-    )
-    (tmp_path / "outputs.jsonl").write_text(
-        "".join(json.dumps({"id": i, "output": "a"}) + "\n" for i in range(3))
-    )
-    (tmp_path / "suite.yaml").write_text(
-        json.dumps(
-            {
-                "name": "replay",
-                "dataset": "data.jsonl",
-                "target": {"kind": "replay", "outputs": "outputs.jsonl"},
-                "graders": {"exact": {"kind": "tool", "function": "exact_match"}},
-                "gate": {"metric_key": "exact", "op": "gte", "value": 1.0},
-            }
-        )
-    )
+    replay_suite(tmp_path)
     code = (
         "import contextlib, io\nfrom ci_evals.cli.app import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
@@ -192,6 +172,7 @@ def test_a_model_run_imports_its_end_while_it_waits_on_the_network(tmp_path, mon
     with FakeOpenAI(latency=1.5) as server:  # 3 s of run: ample time for those imports
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no price memo yet
         first = first_importers(
             ["run", model_suite(tmp_path), "--output", str(tmp_path / "o"), "-q", "--no-cache"],
             END,
