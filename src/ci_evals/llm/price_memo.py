@@ -5,8 +5,9 @@ One small JSON file per day and price list, in this user's cache folder
 (:func:`ci_evals._util.usercache.own_cache_dir`: never one others may write to, since a price
 decides a cost gate): ``prices/<list>-<YYYY-MM-DD>.json``, where ``<list>`` fingerprints the
 installed genai-prices (its data file's size and mtime: a reinstall or an upgrade is a new file).
-It maps ``model`` + NUL + ``base_url`` (``loopback`` for a server on this machine) to the flat ``[input, output]`` dollars per million tokens
-(decimal strings: exact, as the list's own) or to ``null`` (the list knows no price). A tiered price
+It maps ``model`` + NUL + ``base_url`` (``loopback`` for a server on this machine) to the flat
+``[input, output]`` dollars per million tokens (decimal strings: exact, as the list's own) or to
+``null`` (the list knows no price). A tiered price
 is not kept (each call's size decides it: the list's calculator prices it). The day is UTC, as
 :func:`ci_evals.llm.prices._linear` asks the list for today's price.
 
@@ -17,6 +18,7 @@ are whole-file replacements (a concurrent run's entry may be lost: it is found a
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import math
@@ -55,11 +57,12 @@ def _fingerprint() -> str | None:
     return f"{st.st_size:x}{st.st_mtime_ns:x}"
 
 
+@functools.lru_cache(maxsize=256)
 def _key(model: str, base_url: str | None) -> str:
     """``model`` NUL where: the base URL, or ``loopback`` for a server on this machine (any port,
     any path): the list names providers by their public addresses, so every loopback URL prices
     a model alike (tests/test_price_memo.py holds the installed list to that), and a local server
-    on a new port each run is still found."""
+    on a new port each run is still found. Cached: every priced call asks."""
     if base_url:
         try:
             host = urlsplit(base_url).hostname or ""

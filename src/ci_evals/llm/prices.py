@@ -202,6 +202,8 @@ _memo_lock = threading.Lock()
 def _the_memo() -> Memo:
     """This process's memo of the list's answers (:mod:`ci_evals.llm.price_memo`)."""
     global _memo
+    if _memo is not None:  # every priced call asks: no lock once it is made
+        return _memo
     with _memo_lock:
         if _memo is None:
             _memo = Memo.default()
