@@ -40,6 +40,7 @@ if [ "$1 $2" = "-m venv" ]; then
   echo "PATH=$3/bin:\$PATH" > "$3/bin/activate"; exit 0
 fi
 if [ "$(basename "$0")" = pip ] || [ "$1 $2" = "-m pip" ]; then
+  [ "${*: -1}" != requirements-test-lock.txt ] || sleep "${FAKE_HOST_LOCK_S:-0}"  # the host venv
   echo "pip ${*: -1}" >> "$FAKE_LOG"; [[ "$*" != *"${FAKE_PIP_FAIL:-none}"* ]]; exit
 fi
 if [ "$1 $2" = "-m pytest" ]; then
@@ -168,6 +169,19 @@ def test_every_step_runs_each_pytest_against_its_server_and_both_servers_stop(tm
         assert step in log
     assert sum(line.startswith("ci-evals run ") for line in log) == 1  # the quickstart
     assert log[-2:] == ["stop 8283", "stop 8293"]
+
+
+def test_the_second_server_starts_when_the_first_is_up_not_when_the_host_venv_is(tmp_path):
+    rc, out, log = run(tmp_path, FAKE_HOST_LOCK_S="3")
+    assert (rc, failed_line(out)) == (0, "== passed"), out
+    second = log.index(f"start 8293 venv={tmp_path}/.cache/ci-evals-letta/venv")
+    assert (
+        log.index("start 8283 venv=default") < second < log.index("pip requirements-test-lock.txt")
+    )
+    # its tests still wait for the host venv (their pytest is the host venv's)
+    assert log.index("pip requirements-test-lock.txt") < log.index(
+        "pytest letta_code on http://127.0.0.1:8293, letta: Letta Code's, letta-evals: "
+    )
 
 
 def test_not_root_runs_the_suite_on_the_host_instead_of_the_fresh_root(tmp_path):

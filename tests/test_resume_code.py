@@ -105,3 +105,47 @@ def test_a_folder_from_before_the_code_print_is_refused(sd, capsys):
     capsys.readouterr()
     assert _resume(sd) == 2
     assert capsys.readouterr().err == f"error: {sd.root / 'out'}: {REFUSED}\n"
+
+
+def test_the_code_print_finds_the_suites_modules_by_their_real_paths(tmp_path, monkeypatch):
+    """A module counts when its real file is in the suite's folder tree, however it was imported:
+    through a linked file or folder, or a path with ``..``; one whose real file is elsewhere does not."""
+    from types import ModuleType, SimpleNamespace
+
+    from ci_evals.run.folderlock import code_files
+
+    suite, elsewhere = tmp_path / "suite", tmp_path / "elsewhere"
+    (suite / "pkg").mkdir(parents=True)
+    elsewhere.mkdir()
+    for name in ("suite.yaml", "helper.py", "target.py", "pkg/m.py", "rel.py"):
+        (suite / name).write_text("")
+    (elsewhere / "outside.py").write_text("")
+    (elsewhere / "link.py").symlink_to(suite / "target.py")  # a file linked into the suite
+    (elsewhere / "pkgdir").symlink_to(suite / "pkg")  # a folder linked into the suite
+    (suite / "out.py").symlink_to(elsewhere / "outside.py")  # a link out of it: not the suite's
+    spelled = {
+        "helper": suite / "helper.py",
+        "linked": elsewhere / "link.py",
+        "through_folder": elsewhere / "pkgdir" / "m.py",
+        "dotdot": suite / "pkg" / ".." / "rel.py",
+        "outside": elsewhere / "outside.py",
+        "out_link": suite / "out.py",
+    }
+    for name, path in spelled.items():
+        module = ModuleType(f"code_print_{name}")
+        module.__file__ = str(path)
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    loaded = SimpleNamespace(
+        path=str(suite / "suite.yaml"),
+        ctx=SimpleNamespace(files_read=[]),
+        dataset=SimpleNamespace(rubric_files=[]),
+    )
+    assert code_files(loaded) == sorted(
+        p.resolve()
+        for p in (
+            suite / "helper.py",
+            suite / "target.py",
+            suite / "pkg" / "m.py",
+            suite / "rel.py",
+        )
+    )

@@ -76,6 +76,28 @@ def test_run_of_a_replay_suite_imports_no_http_or_llm_client(tmp_path):
     ] == []
 
 
+def test_a_fresh_run_builds_no_contract_validator_and_a_baseline_run_builds_them(tmp_path):
+    """The contract's validators (30 ms of start-up) are built when a document from elsewhere is
+    read, such as a baseline, and never by a run that reads none."""
+    replay_suite(tmp_path)
+    code = (
+        "import contextlib, io, sys\nfrom ci_evals.cli.app import main\n"
+        "from ci_evals.results import contract\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['run', sys.argv[1], '--output', sys.argv[2], '-q', *sys.argv[3:]]) == 0\n"
+        "print(contract.summary_adapter.cache_info().currsize, contract.record_adapter.cache_info().currsize)"
+    )
+    suite, first, second = (str(tmp_path / p) for p in ("suite.yaml", "out", "again"))
+
+    def built(*args: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+        ).stdout.splitlines()[-1]
+
+    assert built(suite, first) == "0 0"
+    assert built(suite, second, "--baseline", first) == "1 1"
+
+
 def replay_suite(folder) -> str:
     """A 3-sample replay suite graded by one tool grader (no endpoint, no background thread)."""
     import json

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -19,8 +20,18 @@ from pydantic import TypeAdapter, ValidationError
 from ci_evals._util.text import shorten
 from ci_evals.results.records import Grade, ResultRecord, Shard, Summary
 
-SUMMARY_ADAPTER: TypeAdapter[Summary] = TypeAdapter(Summary)
-RECORD_ADAPTER: TypeAdapter[ResultRecord] = TypeAdapter(ResultRecord)
+
+@cache
+def summary_adapter() -> TypeAdapter[Summary]:
+    """Built on first use, like :func:`record_adapter`: building both is 30 ms of a run's start,
+    and a fresh run reads no document from elsewhere."""
+    return TypeAdapter(Summary)
+
+
+@cache
+def record_adapter() -> TypeAdapter[ResultRecord]:
+    return TypeAdapter(ResultRecord)
+
 
 _PHRASES = {
     "missing": "is required",
@@ -83,7 +94,7 @@ def _problem(exc: ValidationError) -> str:
 def summary_problem(summary: Any) -> str | None:
     """What makes a summary.json from elsewhere unusable (a baseline, a shard, an artifact), or None."""
     try:
-        SUMMARY_ADAPTER.validate_python(summary)
+        summary_adapter().validate_python(summary)
     except ValidationError as exc:
         return _problem(exc)
     return _shard_problem(summary.get("shard"))
@@ -105,7 +116,7 @@ def record_problem(rec: Any) -> str | None:
     if not is_result_record(rec):
         return "not a ci-evals results record (it needs 'sample_id' and 'grades')"
     try:
-        RECORD_ADAPTER.validate_python(rec)
+        record_adapter().validate_python(rec)
     except ValidationError as exc:
         return _problem(exc)
     return _grades_problem(rec["grades"].items())
@@ -123,8 +134,8 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     """The JSON Schemas of summary.json and of a results.jsonl line, generated from the types."""
     out = {}
     for name, adapter, title in (
-        ("summary.schema.json", SUMMARY_ADAPTER, "ci-evals summary.json"),
-        ("result-line.schema.json", RECORD_ADAPTER, "ci-evals results.jsonl line"),
+        ("summary.schema.json", summary_adapter(), "ci-evals summary.json"),
+        ("result-line.schema.json", record_adapter(), "ci-evals results.jsonl line"),
     ):
         schema = adapter.json_schema()
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
