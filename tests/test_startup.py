@@ -18,14 +18,19 @@ HEAVY = (
 )
 
 
-def imported_by(code: str) -> list[str]:
+def modules_after(code: str) -> set[str]:
+    """The modules a new interpreter holds once it ran ``code``."""
     out = subprocess.run(
         [sys.executable, "-c", code + "\nimport sys\nprint(sorted(m for m in sys.modules))"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.splitlines()[-1]
-    mods = eval(out)
+    return set(eval(out))
+
+
+def imported_by(code: str) -> list[str]:
+    mods = modules_after(code)
     return [h for h in HEAVY if h in mods]
 
 
@@ -61,13 +66,7 @@ def test_run_of_a_replay_suite_imports_no_http_or_llm_client(tmp_path):
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    assert main(['run', {str(tmp_path / 'suite.yaml')!r}, '--output', {str(tmp_path / 'out')!r}, '-q']) == 0"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code + "\nimport sys\nprint(sorted(sys.modules))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()[-1]
-    mods = eval(out)
+    mods = modules_after(code)
     assert (tmp_path / "out" / "report.html").is_file()
     assert [
         m
