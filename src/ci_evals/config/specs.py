@@ -20,7 +20,9 @@ M = TypeVar("M", bound=BaseModel)
 class Strict(BaseModel):
     """Every spec model forbids unknown keys, so a typo is an error, never silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, allow_inf_nan=False, defer_build=True
+    )
 
 
 MAX_TIMEOUT = 86_400.0

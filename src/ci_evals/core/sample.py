@@ -17,7 +17,7 @@ class Sample(BaseModel):
     the row's other columns, available to templates as ``{{ item.<column> }}``.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: int | str
     input: str | list[str]
@@ -56,7 +56,7 @@ class GradeResult(BaseModel):
     grade scores 0 and the sample is counted as errored, not as a low score.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     score: float
     rationale: str | None = None

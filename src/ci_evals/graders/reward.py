@@ -33,7 +33,7 @@ NAME = "reward"
 class RewardOutput(BaseModel):
     """A composed reward (letta-evals ``RewardOutput``): a score in [0, 1] and optional metadata."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     score: float = Field(ge=0.0, le=1.0)
     metadata: dict[str, Any] | None = None
