@@ -9,6 +9,7 @@ Letta servers are stopped in every case, also on SIGINT/SIGTERM (which end every
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -47,6 +48,7 @@ if [ "$1 $2" = "-m pytest" ]; then
   m=${CI_EVALS_DEPS:-$(echo "$*" | grep -o 'letta_[a-z]*' || echo suite)}  # the range tests: newest/lowest
   case $(command -v letta) in */lc/bin/letta) letta="Letta Code's" ;; "") letta=none ;; *) letta=other ;; esac
   echo "pytest $m on ${LETTA_BASE_URL:-none}, letta: $letta, letta-evals: ${CI_EVALS_LETTA_EVALS_05:+set}" >> "$FAKE_LOG"
+  [ -z "$CI_EVALS_DEPS" ] || echo "range $m $(echo "$*" | grep -o 'test_[a-z_]*\.py' | tr '\n' ' ')" >> "$FAKE_LOG"
   v="FAKE_RC_$m"; exit "${!v:-0}"
 fi
 echo "python $*" >> "$FAKE_LOG"
@@ -142,8 +144,26 @@ def test_every_step_runs_each_pytest_against_its_server_and_both_servers_stop(tm
         "pytest letta_oracle on http://127.0.0.1:8293, letta: Letta Code's, letta-evals: set",
         "pytest letta_server on http://127.0.0.1:8283, letta: none, letta-evals: ",
         "pytest lowest on none, letta: none, letta-evals: ",
+        "pytest lowest on none, letta: none, letta-evals: ",
         "pytest newest on none, letta: none, letta-evals: ",
     ]
+    # The lowest step: pydantic's floor (2.10) without the google extra, which needs 2.12.5, then
+    # the two files that need google-genai with it; the newest step: all eight at once.
+    files = "test_llm_transport.py test_suite_loading.py test_text_similarity.py "
+    files += "test_rubric_grader.py test_report_html.py test_letta_target.py "
+    vendor = "test_vendor_judges.py test_supply_requests.py "
+    lowest = [
+        re.sub(r"--python \S+ ", "", line)
+        for line in log
+        if line.startswith("range lowest") or "--resolution lowest-direct" in line
+    ]
+    assert lowest == [
+        "uv pip install -q --resolution lowest-direct .[anthropic,text]",
+        "range lowest " + files,
+        "uv pip install -q --resolution lowest-direct .[anthropic,google,text]",
+        "range lowest " + vendor,
+    ]
+    assert "range newest " + files + vendor in log
     assert log.index(sorted(tests)[0]) < log.index(sorted(tests)[1])  # Letta Code, then the oracle
     assert (
         "pip requirements-test-lock.txt" in log and "pip check" in log

@@ -39,6 +39,36 @@ def test_the_published_schemas_are_the_ones_the_types_generate():
     assert (out.returncode, out.stdout) == (0, "")
 
 
+def test_the_published_schemas_leave_out_what_only_newer_pydantic_writes():
+    """pydantic 2.11+ writes ``additionalProperties: true`` (the default) for a ``dict[str, Any]``,
+    2.10 does not: the published text leaves it out, so both generate the same files."""
+    from ci_evals._util.schemas import portable
+
+    schema = {
+        "type": "object",
+        "additionalProperties": True,
+        "properties": {
+            "meta": {"type": "object", "additionalProperties": True},
+            "closed": {"type": "object", "additionalProperties": False},
+            "typed": {"additionalProperties": {"type": "integer"}},
+            "additionalProperties": {"type": "string"},  # a field of that name stays
+        },
+        "anyOf": [{"additionalProperties": True, "title": "x"}],
+    }
+    assert portable(schema) == {
+        "type": "object",
+        "properties": {
+            "meta": {"type": "object"},
+            "closed": {"type": "object", "additionalProperties": False},
+            "typed": {"additionalProperties": {"type": "integer"}},
+            "additionalProperties": {"type": "string"},
+        },
+        "anyOf": [{"title": "x"}],
+    }
+    for name, generated in json_schemas().items():
+        assert '"additionalProperties": true' not in schema_text(generated), name
+
+
 def _validators():
     summary = json.loads((SCHEMAS / "summary.schema.json").read_text(encoding="utf-8"))
     line = json.loads((SCHEMAS / "result-line.schema.json").read_text(encoding="utf-8"))

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from ci_evals._util.schemas import portable
 from ci_evals._util.text import shorten
 from ci_evals.results.records import Grade, ResultRecord, Shard, Summary
 
@@ -137,7 +138,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         ("summary.schema.json", summary_adapter(), "ci-evals summary.json"),
         ("result-line.schema.json", record_adapter(), "ci-evals results.jsonl line"),
     ):
-        schema = adapter.json_schema()
+        schema = portable(adapter.json_schema())
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
         schema["title"] = title
         out[name] = schema

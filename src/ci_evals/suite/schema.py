@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ci_evals._util.registry import GRADER_KINDS, TARGETS, Registry
+from ci_evals._util.schemas import portable
 from ci_evals.gating.letta_gates import Condition, LogicalGate, WeightedGate
 from ci_evals.graders.reward import CustomReward, MetricReward
 from ci_evals.suite.dialects import SCALES
@@ -61,7 +62,7 @@ def suite_schema() -> dict[str, Any]:
     extend_schema(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "ci-evals suite"
-    return schema
+    return portable(schema)
 
 
 def extend_schema(schema: dict[str, Any]) -> None:
