@@ -298,3 +298,79 @@ def test_html_latency_and_cost_columns_sort_in_a_browser(browser, tmp_path):  # 
     assert column("Steps") == ["6", "2", "1", "–", "3"]
     assert column("Tokens") == ["1,200", "130", "cached", "0", "140"]
     tab.close(report)
+
+
+def _grade(model: str, *, cost: float | None = None, unpriced: bool = False, tokens=(10, 5)):
+    meta = {"model": model, "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]}}
+    if unpriced:
+        meta["unpriced"] = [model]
+    else:
+        meta["cost_usd"] = cost
+    return {"score": 1.0, "passed": True, "metadata": meta}
+
+
+LINES = {
+    "priced": {
+        "latency_s": 0.25,
+        "usage": {"prompt_tokens": 9, "completion_tokens": 7},
+        "steps": 1,
+        "tool_calls": 0,
+        "target": {"cost_usd": 5e-06},
+        "grades": {"a": _grade("m1", cost=1e-05), "b": _grade("m2", cost=2e-05)},
+    },
+    "judges-unpriced": {  # tokens of all three judges; the cost unknown, naming the first unpriced
+        "latency_s": 0.5,
+        "target": {"unpriced": ["t-model"]},
+        "grades": {
+            "a": _grade("m1", cost=1e-05),
+            "b": _grade("odd-1", unpriced=True, tokens=(100, 50)),
+            "c": _grade("odd-2", unpriced=True, tokens=(1000, 500)),
+        },
+    },
+    "cached": {"cache_hits": 2, "usage": {"prompt_tokens": 3}, "grades": {"a": {"score": 0.0}}},
+    "errored": {"error": {"message": "boom"}, "grades": {"a": _grade("m1", cost=1.0)}},
+    "bare": {"latency_s": 1, "grades": {}},
+}
+
+
+def test_a_lines_row_values_are_its_built_in_metrics_as_measure_reads_them():
+    """report.html's and junit.xml's per-line values (read without a Reading per value) agree with
+    :func:`measure_some` on every kind of line, and the judges' tokens and cost come from one pass."""
+    from ci_evals.reports.costspeed import ROW_KEYS, sample_values
+    from ci_evals.results.measures import measure_some
+
+    def through_readings(rec):
+        out = {}
+        for name, r in zip(ROW_KEYS, measure_some(rec, ROW_KEYS), strict=True):
+            if r.value is not None:
+                out[name] = r.value
+            elif r.cached:
+                out[name] = "cached"
+            elif r.unknown is not None and "price" in r.unknown:
+                out[name] = f"unknown: {r.unknown}"
+        return out
+
+    got = {k: sample_values(rec) for k, rec in LINES.items()}
+    assert got == {k: through_readings(rec) for k, rec in LINES.items()}
+    assert got == {
+        "priced": {
+            "latency": 0.25,
+            "tokens": 16.0,
+            "cost_usd": 5e-06,
+            "steps": 1.0,
+            "tool_calls": 0.0,
+        },
+        "judges-unpriced": {
+            "latency": 0.5,
+            "tokens": 0.0,
+            "cost_usd": "unknown: model 't-model' has no known price",
+        },
+        "cached": {"latency": "cached", "tokens": 3.0},
+        "errored": {},
+        "bare": {"latency": 1.0, "tokens": 0.0},
+    }
+    tokens, cost = measure_some(LINES["judges-unpriced"], ("judge_tokens", "judge_cost_usd"))
+    assert tokens.value == 15 + 150 + 1500
+    assert (cost.value, cost.unknown) == (None, "model 'odd-1' has no known price")
+    tokens, cost = measure_some(LINES["priced"], ("judge_tokens", "judge_cost_usd"))
+    assert (tokens.value, cost.value) == (30.0, 0.0 + 1e-05 + 2e-05)  # summed in grade order

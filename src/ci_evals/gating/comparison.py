@@ -45,11 +45,16 @@ class CutText(TypedDict):
 Capped = str | CutText | None
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, default=str).encode
+"""``json.dumps(value, ensure_ascii=False, default=str)`` without building an encoder per call
+(report.html cuts every line's metadata)."""
+
+
 def capped(value: object, limit: int) -> Capped:
     """Text cut to ``limit`` characters as ``{"text", "length"}``; other values as text; None stays."""
     if value is None:
         return None
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = value if isinstance(value, str) else _ENCODE(value)
     return text if len(text) <= limit else {"text": text[:limit], "length": len(text)}
 
 

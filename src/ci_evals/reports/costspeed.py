@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ci_evals.results.measures import BUILTINS, measure_some
+from ci_evals.results.measures import BUILTINS, index_of, measure_all
 from ci_evals.results.records import CostSpeed, MeasureDelta, MeasureEntry, ResultRecord, Summary
 
 UNKNOWN = "unknown"
@@ -280,16 +280,24 @@ def has_block(summary: Summary) -> bool:
 def sample_values(rec: ResultRecord) -> dict[str, float | str]:
     """One line's :data:`ROW_KEYS`: a number, or ``cached`` (latency from the LLM cache), or
     ``unknown: <why>`` (a model with no known price); left out when the line has none (errored, or
-    the target does not report it: a plain function has no steps)."""
+    the target does not report it: a plain function has no steps). Read from
+    :func:`~ci_evals.results.measures.measure_all`'s lists, as :func:`measure_some` would (without
+    its :class:`Reading` per value: report.html and junit.xml read this for every line)."""
+    values, missing = measure_all(rec)
+    why = dict(missing) if missing else {}
     out: dict[str, float | str] = {}
-    for name, reading in zip(ROW_KEYS, measure_some(rec, ROW_KEYS), strict=True):
-        if reading.value is not None:
-            out[name] = reading.value
+    for name, i in _ROWS:
+        reading = why.get(i)
+        if reading is None:
+            out[name] = values[i]
         elif reading.cached:
             out[name] = "cached"
         elif reading.unknown is not None and "price" in reading.unknown:
             out[name] = f"{UNKNOWN}: {reading.unknown}"
     return out
+
+
+_ROWS = tuple(zip(ROW_KEYS, index_of(ROW_KEYS), strict=True))
 
 
 # ---------------------------------------------------------------- junit.xml

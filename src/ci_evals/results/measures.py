@@ -88,28 +88,29 @@ def _num(value: Any) -> float | None:
 
 
 def _usage(usage: Any, key: str) -> float:
-    if not isinstance(usage, Mapping):
+    if type(usage) is not dict and not isinstance(usage, Mapping):  # a parsed line's: a dict
         return 0.0
     return _num(usage.get(key)) or 0.0
 
 
-def _judge(rec: ResultRecord, what: str) -> Reading:
-    """The graders' own calls: their tokens, or their cost (unknown when a judge's model has no
-    price and spent tokens)."""
-    total = 0.0
-    for grade in rec.get("grades", {}).values():
+def _judges(grades: Iterable[Any]) -> tuple[float, Reading]:
+    """The graders' own calls, in one pass: their tokens, and their cost (unknown, naming the
+    first such model, when a judge's model has no price)."""
+    tokens = cost = 0.0
+    unknown: Reading | None = None
+    for grade in grades:
         meta = grade.get("metadata") if isinstance(grade, Mapping) else None
-        if not isinstance(meta, Mapping):
+        if type(meta) is not dict and not isinstance(meta, Mapping):
             continue
-        if what == "tokens":
-            usage = meta.get("usage")
-            total += _usage(usage, "prompt_tokens") + _usage(usage, "completion_tokens")
-            continue
-        unpriced = meta.get("unpriced")
-        if unpriced:
-            return Reading(unknown=_no_price(unpriced))
-        total += _num(meta.get("cost_usd")) or 0.0
-    return Reading(total)
+        usage = meta.get("usage")
+        tokens += _usage(usage, "prompt_tokens") + _usage(usage, "completion_tokens")
+        if unknown is None:
+            unpriced = meta.get("unpriced")
+            if unpriced:
+                unknown = Reading(unknown=_no_price(unpriced))
+            else:
+                cost += _num(meta.get("cost_usd")) or 0.0
+    return tokens, unknown if unknown is not None else Reading(cost)
 
 
 def _no_price(models: Any) -> str:
@@ -154,10 +155,10 @@ def measure_all(rec: ResultRecord) -> tuple[list[float], list[tuple[int, Reading
     if calls is None:
         missing.append((_TOOL_CALLS, _NO_TOOL_CALLS))
     judge_tokens = judge_cost = 0.0
-    for grade in (rec.get("grades") or {}).values():
+    grades = (rec.get("grades") or {}).values()
+    for grade in grades:
         if type(grade) is dict and grade.get("metadata"):  # a grade with metadata: judges' calls
-            judge_tokens = _judge(rec, "tokens").value or 0.0
-            judged = _judge(rec, "cost")
+            judge_tokens, judged = _judges(grades)
             if judged.value is None:
                 missing.append((_JUDGE_COST, judged))
             judge_cost = judged.value or 0.0
@@ -182,6 +183,12 @@ def measure_some(rec: ResultRecord, names: Iterable[str]) -> list[Reading]:
     values, missing = measure_all(rec)
     why = dict(missing)
     return [why.get(i) or Reading(values[i]) for i in (_INDEX[n] for n in names)]
+
+
+def index_of(names: Iterable[str]) -> tuple[int, ...]:
+    """Where built-in metrics ``names`` are in :func:`measure_all`'s lists (``KeyError`` for a
+    name that is no built-in metric)."""
+    return tuple(_INDEX[n] for n in names)
 
 
 def measure(rec: ResultRecord, name: str) -> Reading:
