@@ -4,8 +4,9 @@
 the Action's ``exit-code`` output name them, so a value never changes): 0 verdict passed; 1
 verdict failed, errored or partial; 2 invalid configuration or input (one line, no traceback); 3
 internal error; 128 + n interrupted by signal n (129 SIGHUP, 130 SIGINT, 143 SIGTERM, the signals
-of :mod:`ci_evals.run.signals`). Light on purpose: the CLI imports it before it knows which
-command runs.
+of :mod:`ci_evals.run.signals`); 141 the output was cut: whoever read stdout closed it first
+(``ci-evals list | head -1``: what a shell reports for a program SIGPIPE stops). Light on purpose:
+the CLI imports it before it knows which command runs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class ExitCode(IntEnum):
     SIGHUP = 128 + 1
     SIGINT = 128 + 2
     SIGTERM = 128 + 15
+    SIGPIPE = 128 + 13
+    """Stdout's reader closed it before the output was written (not a signal we stop on: Python
+    ignores SIGPIPE, and the write fails instead)."""
 
     @classmethod
     def of_verdict(cls, verdict: str, interrupted_by: str | None = None) -> ExitCode:
@@ -56,9 +60,12 @@ INTERRUPTED = frozenset({ExitCode.SIGHUP, ExitCode.SIGINT, ExitCode.SIGTERM})
 
 
 def guarded(command: Callable[[], int]) -> int:
-    """``command()``'s exit code; a ConfigError is one line and 2, anything else that escapes is 3."""
+    """``command()``'s exit code; a ConfigError is one line and 2, a stdout whose reader has gone
+    141 and nothing more (:func:`cut_off`), anything else that escapes is 3."""
     try:
-        return command()
+        code = command()
+        _flush_stdout()
+        return code
     except ConfigError as exc:
         print(scrub(f"error: {exc}"), file=sys.stderr)
         return ExitCode.CONFIG
@@ -76,7 +83,9 @@ def guarded(command: Callable[[], int]) -> int:
             file=sys.stderr,
         )
         return ExitCode.INTERNAL
-    except Exception:  # a bug of ours: say so, with the traceback, and exit 3
+    except Exception as exc:  # a bug of ours: say so, with the traceback, and exit 3
+        if isinstance(exc, BrokenPipeError) and cut_off():
+            return ExitCode.SIGPIPE
         import traceback
 
         print(scrub(traceback.format_exc()), end="", file=sys.stderr)
@@ -85,6 +94,42 @@ def guarded(command: Callable[[], int]) -> int:
             file=sys.stderr,
         )
         return ExitCode.INTERNAL
+
+
+def _flush_stdout() -> None:
+    """Write what stdout still buffers now, so that a closed reader is met here (BrokenPipeError)
+    rather than by the interpreter's last flush; any other failure is left to that flush, as before."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError):  # noqa: S110 - a full disk, a stream user code closed: as before
+        pass
+
+
+def cut_off() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone (``| head``), and if so, send
+    what is left of the output nowhere: the interpreter's last flush then fails on nothing (it
+    would print "Exception ignored ... BrokenPipeError" and exit 120). False for any other
+    BrokenPipeError, which is then a bug like any other."""
+    import select
+
+    fds = {1}
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        fds.add(sys.stdout.fileno())  # our own copy of it (keep_stdio)
+    gone = False
+    for fd in fds:
+        with contextlib.suppress(OSError, ValueError):
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            gone = gone or any(event & select.POLLERR for _, event in poller.poll(0))
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.dup2(devnull, fd)
+        os.close(devnull)
+    return gone
 
 
 class _Kept(io.TextIOWrapper):
