@@ -35,10 +35,14 @@ SCRIPTS = {
 FAKE_PYTHON = r"""#!/bin/bash
 if [ "$1 $2" = "-m venv" ]; then
   mkdir -p "$3/bin"; ln -s "$0" "$3/bin/python"; ln -s "$0" "$3/bin/pip"
-  for t in ruff lint-imports check-jsonschema actionlint ci-evals deptry uv mypy; do
+  tools="ruff lint-imports check-jsonschema actionlint ci-evals deptry mypy"
+  case $3 in */venv) tools="$tools uv" ;; esac  # uv: the test extra's, in the host venv only
+  for t in $tools; do
     printf '#!/bin/bash\necho "%s $*" >> "$FAKE_LOG"\n' "$t" > "$3/bin/$t"; chmod +x "$3/bin/$t"; done
   case $3 in */lc/venv) printf '#!/bin/bash\n' > "$3/bin/letta"; chmod +x "$3/bin/letta" ;; esac  # Letta Code's CLI
-  echo "PATH=$3/bin:\$PATH" > "$3/bin/activate"; exit 0
+  # as venv's own: the venv active before is deactivated (its bin leaves PATH) first
+  printf '%s\n' '[ -z "${_OLD_VIRTUAL_PATH:-}" ] || PATH=$_OLD_VIRTUAL_PATH' \
+    '_OLD_VIRTUAL_PATH=$PATH' "PATH=$3/bin:\$PATH" > "$3/bin/activate"; exit 0
 fi
 if [ "$(basename "$0")" = pip ] || [ "$1 $2" = "-m pip" ]; then
   [ "${*: -1}" != requirements-test-lock.txt ] || sleep "${FAKE_HOST_LOCK_S:-0}"  # the host venv
