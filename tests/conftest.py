@@ -68,6 +68,17 @@ def sd(tmp_path: Path) -> SuiteDir:
     return SuiteDir(tmp_path)
 
 
+RUN_FILES = [
+    ".ci-evals-run.json",  # the folder's lock and the run's fingerprints (for --resume)
+    "junit.xml",
+    "report.html",
+    "results.jsonl",
+    "summary.json",
+    "summary.md",
+]
+"""Every file a finished run leaves in its results folder, sorted by name."""
+
+
 def replay_suite(graders: dict, gate: dict | None = None, **extra) -> dict:
     """A replay suite over dataset.jsonl/outputs.jsonl with the given graders."""
     spec = {

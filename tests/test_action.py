@@ -17,6 +17,7 @@ from ci_evals.action.protocol import command, secrets_to_mask, set_outputs
 from ci_evals.action.report import should_comment
 from ci_evals.cli.app import main as cli_main
 from ci_evals.reports.comment import marker
+from tests.conftest import RUN_FILES
 from tests.fakes.github_server import github_server_fixture  # noqa: F401 (fixture)
 
 DATASET = [
@@ -380,14 +381,7 @@ def test_main_with_a_subcommand_is_the_plain_cli(tmp_path, capsys):
     rc = cli_main(["action", "run", str(suite), "--output", str(tmp_path / "o"), "--dry-run", "-q"])
     assert rc == 0
     assert marker("good") in capsys.readouterr().out
-    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
-        ".ci-evals-run.json",  # the folder's lock and the run's fingerprints (for --resume)
-        "junit.xml",
-        "report.html",
-        "results.jsonl",
-        "summary.json",
-        "summary.md",
-    ]
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == RUN_FILES
 
 
 def test_cli_action_entry_reaches_the_action(tmp_path, monkeypatch, capsys):

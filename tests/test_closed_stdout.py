@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ci_evals.run.exits import ExitCode, guarded
+from tests.conftest import RUN_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = str(ROOT / "examples" / "quickstart" / "suite.yaml")
@@ -43,14 +44,7 @@ def test_a_closed_stdout_cuts_the_output_with_141_and_says_nothing(args):
 def test_a_run_whose_stdout_is_closed_still_writes_every_file(tmp_path):
     out = closed_stdout("run", QUICKSTART, "--output", str(tmp_path / "o"), "-q")
     assert (out.returncode, out.stderr) == (141, "")
-    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
-        ".ci-evals-run.json",
-        "junit.xml",
-        "report.html",
-        "results.jsonl",
-        "summary.json",
-        "summary.md",
-    ]
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == RUN_FILES
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert (summary["verdict"], summary["n_samples"]) == ("passed", 6)
 

@@ -22,7 +22,7 @@ import pytest
 from ci_evals.config.dataset import Dataset
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.run import lanes, parts
-from tests.conftest import exited, in_fresh_process, replay_suite
+from tests.conftest import RUN_FILES, exited, in_fresh_process, replay_suite
 
 VOLATILE = ("started_at", "finished_at", "duration_s", "workers")
 GRADERS = {
@@ -628,14 +628,7 @@ def test_when_no_worker_process_can_be_started_the_run_is_done_in_one(sd):
     s = sd.summary()
     assert "workers" not in s and s["records"] == 120 and s["errors"]["samples"] == 18
     assert sorted(r["sample_id"] for r in _records(sd.root / "out")) == list(range(120))
-    assert sorted(p.name for p in (sd.root / "out").iterdir()) == [
-        ".ci-evals-run.json",
-        "junit.xml",
-        "report.html",
-        "results.jsonl",
-        "summary.json",
-        "summary.md",
-    ]
+    assert sorted(p.name for p in (sd.root / "out").iterdir()) == RUN_FILES
 
 
 def test_the_progress_line_counts_the_workers_samples_and_ends_once(capsys):
