@@ -44,10 +44,21 @@ def test_the_policy_never_lowers_a_threshold_nor_turns_collection_back_on():
     assert gc.get_threshold() == (700, 10, 10)
 
 
-def test_a_nested_block_leaves_the_outer_block_frozen():
+def test_a_nested_block_leaves_the_outer_block_frozen(monkeypatch):
+    """Only the outermost block unfreezes. Watched through gc.unfreeze's calls: comparing freeze
+    counts raced with other threads (a test's server) freeing frozen objects meanwhile."""
+    unfrozen: list[int] = []
+    real = gc.unfreeze
+
+    def unfreeze() -> None:
+        unfrozen.append(gc.get_freeze_count())
+        real()
+
+    monkeypatch.setattr(gc, "unfreeze", unfreeze)
     with run_gc():
-        outer = gc.get_freeze_count()
+        assert gc.get_freeze_count() > 0
         with run_gc():  # the reports inside a run
             pass
-        assert gc.get_freeze_count() >= outer > 0
+        assert unfrozen == [] and gc.get_freeze_count() > 0
+    assert len(unfrozen) == 1 and unfrozen[0] > 0
     assert gc.get_freeze_count() == 0

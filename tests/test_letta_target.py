@@ -380,9 +380,10 @@ def test_aclose_deletes_agents_of_a_cancelled_sample(letta_fake, tmp_path):
     async def go():
         await target.start()
         task = asyncio.create_task(target.run(sample("hi")))
-        while not letta_fake.created:
+        # cancelled once the client holds the agent's id (its message then hangs): waiting on the
+        # server's side alone raced the client reading the import's answer under CI's load
+        while not target.ledger.live:
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
