@@ -443,11 +443,13 @@ def test_validate_without_the_anthropic_sdk_exits_2_with_one_line(sd):
 
 
 def test_anthropic_timeout_is_retried_then_an_error(anthropic_env, tmp_path):
-    anthropic_env.fault("hang", hang_s=2)
-    g = judge(make({"provider": "anthropic", "timeout": 0.3, "max_retries": 1}, tmp_path))
-    assert g.error == f"{anthropic_env.url}/v1/messages: timed out after 0.3 s (after 1 retries)"
-    # the retry was sent; on a loaded machine the server's thread may record it after the client
-    # gave up on it, so it is waited for (a client that never sent it leaves the count at 1)
+    anthropic_env.fault("hang", hang_s=4)
+    g = judge(make({"provider": "anthropic", "timeout": 1, "max_retries": 1}, tmp_path))
+    assert g.error == f"{anthropic_env.url}/v1/messages: timed out after 1 s (after 1 retries)"
+    # the retry was sent. The timeout is 1 s, not 0.3 s: under CI's load a 0.3 s attempt could
+    # time out before its request was written (the server then counted 1, even after 5 s). The
+    # server's thread may record it after the client gave up, so it is waited for (a client that
+    # never sent it leaves the count at 1)
     deadline = time.monotonic() + 5
     while anthropic_env.count() < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
