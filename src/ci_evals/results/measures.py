@@ -182,7 +182,7 @@ def measure_some(rec: ResultRecord, names: Iterable[str]) -> list[Reading]:
     (``KeyError`` for a name that is no built-in metric)."""
     values, missing = measure_all(rec)
     why = dict(missing)
-    return [why.get(i) or Reading(values[i]) for i in (_INDEX[n] for n in names)]
+    return [why.get(i) or Reading(values[i]) for i in index_of(names)]
 
 
 def index_of(names: Iterable[str]) -> tuple[int, ...]:
