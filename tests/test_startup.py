@@ -18,15 +18,16 @@ HEAVY = (
 )
 
 
+def printed_by(code: str, *args: str) -> list[str]:
+    """The lines a new interpreter prints running ``code`` with ``args`` (it must exit 0)."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+
+
 def modules_after(code: str) -> set[str]:
     """The modules a new interpreter holds once it ran ``code``."""
-    out = subprocess.run(
-        [sys.executable, "-c", code + "\nimport sys\nprint(sorted(m for m in sys.modules))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()[-1]
-    return set(eval(out))
+    return set(eval(printed_by(code + "\nimport sys\nprint(sorted(m for m in sys.modules))")[-1]))
 
 
 def imported_by(code: str) -> list[str]:
@@ -89,9 +90,7 @@ def test_a_fresh_run_builds_no_contract_validator_and_a_baseline_run_builds_them
     suite, first, second = (str(tmp_path / p) for p in ("suite.yaml", "out", "again"))
 
     def built(*args: str) -> str:
-        return subprocess.run(
-            [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
-        ).stdout.splitlines()[-1]
+        return printed_by(code, *args)[-1]
 
     assert built(suite, first) == "0 0"
     assert built(suite, second, "--baseline", first) == "1 1"
@@ -170,9 +169,7 @@ def test_loading_a_suite_builds_only_the_spec_models_it_uses(tmp_path):
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    assert main(['validate', {model_suite(tmp_path)!r}]) == 0\n" + BUILT
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.splitlines()
+    out = printed_by(code)
     assert eval(out[-2]) == ["ModelTargetSpec", "RubricSpec", "SuiteSpec", "_NoConfig"]
 
 
@@ -184,9 +181,7 @@ def test_every_model_of_ours_defers_its_build():
         "    if not m.name.endswith('__main__'):\n"
         "        importlib.import_module(m.name)\n" + BUILT + "print(len(models))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.splitlines()
+    out = printed_by(code)
     assert (eval(out[-3]), eval(out[-2])) == ([], [])  # none built by an import, none eager
     assert int(out[-1]) >= 50  # the walk found them all (53 today)
 
@@ -215,9 +210,7 @@ def first_importers(argv: list[str], watched: tuple[str, ...]) -> dict[str, str]
         + f"    code = main({argv!r})\n"
         + "import json\nprint(json.dumps([code, first]))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.splitlines()[-1]
+    out = printed_by(code)[-1]
     import json
 
     exit_code, first = json.loads(out)
