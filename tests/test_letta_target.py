@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -391,6 +392,66 @@ def test_aclose_deletes_agents_of_a_cancelled_sample(letta_fake, tmp_path):
 
     asyncio.run(go())
     assert letta_fake.live() == []
+
+
+def _cancel_during_import(fake, target, after: float) -> float:
+    """Start a sample, cancel it ``after`` s into its import, close the target; the seconds the
+    cancel took to land."""
+
+    async def go() -> float:
+        await target.start()
+        task = asyncio.create_task(target.run(sample("hi")))
+        while not fake.count("POST", "/v1/agents/import"):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(after)
+        t0 = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        took = time.monotonic() - t0
+        await target.aclose()
+        return took
+
+    return asyncio.run(go())
+
+
+def test_an_import_answering_after_the_cancel_is_still_deleted(letta_fake, tmp_path, capsys):
+    # the server makes the agent 0.5 s after the sample was cancelled: the sent import may still
+    # answer, so its agent is known and deleted (it used to stay on the server, unnamed)
+    letta_fake.fail("POST", "/v1/agents/import", status=None, hang=0.6)
+    target = make(letta_fake, tmp_path)
+    took = _cancel_during_import(letta_fake, target, after=0.1)
+    assert 0.3 < took < 3, f"{took:.2f} s"
+    assert len(letta_fake.created) == 1
+    assert letta_fake.live() == []
+    assert target.ledger.report() == {"leftover_agents": [], "kept_agents": []}
+    assert capsys.readouterr().err == ""
+
+
+def test_an_import_failing_after_the_cancel_leaves_nothing_to_delete(letta_fake, tmp_path, capsys):
+    letta_fake.fail("POST", "/v1/agents/import", status=500, hang=0.4)
+    target = make(letta_fake, tmp_path)
+    took = _cancel_during_import(letta_fake, target, after=0.1)
+    assert took < 3, f"{took:.2f} s"
+    assert (letta_fake.created, target.ledger.unanswered, capsys.readouterr().err) == ([], [], "")
+
+
+def test_an_import_silent_past_the_bound_is_named_as_possibly_left(
+    letta_fake, tmp_path, capsys, monkeypatch
+):
+    from ci_evals.letta import agents
+
+    monkeypatch.setattr(agents, "SETTLE_S", 0.3)
+    letta_fake.fail("POST", "/v1/agents/import", status=None, hang=3)
+    target = make(letta_fake, tmp_path)
+    took = _cancel_during_import(letta_fake, target, after=0.05)
+    assert 0.25 < took < 1.5, f"{took:.2f} s"  # the bound, not the server, decides
+    assert target.ledger.report() == {"leftover_agents": [], "kept_agents": []}
+    assert capsys.readouterr().err == (
+        f"warning: 1 agent import(s) (echo-agent) on {letta_fake.url} had not answered 0.3 s "
+        "after their sample was cancelled: the server may hold agents this run could not "
+        "delete (ids unknown)\n"
+    )
 
 
 # -- connection settings --------------------------------------------------------------------------

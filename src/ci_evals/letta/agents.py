@@ -75,24 +75,48 @@ def systematic_kind(exc: BaseException, base_url: str) -> str | None:
     return None
 
 
+SETTLE_S = 5.0  # how long a sent import may still answer once its sample is cancelled
+
+
 async def import_file(
-    client: Any, name: str, data: bytes, project_id: str | None, **options: Any
+    client: Any,
+    name: str,
+    data: bytes,
+    project_id: str | None,
+    ledger: AgentLedger,
+    agent_name: str | None,
+    **options: Any,
 ) -> tuple[list[str], int]:
     """``POST /v1/agents/import`` of an .af, retried on transient failures (:mod:`ci_evals.letta.retries`).
 
-    Returns (the new agents' ids, retries used). A 5xx or a dropped connection may come after the
-    server made the agent: such an agent is unknown to us, so only failures before any agent was
-    made (a deadlocked import rolls back) are retried blindly; the others are retried too, since
-    an import that failed with them left nothing in every case measured on 0.16.8.
+    Returns (the new agents' ids, retries used); the ids are in ``ledger`` as soon as they are
+    known. A 5xx or a dropped connection may come after the server made the agent: such an agent is
+    unknown to us, so only failures before any agent was made (a deadlocked import rolls back) are
+    retried blindly; the others are retried too, since an import that failed with them left nothing
+    in every case measured on 0.16.8.
+
+    A sample cancelled (Ctrl-C, a time limit) while its import is on the wire lets that request
+    answer for up to :data:`SETTLE_S` seconds, so the agent the server made is in the ledger and
+    deleted at close; one still unanswered then is named by the ledger as possibly left over.
     """
     from letta_client import omit
 
     policy = import_backoff()
     while True:
-        try:
-            resp = await client.agents.import_file(
+        request = asyncio.ensure_future(
+            client.agents.import_file(
                 file=(name, data, "application/json"), project_id=project_id or omit, **options
             )
+        )
+        try:
+            resp = await asyncio.shield(request)
+        except asyncio.CancelledError:
+            made = await _settle(request)
+            if made is None:
+                ledger.unanswered.append(agent_name)
+            else:
+                ledger.add(made, agent_name)
+            raise
         except Exception as exc:
             wait = policy.next_wait(server_asked(exc)) if transient(exc) else None
             if wait is None:
@@ -101,7 +125,24 @@ async def import_file(
                 raise
             await asyncio.sleep(wait)
             continue
-        return list(resp.agent_ids), policy.retries
+        ids = list(resp.agent_ids)
+        ledger.add(ids, agent_name)
+        return ids, policy.retries
+
+
+async def _settle(request: asyncio.Future[Any]) -> list[str] | None:
+    """The ids a cancelled sample's import made ([] when it failed), or None when it did not answer
+    within :data:`SETTLE_S` (or a second cancel came): then it is cancelled too."""
+    try:
+        await asyncio.wait({request}, timeout=SETTLE_S)
+    except asyncio.CancelledError:  # cancelled again: stop waiting at once
+        pass
+    if not request.done():
+        request.cancel()
+        return None
+    if request.cancelled() or request.exception() is not None:
+        return []  # the server refused it or the connection failed: nothing was made
+    return list(request.result().agent_ids)
 
 
 async def delete_agent(client: Any, agent_id: str, base_url: str) -> str | None:
@@ -132,6 +173,7 @@ class AgentLedger:
         self.kept: list[LettaAgent] = []
         self.leftover: list[LettaAgent] = []
         self.errors: dict[str, str] = {}
+        self.unanswered: list[str | None] = []  # names of imports cut off unanswered (ids unknown)
 
     def add(self, agent_ids: list[str], name: str | None) -> None:
         for agent_id in agent_ids:
@@ -161,6 +203,17 @@ class AgentLedger:
                 {"id": agent_id, "name": name, "error": self.errors.get(agent_id) or "not deleted"}
             )
         self.live.clear()
+        if self.unanswered:
+            import sys
+
+            names = ", ".join(sorted({str(n or "unnamed")[:80] for n in self.unanswered}))
+            print(
+                f"warning: {len(self.unanswered)} agent import(s) ({names}) on "
+                f"{shown_url(self.base_url)} had not answered {SETTLE_S:g} s after their sample "
+                "was cancelled: the server may hold agents this run could not delete (ids unknown)",
+                file=sys.stderr,
+            )
+            self.unanswered.clear()
 
     def report(self) -> LettaBlock:
         return {"leftover_agents": list(self.leftover), "kept_agents": list(self.kept)}

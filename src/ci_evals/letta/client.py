@@ -178,9 +178,10 @@ async def import_agent(
     extra: dict[str, Any] = {"override_name": name, "override_existing_tools": override_tools}
     if model is not None:
         extra["override_model_handle"] = model
-    ids, retries = await import_file(client, af.path.name, af.data, project_id, **extra)
+    ids, retries = await import_file(
+        client, af.path.name, af.data, project_id, ledger, name, **extra
+    )
     created.extend(ids)
-    ledger.add(ids, name)
     if len(ids) != 1:
         raise SampleError(f"importing {af.ref} created {len(ids)} agents, expected 1")
     return ids[0], retries
