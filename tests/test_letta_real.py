@@ -17,6 +17,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -564,6 +565,38 @@ def test_twenty_samples_with_a_judge_at_concurrency_8_three_times(server, tmp_pa
         ), report
         assert len(rows) == 20 and "letta" not in summary
     print(f"20 samples + judge at concurrency 8: {report}", file=sys.stderr)
+
+
+def test_ctrl_c_while_agents_are_imported_leaves_none_on_the_server(server, tmp_path):
+    """SIGINT once the first agent exists, with the other samples' imports on the wire: those
+    imports still answer, and every agent they made is deleted (the ``server`` fixture checks)."""
+    suite = suite_20(server, tmp_path)
+    before = agent_ids(server)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    cmd = [sys.executable, "-m", "ci_evals", "run", str(suite), "--output", str(out), "--quiet"]
+    run = subprocess.Popen(
+        [*cmd, "--max-concurrent", "8"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not agent_ids(server) - before and time.monotonic() < deadline:
+            assert run.poll() is None, "the run ended before any agent was made"
+            time.sleep(0.05)
+        run.send_signal(signal.SIGINT)
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, stderr
+    assert "had not answered" not in stderr
+    summary, rows = results(out)
+    assert summary["interrupted_by"] == "SIGINT" and len(rows) < 20
+    assert not (summary.get("letta") or {}).get("leftover_agents")
 
 
 def test_a_server_stopped_mid_run_lists_what_it_left_and_nothing_else(client, tmp_path):

@@ -395,8 +395,9 @@ def test_aclose_deletes_agents_of_a_cancelled_sample(letta_fake, tmp_path):
 
 
 def _cancel_during_import(fake, target, after: float) -> float:
-    """Start a sample, cancel it ``after`` s into its import, close the target; the seconds the
-    cancel took to land."""
+    """Start a sample, cancel it ``after`` s into its import and again 50 ms later (one stop
+    arrives as several: gather cancels its workers, the runner once more), close the target; the
+    seconds the cancel took to land."""
 
     async def go() -> float:
         await target.start()
@@ -405,6 +406,8 @@ def _cancel_during_import(fake, target, after: float) -> float:
             await asyncio.sleep(0.01)
         await asyncio.sleep(after)
         t0 = time.monotonic()
+        task.cancel()
+        await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

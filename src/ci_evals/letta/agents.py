@@ -132,11 +132,15 @@ async def import_file(
 
 async def _settle(request: asyncio.Future[Any]) -> list[str] | None:
     """The ids a cancelled sample's import made ([] when it failed), or None when it did not answer
-    within :data:`SETTLE_S` (or a second cancel came): then it is cancelled too."""
-    try:
-        await asyncio.wait({request}, timeout=SETTLE_S)
-    except asyncio.CancelledError:  # cancelled again: stop waiting at once
-        pass
+    within :data:`SETTLE_S` (then it is cancelled too). More cancels meanwhile do not shorten the
+    wait: one stop arrives as several (gather cancels its workers, the runner once more)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + SETTLE_S
+    while not request.done() and (left := end - loop.time()) > 0:
+        try:
+            await asyncio.wait({request}, timeout=left)
+        except asyncio.CancelledError:  # the same stop again: the bound still holds
+            continue
     if not request.done():
         request.cancel()
         return None
