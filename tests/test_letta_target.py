@@ -15,6 +15,8 @@ from ci_evals.core.sample import Sample
 from ci_evals.letta import retries as letta_retries
 from ci_evals.letta.client import base_url_of
 from ci_evals.letta.messages import to_turn
+from ci_evals.reports.letta_agents import comment_lines, console_lines
+from ci_evals.reports.text import escape_md
 from ci_evals.targets.letta import LettaTarget, LettaTargetSpec
 from tests.fakes.backoff import watch_letta_backoff
 from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provides `letta_fake`
@@ -449,12 +451,17 @@ def test_an_import_silent_past_the_bound_is_named_as_possibly_left(
     target = make(letta_fake, tmp_path)
     took = _cancel_during_import(letta_fake, target, after=0.05)
     assert 0.25 < took < 1.5, f"{took:.2f} s"  # the bound, not the server, decides
-    assert target.ledger.report() == {"leftover_agents": [], "kept_agents": []}
-    assert capsys.readouterr().err == (
-        f"warning: 1 agent import(s) (echo-agent) on {letta_fake.url} had not answered 0.3 s "
-        "after their sample was cancelled: the server may hold agents this run could not "
-        "delete (ids unknown)\n"
+    block = target.ledger.report()
+    assert block == {"leftover_agents": [], "kept_agents": [], "unanswered_imports": ["echo-agent"]}
+    assert capsys.readouterr().err == ""
+    summary = {"letta": {**block, "base_url": letta_fake.url}}
+    said = (
+        f"1 agent import(s) on {letta_fake.url} had not answered when their sample was cut off "
+        "(Ctrl-C, a time limit): the server may hold agents of these names that this run could "
+        "not delete, ids unknown"
     )
+    assert console_lines(summary) == [f"Letta: {said}: echo-agent"]
+    assert comment_lines(summary) == [f"⚠️ {escape_md(said)}: echo-agent", ""]
 
 
 # -- connection settings --------------------------------------------------------------------------

@@ -117,6 +117,24 @@ def test_the_summary_text_is_escaped_by_the_template(tmp_path: Path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
+def test_agent_imports_cut_off_unanswered_are_listed_as_maybe_left_over(tmp_path: Path):
+    s = rd.summary()
+    s["letta"] = {
+        "leftover_agents": [],
+        "kept_agents": [],
+        "unanswered_imports": ["<b>echo</b>"],
+        "base_url": "http://letta:8283",
+    }
+    folder = rd.write_folder(tmp_path / "run", s, rd.records())
+    text = html.write_report(folder, s).read_text()
+    assert (
+        "<tr><td>unknown</td><td>&lt;b&gt;echo&lt;/b&gt;</td><td>maybe left over: its import had "
+        "not answered when its sample was cut off</td></tr>"
+    ) in text
+    del s["letta"]
+    assert 'id="letta"' not in html.write_report(folder, s).read_text()
+
+
 def test_a_summary_without_a_verdict_is_shown_as_having_none(tmp_path: Path):
     s = rd.summary(verdict=None)  # its gate failed: the page still decides nothing
     folder = rd.write_folder(tmp_path / "none", s, rd.records())

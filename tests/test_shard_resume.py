@@ -59,6 +59,48 @@ def test_merging_shards_equals_one_unsharded_run(sd):
     ).exists()
 
 
+def test_merge_keeps_the_agents_each_shard_left_on_a_letta_server(sd, capsys):
+    setup(sd)
+    blocks = {
+        1: {
+            "leftover_agents": [{"id": "agent-1", "name": "echo", "error": "HTTP 503"}],
+            "kept_agents": [],
+            "base_url": "http://letta:8283",
+        },
+        3: {
+            "leftover_agents": [],
+            "kept_agents": [{"id": "agent-3", "name": "judge"}],
+            "unanswered_imports": ["echo"],
+            "base_url": "http://letta:8283",
+        },
+    }
+    for k in (1, 2, 3):
+        sd.run("--shard", f"{k}/3", out=f"shard{k}")
+        if k in blocks:
+            path = sd.root / f"shard{k}" / "summary.json"
+            path.write_text(json.dumps({**json.loads(path.read_text()), "letta": blocks[k]}))
+    capsys.readouterr()
+    folders = [str(sd.root / f"shard{k}") for k in (1, 2, 3)]
+    main(["merge", *folders, "--output", str(sd.root / "merged")])
+    assert sd.summary("merged")["letta"] == {
+        "leftover_agents": [{"id": "agent-1", "name": "echo", "error": "HTTP 503"}],
+        "kept_agents": [{"id": "agent-3", "name": "judge"}],
+        "unanswered_imports": ["echo"],
+        "base_url": "http://letta:8283",
+    }
+    printed = capsys.readouterr().out
+    assert (
+        "Letta: 1 agent(s) the run created could not be deleted; still on http://letta:8283:\n"
+        in printed
+    )
+    assert "  agent-1 (echo): HTTP 503\n" in printed
+    assert (
+        "Letta: 1 agent(s) kept on http://letta:8283 (cleanup: false):\n  agent-3 (judge)\n"
+        in printed
+    )
+    assert "Letta: 1 agent import(s) on http://letta:8283 had not answered" in printed
+
+
 def test_merge_rejects_overlapping_shards(sd, capsys):
     setup(sd)
     sd.run(out="a")

@@ -20,7 +20,9 @@ from ci_evals._util.errors import ConfigError
 from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.summary import Learned, Provenance, summarize
+from ci_evals.letta.agents import merge_blocks
 from ci_evals.reports import console
+from ci_evals.reports.letta_agents import console_lines
 from ci_evals.reports.write import write_outputs
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, read_summary, records
 from ci_evals.results.line import encode_line
@@ -90,6 +92,7 @@ def cmd_merge(args: Namespace) -> int:
             partial=bool(missing),
             baseline=baseline,
             learned=Learned(
+                letta=merge_blocks([b for s in summaries if (b := s.get("letta"))]),
                 partial_reason="; ".join(missing) if missing else None,
                 budget=merged_budget(summaries, agg.errors.by_category.get("budget", 0)),
             ),
@@ -102,6 +105,8 @@ def cmd_merge(args: Namespace) -> int:
         )
         failing = write_outputs(args.output, summary, console.FailingPass.of(summary), comparison)
     print(console.render(summary, color=console.use_color(sys.stdout), failing=failing))
+    if summary.get("letta"):  # agents the shards left on a Letta server
+        print("\n".join(console_lines(summary)))
     if args.dry_run:
         print_comment(summary, args.output)
     return exit_code(summary)

@@ -220,20 +220,12 @@ class AgentLedger:
                 {"id": agent_id, "name": name, "error": self.errors.get(agent_id) or "not deleted"}
             )
         self.live.clear()
-        if self.unanswered:
-            import sys
-
-            names = ", ".join(sorted({str(n or "unnamed")[:80] for n in self.unanswered}))
-            print(
-                f"warning: {len(self.unanswered)} agent import(s) ({names}) on "
-                f"{shown_url(self.base_url)} had not answered {SETTLE_S:g} s after their sample "
-                "was cancelled: the server may hold agents this run could not delete (ids unknown)",
-                file=sys.stderr,
-            )
-            self.unanswered.clear()
 
     def report(self) -> LettaBlock:
-        return {"leftover_agents": list(self.leftover), "kept_agents": list(self.kept)}
+        block: LettaBlock = {"leftover_agents": list(self.leftover), "kept_agents": list(self.kept)}
+        if self.unanswered:
+            block["unanswered_imports"] = [n or "unnamed" for n in self.unanswered]
+        return block
 
 
 def letta_report(ledgers: list[AgentLedger]) -> LettaBlock | None:
@@ -241,11 +233,25 @@ def letta_report(ledgers: list[AgentLedger]) -> LettaBlock | None:
 
     ``base_url`` (without credentials) is the server of the first ledger that has agents to show.
     """
-    shown = [g for g in ledgers if g.leftover or g.kept]
+    return merge_blocks([{**g.report(), "base_url": shown_url(g.base_url)} for g in ledgers])
+
+
+def merge_blocks(blocks: list[LettaBlock]) -> LettaBlock | None:
+    """One ``letta`` block from several (the target's and the graders' ledgers, or the shards'
+    summaries): their agents one after the other, the first server that has some; None if empty."""
+    shown = [
+        b
+        for b in blocks
+        if b.get("leftover_agents") or b.get("kept_agents") or b.get("unanswered_imports")
+    ]
     if not shown:
         return None
-    return {
-        "leftover_agents": [a for g in shown for a in g.leftover],
-        "kept_agents": [a for g in shown for a in g.kept],
-        "base_url": shown_url(shown[0].base_url),
+    block: LettaBlock = {
+        "leftover_agents": [a for b in shown for a in b.get("leftover_agents") or []],
+        "kept_agents": [a for b in shown for a in b.get("kept_agents") or []],
     }
+    unanswered = [n for b in shown for n in b.get("unanswered_imports") or []]
+    if unanswered:
+        block["unanswered_imports"] = unanswered
+    block["base_url"] = shown[0].get("base_url") or ""
+    return block

@@ -31,6 +31,21 @@ def _parts(summary: Summary) -> tuple[list[LettaAgent], list[LettaAgent], str]:
     return list(block.get("leftover_agents") or []), list(block.get("kept_agents") or []), base
 
 
+def _unanswered(summary: Summary) -> tuple[int, list[str]]:
+    """How many agent imports were cut off unanswered, and their distinct names (at most
+    :data:`MAX_LISTED`)."""
+    names = [str(n) for n in (summary.get("letta") or {}).get("unanswered_imports") or []]
+    return len(names), sorted(set(names))[:MAX_LISTED]
+
+
+def _unanswered_line(n: int, base: str) -> str:
+    return (
+        f"{n} agent import(s) on {base} had not answered when their sample was cut off (Ctrl-C, "
+        "a time limit): the server may hold agents of these names that this run could not "
+        "delete, ids unknown"
+    )
+
+
 def _more(n: int) -> list[str]:
     return (
         [f"  … and {n - MAX_LISTED} more (all in summary.json, key letta)"]
@@ -57,6 +72,9 @@ def console_lines(summary: Summary) -> list[str]:
         lines.append(f"Letta: {len(kept)} agent(s) kept on {base} (cleanup: false):")
         lines += [f"  {a.get('id')} ({a.get('name') or 'unnamed'})" for a in kept[:MAX_LISTED]]
         lines += _more(len(kept))
+    n, names = _unanswered(summary)
+    if n:
+        lines.append(f"Letta: {_unanswered_line(n, base)}: {', '.join(m[:80] for m in names)}")
     return lines
 
 
@@ -88,6 +106,13 @@ def comment_lines(summary: Summary) -> list[str]:
             f"{len(kept)} Letta agent(s) kept (`cleanup: false`): "
             + ", ".join(escape_md(a.get("id")) for a in kept[:MAX_LISTED])
             + (f" and {len(kept) - MAX_LISTED} more" if len(kept) > MAX_LISTED else ""),
+            "",
+        ]
+    n, names = _unanswered(summary)
+    if n:
+        lines += [
+            f"⚠️ {escape_md(_unanswered_line(n, base))}: "
+            + ", ".join(escape_md(name, 80) for name in names),
             "",
         ]
     return lines

@@ -330,6 +330,7 @@ class LettaBlock(TypedDict, total=False):
 
     leftover_agents: list[LettaAgent]
     kept_agents: list[LettaAgent]
+    unanswered_imports: list[str]  # agents' names: imports cut off unanswered, ids unknown
     base_url: str
 
 
