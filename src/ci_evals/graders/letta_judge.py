@@ -146,7 +146,7 @@ class LettaJudgeGrader(Grader[LettaJudgeSpec]):
         """The model the judge's tokens are priced at."""
         self.base_url = base_url_of(spec)
         self._client: Any = None
-        self.ledger = AgentLedger(self.base_url)
+        self.ledger = AgentLedger(self.base_url, spec.timeout)
         self.breaker = (
             Breaker()
         )  # stops calling a server that never answered (ci_evals._util.breaker)

@@ -152,8 +152,12 @@ async def _settle(request: asyncio.Future[Any]) -> list[str] | None:
     return list(request.result().agent_ids)
 
 
-async def delete_agent(client: Any, agent_id: str, base_url: str) -> str | None:
-    """Delete an agent, once more on failure; a 404 means it is already gone.
+async def delete_agent(
+    client: Any, agent_id: str, base_url: str, timeout: float | None = None
+) -> str | None:
+    """Delete an agent, once more on failure; a 404 means it is already gone. ``timeout``: seconds
+    each try may take in all (httpx's own bound is per read: a server dripping its answer would
+    hold the run's end).
 
     Returns None when the agent is gone, else why it could not be deleted (one line).
     """
@@ -162,10 +166,13 @@ async def delete_agent(client: Any, agent_id: str, base_url: str) -> str | None:
     why = None
     for _ in range(2):
         try:
-            await client.agents.delete(agent_id)
+            async with asyncio.timeout(timeout):
+                await client.agents.delete(agent_id)
             return None
         except letta_client.NotFoundError:
             return None
+        except TimeoutError:
+            why = f"Letta request timed out ({shown_url(base_url)})"
         except Exception as exc:  # reported by the ledger
             why = describe(exc, base_url)
     return why
@@ -174,8 +181,9 @@ async def delete_agent(client: Any, agent_id: str, base_url: str) -> str | None:
 class AgentLedger:
     """Agents created on the server: live until deleted, kept on purpose, or left over."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, timeout: float | None = None) -> None:
         self.base_url = base_url
+        self.timeout = timeout  # seconds a delete may take in all
         self.live: dict[str, str | None] = {}  # id -> name
         self.kept: list[LettaAgent] = []
         self.leftover: list[LettaAgent] = []
@@ -194,7 +202,7 @@ class AgentLedger:
 
         async def one(agent_id: str) -> None:
             async with gate:
-                why = await delete_agent(client, agent_id, self.base_url)
+                why = await delete_agent(client, agent_id, self.base_url, self.timeout)
             if why is None:
                 self.live.pop(agent_id, None)
                 self.errors.pop(agent_id, None)

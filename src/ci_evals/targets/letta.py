@@ -316,14 +316,17 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
             return self.spec.agent_id
         args = dict(sample.agent_args or {})
         if self.agent_file is not None:  # the model handle is applied by the import itself
-            agent_id, retries = await import_agent(
-                client,
-                self.agent_file,
-                project_of(self.spec),
-                self.ledger,
-                created,
-                model,
-                self.spec.override_existing_tools,
+            agent_id, retries = await self._within(
+                import_agent(
+                    client,
+                    self.agent_file,
+                    project_of(self.spec),
+                    self.ledger,
+                    created,
+                    model,
+                    self.spec.override_existing_tools,
+                ),
+                "/v1/agents/import",
             )
             retried[0] += retries
             model = None
@@ -349,9 +352,14 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
         if model is not None:
             args["model"] = model
         if args:
-            await client.agents.update(agent_id, extra_body=args)
+            await self._within(
+                client.agents.update(agent_id, extra_body=args), f"/v1/agents/{agent_id}"
+            )
         for label, value in _block_values(blocks):
-            await client.agents.blocks.update(label, agent_id=agent_id, value=value)
+            await self._within(
+                client.agents.blocks.update(label, agent_id=agent_id, value=value),
+                f"/v1/agents/{agent_id}/core-memory/blocks/{label}",
+            )
         return agent_id
 
 

@@ -32,7 +32,8 @@ class LettaBase(Target[LettaSpecT_co]):
     def __init__(self, spec: LettaSpecT_co, ctx: Context) -> None:
         super().__init__(spec, ctx)
         self.base_url = base_url_of(spec)
-        self.ledger = AgentLedger(self.base_url)  # live, kept (cleanup: false) and left-over agents
+        # live, kept (cleanup: false) and left-over agents
+        self.ledger = AgentLedger(self.base_url, spec.timeout)
         self._client: Any = None
 
     @property
