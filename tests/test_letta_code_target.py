@@ -29,6 +29,8 @@ RECORDER = textwrap.dedent("""\
         sys.exit(1)
     if mode == "no-result":
         print(json.dumps({{"type": "result", "subtype": "error", "result": "budget exceeded"}}))
+    if mode == "success":
+        print(json.dumps({{"type": "result", "subtype": "success", "result": "done"}}))
     """)
 
 
@@ -136,6 +138,63 @@ def test_a_result_that_is_not_success_fails_the_sample(sd):
     assert sd.results()[0]["error"]["message"] == (
         "Letta Code run failed: letta reported no successful result: budget exceeded"
     )
+
+
+def test_a_server_dripping_the_trace_back_is_a_sample_error_within_the_timeout(sd):
+    from tests.test_time_limits import Drip
+
+    server = Drip(json.dumps({"pad": "x" * 100}).encode(), every=0.5)  # 50 s an answer
+    try:
+        write(sd, {"base_url": server.url, "timeout": 1, "cleanup": False}, mode="success")
+        assert sd.run() == 1
+    finally:
+        server.close()
+    [rec] = sd.results()
+    assert rec["error"]["message"] == (
+        "Letta Code run failed: reading the run back from the Letta server took over 1 s"
+    )
+    assert rec["duration_s"] < 5, rec["duration_s"]
+
+
+def test_a_server_paging_on_for_ever_is_a_sample_error_not_a_full_memory(sd, monkeypatch):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from ci_evals.targets import letta_code
+
+    monkeypatch.setattr(letta_code, "MAX_TRACE_MESSAGES", 50)
+    page = [
+        {"id": f"message-{i}", "message_type": "assistant_message", "content": "again"}
+        for i in range(20)
+    ]
+    pages = []
+
+    class Pages(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # every page full, the same cursor again: it never ends
+            pages.append(self.path)
+            body = json.dumps(page).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        write(sd, {"base_url": url, "cleanup": False}, mode="success")
+        assert sd.run() == 1
+    finally:
+        httpd.shutdown()
+    [rec] = sd.results()
+    assert rec["error"]["message"] == (
+        "Letta Code run failed: the Letta server listed over 50 messages for one run"
+    )
+    assert len(pages) == 3  # 20, 40, then 60: past 50 on the third page
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,8 @@ from ci_evals.usercode.lane import contained
 from ci_evals.usercode.load import load_object
 
 STDERR_TAIL = 400
+MAX_TRACE_MESSAGES = 10_000
+"""Messages of one run read back at most (a Letta Code run with many tool calls has hundreds)."""
 
 
 def extra_vars(sample: Sample) -> dict[str, Any]:
@@ -294,22 +296,21 @@ class LettaCodeTarget(LettaBase[LettaCodeSpec]):
             raise SampleError(f"letta reported no successful result: {why}")
         if not agent_id:
             raise SampleError("letta reported no agent id")
-        client = self.client
-        if conversation:
-            page = client.conversations.messages.list(conversation, limit=1000, order="asc")
-        else:
-            page = client.agents.messages.list(agent_id, limit=1000, order="asc")
-        messages = [
-            m for m in dump([m async for m in page]) if m.get("message_type") != "system_message"
-        ]
         traj = Trajectory()
+        try:  # the server's answers in all, however they drip or page on
+            async with asyncio.timeout(self.spec.timeout):
+                messages = await self._messages(agent_id, conversation)
+                if need_memory:
+                    async for block in self.client.agents.blocks.list(agent_id):
+                        if block.label is not None:
+                            traj.memory_blocks[block.label] = block.value
+        except TimeoutError:
+            raise SampleError(
+                f"reading the run back from the Letta server took over {self.spec.timeout:g} s"
+            ) from None
         traj.turns.append(to_turn(messages))
         usage = result.get("usage") or {}
         traj.usage.add(usage.get("prompt_tokens"), usage.get("completion_tokens"))
-        if need_memory:
-            async for block in client.agents.blocks.list(agent_id):
-                if block.label is not None:
-                    traj.memory_blocks[block.label] = block.value
         traj.metadata.update(
             agent_id=agent_id,
             model=model,
@@ -317,3 +318,20 @@ class LettaCodeTarget(LettaBase[LettaCodeSpec]):
             duration_ms=result.get("duration_ms"),
         )
         return traj
+
+    async def _messages(self, agent_id: str, conversation: str | None) -> list[dict[str, Any]]:
+        """The run's messages as the server lists them (system messages left out), at most
+        :data:`MAX_TRACE_MESSAGES`: a server paging on for ever fails the sample, not the memory."""
+        client = self.client
+        if conversation:
+            page = client.conversations.messages.list(conversation, limit=1000, order="asc")
+        else:
+            page = client.agents.messages.list(agent_id, limit=1000, order="asc")
+        listed = []
+        async for m in page:
+            listed.append(m)
+            if len(listed) > MAX_TRACE_MESSAGES:
+                raise SampleError(
+                    f"the Letta server listed over {MAX_TRACE_MESSAGES:,} messages for one run"
+                )
+        return [m for m in dump(listed) if m.get("message_type") != "system_message"]
