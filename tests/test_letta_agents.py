@@ -16,6 +16,7 @@ from tests.fakes.backoff import watch_letta_backoff
 from tests.fakes.letta_server import (  # noqa: F401 - letta_fake_fixture provides `letta_fake`
     SUBMIT_GRADE,
     agent_file,
+    close_ledger,
     letta_fake_fixture,
     write_agent_file,
 )
@@ -192,11 +193,7 @@ def test_agents_whose_delete_fails_are_reported_everywhere(letta_fake, tmp_path,
 
 
 def test_the_ledger_deletes_eight_agents_at_a_time_and_reports_the_ones_that_stay(letta_fake):
-    import asyncio
-    import time
-
     from ci_evals.letta.agents import DELETES_AT_ONCE, AgentLedger
-    from ci_evals.letta.client import LettaServer, make_client
 
     ids = [letta_fake.add_agent(f"a{i}") for i in range(18)]
     letta_fake.fail("DELETE", r"/v1/agents/.*", status=None, times=16, hang=0.4)  # answered late
@@ -204,15 +201,7 @@ def test_the_ledger_deletes_eight_agents_at_a_time_and_reports_the_ones_that_sta
     ledger = AgentLedger(letta_fake.url)
     ledger.add(ids, "echo")
 
-    async def close() -> float:
-        client = make_client(LettaServer(base_url=letta_fake.url))
-        t0 = time.monotonic()
-        await ledger.close(client)
-        took = time.monotonic() - t0
-        await client.close()
-        return took
-
-    took = asyncio.run(close())
+    took = close_ledger(ledger)
     # 16 late answers, 8 at a time: two waves of 0.4 s (one by one: 6.4 s)
     assert DELETES_AT_ONCE == 8 and 0.75 < took < 2.5, f"{took:.2f} s"
     left = sorted(letta_fake.agents)

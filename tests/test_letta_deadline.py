@@ -8,8 +8,25 @@ import time
 
 import pytest
 
-from tests.fakes.letta_server import agent_file, write_agent_file
+from tests.fakes.letta_server import agent_file, close_ledger, write_agent_file
 from tests.test_time_limits import Drip
+
+
+def run_letta_suite(sd, target: dict) -> float:
+    """One sample against a Letta target (``target``'s keys over ``kind``); the run's seconds."""
+    sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "yes"}])
+    sd.suite(
+        {
+            "name": "l",
+            "dataset": "dataset.jsonl",
+            "target": {"kind": "letta_agent", **target},
+            "graders": {"c": {"kind": "tool", "function": "contains"}},
+            "gate": {"op": "gte", "value": 0.5},
+        }
+    )
+    t0 = time.monotonic()
+    assert sd.run() == 1
+    return time.monotonic() - t0
 
 
 @pytest.fixture
@@ -24,26 +41,16 @@ def slow_letta():
 
 @pytest.mark.parametrize(("retries", "attempts"), [(0, ""), (1, " after 2 attempts")])
 def test_a_dripping_letta_server_times_out_on_the_total_deadline(sd, slow_letta, retries, attempts):
-    sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "yes"}])
-    sd.suite(
+    took = run_letta_suite(
+        sd,
         {
-            "name": "l",
-            "dataset": "dataset.jsonl",
-            "target": {
-                "kind": "letta_agent",
-                "base_url": slow_letta.url,
-                "agent_id": "agent-1",
-                "timeout": 3,
-                "max_retries": retries,
-                "retry_backoff": 0.1,
-            },
-            "graders": {"c": {"kind": "tool", "function": "contains"}},
-            "gate": {"op": "gte", "value": 0.5},
-        }
+            "base_url": slow_letta.url,
+            "agent_id": "agent-1",
+            "timeout": 3,
+            "max_retries": retries,
+            "retry_backoff": 0.1,
+        },
     )
-    t0 = time.monotonic()
-    assert sd.run() == 1
-    took = time.monotonic() - t0
     row = sd.results()[0]
     assert (
         row["error"]["message"]
@@ -59,25 +66,9 @@ def test_a_dripping_import_times_out_on_the_total_deadline_and_the_run_ends(sd):
     server = Drip(json.dumps({"agent_ids": ["agent-9"], "pad": "x" * 120}).encode(), every=0.5)
     try:
         write_agent_file(sd.root / "agent.af", agent_file())
-        sd.write("dataset.jsonl", [{"id": 1, "input": "q", "ground_truth": "yes"}])
-        sd.suite(
-            {
-                "name": "l",
-                "dataset": "dataset.jsonl",
-                "target": {
-                    "kind": "letta_agent",
-                    "base_url": server.url,
-                    "agent_file": "agent.af",
-                    "timeout": 2,
-                    "max_retries": 0,
-                },
-                "graders": {"c": {"kind": "tool", "function": "contains"}},
-                "gate": {"op": "gte", "value": 0.5},
-            }
+        took = run_letta_suite(
+            sd, {"base_url": server.url, "agent_file": "agent.af", "timeout": 2, "max_retries": 0}
         )
-        t0 = time.monotonic()
-        assert sd.run() == 1
-        took = time.monotonic() - t0
     finally:
         server.close()
     row = sd.results()[0]
@@ -97,25 +88,14 @@ def test_a_dripping_import_times_out_on_the_total_deadline_and_the_run_ends(sd):
 
 
 def test_a_dripping_delete_times_out_and_the_agent_is_reported_left_over():
-    import asyncio
-
     from ci_evals.letta.agents import AgentLedger
-    from ci_evals.letta.client import LettaServer, make_client
 
     server = Drip(json.dumps({"pad": "x" * 100}).encode(), every=0.5)  # 50 s an answer
     ledger = AgentLedger(server.url, timeout=0.5)
     ledger.add(["agent-1", "agent-2"], "echo")
 
-    async def close() -> float:
-        client = make_client(LettaServer(base_url=server.url))
-        t0 = time.monotonic()
-        await ledger.close(client)
-        took = time.monotonic() - t0
-        await client.close()
-        return took
-
     try:
-        took = asyncio.run(close())
+        took = close_ledger(ledger)
     finally:
         server.close()
     # two tries of 0.5 s each, both agents at once (a try used to wait for the whole drip)

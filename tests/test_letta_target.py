@@ -185,6 +185,20 @@ def test_memory_blocks_are_read_only_when_needed(letta_fake, tmp_path):
     assert with_memory.memory_blocks == {"human": "- a\n- b\n"}
 
 
+def test_more_memory_blocks_than_an_agent_has_fail_the_sample(letta_fake, tmp_path, monkeypatch):
+    from ci_evals.letta import messages
+
+    monkeypatch.setattr(messages, "MAX_MEMORY_BLOCKS", 1)
+    two = write_agent_file(tmp_path / "two.af", agent_file(blocks={"human": "", "persona": ""}))
+    target = make(letta_fake, tmp_path, agent_file=str(two), max_retries=0)
+    with pytest.raises(SampleError) as err:
+        run(target, sample("hi"), need_memory=True)
+    assert str(err.value) == (
+        "Letta agent run failed: the Letta server listed over 1 memory blocks for one agent"
+    )
+    assert letta_fake.live() == []
+
+
 def test_agent_file_is_imported_fresh_per_sample(letta_fake, tmp_path):
     trajs = run(
         make(letta_fake, tmp_path),

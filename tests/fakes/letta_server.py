@@ -666,3 +666,22 @@ SUBMIT_GRADE = '''def submit_grade(score: float, rationale: str) -> str:
 def write_agent_file(path: Any, doc: dict[str, Any]) -> Any:
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
+
+
+def close_ledger(ledger: Any) -> float:
+    """Close an :class:`~ci_evals.letta.agents.AgentLedger` with a client of its server (every
+    live agent deleted, or reported); the seconds it took."""
+    import asyncio
+    import time
+
+    from ci_evals.letta.client import LettaServer, make_client
+
+    async def close() -> float:
+        client = make_client(LettaServer(base_url=ledger.base_url))
+        t0 = time.monotonic()
+        await ledger.close(client)
+        took = time.monotonic() - t0
+        await client.close()
+        return took
+
+    return asyncio.run(close())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ci_evals._util.errors import SampleError
 from ci_evals.core.trajectory import Message, ToolCall, Usage, content_text
 
 # Stop reasons that mean the server or its model failed, not that the agent chose to stop.
@@ -141,3 +142,24 @@ def _count(value: Any) -> int | None:
 
 
 # -- the target ----------------------------------------------------------------------------------
+
+
+MAX_MEMORY_BLOCKS = 1_000
+"""Memory blocks of one agent read at most (an agent has a handful)."""
+
+
+async def memory_blocks(client: Any, agent_id: str) -> dict[str, Any]:
+    """The agent's memory blocks by label, as the server lists them; past
+    :data:`MAX_MEMORY_BLOCKS` a SampleError (a server paging on for ever fails the sample, not the
+    memory)."""
+    out: dict[str, Any] = {}
+    listed = 0
+    async for block in client.agents.blocks.list(agent_id):
+        listed += 1
+        if listed > MAX_MEMORY_BLOCKS:
+            raise SampleError(
+                f"the Letta server listed over {MAX_MEMORY_BLOCKS:,} memory blocks for one agent"
+            )
+        if block.label is not None:
+            out[block.label] = block.value
+    return out

@@ -51,6 +51,7 @@ from ci_evals.letta.messages import (
     FAILED_STOPS,
     MAX_STEPS_STOP,
     dump,
+    memory_blocks,
     step_count,
     to_turn,
     tokens_of,
@@ -265,13 +266,11 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
                 raise SampleError(f"the Letta run stopped with '{stop}'")
             self._check_steps(spend, stop)
         if need_memory:
-
-            async def blocks() -> None:
-                async for block in client.agents.blocks.list(agent_id):
-                    if block.label is not None:
-                        traj.memory_blocks[block.label] = block.value
-
-            await self._within(blocks(), f"/v1/agents/{agent_id}/core-memory/blocks")
+            traj.memory_blocks.update(
+                await self._within(
+                    memory_blocks(client, agent_id), f"/v1/agents/{agent_id}/core-memory/blocks"
+                )
+            )
         traj.metadata.update(agent_id=agent_id, model=model_used, stop_reasons=stops)
         traj.metadata.update(spend.metadata())
         return traj

@@ -32,7 +32,7 @@ from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.letta.client import base_url_of
-from ci_evals.letta.messages import dump, to_turn
+from ci_evals.letta.messages import dump, memory_blocks, to_turn
 from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff
 from ci_evals.targets.letta_base import LettaBase, LettaSpec
 from ci_evals.usercode.lane import contained
@@ -301,9 +301,7 @@ class LettaCodeTarget(LettaBase[LettaCodeSpec]):
             async with asyncio.timeout(self.spec.timeout):
                 messages = await self._messages(agent_id, conversation)
                 if need_memory:
-                    async for block in self.client.agents.blocks.list(agent_id):
-                        if block.label is not None:
-                            traj.memory_blocks[block.label] = block.value
+                    traj.memory_blocks.update(await memory_blocks(self.client, agent_id))
         except TimeoutError:
             raise SampleError(
                 f"reading the run back from the Letta server took over {self.spec.timeout:g} s"
