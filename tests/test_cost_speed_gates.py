@@ -343,7 +343,9 @@ def test_a_rate_limit_pause_is_reported_apart_from_latency(sd, key):
     (held,) = [r for r in lines if r.get("queued_s")]
     delay = SERVED[held["sample_id"]][0]
     assert held["queued_s"] >= 0.4 and held["throttled"] == 1
-    assert delay <= held["latency_s"] < delay + 0.02, held
+    # the served delay and the client's own time (21 ms once on CI's loaded machine), never the
+    # pause: a latency that counted it would be at least delay + 0.4
+    assert delay <= held["latency_s"] < delay + 0.3, held
     assert sd.summary()["cost_speed"]["throttled"] == 1
 
 
