@@ -31,6 +31,11 @@ def shown_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
+def timed_out(base_url: str) -> str:
+    """The line for a Letta call past its deadline (the SDK's own timeout or ours)."""
+    return f"Letta request timed out ({shown_url(base_url)})"
+
+
 def describe(exc: BaseException, base_url: str) -> str:
     """One line for a failed Letta call, scrubbed whole and then cut (a server may echo the key)."""
     return scrub_and_shorten(_describe(exc, base_url), MESSAGE_LIMIT)
@@ -40,7 +45,7 @@ def _describe(exc: BaseException, base_url: str) -> str:
     import letta_client
 
     if isinstance(exc, letta_client.APITimeoutError) and _cause(exc, base_url).kind == "timeout":
-        return f"Letta request timed out ({shown_url(base_url)})"
+        return timed_out(base_url)
     if isinstance(exc, letta_client.APIConnectionError):
         cause = _cause(exc, base_url)
         said = (
@@ -172,7 +177,7 @@ async def delete_agent(
         except letta_client.NotFoundError:
             return None
         except TimeoutError:
-            why = f"Letta request timed out ({shown_url(base_url)})"
+            why = timed_out(base_url)
         except Exception as exc:  # reported by the ledger
             why = describe(exc, base_url)
     return why
