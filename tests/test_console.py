@@ -307,3 +307,28 @@ def test_repeats_and_models_tell_result_lines_apart():
         "  FAIL  7 run 0 [m/a]  Good (g)  0.000  no",
         "  FAIL  7 run 1 [m/a]  Good (g)  0.000  no",
     ]
+
+
+def test_endpoint_lines_are_bounded_in_number_and_length():
+    """A merged or downloaded summary.json is another machine's: 25 throttled endpoints with
+    100,000-character names and a breaker's 100,000-character cause give 21 console lines of
+    bounded length, and the verdict quotes the same cut cause."""
+    from ci_evals.gating.verdict import decide
+    from ci_evals.reports.console import ENDPOINTS_SHOWN, endpoint_lines
+
+    cause = "stopped calling x: " + "@here\nline " * 20_000
+    endpoints = [{"stopped": cause}] + [
+        {"endpoint": "u" * 100_000 + str(i), "calls": 9, "rejected": 3, "waited_s": 1.25,
+         "concurrency": 2, "lowest_concurrency": 1, "max_concurrent": 4}
+        for i in range(24)
+    ]  # fmt: skip
+    lines = endpoint_lines({"endpoints": endpoints})
+    assert len(lines) == ENDPOINTS_SHOWN + 1 == 21
+    assert lines[-1] == "… and 5 more (all in summary.json, key endpoints)"
+    assert lines[0] == "stopped: " + ("stopped calling x: " + "@here line " * 60)[:599] + "…"
+    assert lines[1] == (
+        f"throttled: {'u' * 199}…: 3 of 9 calls rejected (429/503/529), calls held back 1.2 s, "
+        "settled at 2 in flight (lowest 1, cap 4)"
+    )
+    verdict, reason = decide({"errors": {"samples": 2}, "n_samples": 2, "endpoints": endpoints})
+    assert verdict == "errored" and reason.startswith(lines[0][len("stopped: ") :] + "; ")

@@ -59,6 +59,20 @@ def test_merging_shards_equals_one_unsharded_run(sd):
     ).exists()
 
 
+def merge_shards_with(sd, capsys, key: str, blocks: dict, out: str) -> None:
+    """Run shards 1-3 of 3, give shard k's summary.json ``key: blocks[k]`` (what a run on another
+    machine learned), and merge them into ``out`` with the console's output cleared before."""
+    for k in (1, 2, 3):
+        sd.run("--shard", f"{k}/3", out=f"shard{k}")
+        if k in blocks:
+            path = sd.root / f"shard{k}" / "summary.json"
+            path.write_text(json.dumps({**json.loads(path.read_text()), key: blocks[k]}))
+    capsys.readouterr()
+    main(
+        ["merge", *(str(sd.root / f"shard{k}") for k in (1, 2, 3)), "--output", str(sd.root / out)]
+    )
+
+
 def test_merge_keeps_the_agents_each_shard_left_on_a_letta_server(sd, capsys):
     setup(sd)
     blocks = {
@@ -74,14 +88,7 @@ def test_merge_keeps_the_agents_each_shard_left_on_a_letta_server(sd, capsys):
             "base_url": "http://letta:8283",
         },
     }
-    for k in (1, 2, 3):
-        sd.run("--shard", f"{k}/3", out=f"shard{k}")
-        if k in blocks:
-            path = sd.root / f"shard{k}" / "summary.json"
-            path.write_text(json.dumps({**json.loads(path.read_text()), "letta": blocks[k]}))
-    capsys.readouterr()
-    folders = [str(sd.root / f"shard{k}") for k in (1, 2, 3)]
-    main(["merge", *folders, "--output", str(sd.root / "merged")])
+    merge_shards_with(sd, capsys, "letta", blocks, "merged")
     assert sd.summary("merged")["letta"] == {
         "leftover_agents": [{"id": "agent-1", "name": "echo", "error": "HTTP 503"}],
         "kept_agents": [{"id": "agent-3", "name": "judge"}],
@@ -99,6 +106,41 @@ def test_merge_keeps_the_agents_each_shard_left_on_a_letta_server(sd, capsys):
         in printed
     )
     assert "Letta: 1 agent import(s) on http://letta:8283 had not answered" in printed
+
+
+OPENAI = "https://api.openai.com/v1"
+JUDGE = "http://judge:8000/v1"
+
+
+def test_merge_keeps_each_endpoints_throttling_and_breaker_from_the_shards(sd, capsys):
+    setup(sd)
+    limits = {"max_concurrent": 10, "rpm": 500.0, "rpm_from": "server"}
+    blocks = {
+        1: [
+            {"endpoint": OPENAI, "provider": "openai", "calls": 100, "rejected": 12,
+             "waited_s": 9.1, "concurrency": 4, "lowest_concurrency": 2, **limits},
+        ],
+        3: [
+            {"endpoint": OPENAI, "provider": "openai", "calls": 112, "rejected": 0,
+             "waited_s": 3.0, "max_concurrent": 12, "concurrency": 10, "lowest_concurrency": 6},
+            {"endpoint": JUDGE, "provider": "openai", "calls": 5, "rejected": 0, "waited_s": 0.0,
+             "max_concurrent": 10, "concurrency": 10, "lowest_concurrency": 10,
+             "stopped": f"stopped calling {JUDGE}: it refused the API key (HTTP 401)"},
+        ],
+    }  # fmt: skip
+    merge_shards_with(sd, capsys, "endpoints", blocks, "m")
+    assert sd.summary("m")["endpoints"] == [
+        {"endpoint": OPENAI, "provider": "openai", "calls": 212, "rejected": 12, "waited_s": 9.1,
+         "max_concurrent": 12, "concurrency": 4, "lowest_concurrency": 2, "rpm": 500.0,
+         "rpm_from": "server"},
+        blocks[3][1],
+    ]  # fmt: skip
+    printed = capsys.readouterr().out
+    assert (
+        f"throttled: {OPENAI}: 12 of 212 calls rejected (429/503/529), calls held back 9.1 s, "
+        "settled at 4 in flight (lowest 2, cap 12); limit 500 rpm (announced by the server)\n"
+    ) in printed
+    assert f"stopped: stopped calling {JUDGE}: it refused the API key (HTTP 401)\n" in printed
 
 
 def test_merge_rejects_overlapping_shards(sd, capsys):

@@ -22,6 +22,9 @@ from typing import Any
 ECHO_CHARS = 200
 """Characters of a bad value echoed in an error message."""
 
+CAUSE_CHARS = 600
+"""Characters of a cause quoted on one line (an endpoint's breaker: why the run stopped calling)."""
+
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 

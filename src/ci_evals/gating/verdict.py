@@ -12,6 +12,7 @@ samples errored, or no sample could be run. ``interrupted``: the run was stopped
 
 from __future__ import annotations
 
+from ci_evals._util.text import CAUSE_CHARS, one_line
 from ci_evals.results.records import GateResult, Selection, Summary, Verdict
 
 
@@ -195,5 +196,5 @@ def _stopped(summary: Summary) -> str | None:
     """The first endpoint breaker's line (``stopped calling ...``), if the run stopped calling one."""
     for ep in summary.get("endpoints") or []:
         if isinstance(ep, dict) and isinstance(ep.get("stopped"), str):
-            return ep["stopped"]
+            return one_line(ep["stopped"], CAUSE_CHARS)
     return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from ci_evals._util.text import one_line
+from ci_evals._util.text import CAUSE_CHARS, one_line
 from ci_evals.gating.verdict import display_name, gate_title, stability_note, unstable
 from ci_evals.reports import costspeed
 from ci_evals.reports.failing import FAILING_SHOWN, FailingPass, FailingTally
@@ -107,14 +107,19 @@ HEADERS = [
 ]
 
 
+ENDPOINTS_SHOWN = 20
+
+
 def endpoint_lines(summary: Summary) -> list[str]:
-    """One line per LLM endpoint that throttled, paced or stopped the run (summary.json ``endpoints``)."""
+    """One line per LLM endpoint that throttled, paced or stopped the run (summary.json
+    ``endpoints``), at most :data:`ENDPOINTS_SHOWN` of them, each one line of bounded length (a
+    merged or downloaded summary.json is another machine's)."""
     out = []
     for ep in summary.get("endpoints") or []:
         if not isinstance(ep, dict):
             continue
         if ep.get("stopped"):
-            out.append(f"stopped: {ep['stopped']}")
+            out.append(f"stopped: {one_line(ep['stopped'], CAUSE_CHARS)}")
             continue
         rejected, calls, waited = (
             ep.get("rejected") or 0,
@@ -123,20 +128,24 @@ def endpoint_lines(summary: Summary) -> list[str]:
         )
         if not rejected and waited < 0.5:
             continue
+        url = one_line(ep.get("endpoint"), 200)
         limit = (
             f"; limit {ep['rpm']:g} rpm ({'your setting' if ep.get('rpm_from') == 'settings' else 'announced by the server'})"
             if ep.get("rpm")
             else ""
         )
         head = (
-            f"throttled: {ep.get('endpoint')}: {rejected} of {calls} calls rejected (429/503/529)"
+            f"throttled: {url}: {rejected} of {calls} calls rejected (429/503/529)"
             if rejected
-            else f"paced: {ep.get('endpoint')}: {calls} calls"
+            else f"paced: {url}: {calls} calls"
         )
         out.append(
             f"{head}, calls held back {waited:.1f} s, settled at {ep.get('concurrency')} in flight "
             f"(lowest {ep.get('lowest_concurrency')}, cap {ep.get('max_concurrent')}){limit}"
         )
+    if len(out) > ENDPOINTS_SHOWN:
+        more = len(out) - ENDPOINTS_SHOWN
+        out = [*out[:ENDPOINTS_SHOWN], f"… and {more} more (all in summary.json, key endpoints)"]
     return out
 
 
