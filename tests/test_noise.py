@@ -108,6 +108,38 @@ def test_stability_is_the_normal_chance_of_the_same_side():
     assert (noise.stability(0.7, 0.75, 0.0), noise.stability(0.75, 0.75, 0.01)) == (1.0, 0.5)
 
 
+@pytest.mark.parametrize(
+    "metric, op, value, settled",
+    [
+        ("avg_score", "gte", 0.0, True),  # always holds
+        ("avg_score", "gt", -0.5, True),
+        ("accuracy", "lte", 1.0, True),
+        ("avg_score", "lt", 1.5, True),
+        ("accuracy", "gt", 1.0, True),  # never holds
+        ("avg_score", "lt", 0.0, True),
+        ("avg_score", "gte", 0.01, False),  # a rerun may land either side
+        ("accuracy", "lt", 0.02, False),
+    ],
+)
+def test_a_cut_no_statistic_in_0_1_can_cross_has_one_answer_in_every_rerun(
+    metric, op, value, settled
+):
+    """1 of 120 scores is 1: the normal spread of the mean put about a fifth of reruns below 0, and
+    a 120-sample run printed ``avg_score gte 0`` as "UNSTABLE: PASS (holds in 82 % of reruns)"; no
+    mean of scores in [0, 1] is below 0."""
+    from ci_evals.gating.regression import absolute_stability
+
+    n, mean = 120, 1 / 120
+    se = math.sqrt(mean * (1 - mean) / (n - 1))
+    agg = {"n": n, "mean": mean, "ci_mean": [mean - 1.959964 * se, mean + 1.959964 * se]}
+    got = absolute_stability(metric, op, value, agg, mean, [0.0] * (n - 1) + [1.0])
+    if metric == "accuracy":
+        se = math.sqrt(mean * (1 - mean) / n)
+    expected = 1.0 if settled else float(sps.norm.cdf(abs(mean - value) / (math.sqrt(2) * se)))
+    assert got == pytest.approx(expected, abs=1e-6)
+    assert (got == 1.0) == settled
+
+
 # --- the gates on a seeded noisy judge ------------------------------------------------------------
 
 EASY, BORDER, HARD = 0.95, 0.6, 0.15

@@ -307,7 +307,7 @@ def absolute_stability(
     statistic spreads with its standard error (the mean's from its 95 % interval, the pass rate's
     binomial); a percentile's rerun by resampling is a binomial count of the scores below the cut.
     ``interval``: the one a ``confidence`` gate decided with (its bounds must stay where they are)."""
-    if op == "eq":
+    if op == "eq" or _one_answer(op, value):
         return 1.0
     if metric in QUANTILE:
         return _quantile_stability(op, value, QUANTILE[metric], scores)
@@ -322,6 +322,15 @@ def absolute_stability(
     if ok_lo == ok_hi:  # passed or failed: the bound nearer the value decides
         return min(below_lo, above_hi)
     return max(0.0, below_lo + above_hi - 1.0)  # inconclusive: both bounds stay where they are
+
+
+def _one_answer(op: str, value: float) -> bool:
+    """Whether ``statistic op value`` is decided whatever the run: every score lies in [0, 1]
+    (graders clamp or error), and so does every mean, pass rate and percentile of them, which no
+    rerun can move past a cut outside that range (``avg_score gte 0`` always holds; the normal
+    spread of a mean near 0 would say it fails in some reruns). The ops are monotone: both ends
+    agreeing settles every value between."""
+    return bool(OPS[op](0.0, value)) == bool(OPS[op](1.0, value))
 
 
 def metric_se(metric: str, agg: MetricEntry, actual: float) -> float:
