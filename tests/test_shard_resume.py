@@ -143,6 +143,36 @@ def test_merge_keeps_each_endpoints_throttling_and_breaker_from_the_shards(sd, c
     assert f"stopped: stopped calling {JUDGE}: it refused the API key (HTTP 401)\n" in printed
 
 
+def test_merged_budget_sums_the_shards_shares_and_invents_no_cap():
+    """Shards of a suite without ``max_cost_usd`` merged into "Budget: $0.0069 of max $0 spent"
+    (in the console, summary.md and the PR comment of every sharded LLM run)."""
+    from ci_evals.cli.merge import merged_budget
+    from ci_evals.reports.costspeed import budget
+
+    def shard(cap, spent, stopped=None):
+        block = {"max_steps": None, "max_tokens": None, "max_cost_usd": cap, "spent_usd": spent}
+        return {"cost_speed": {"budget": {**block, "stopped": stopped, "stopped_samples": 0}}}
+
+    uncapped = merged_budget([shard(None, 0.003323), shard(None, 0.00355)], 0)
+    assert uncapped == {
+        "max_steps": None,
+        "max_tokens": None,
+        "max_cost_usd": None,
+        "spent_usd": 0.006873,
+        "stopped": None,
+        "stopped_samples": 0,
+    }
+    assert budget({"budget": uncapped}) == ""
+    capped = merged_budget([shard(0.25, 0.1), shard(0.25, 0.25, "max_cost_usd $0.25 spent")], 3)
+    assert (capped["max_cost_usd"], capped["spent_usd"], capped["stopped"]) == (
+        0.5,
+        0.35,
+        "max_cost_usd $0.25 spent",
+    )
+    assert merged_budget([shard(0.25, 0.1), shard(None, 0.1)], 0)["max_cost_usd"] is None
+    assert merged_budget([{"cost_speed": {}}], 0) is None
+
+
 def test_merge_rejects_overlapping_shards(sd, capsys):
     setup(sd)
     sd.run(out="a")

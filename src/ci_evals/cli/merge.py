@@ -132,7 +132,8 @@ def merged_budget(summaries: list[Summary], stopped_samples: int) -> BudgetRepor
     return {
         "max_steps": first.get("max_steps"),
         "max_tokens": first.get("max_tokens"),
-        "max_cost_usd": round(sum(shares), 6) if all(shares) else None,  # each shard's share
+        # each shard's share; none when a shard had no cap (not "max $0", which no shard set)
+        "max_cost_usd": round(sum(shares), 6) if shares and all(shares) else None,
         "spent_usd": round(sum(x for x in spent if isinstance(x, int | float)), 6),
         "stopped": next((r["stopped"] for r in reports if r.get("stopped")), None),
         "stopped_samples": stopped_samples,
