@@ -567,12 +567,10 @@ def test_twenty_samples_with_a_judge_at_concurrency_8_three_times(server, tmp_pa
     print(f"20 samples + judge at concurrency 8: {report}", file=sys.stderr)
 
 
-def test_ctrl_c_while_agents_are_imported_leaves_none_on_the_server(server, tmp_path):
-    """SIGINT once the first agent exists, with the other samples' imports on the wire: those
-    imports still answer, and every agent they made is deleted (the ``server`` fixture checks)."""
-    suite = suite_20(server, tmp_path)
+def _sigint_once_an_agent_exists(server, suite: Path, out: Path) -> tuple[dict, list[dict], str]:
+    """Run ``suite`` at concurrency 8, SIGINT it once the first agent it makes exists (the other
+    samples' agents still being made), and return (summary, rows, stderr) of an exit 130."""
     before = agent_ids(server)
-    out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     cmd = [sys.executable, "-m", "ci_evals", "run", str(suite), "--output", str(out), "--quiet"]
     run = subprocess.Popen(
@@ -588,13 +586,50 @@ def test_ctrl_c_while_agents_are_imported_leaves_none_on_the_server(server, tmp_
             assert run.poll() is None, "the run ended before any agent was made"
             time.sleep(0.05)
         run.send_signal(signal.SIGINT)
-        stdout, stderr = run.communicate(timeout=120)
+        _, stderr = run.communicate(timeout=120)
     finally:
         if run.poll() is None:
             run.kill()
     assert run.returncode == 130, stderr
+    return *results(out), stderr
+
+
+def test_ctrl_c_while_agents_are_imported_leaves_none_on_the_server(server, tmp_path):
+    """SIGINT once the first agent exists, with the other samples' imports on the wire: those
+    imports still answer, and every agent they made is deleted (the ``server`` fixture checks)."""
+    summary, rows, stderr = _sigint_once_an_agent_exists(
+        server, suite_20(server, tmp_path), tmp_path / "out"
+    )
     assert "had not answered" not in stderr
-    summary, rows = results(out)
+    assert summary["interrupted_by"] == "SIGINT" and len(rows) < 20
+    assert not (summary.get("letta") or {}).get("leftover_agents")
+
+
+def test_ctrl_c_while_agent_scripts_run_leaves_none_on_the_server(server, tmp_path):
+    """The same with an ``agent_script`` factory that makes its agent and then sets it up for a
+    second: the factories still running at the stop finish, and their agents are deleted too."""
+    (tmp_path / "factory.py").write_text(
+        "import asyncio\n\n"
+        "async def make(client, sample):\n"
+        f"    agent = await client.agents.create(name='scripted', model={MODEL!r},\n"
+        f"        embedding={EMBEDDING!r}, include_base_tools=False,\n"
+        "        memory_blocks=[{'label': 'human', 'value': ''}])\n"
+        "    await asyncio.sleep(1.0)  # attaching tools, seeding memory...\n"
+        "    return agent.id\n"
+    )
+    rows = [{"id": f"q{i}", "input": f"question {i}", "ground_truth": "q"} for i in range(20)]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    suite = {
+        "name": "scripted",
+        "dataset": "data.jsonl",
+        "target": {"kind": "agent", "agent_script": "factory.py:make"},
+        "graders": {"echo": {"kind": "tool", "function": "contains"}},
+    }
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
+    summary, rows, stderr = _sigint_once_an_agent_exists(
+        server, tmp_path / "suite.yaml", tmp_path / "out"
+    )
+    assert "had not answered" not in stderr
     assert summary["interrupted_by"] == "SIGINT" and len(rows) < 20
     assert not (summary.get("letta") or {}).get("leftover_agents")
 

@@ -410,15 +410,15 @@ def test_aclose_deletes_agents_of_a_cancelled_sample(letta_fake, tmp_path):
     assert letta_fake.live() == []
 
 
-def _cancel_during_import(fake, target, after: float) -> float:
-    """Start a sample, cancel it ``after`` s into its import and again 50 ms later (one stop
+def _cancel_after(target, ready, after: float) -> float:
+    """Start a sample, cancel it ``after`` s once ``ready()`` and again 50 ms later (one stop
     arrives as several: gather cancels its workers, the runner once more), close the target; the
     seconds the cancel took to land."""
 
     async def go() -> float:
         await target.start()
         task = asyncio.create_task(target.run(sample("hi")))
-        while not fake.count("POST", "/v1/agents/import"):
+        while not ready():
             await asyncio.sleep(0.01)
         await asyncio.sleep(after)
         t0 = time.monotonic()
@@ -432,6 +432,11 @@ def _cancel_during_import(fake, target, after: float) -> float:
         return took
 
     return asyncio.run(go())
+
+
+def _cancel_during_import(fake, target, after: float) -> float:
+    """:func:`_cancel_after` ``after`` s into the sample's import."""
+    return _cancel_after(target, lambda: fake.count("POST", "/v1/agents/import"), after)
 
 
 def test_an_import_answering_after_the_cancel_is_still_deleted(letta_fake, tmp_path, capsys):
@@ -470,12 +475,78 @@ def test_an_import_silent_past_the_bound_is_named_as_possibly_left(
     assert capsys.readouterr().err == ""
     summary = {"letta": {**block, "base_url": letta_fake.url}}
     said = (
-        f"1 agent import(s) on {letta_fake.url} had not answered when their sample was cut off "
-        "(Ctrl-C, a time limit): the server may hold agents of these names that this run could "
-        "not delete, ids unknown"
+        f"1 agent import(s) or agent_script call(s) on {letta_fake.url} had not answered when "
+        "their sample was cut off (Ctrl-C, a time limit): the server may hold agents that this "
+        "run could not delete, ids unknown"
     )
     assert console_lines(summary) == [f"Letta: {said}: echo-agent"]
     assert comment_lines(summary) == [f"⚠️ {escape_md(said)}: echo-agent", ""]
+
+
+def _cancel_during_factory(fake, tmp_path, body: str, after: float = 0.1):
+    """An ``agent_script`` factory (``body``, given ``client, sample``) runs and the sample is
+    cancelled ``after`` s in (:func:`_cancel_after`): (the target, seconds the cancel took)."""
+    (tmp_path / "slow_factory.py").write_text(body)
+    target = make(fake, tmp_path, agent_script="slow_factory.py:make")
+    return target, _cancel_after(target, lambda: True, after)
+
+
+ASYNC_SLOW = (
+    "import asyncio\n"
+    "async def make(client, sample):\n"
+    "    agent = await client.agents.create(name='made')\n"
+    "    await asyncio.sleep(0.5)  # a factory still setting its agent up when the stop comes\n"
+    "    return agent.id\n"
+)
+SYNC_SLOW = (
+    "import time, httpx\ndef make(client, sample):\n    time.sleep(0.5)\n    return FAKE_ID\n"
+)
+
+
+def test_an_agent_script_agent_made_after_the_cancel_is_still_deleted(letta_fake, tmp_path):
+    # the factory made its agent and was still working when the sample was cancelled: its task
+    # goes on for up to 5 s and the agent it returns is deleted (it used to stay on the server)
+    target, took = _cancel_during_factory(letta_fake, tmp_path, ASYNC_SLOW)
+    assert 0.2 < took < 3, f"{took:.2f} s"
+    assert len(letta_fake.created) == 1 and letta_fake.live() == []
+    assert target.ledger.report() == {"leftover_agents": [], "kept_agents": []}
+
+
+def test_a_sync_agent_script_answering_after_the_cancel_has_its_agent_deleted(letta_fake, tmp_path):
+    agent = letta_fake.add_agent("premade")  # what a sync factory returns 0.5 s in, on its thread
+    target, took = _cancel_during_factory(
+        letta_fake, tmp_path, SYNC_SLOW.replace("FAKE_ID", repr(agent))
+    )
+    assert 0.2 < took < 3, f"{took:.2f} s"
+    assert letta_fake.deleted == [agent] and letta_fake.live() == []
+
+
+def test_an_agent_script_silent_past_the_bound_is_named_as_possibly_left(
+    letta_fake, tmp_path, monkeypatch
+):
+    from ci_evals.letta import agents
+
+    monkeypatch.setattr(agents, "SETTLE_S", 0.3)
+    body = ASYNC_SLOW.replace("asyncio.sleep(0.5)", "asyncio.sleep(30)")
+    target, took = _cancel_during_factory(letta_fake, tmp_path, body)
+    assert 0.25 < took < 1.5, f"{took:.2f} s"  # the bound, not the factory, decides
+    assert target.ledger.report() == {
+        "leftover_agents": [],
+        "kept_agents": [],
+        "unanswered_imports": ["agent_script slow_factory.py:make"],
+    }
+
+
+def test_an_agent_script_raising_systemexit_is_that_samples_error(letta_fake, tmp_path):
+    (tmp_path / "exit_factory.py").write_text(
+        "def make(client, sample):\n    raise SystemExit(3)\n"
+    )
+    with pytest.raises(SampleError) as err:
+        run(make(letta_fake, tmp_path, agent_script="exit_factory.py:make"), sample("hi"))
+    assert (type(err.value).__name__, str(err.value)) == (
+        "SampleError",
+        "Letta agent run failed: UserCodeExit: SystemExit(3)",
+    )
 
 
 # -- connection settings --------------------------------------------------------------------------

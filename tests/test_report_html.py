@@ -128,8 +128,8 @@ def test_agent_imports_cut_off_unanswered_are_listed_as_maybe_left_over(tmp_path
     folder = rd.write_folder(tmp_path / "run", s, rd.records())
     text = html.write_report(folder, s).read_text()
     assert (
-        "<tr><td>unknown</td><td>&lt;b&gt;echo&lt;/b&gt;</td><td>maybe left over: its import had "
-        "not answered when its sample was cut off</td></tr>"
+        "<tr><td>unknown</td><td>&lt;b&gt;echo&lt;/b&gt;</td><td>maybe left over: its import (or "
+        "agent_script) had not answered when its sample was cut off</td></tr>"
     ) in text
     del s["letta"]
     assert 'id="letta"' not in html.write_report(folder, s).read_text()

@@ -105,7 +105,10 @@ def test_merge_keeps_the_agents_each_shard_left_on_a_letta_server(sd, capsys):
         "Letta: 1 agent(s) kept on http://letta:8283 (cleanup: false):\n  agent-3 (judge)\n"
         in printed
     )
-    assert "Letta: 1 agent import(s) on http://letta:8283 had not answered" in printed
+    assert (
+        "Letta: 1 agent import(s) or agent_script call(s) on http://letta:8283 had not answered"
+        in printed
+    )
 
 
 OPENAI = "https://api.openai.com/v1"

@@ -11,13 +11,19 @@ retry is counted. ``letta_client`` is imported only inside functions.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.errors import SampleError
 from ci_evals._util.netcause import SYSTEMATIC, cause_of
 from ci_evals._util.redact import MESSAGE_LIMIT, scrub_and_shorten
+from ci_evals.core.sample import Sample
 from ci_evals.letta.retries import import_backoff, server_asked, transient
+from ci_evals.usercode.contain import contained
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # the summary.json types only: importing ci_evals.letta loads no pydantic
     from ci_evals.results.records import LettaAgent, LettaBlock
@@ -117,14 +123,7 @@ async def import_file(
             )
         )
         try:
-            resp = await asyncio.shield(request)
-        except asyncio.CancelledError:
-            made = await _settle(request)
-            if made is None:
-                ledger.unanswered.append(agent_name)
-            else:
-                ledger.add(made, agent_name)
-            raise
+            resp = await settled(request, ledger, agent_name, _imported)
         except Exception as exc:
             wait = policy.next_wait(server_asked(exc)) if transient(exc) else None
             if wait is None:
@@ -138,8 +137,64 @@ async def import_file(
         return ids, policy.retries
 
 
-async def _settle(request: asyncio.Future[Any]) -> list[str] | None:
-    """The ids a cancelled sample's import made ([] when it failed), or None when it did not answer
+def _imported(resp: Any) -> list[str]:
+    return list(resp.agent_ids)
+
+
+async def settled(
+    call: asyncio.Future[T],
+    ledger: AgentLedger,
+    name: str | None,
+    ids_of: Callable[[T], list[str]],
+) -> T:
+    """``call``'s result (it makes agents: an import, an ``agent_script`` factory). When the sample
+    awaiting it is cancelled meanwhile (Ctrl-C, a time limit), the call may still finish for up
+    to :data:`SETTLE_S` seconds: the agents it made (``ids_of`` its result) go into ``ledger``,
+    deleted at close; one still running then is cancelled and ``name``d in
+    ``ledger.unanswered`` (what it made, if anything, is unknown)."""
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        made = await _settle(call, ids_of)
+        if made is None:
+            ledger.unanswered.append(name)
+        else:
+            ledger.add(made, name)
+        raise
+
+
+async def from_factory(
+    factory: Callable[..., Any], client: Any, sample: Sample, ledger: AgentLedger, ref: str
+) -> str:
+    """The id of the agent the ``agent_script`` factory ``ref`` makes for ``sample``, in
+    ``ledger`` (deleted at close). The factory runs as its own task (a sync one on a thread: it may
+    block on its own client), so a sample cancelled meanwhile lets it finish, as an import does
+    (:func:`settled`); SystemExit and the like from it are that sample's error."""
+    call = asyncio.ensure_future(_made_by(factory, client, sample))
+    result = await settled(call, ledger, f"agent_script {ref}", _factory_ids)
+    ids = _factory_ids(result)
+    if not ids:
+        raise SampleError(f"agent factory {ref} returned {result!r}, not an agent id")
+    ledger.add(ids, getattr(result, "name", None))
+    return ids[0]
+
+
+async def _made_by(factory: Callable[..., Any], client: Any, sample: Sample) -> Any:
+    with contained():  # inside the task that runs the factory: an escape never ends the loop
+        if inspect.iscoroutinefunction(factory):
+            return await factory(client, sample)
+        result = await asyncio.to_thread(factory, client, sample)
+        return await result if inspect.isawaitable(result) else result
+
+
+def _factory_ids(result: Any) -> list[str]:
+    """The agent a factory's answer names (an id, or an object with ``.id``), if any."""
+    agent_id = getattr(result, "id", result)
+    return [agent_id] if isinstance(agent_id, str) and agent_id else []
+
+
+async def _settle(request: asyncio.Future[T], ids_of: Callable[[T], list[str]]) -> list[str] | None:
+    """The ids a cancelled sample's call made ([] when it failed), or None when it did not answer
     within :data:`SETTLE_S` (then it is cancelled too). More cancels meanwhile do not shorten the
     wait: one stop arrives as several (gather cancels its workers, the runner once more)."""
     loop = asyncio.get_running_loop()
@@ -154,7 +209,10 @@ async def _settle(request: asyncio.Future[Any]) -> list[str] | None:
         return None
     if request.cancelled() or request.exception() is not None:
         return []  # the server refused it or the connection failed: nothing was made
-    return list(request.result().agent_ids)
+    try:
+        return ids_of(request.result())
+    except Exception:  # an answer without ids (a factory's that is no agent id): nothing known
+        return []
 
 
 async def delete_agent(

@@ -32,17 +32,17 @@ def _parts(summary: Summary) -> tuple[list[LettaAgent], list[LettaAgent], str]:
 
 
 def _unanswered(summary: Summary) -> tuple[int, list[str]]:
-    """How many agent imports were cut off unanswered, and their distinct names (at most
-    :data:`MAX_LISTED`)."""
+    """How many agent imports (or ``agent_script`` factories) were cut off unanswered, and their
+    distinct names (at most :data:`MAX_LISTED`)."""
     names = [str(n) for n in (summary.get("letta") or {}).get("unanswered_imports") or []]
     return len(names), sorted(set(names))[:MAX_LISTED]
 
 
 def _unanswered_line(n: int, base: str) -> str:
     return (
-        f"{n} agent import(s) on {base} had not answered when their sample was cut off (Ctrl-C, "
-        "a time limit): the server may hold agents of these names that this run could not "
-        "delete, ids unknown"
+        f"{n} agent import(s) or agent_script call(s) on {base} had not answered when their "
+        "sample was cut off (Ctrl-C, a time limit): the server may hold agents that this run "
+        "could not delete, ids unknown"
     )
 
 

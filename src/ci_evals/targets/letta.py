@@ -36,6 +36,7 @@ from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.letta.agents import (  # noqa: F401
     describe,
+    from_factory,
     import_file,
     shown_url,
     systematic_kind,
@@ -60,7 +61,6 @@ from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff, attempt_
 from ci_evals.llm.prices import price
 from ci_evals.targets.base import Spend
 from ci_evals.targets.letta_base import LettaBase, LettaSpec
-from ci_evals.usercode.lane import contained
 from ci_evals.usercode.load import load_object
 
 T = TypeVar("T")
@@ -332,20 +332,10 @@ class LettaTarget(LettaBase[LettaTargetSpec]):
         else:
             factory = self.factory
             assert factory is not None  # agent_file, agent_id or agent_script: checked at load
-            with contained():  # SystemExit and the like from the factory: that sample's error
-                if inspect.iscoroutinefunction(factory):
-                    result = await factory(client, sample)
-                else:  # a sync factory may block (its own sync client): keep the event loop free
-                    result = await asyncio.to_thread(factory, client, sample)
-                    if inspect.isawaitable(result):
-                        result = await result
-            agent_id = getattr(result, "id", result)
-            if not isinstance(agent_id, str) or not agent_id:
-                raise SampleError(
-                    f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id"
-                )
+            agent_id = await from_factory(
+                factory, client, sample, self.ledger, str(self.spec.agent_script)
+            )
             created.append(agent_id)
-            self.ledger.add([agent_id], getattr(result, "name", None))
             args = {}  # the factory got the sample and applied its agent_args itself
         blocks = args.pop("memory_blocks", None)
         if model is not None:

@@ -31,11 +31,11 @@ from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
+from ci_evals.letta.agents import from_factory
 from ci_evals.letta.client import base_url_of
 from ci_evals.letta.messages import dump, memory_blocks, to_turn
 from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff
 from ci_evals.targets.letta_base import LettaBase, LettaSpec
-from ci_evals.usercode.lane import contained
 from ci_evals.usercode.load import load_object
 
 STDERR_TAIL = 400
@@ -197,16 +197,10 @@ class LettaCodeTarget(LettaBase[LettaCodeSpec]):
     ) -> Trajectory:
         factory_agent = None
         if self.factory is not None:
-            with contained():  # SystemExit and the like from the factory: that sample's error
-                result = self.factory(self.client, sample)
-                result = await result if asyncio.iscoroutine(result) else result
-            factory_agent = getattr(result, "id", result)
-            if not isinstance(factory_agent, str) or not factory_agent:
-                raise SampleError(
-                    f"agent factory {self.spec.agent_script} returned {result!r}, not an agent id"
-                )
+            factory_agent = await from_factory(
+                self.factory, self.client, sample, self.ledger, str(self.spec.agent_script)
+            )
             created.append(factory_agent)
-            self.ledger.add([factory_agent], getattr(result, "name", None))
         cmd = [self.spec.command, "--output-format", "stream-json", "--model", model]
         if not self.spec.permission_mode:
             cmd.append("--yolo")
