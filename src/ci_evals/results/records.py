@@ -330,7 +330,7 @@ class LettaBlock(TypedDict, total=False):
 
     leftover_agents: list[LettaAgent]
     kept_agents: list[LettaAgent]
-    unanswered_imports: list[str]  # imports' agent names, 'agent_script f.py:fn': cut off unanswered
+    unanswered_imports: list[str]  # imports' names or 'agent_script f.py:fn' cut off unanswered
     base_url: str
 
 
