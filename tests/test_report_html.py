@@ -5,7 +5,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from ci_evals.cli.app import main
@@ -450,3 +453,33 @@ def test_a_run_reads_its_baseline_once(sd, monkeypatch):
         "s2": [],
         "s3": [],
     }
+
+
+def test_the_template_loads_though_user_code_left_jinja2s_folder_listed_as_empty():
+    """A grader closing descriptors 1 and 2 while the template's import listed jinja2's folder
+    made Python cache that folder as empty: report.html failed with "No module named
+    'jinja2.bccache'" and the run exited 3 (the test suite met it once). A new process, its cached
+    listing of the folder emptied as that race leaves it, still renders the page."""
+    script = (
+        "import importlib.machinery, importlib.util, os, sys\n"
+        "folder = os.path.dirname(importlib.util.find_spec('jinja2').origin)\n"
+        "finder = importlib.machinery.FileFinder(\n"
+        "    folder,\n"
+        "    (importlib.machinery.SourceFileLoader, importlib.machinery.SOURCE_SUFFIXES),\n"
+        "    (importlib.machinery.SourcelessFileLoader, importlib.machinery.BYTECODE_SUFFIXES),\n"
+        ")\n"
+        "finder._path_cache, finder._path_mtime = set(), os.stat(folder).st_mtime  # CPython's\n"
+        "sys.path_importer_cache[folder] = finder\n"
+        "try:\n"
+        "    import jinja2\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print('poisoned:', exc)\n"
+        "from ci_evals.reports import html\n"
+        "print(type(html.template()).__name__)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(html.__file__).parents[2])}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert (out.stdout, out.stderr) == (
+        "poisoned: No module named 'jinja2.bccache'\nTemplate\n",
+        "",
+    )
