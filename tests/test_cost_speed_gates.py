@@ -3,6 +3,7 @@ at the right thresholds, compare with a baseline, and fail closed where a value 
 
 from __future__ import annotations
 
+import json
 import statistics
 
 import pytest
@@ -332,6 +333,93 @@ def test_max_cost_usd_stops_calling_once_spent_and_the_run_errors(sd, key):
     errored = sorted(r["sample_id"] for r in sd.results() if r["error"])
     assert errored == ["s3", "s4"]
     assert {r["error"]["message"] for r in sd.results() if r["error"]} == {f"not sent: {stopped}"}
+
+
+def stopped_after(sd, kept: list[str]) -> None:
+    """Leave ``sd``'s results folder as a run interrupted once ``kept`` finished leaves it: their
+    lines in results.jsonl, and summary.json summing them up (what they spent, interrupted)."""
+    rows = [r for r in sd.results() if r["sample_id"] in kept]
+    sd.write("out/results.jsonl", rows)
+    summary = sd.summary()
+    summary.update(interrupted_by="SIGINT", partial=True, records=len(rows))
+    summary["cost_speed"]["budget"].update(
+        spent_usd=round(sum(r["target"].get("cost_usd") or 0.0 for r in rows), 6),
+        stopped=None,
+        stopped_samples=0,
+    )
+    sd.write("out/summary.json", json.dumps(summary))
+
+
+def resume(sd, server) -> tuple[int, list[str]]:
+    """``--resume`` of ``sd``'s results folder, one call at a time: (exit code, the samples it
+    sent to ``server``, in order)."""
+    before = server.count()
+    args = ["--resume", str(sd.root / "out"), "-q", "--max-concurrent", "1"]
+    code = main(["run", str(sd.root / "suite.yaml"), *args])
+    return code, [last_user(b).split()[0] for b in server.bodies()[before:]]
+
+
+def test_a_resumed_run_spends_what_is_left_of_max_cost_usd_not_all_of_it_again(sd, key):
+    # stopped after s0 and s1 ($0.00084 spent of $0.0016): the resumed run sends s2 ($0.00084,
+    # $0.00168 in all) and no more; it used to start from $0 and send s3 too ($0.00196 in all)
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [], pricing={"acme-chat-1": PRICE}, max_cost_usd=0.0016)
+        sd.run("--max-concurrent", "1")
+        stopped_after(sd, ["s0", "s1"])
+        code, sent = resume(sd, server)
+    summary = sd.summary()
+    assert (code, sent, summary["verdict"], summary["records"]) == (1, ["s2"], "errored", 5)
+    stopped = "the run's max_cost_usd $0.0016 is spent ($0.0017 so far)"
+    budget = summary["cost_speed"]["budget"]
+    assert (budget["stopped"], budget["stopped_samples"]) == (stopped, 2)
+    assert budget["spent_usd"] == pytest.approx(0.00168, abs=1e-9)
+
+
+def test_a_resume_keeps_what_the_stopped_run_learned_of_its_endpoints_and_letta_agents(sd, key):
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [], max_concurrent=1)
+        sd.run()
+        stopped_after(sd, ["s0", "s1"])
+        summary = sd.summary()
+        (ep,) = summary["endpoints"]
+        summary["endpoints"] = [{**ep, "calls": 7, "rejected": 3, "waited_s": 1.5}]
+        left = {"id": "agent-1", "name": "echo", "error": "HTTP 503"}
+        summary["letta"] = {"leftover_agents": [left], "kept_agents": [], "base_url": "http://l"}
+        sd.write("out/summary.json", json.dumps(summary))
+        assert resume(sd, server)[0] == 0
+    (merged,) = sd.summary()["endpoints"]
+    assert (merged["calls"], merged["rejected"]) == (7 + 3, 3)  # the resumed run's 3 calls
+    assert merged["waited_s"] == pytest.approx(1.5, abs=0.05)
+    assert sd.summary()["letta"] == {
+        "leftover_agents": [left],
+        "kept_agents": [],
+        "base_url": "http://l",
+    }
+
+
+def test_a_resume_carries_nothing_from_a_summary_of_other_records(sd, key):
+    # a run killed outright writes no summary.json: the one there is an earlier, finished run's
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [], pricing={"acme-chat-1": PRICE}, max_cost_usd=0.0016)
+        sd.run("--max-concurrent", "1")  # finished: s0-s2 sent, $0.00168 spent, s3 and s4 not
+        sd.write("out/results.jsonl", [r for r in sd.results() if r["sample_id"] == "s0"])
+        _, sent = resume(sd, server)
+    assert sent == ["s1", "s2", "s3"]  # from $0, as before this change: s3 crosses $0.0016
+
+
+def test_a_resume_of_a_folder_with_a_broken_summary_is_one_line_exit_2(sd, key, capsys):
+    # what the stopped run spent is unknown: the budget cannot be kept, so no call is sent
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [], pricing={"acme-chat-1": PRICE}, max_cost_usd=0.0016)
+        sd.run("--max-concurrent", "1")
+        stopped_after(sd, ["s0"])
+        sd.write("out/summary.json", '{"verdict": ')
+        capsys.readouterr()
+        assert resume(sd, server) == (2, [])
+    path = sd.root / "out" / "summary.json"
+    assert capsys.readouterr().err == (
+        f"error: {path}: summary.json is not valid JSON: Expecting value: line 1 column 13 (char 12)\n"
+    )
 
 
 def test_a_rate_limit_pause_is_reported_apart_from_latency(sd, key):

@@ -14,7 +14,6 @@ import sys
 from argparse import Namespace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
 
 from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
@@ -22,12 +21,13 @@ from ci_evals.gating.aggregate import Aggregator
 from ci_evals.gating.baseline import Baseline
 from ci_evals.gating.summary import Learned, Provenance, summarize
 from ci_evals.letta.agents import merge_blocks
+from ci_evals.llm.pool import combined_endpoints
 from ci_evals.reports import console
 from ci_evals.reports.letta_agents import console_lines
 from ci_evals.reports.write import write_outputs
 from ci_evals.results.files import RESULTS, Trust, foreign_shape, read_summary, records
 from ci_evals.results.line import encode_line
-from ci_evals.results.records import BudgetReport, EndpointReport, Summary
+from ci_evals.results.records import BudgetReport, Summary
 from ci_evals.results.writer import open_atomic, refuse_links
 from ci_evals.run.session import exit_code, print_comment
 
@@ -96,7 +96,7 @@ def cmd_merge(args: Namespace) -> int:
                 letta=merge_blocks([b for s in summaries if (b := s.get("letta"))]),
                 partial_reason="; ".join(missing) if missing else None,
                 budget=merged_budget(summaries, agg.errors.by_category.get("budget", 0)),
-                endpoints=merged_endpoints(summaries),
+                endpoints=combined_endpoints([s.get("endpoints") or [] for s in summaries]),
             ),
         )
     with foreign_shape(str(args.dirs[0] / RESULTS), RESULTS):  # the shards' records, rendered
@@ -138,30 +138,6 @@ def merged_budget(summaries: list[Summary], stopped_samples: int) -> BudgetRepor
         "stopped": next((r["stopped"] for r in reports if r.get("stopped")), None),
         "stopped_samples": stopped_samples,
     }
-
-
-def merged_endpoints(summaries: list[Summary]) -> list[EndpointReport] | None:
-    """The shards' ``endpoints`` as one entry per endpoint (and provider), in the order first met:
-    calls and rejected calls summed; ``waited_s`` the longest any shard was held back (the shards
-    run side by side, as ``duration_s`` is the longest shard's); ``concurrency`` and
-    ``lowest_concurrency`` the lowest of any shard and ``max_concurrent`` the highest (each a
-    machine's figure); any other key (a limit and where it came from, a breaker's ``stopped``)
-    the first shard's that has it (a shard that stopped calling errors the merged verdict, which
-    names why)."""
-    merged: dict[tuple[str | None, str | None], dict[str, Any]] = {}
-    for s in summaries:
-        for ep in s.get("endpoints") or []:
-            into = merged.setdefault((ep.get("endpoint"), ep.get("provider")), {})
-            for name, value in ep.items():
-                if name not in into:
-                    into[name] = value
-                elif name in ("calls", "rejected"):
-                    into[name] += value
-                elif name in ("waited_s", "max_concurrent"):
-                    into[name] = max(into[name], value)
-                elif name in ("concurrency", "lowest_concurrency"):
-                    into[name] = min(into[name], value)
-    return [cast(EndpointReport, ep) for ep in merged.values()] or None
 
 
 def refuse_overlap(output: Path, inputs: list[Path]) -> None:

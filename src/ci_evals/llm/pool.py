@@ -18,7 +18,7 @@ import asyncio
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from ci_evals._util.errors import ConfigError
@@ -213,3 +213,34 @@ def throttling_note(reports: list[EndpointReport]) -> str | None:
     waited = sum(r["waited_s"] for r in reports)
     now = min(r["concurrency"] for r in reports if r["rejected"])
     return f"throttled: {rejected} rejected, {waited:.0f} s waited, {now} in flight"
+
+
+def combined_endpoints(
+    parts: list[list[EndpointReport]], *, side_by_side: bool = True
+) -> list[EndpointReport] | None:
+    """Several runs' ``endpoints`` as one entry per endpoint (and provider), in the order first
+    met: a ``merge``'s shards (``side_by_side``) or a run and its ``--resume`` (one after the other).
+    Calls and rejected calls are summed; ``waited_s`` is the longest any shard was held back, as
+    ``duration_s`` is the longest shard's (side by side), or the parts' sum (one after the other);
+    ``concurrency`` and ``lowest_concurrency`` the lowest of any part and ``max_concurrent`` the
+    highest (each one machine's figure); any other key (a limit and where it came from, a
+    breaker's ``stopped``) the first part's that has it (a part that stopped calling errors the
+    verdict, which names why)."""
+    merged: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+    adds = ("calls", "rejected") if side_by_side else ("calls", "rejected", "waited_s")
+    for part in parts:
+        for ep in part:
+            into = merged.setdefault((ep.get("endpoint"), ep.get("provider")), {})
+            for name, value in ep.items():
+                if name not in into:
+                    into[name] = value
+                elif name in adds:
+                    into[name] += value
+                elif name in ("waited_s", "max_concurrent"):
+                    into[name] = max(into[name], value)
+                elif name in ("concurrency", "lowest_concurrency"):
+                    into[name] = min(into[name], value)
+    for entry in merged.values():
+        if isinstance(entry.get("waited_s"), float):
+            entry["waited_s"] = round(entry["waited_s"], 3)  # as each part gives it
+    return [cast("EndpointReport", entry) for entry in merged.values()] or None

@@ -46,6 +46,7 @@ from ci_evals.results.records import (
     Summary,
 )
 from ci_evals.results.writer import open_append
+from ci_evals.run import carried
 from ci_evals.run.folderlock import JobKey, job_key
 from ci_evals.run.job import Plan
 from ci_evals.run.progress import Progress, Tracker
@@ -113,6 +114,7 @@ class Runner:
         self._secrets_gen = -1
         self._plan: Plan | None = None
         self._resumed = False
+        self._previous: Summary | None = None  # a --resume's stopped run, as it summed itself up
 
     def for_worker(self, results_name: str) -> Runner:
         """This run's runner in a worker process (ci_evals.run.lanes): the same suite, options and
@@ -165,6 +167,7 @@ class Runner:
     def _load_previous(self, results: Path) -> None:
         # The folder may be anything the user named: read it as another run's (a bad line is one
         # error naming it; only a torn last line from a hard kill is skipped, and that job runs again).
+        n = -1
         for n, rec in iter_records(results, Trust.OTHER):
             key = job_key(rec)
             if key in self.done_keys:
@@ -172,6 +175,8 @@ class Runner:
             self.done_keys.add(key)
             with foreign_shape(f"{results}:{n + 1}", "this record"):
                 self.agg.add(rec)
+        self._previous = carried.previous(results.parent, n + 1)
+        carried.charge(self.suite.ctx.budget, self._previous)
 
     async def _call_setup(self) -> None:
         fn = self.suite.setup
@@ -248,10 +253,9 @@ class Runner:
                 if own_progress:
                     progress.close()
                 await self._close()
-        learned = Learned(
-            letta=self._report_agents(),
-            endpoints=self._report_endpoints(),
-            budget=self._report_budget(),
+        learned = carried.onto(
+            Learned(self._report_agents(), self._report_endpoints(), budget=self._report_budget()),
+            self._previous,
         )
         return RunOutcome(started, t0, interrupted, learned)
 
