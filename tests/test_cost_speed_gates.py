@@ -335,6 +335,22 @@ def test_max_cost_usd_stops_calling_once_spent_and_the_run_errors(sd, key):
     assert {r["error"]["message"] for r in sd.results() if r["error"]} == {f"not sent: {stopped}"}
 
 
+def test_a_shard_stopped_by_its_share_of_max_cost_usd_says_so(sd, key):
+    # --shard K/2 spends max_cost_usd / 2: "the run's max_cost_usd $0.0003" named a cap the
+    # suite never set ($0.0006)
+    with FakeOpenAI(served()) as server:
+        suite(sd, server, [], pricing={"acme-chat-1": PRICE}, max_cost_usd=0.0006)
+        for k in (1, 2):
+            sd.run("--max-concurrent", "1", "--shard", f"{k}/2", out=f"shard{k}")
+    budgets = [sd.summary(f"shard{k}")["cost_speed"]["budget"] for k in (1, 2)]
+    stops = [(b["stopped"], b["spent_usd"]) for b in budgets if b["stopped"]]
+    assert stops and all(b["max_cost_usd"] == 0.0003 for b in budgets)
+    for stopped, spent in stops:
+        assert stopped == (
+            f"this shard's share of max_cost_usd ($0.0006 / 2 = $0.0003) is spent (${spent:.4f} so far)"
+        )
+
+
 def stopped_after(sd, kept: list[str]) -> None:
     """Leave ``sd``'s results folder as a run interrupted once ``kept`` finished leaves it: their
     lines in results.jsonl, and summary.json summing them up (what they spent, interrupted)."""

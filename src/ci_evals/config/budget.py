@@ -26,7 +26,7 @@ class BudgetExceeded(SampleError):
 class Budget:
     """A run's limits and its spend. ``None`` limits are no limit."""
 
-    __slots__ = ("max_steps", "max_tokens", "max_cost_usd", "spent_usd", "stopped")
+    __slots__ = ("max_steps", "max_tokens", "max_cost_usd", "spent_usd", "stopped", "shards")
 
     def __init__(
         self,
@@ -34,10 +34,13 @@ class Budget:
         max_steps: int | None = None,
         max_tokens: int | None = None,
         max_cost_usd: float | None = None,
+        shards: int = 1,
     ) -> None:
         self.max_steps = max_steps
         self.max_tokens = max_tokens
         self.max_cost_usd = max_cost_usd
+        self.shards = shards
+        """``--shard K/N``: ``max_cost_usd`` is this shard's share, the suite's cap / N."""
         self.spent_usd = 0.0
         self.stopped: str | None = None
         """Why the run stopped calling (the run's budget was spent), or None."""
@@ -62,10 +65,13 @@ class Budget:
             and self.stopped is None
             and self.spent_usd >= self.max_cost_usd
         ):
-            self.stopped = (
-                f"the run's max_cost_usd ${self.max_cost_usd:g} is spent "
-                f"(${self.spent_usd:.4f} so far)"
+            cap = (
+                f"the run's max_cost_usd ${self.max_cost_usd:g}"
+                if self.shards == 1
+                else f"this shard's share of max_cost_usd (${self.max_cost_usd * self.shards:g} / "
+                f"{self.shards} = ${self.max_cost_usd:g})"
             )
+            self.stopped = f"{cap} is spent (${self.spent_usd:.4f} so far)"
 
     def check(self) -> None:
         """Raise :class:`BudgetExceeded` once the run's budget is spent: a call must not be sent."""

@@ -172,6 +172,7 @@ def _load(
         max_cost_usd=spec.max_cost_usd / shard[1]
         if spec.max_cost_usd is not None and shard
         else spec.max_cost_usd,
+        shards=shard[1] if shard else 1,
     )
     if num_runs is not None:
         spec.num_runs = num_runs
