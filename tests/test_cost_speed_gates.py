@@ -310,8 +310,13 @@ def test_latency_leaves_out_the_wait_for_a_slot_under_a_low_max_concurrent(sd, k
         peak = server.max_in_flight
     lines = {r["sample_id"]: r for r in sd.results()}
     assert peak == 1
+    # one at a time, sample k waits for the ones before it (0.05, 0.15, 0.3, 0.5 s): a latency
+    # that counted the wait would be past these bounds; the client's own time on CI's loaded
+    # machine was 33 ms once, so each gets 0.1 s and all five 0.2 s
     for sid, (delay, _, _) in SERVED.items():
-        assert delay <= lines[sid]["latency_s"] < delay + 0.02, (sid, lines[sid])
+        assert delay <= lines[sid]["latency_s"] < delay + 0.1, (sid, lines[sid])
+    total = sum(delay for delay, _, _ in SERVED.values())
+    assert sum(r["latency_s"] for r in lines.values()) < total + 0.2
     waited = sum(r.get("queued_s", 0.0) for r in lines.values())  # reported apart
     assert sd.summary()["cost_speed"]["queued_s"] == pytest.approx(waited, abs=1e-5)
 

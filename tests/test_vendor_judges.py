@@ -230,13 +230,17 @@ def test_anthropic_overloaded_for_longer_than_max_wait_is_an_error_saying_so(ant
     assert sd.run("--max-wait", "1") == 1
     # it waits out max_wait (1 s) and no longer: well under the default 600 s even on CI's busiest
     # step (the range tests share two cores with the whole suite: 9.4 s there once, with imports)
-    assert 0.9 < time.monotonic() - t0 < 30
+    elapsed = time.monotonic() - t0
+    assert 0.9 < elapsed < 30
     (rec,) = sd.results()
     error = rec["grades"]["quality"]["error"]
-    assert error == (
-        f"{anthropic_env.url}/v1/messages: HTTP 529: Overloaded; rate limited: still "
-        "throttled after 1 s (max_wait 1 s)"
+    # the wait it states is measured: "after 2 s" once on CI's loaded machine (1.5 s or more)
+    said = re.fullmatch(
+        rf"{re.escape(anthropic_env.url)}/v1/messages: HTTP 529: Overloaded; rate limited: still "
+        r"throttled after (\d+) s \(max_wait 1 s\)",
+        error,
     )
+    assert said and 1 <= int(said.group(1)) <= elapsed + 0.5, error
     assert sd.summary()["endpoints"][0]["rejected"] == anthropic_env.count() >= 2
 
 
