@@ -209,10 +209,7 @@ async def _settle(request: asyncio.Future[T], ids_of: Callable[[T], list[str]]) 
         return None
     if request.cancelled() or request.exception() is not None:
         return []  # the server refused it or the connection failed: nothing was made
-    try:
-        return ids_of(request.result())
-    except Exception:  # an answer without ids (a factory's that is no agent id): nothing known
-        return []
+    return ids_of(request.result())
 
 
 async def delete_agent(

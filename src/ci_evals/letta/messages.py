@@ -5,6 +5,7 @@ their returns paired, usage and steps read; and the stop reasons that mean the s
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterable
 from typing import Any
 
 from ci_evals._util.errors import SampleError
@@ -149,17 +150,20 @@ MAX_MEMORY_BLOCKS = 1_000
 
 
 async def memory_blocks(client: Any, agent_id: str) -> dict[str, Any]:
-    """The agent's memory blocks by label, as the server lists them; past
-    :data:`MAX_MEMORY_BLOCKS` a SampleError (a server paging on for ever fails the sample, not the
-    memory)."""
-    out: dict[str, Any] = {}
-    listed = 0
-    async for block in client.agents.blocks.list(agent_id):
-        listed += 1
-        if listed > MAX_MEMORY_BLOCKS:
-            raise SampleError(
-                f"the Letta server listed over {MAX_MEMORY_BLOCKS:,} memory blocks for one agent"
-            )
-        if block.label is not None:
-            out[block.label] = block.value
+    """The agent's memory blocks by label, as the server lists them, at most
+    :data:`MAX_MEMORY_BLOCKS` (:func:`listed`)."""
+    blocks = await listed(
+        client.agents.blocks.list(agent_id), MAX_MEMORY_BLOCKS, "memory blocks for one agent"
+    )
+    return {b.label: b.value for b in blocks if b.label is not None}
+
+
+async def listed(pages: AsyncIterable[Any], limit: int, what: str) -> list[Any]:
+    """Every item a Letta list call pages through, at most ``limit``: past it a SampleError naming
+    ``what`` (a server paging on for ever fails the sample, not the memory)."""
+    out: list[Any] = []
+    async for item in pages:
+        out.append(item)
+        if len(out) > limit:
+            raise SampleError(f"the Letta server listed over {limit:,} {what}")
     return out

@@ -33,7 +33,7 @@ from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.letta.agents import from_factory
 from ci_evals.letta.client import base_url_of
-from ci_evals.letta.messages import dump, memory_blocks, to_turn
+from ci_evals.letta.messages import dump, listed, memory_blocks, to_turn
 from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff
 from ci_evals.targets.letta_base import LettaBase, LettaSpec
 from ci_evals.usercode.load import load_object
@@ -319,11 +319,5 @@ class LettaCodeTarget(LettaBase[LettaCodeSpec]):
             page = client.conversations.messages.list(conversation, limit=1000, order="asc")
         else:
             page = client.agents.messages.list(agent_id, limit=1000, order="asc")
-        listed = []
-        async for m in page:
-            listed.append(m)
-            if len(listed) > MAX_TRACE_MESSAGES:
-                raise SampleError(
-                    f"the Letta server listed over {MAX_TRACE_MESSAGES:,} messages for one run"
-                )
-        return [m for m in dump(listed) if m.get("message_type") != "system_message"]
+        messages = await listed(page, MAX_TRACE_MESSAGES, "messages for one run")
+        return [m for m in dump(messages) if m.get("message_type") != "system_message"]
