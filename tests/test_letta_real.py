@@ -49,9 +49,9 @@ def client():
         pytest.fail(
             'no Letta server: run scripts/letta-server.sh start && eval "$(scripts/letta-server.sh env)"'
         )
-    from letta_client import Letta
+    from tests.fakes.keepalive import sync_letta
 
-    c = Letta(base_url=BASE, api_key="ci-evals-tests", timeout=300, max_retries=0)
+    c = sync_letta(BASE, "ci-evals-tests")
     assert c.health().version == "0.16.8"
     return c
 

@@ -30,9 +30,9 @@ def letta():
         pytest.fail(
             'no Letta server: run scripts/letta-server.sh start && eval "$(scripts/letta-server.sh env)"'
         )
-    from letta_client import Letta
+    from tests.fakes.keepalive import sync_letta
 
-    client = Letta(base_url=base, api_key="ci-evals-oracle", timeout=300, max_retries=0)
+    client = sync_letta(base, "ci-evals-oracle")
     assert client.health().version == "0.16.8"
     before = {a.id for a in client.agents.list(limit=1000)}
     yield client

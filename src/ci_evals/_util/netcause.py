@@ -31,10 +31,32 @@ from the host and port alone.
 
 from __future__ import annotations
 
+import importlib
 import socket
 import ssl
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
+
+IDLE_REUSE_S = 1.5
+"""Seconds an idle pooled connection may wait to be reused; older ones are closed, not sent on.
+Below the keep-alive of the servers a run calls: 5 s in uvicorn (Letta's server and FastAPI
+services), Node and Apache, 2 s in gunicorn. At the clients' old 5 s a request could go out on a
+connection the server was closing that instant ("Server disconnected without sending a
+response": seen once on the real Letta server)."""
+
+
+def sdk_limits(http_client_cls: type, max_connections: int | None, max_keepalive: int) -> Any:
+    """Connection limits for an SDK's ``DefaultAsyncHttpxClient`` with idle connections kept
+    :data:`IDLE_REUSE_S` at most, built by the SDK's own HTTP library (openai moved from httpx to
+    httpx2 in 2.x; a vendor SDK may follow)."""
+    lib: Any = importlib.import_module(http_client_cls.__mro__[1].__module__.split(".")[0])
+    return lib.Limits(
+        max_connections=max_connections,
+        max_keepalive_connections=max_keepalive,
+        keepalive_expiry=IDLE_REUSE_S,
+    )
+
 
 SYSTEMATIC = frozenset({"dns", "refused", "tls"})
 """Connection-level kinds a retry cannot fix (the breaker's causes, with 400/401/403/404)."""

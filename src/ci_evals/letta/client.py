@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import Field, SecretStr
 
 from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.netcause import sdk_limits
 from ci_evals._util.redact import register
 from ci_evals.config.specs import MAX_TIMEOUT, Context, Strict
 from ci_evals.letta.agents import (
@@ -73,8 +74,11 @@ def project_of(spec: LettaServer) -> str | None:
 
 
 def make_client(spec: LettaServer) -> Any:
-    """An AsyncLetta for this spec. HTTP-level retries are off: retries are whole-sample attempts."""
-    from letta_client import AsyncLetta
+    """An AsyncLetta for this spec. HTTP-level retries are off: retries are whole-sample attempts.
+    Idle connections are reused for ``IDLE_REUSE_S`` at most (the SDK's 5 s is the Letta
+    server's own keep-alive, so a call could go out on a connection the server was closing). No
+    connection cap (the SDK's is 100): the run's ``max_concurrent`` bounds the calls in flight."""
+    from letta_client import AsyncLetta, DefaultAsyncHttpxClient
 
     key = spec.api_key.get_secret_value() if spec.api_key else os.environ.get("LETTA_API_KEY")
     register(key)
@@ -84,6 +88,9 @@ def make_client(spec: LettaServer) -> Any:
         project_id=project_of(spec),
         timeout=spec.timeout,
         max_retries=0,
+        http_client=DefaultAsyncHttpxClient(
+            timeout=spec.timeout, limits=sdk_limits(DefaultAsyncHttpxClient, None, 100)
+        ),
     )
 
 

@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from ci_evals._util.bounds import NOT_READ, announced_length, orjson_loads
+from ci_evals._util.netcause import IDLE_REUSE_S, sdk_limits
 from ci_evals.llm.answers import error_answer, error_in_200, identity_headers, unusable
 from ci_evals.llm.failures import Failure, status_failure, transport_failure
 from ci_evals.llm.providers import preload_sdk
@@ -53,8 +54,9 @@ __all__ = ["Client", "close_client", "has_session", "make_client", "post", "prel
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 USE_AIOHTTP = True  # tests switch it off to exercise httpx's own transport too
 DIRECT = True  # skip the SDK's request building (tests switch it off to cover the SDK's post)
-KEEPALIVE_S = 5.0
-"""Idle pooled connections are closed after this long (the SDK's default keep-alive expiry)."""
+KEEPALIVE_S = IDLE_REUSE_S
+"""Idle pooled connections are closed after this long (below the servers' keep-alive: see
+:data:`~ci_evals._util.netcause.IDLE_REUSE_S`)."""
 MAX_RESPONSE_BYTES = 16 * 2**20
 """An LLM answer larger than this (16 MiB) is an error for the call, read no further: a server
 sending a 300 MB body must not take the run's memory with it."""
@@ -154,7 +156,8 @@ def _http_client(timeout: float, aiohttp: bool = True) -> Any:
             return DefaultAioHttpClient(timeout=timeout, follow_redirects=False)
         except (ImportError, RuntimeError):
             pass
-    return DefaultAsyncHttpxClient(timeout=timeout, follow_redirects=False)
+    limits = sdk_limits(DefaultAsyncHttpxClient, 1000, 100)  # the SDK's, idle ones kept shorter
+    return DefaultAsyncHttpxClient(timeout=timeout, follow_redirects=False, limits=limits)
 
 
 def _sdk_client(url: str | None, key: str, timeout: float, http_client: Any) -> Any:

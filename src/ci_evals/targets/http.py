@@ -16,6 +16,7 @@ from pydantic import Field
 
 from ci_evals._util.bounds import check_url
 from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.netcause import IDLE_REUSE_S
 from ci_evals._util.redact import MESSAGE_LIMIT, register, scrub_and_shorten
 from ci_evals.config.specs import MAX_TIMEOUT, Context, Strict, TargetSpec
 from ci_evals.core.sample import Sample
@@ -78,7 +79,9 @@ class HttpTarget(Target[HttpSpec]):
         self.client = httpx.AsyncClient(
             timeout=self.spec.timeout,
             headers=self._headers(),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
+            limits=httpx.Limits(
+                max_connections=None, max_keepalive_connections=200, keepalive_expiry=IDLE_REUSE_S
+            ),
         )
 
     async def run(
