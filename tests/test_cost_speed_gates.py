@@ -418,14 +418,42 @@ def test_a_resume_keeps_what_the_stopped_run_learned_of_its_endpoints_and_letta_
     }
 
 
-def test_a_resume_carries_nothing_from_a_summary_of_other_records(sd, key):
-    # a run killed outright writes no summary.json: the one there is an earlier, finished run's
+@pytest.mark.parametrize("summary", ["another run's", "none"])
+def test_after_a_kill_outright_a_resume_counts_what_the_records_spent(sd, key, summary):
+    # a run killed outright writes no summary.json (the one there, if any, is an earlier finished
+    # run's, not carried): s0's record says $0.00028, so the resumed run sends s1 ($0.00084) and
+    # s2 ($0.00168, past $0.0016) and no more; from $0 it used to send s3 too ($0.00252 in all)
     with FakeOpenAI(served()) as server:
         suite(sd, server, [], pricing={"acme-chat-1": PRICE}, max_cost_usd=0.0016)
         sd.run("--max-concurrent", "1")  # finished: s0-s2 sent, $0.00168 spent, s3 and s4 not
         sd.write("out/results.jsonl", [r for r in sd.results() if r["sample_id"] == "s0"])
-        _, sent = resume(sd, server)
-    assert sent == ["s1", "s2", "s3"]  # from $0, as before this change: s3 crosses $0.0016
+        if summary == "none":
+            (sd.root / "out" / "summary.json").unlink()
+        code, sent = resume(sd, server)
+    assert (code, sent) == (1, ["s1", "s2"])
+    budget = sd.summary()["cost_speed"]["budget"]
+    assert budget["spent_usd"] == pytest.approx(0.00168, abs=1e-9)
+    assert budget["stopped"] == "the run's max_cost_usd $0.0016 is spent ($0.0017 so far)"
+
+
+def test_what_a_record_spent_is_its_target_and_its_judges_cost_and_nothing_else():
+    from ci_evals.run.carried import spent_by
+
+    rec = {
+        "error": "judge timed out",  # an errored sample's calls were paid too
+        "target": {"cost_usd": 0.25},
+        "grades": {
+            "a": {"score": 1, "metadata": {"cost_usd": 0.125}},
+            "b": {"score": 0, "metadata": {"cost_usd": 2}},
+            "c": {"score": 0, "metadata": {"cost_usd": -5}},  # from a hostile folder: not a refund
+            "d": {"score": 0, "metadata": {"cost_usd": "9"}},
+            "e": {"score": 0, "metadata": {"cost_usd": True}},
+            "f": {"score": 0, "metadata": None},
+            "g": "not a grade",
+        },
+    }
+    assert spent_by(rec) == 2.375
+    assert spent_by({"target": None, "grades": []}) == spent_by({}) == 0.0
 
 
 def test_a_resume_of_a_folder_with_a_broken_summary_is_one_line_exit_2(sd, key, capsys):

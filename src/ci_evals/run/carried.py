@@ -7,15 +7,19 @@ part's), the agents it left or kept on a Letta server, and its endpoints' calls 
 
 That summary.json is read as another run's (a malformed one is one error naming it, exit 2) and
 carried only when it is the stopped run's own: interrupted or partial, with as many records as
-results.jsonl holds. A run killed outright wrote none (or an older run's is there): nothing is
-carried then, as before.
+results.jsonl holds. A run killed outright wrote none (or an older run's is there): then what its
+records say their calls cost (:func:`spent_by`, the target's and the judges') counts against the
+budget, a lower bound (the calls of the samples it had not finished are in no record); its agents
+and endpoints are unknown.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ci_evals.config.budget import Budget
 from ci_evals.gating.summary import Learned
@@ -34,11 +38,31 @@ def previous(folder: Path, records: int) -> Summary | None:
     return summary if stopped and summary.get("records") == records else None
 
 
-def charge(budget: Budget, summary: Summary | None) -> None:
-    """Count what the stopped run spent against this one's budget (it may already be spent)."""
+def spent_by(rec: Mapping[str, Any]) -> float:
+    """What one results line says its calls cost: the target's ``cost_usd`` and each grade's
+    (an errored sample's too: its calls were paid). A value that is not a positive number counts 0."""
+    target = rec.get("target")
+    total = _cost(target.get("cost_usd")) if isinstance(target, dict) else 0.0
+    grades = rec.get("grades")
+    for grade in grades.values() if isinstance(grades, dict) else ():
+        meta = grade.get("metadata") if isinstance(grade, dict) else None
+        total += _cost(meta.get("cost_usd")) if isinstance(meta, dict) else 0.0
+    return total
+
+
+def _cost(value: Any) -> float:
+    return float(value) if type(value) in (int, float) and value > 0 else 0.0
+
+
+def charge(budget: Budget, summary: Summary | None, records_spent: float) -> None:
+    """Count what the stopped run spent against this one's budget (it may already be spent): its
+    summary's figure, else what its records say (``records_spent``, the sum of :func:`spent_by`:
+    after a kill outright, or from a summary with no figure)."""
     block = (summary or {}).get("cost_speed") or {}
     spent = (block.get("budget") or {}).get("spent_usd")
-    if isinstance(spent, int | float) and spent > 0:
+    if not isinstance(spent, int | float):
+        spent = records_spent
+    if spent > 0:
         budget.charge(float(spent))
 
 

@@ -167,7 +167,7 @@ class Runner:
     def _load_previous(self, results: Path) -> None:
         # The folder may be anything the user named: read it as another run's (a bad line is one
         # error naming it; only a torn last line from a hard kill is skipped, and that job runs again).
-        n = -1
+        n, spent = -1, 0.0
         for n, rec in iter_records(results, Trust.OTHER):
             key = job_key(rec)
             if key in self.done_keys:
@@ -175,8 +175,9 @@ class Runner:
             self.done_keys.add(key)
             with foreign_shape(f"{results}:{n + 1}", "this record"):
                 self.agg.add(rec)
+            spent += carried.spent_by(rec)
         self._previous = carried.previous(results.parent, n + 1)
-        carried.charge(self.suite.ctx.budget, self._previous)
+        carried.charge(self.suite.ctx.budget, self._previous, spent)
 
     async def _call_setup(self) -> None:
         fn = self.suite.setup
