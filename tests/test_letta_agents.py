@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals._util import retry
 from ci_evals._util.errors import SampleError
 from ci_evals.letta import retries as letta_retries
 from ci_evals.reports.comment import render_comment
@@ -129,7 +130,7 @@ def test_the_import_policy_defaults():
     policy = letta_retries.import_backoff()
     assert (policy.base, policy.cap, policy.max_retries) == (0.0, 4.0, 5)  # base: the fixture's
     assert (policy.max_retry_after, policy.clamp_retry_after) == (60.0, True)
-    attempts = letta_retries.attempt_backoff(1.5, 2)
+    attempts = retry.attempt_backoff(1.5, 2)
     assert (attempts.base, attempts.cap, attempts.max_retries) == (1.5, 30.0, 2)
     assert (attempts.max_retry_after, attempts.clamp_retry_after) == (60.0, True)
 

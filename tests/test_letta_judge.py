@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals._util import retry
 from ci_evals._util.errors import ConfigError
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import GradeResult, Sample
@@ -345,7 +346,7 @@ def test_judge_attempts_follow_the_shared_backoff_jittered_capped_and_bounded(
     letta_fake, tmp_path, monkeypatch
 ):
     watched = watch_letta_backoff(monkeypatch)
-    monkeypatch.setattr(letta_retries, "ATTEMPT_BACKOFF_CAP", 1.5)
+    monkeypatch.setattr(retry, "ATTEMPT_BACKOFF_CAP", 1.5)
     letta_fake.fail("POST", r"/v1/agents/[^/]+/messages", status=502, times=10)
     result = grade(make(tmp_path, letta_fake, max_retries=3, retry_backoff=1.0), "4")
     assert (result.error or "").startswith("Letta judge failed: Letta returned HTTP 502")

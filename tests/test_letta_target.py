@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_evals._util import retry
 from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
@@ -328,7 +329,7 @@ def test_attempts_follow_the_shared_backoff_jittered_capped_and_bounded(
     letta_fake, tmp_path, monkeypatch
 ):
     watched = watch_letta_backoff(monkeypatch)
-    monkeypatch.setattr(letta_retries, "ATTEMPT_BACKOFF_CAP", 2.5)
+    monkeypatch.setattr(retry, "ATTEMPT_BACKOFF_CAP", 2.5)
     letta_fake.fail("POST", r"/v1/agents/[^/]+/messages", status=503, times=10)
     with pytest.raises(SampleError) as err:
         run(make(letta_fake, tmp_path, max_retries=3, retry_backoff=1.0), sample("hi"))

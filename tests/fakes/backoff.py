@@ -1,7 +1,7 @@
 """Watching the Letta retries wait, without waiting: the jitter's draws and the sleeps, recorded.
 
 :func:`watch_letta_backoff` puts a recording RNG in place of the one every Letta
-:class:`~ci_evals._util.retry.Backoff` draws its jitter from (:mod:`ci_evals.letta.retries`) and an
+:class:`~ci_evals._util.retry.Backoff` draws its jitter from (:data:`ci_evals._util.retry.JITTER`) and an
 ``asyncio.sleep`` that records its delay and does not wait. A test then checks each retry's jitter
 range (``[bound / 2, bound]``, the bound doubling up to the cap) and that each wait slept is the
 value drawn from it (or the server's ``Retry-After`` when that is longer).
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ci_evals.letta import retries as letta_retries
+from ci_evals._util import retry
 
 
 class RecordingRandom(random.Random):
@@ -47,7 +47,7 @@ class Watched:
 
 def watch_letta_backoff(monkeypatch: pytest.MonkeyPatch) -> Watched:
     watched = Watched(RecordingRandom())
-    monkeypatch.setattr(letta_retries, "_JITTER", watched.rng)
+    monkeypatch.setattr(retry, "JITTER", watched.rng)
     real_sleep = asyncio.sleep
 
     async def sleep(delay: float, result: Any = None) -> Any:

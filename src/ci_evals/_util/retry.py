@@ -118,3 +118,35 @@ class Backoff:
             return None
         self.retries += 1
         return wait
+
+
+# -- whole attempts: a sample's (Letta, Letta Code, HTTP targets) or a grade's (Letta judge) ------
+
+MAX_RETRY_AFTER = 60.0
+"""A server's ``Retry-After`` before another whole attempt is honoured up to this many seconds."""
+ATTEMPT_BACKOFF_CAP = 30.0
+"""No wait between two whole attempts is longer, Retry-After aside."""
+RETRY_BACKOFF_HELP = (
+    f"At most this many seconds (at least half of it) before the first retry; doubles each "
+    f"retry, up to {ATTEMPT_BACKOFF_CAP:g} s."
+)
+"""The description of every ``retry_backoff`` setting (the Letta, Letta Code and HTTP targets,
+the Letta judge)."""
+
+JITTER = random.Random()
+"""What whole attempts' and ``.af`` imports' waits draw their jitter from (read at each use:
+tests put a recording one here)."""
+
+
+def attempt_backoff(base: float, max_retries: int) -> Backoff:
+    """The waits between whole attempts: ``base`` doubling up to :data:`ATTEMPT_BACKOFF_CAP`. The
+    user was promised ``max_retries``, so a ``Retry-After`` past :data:`MAX_RETRY_AFTER` is waited
+    for that long and the retry still made."""
+    return Backoff(
+        base=base,
+        cap=ATTEMPT_BACKOFF_CAP,
+        max_retries=max_retries,
+        max_retry_after=MAX_RETRY_AFTER,
+        clamp_retry_after=True,
+        rng=JITTER,
+    )

@@ -31,6 +31,7 @@ from pydantic import Field, model_validator
 
 from ci_evals._util.breaker import Breaker
 from ci_evals._util.errors import ConfigError
+from ci_evals._util.retry import RETRY_BACKOFF_HELP, attempt_backoff
 from ci_evals.config.budget import BudgetExceeded
 from ci_evals.config.specs import Context
 from ci_evals.config.templating import TemplateError
@@ -57,7 +58,7 @@ from ci_evals.letta.client import (
     stop_line,
 )
 from ci_evals.letta.messages import add_usage, dump, tokens_of
-from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff, attempt_wait
+from ci_evals.letta.retries import attempt_wait
 from ci_evals.llm.prices import price
 
 DEFAULT_JUDGE = Path(__file__).resolve().parent.parent / "data" / "letta_judge.af"

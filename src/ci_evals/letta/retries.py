@@ -4,9 +4,9 @@ Three loops retry Letta calls: a whole attempt of the Letta target (and of ``let
 whole attempt of the agent judge (a fresh judge each time), and the ``.af`` import inside either.
 All three wait as :class:`ci_evals._util.retry.Backoff` says: exponential backoff with equal
 jitter, capped, raised to the server's ``Retry-After`` (honoured up to :data:`MAX_RETRY_AFTER`),
-for a bounded number of retries. A whole attempt starts at the spec's ``retry_backoff`` and never
-waits longer than :data:`ATTEMPT_BACKOFF_CAP` (``Retry-After`` aside) for the spec's
-``max_retries``; an import starts at :data:`IMPORT_BACKOFF`, is capped at
+for a bounded number of retries. A whole attempt waits as
+:func:`ci_evals._util.retry.attempt_backoff` says (from the spec's ``retry_backoff``, for its
+``max_retries``; the HTTP target's attempts too); an import starts at :data:`IMPORT_BACKOFF`, is capped at
 :data:`IMPORT_BACKOFF_CAP` and is tried :data:`IMPORT_TRIES` times. Those counts are promised to
 the user, so a ``Retry-After`` longer than :data:`MAX_RETRY_AFTER` is waited for that long and the
 retry still made (``clamp_retry_after``). ``letta_client`` is imported only inside functions.
@@ -14,40 +14,15 @@ retry still made (``clamp_retry_after``). ``letta_client`` is imported only insi
 
 from __future__ import annotations
 
-import random
+from ci_evals._util import retry
+from ci_evals._util.retry import MAX_RETRY_AFTER, Backoff, retry_after
 
-from ci_evals._util.retry import Backoff, retry_after
-
-MAX_RETRY_AFTER = 60.0
-"""A Letta server's ``Retry-After`` is honoured up to this many seconds."""
-ATTEMPT_BACKOFF_CAP = 30.0
-"""No wait between two attempts of a sample (target) or a grade (judge) is longer, Retry-After aside."""
 IMPORT_TRIES = 6
 """Tries of one ``.af`` import: the first and five retries."""
 IMPORT_BACKOFF = 0.25
 """Seconds the first retry of an import waits at most; the bound doubles each retry."""
 IMPORT_BACKOFF_CAP = 4.0
 """No retry of an import waits longer, Retry-After aside."""
-
-RETRY_BACKOFF_HELP = (
-    f"At most this many seconds (at least half of it) before the first retry; doubles each "
-    f"retry, up to {ATTEMPT_BACKOFF_CAP:g} s."
-)
-"""The description of the ``retry_backoff`` setting of the Letta target, judge and Letta Code."""
-
-_JITTER = random.Random()
-
-
-def attempt_backoff(base: float, max_retries: int) -> Backoff:
-    """The waits between whole attempts: ``base`` doubling up to :data:`ATTEMPT_BACKOFF_CAP`."""
-    return Backoff(
-        base=base,
-        cap=ATTEMPT_BACKOFF_CAP,
-        max_retries=max_retries,
-        max_retry_after=MAX_RETRY_AFTER,
-        clamp_retry_after=True,
-        rng=_JITTER,
-    )
 
 
 def import_backoff() -> Backoff:
@@ -58,7 +33,7 @@ def import_backoff() -> Backoff:
         max_retries=IMPORT_TRIES - 1,
         max_retry_after=MAX_RETRY_AFTER,
         clamp_retry_after=True,
-        rng=_JITTER,
+        rng=retry.JITTER,
     )
 
 

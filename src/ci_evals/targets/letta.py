@@ -30,6 +30,7 @@ from pydantic import Field
 
 from ci_evals._util.breaker import Breaker
 from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.retry import RETRY_BACKOFF_HELP, attempt_backoff
 from ci_evals.config.budget import BudgetExceeded
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
@@ -57,7 +58,7 @@ from ci_evals.letta.messages import (
     to_turn,
     tokens_of,
 )
-from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff, attempt_wait
+from ci_evals.letta.retries import attempt_wait
 from ci_evals.llm.prices import price
 from ci_evals.targets.base import Spend
 from ci_evals.targets.letta_base import LettaBase, LettaSpec

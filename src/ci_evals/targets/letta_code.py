@@ -28,13 +28,13 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ci_evals._util.errors import ConfigError, SampleError
+from ci_evals._util.retry import RETRY_BACKOFF_HELP, attempt_backoff
 from ci_evals.config.specs import Context
 from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
 from ci_evals.letta.agents import from_factory
 from ci_evals.letta.client import base_url_of
 from ci_evals.letta.messages import dump, listed, memory_blocks, to_turn
-from ci_evals.letta.retries import RETRY_BACKOFF_HELP, attempt_backoff
 from ci_evals.targets.letta_base import LettaBase, LettaSpec
 from ci_evals.usercode.load import load_object
 
@@ -141,7 +141,7 @@ class LettaCodeTarget(LettaBase[LettaCodeSpec]):
                 )
             except SampleError as exc:
                 await self.ledger.forget(self._client, created)
-                wait = policy.next_wait()  # the project's one retry policy (ci_evals.letta.retries)
+                wait = policy.next_wait()  # the project's one retry policy (ci_evals._util.retry)
                 if wait is None:
                     error = exc
                     break
