@@ -4,6 +4,12 @@ Header values may come from environment variables (``headers: {Authorization: {e
 prefix: "Bearer "}}``) so secrets never sit in the suite file. The response body is the answer
 (plain text, or JSON ``{output}``/``{messages}``, which may report its ``usage``, ``steps`` and
 ``cost_usd``: :mod:`ci_evals.targets.io`; a reported cost is charged to the run's budget); a non-2xx status is an error for that sample.
+
+With ``max_retries``, a request that failed on the way (a dropped or refused connection, a
+timeout) or was answered 408, 425, 429 or 5xx is sent again, as
+:func:`ci_evals._util.retry.attempt_backoff` waits (jittered, doubling from ``retry_backoff``,
+raised to the service's ``Retry-After``); any other answer is final. The sample's record counts
+the retries (``retries``), and an error after them says how many attempts it took.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from ci_evals._util.bounds import check_url
 from ci_evals._util.errors import ConfigError, SampleError
 from ci_evals._util.netcause import IDLE_REUSE_S
 from ci_evals._util.redact import MESSAGE_LIMIT, register, scrub_and_shorten
+from ci_evals._util.retry import RETRY_BACKOFF_HELP, attempt_backoff, retry_after
 from ci_evals.config.specs import MAX_TIMEOUT, Context, Strict, TargetSpec
 from ci_evals.core.sample import Sample
 from ci_evals.core.trajectory import Trajectory
@@ -43,6 +50,26 @@ class HttpSpec(TargetSpec):
         le=1024,
         description="MiB of response body read per sample; more is an error for the sample.",
     )
+    max_retries: int = Field(
+        0,
+        ge=0,
+        description="Extra attempts of a sample whose request failed on the way (connection, "
+        "timeout) or was answered 408, 425, 429 or 5xx.",
+    )
+    retry_backoff: float = Field(1.0, ge=0, description=RETRY_BACKOFF_HELP)
+
+
+RETRIED_STATUSES = frozenset({408, 425, 429})
+"""Answers worth another attempt besides 5xx: the service may answer the same request later."""
+
+
+class _Transient(Exception):
+    """An attempt's failure worth another one: ``why`` (after "HTTP target "), the service's
+    ``Retry-After`` in seconds (``asked``) if it gave one."""
+
+    def __init__(self, why: str, asked: float | None = None) -> None:
+        super().__init__(why)
+        self.why, self.asked = why, asked
 
 
 class HttpTarget(Target[HttpSpec]):
@@ -87,9 +114,29 @@ class HttpTarget(Target[HttpSpec]):
     async def run(
         self, sample: Sample, *, run: int = 0, model: str | None = None, need_memory: bool = False
     ) -> Trajectory:
+        policy = attempt_backoff(self.spec.retry_backoff, self.spec.max_retries)
+        while True:
+            self.ctx.budget.check()  # the run's budget spent: not sent
+            try:
+                traj = await self._attempt(sample, run, model)
+            except _Transient as exc:
+                wait = policy.next_wait(exc.asked)
+                if wait is not None:
+                    await asyncio.sleep(wait)
+                    continue
+                attempts = f" failed after {policy.retries + 1} attempts:" if policy.retries else ""
+                error = SampleError(f"HTTP target{attempts} {exc.why}")
+                error.retries = policy.retries
+                raise error from None
+            if policy.retries:
+                traj.metadata["retries"] = policy.retries
+            self.ctx.budget.charge(traj.metadata.get("cost_usd"))
+            return traj
+
+    async def _attempt(self, sample: Sample, run: int, model: str | None) -> Trajectory:
+        """One request and its answer; :class:`_Transient` when another attempt may fare better."""
         import httpx
 
-        self.ctx.budget.check()  # the run's budget spent: not sent
         cap = int(self.spec.max_response_mb * 1024 * 1024)
         client = self.client
         assert client is not None, "start() opens the client"
@@ -112,23 +159,24 @@ class HttpTarget(Target[HttpSpec]):
                 finally:
                     await resp.aclose()
         except (httpx.TimeoutException, TimeoutError):
-            raise SampleError(f"HTTP target timed out after {self.spec.timeout:g} s") from None
+            raise _Transient(f"timed out after {self.spec.timeout:g} s") from None
         except httpx.HTTPError as exc:
-            raise SampleError(
-                scrub_and_shorten(
-                    f"HTTP target request failed: {type(exc).__name__}: {exc}",
-                    MESSAGE_LIMIT,
-                    self._secrets,
-                )
-            ) from None
-        if not 200 <= resp.status_code < 300:
-            raise SampleError(
-                f"HTTP target returned {resp.status_code}: "
-                + scrub_and_shorten(text, MESSAGE_LIMIT, self._secrets, tail=True)
+            why = scrub_and_shorten(
+                f"request failed: {type(exc).__name__}: {exc}", MESSAGE_LIMIT, self._secrets
             )
-        traj = parse_answer(text)
-        self.ctx.budget.charge(traj.metadata.get("cost_usd"))
-        return traj
+            if isinstance(exc, httpx.TransportError) and not isinstance(
+                exc, httpx.UnsupportedProtocol
+            ):
+                raise _Transient(why) from None
+            raise SampleError(f"HTTP target {why}") from None
+        if not 200 <= resp.status_code < 300:
+            why = f"returned {resp.status_code}: " + scrub_and_shorten(
+                text, MESSAGE_LIMIT, self._secrets, tail=True
+            )
+            if resp.status_code >= 500 or resp.status_code in RETRIED_STATUSES:
+                raise _Transient(why, retry_after(resp.headers))
+            raise SampleError(f"HTTP target {why}")
+        return parse_answer(text)
 
     async def aclose(self) -> None:
         if self.client is not None:
