@@ -107,3 +107,20 @@ def test_the_llm_client_opens_a_new_connection_after_an_idle_spell(monkeypatch, 
     server = twice(answer, post, close)
     assert (server.results, server.connections, server.dropped) == (["Lima", "Lima"], 2, 0)
     assert transport.has_session(client) is aiohttp  # the path named in the test's id was taken
+
+
+def test_limits_come_from_the_sdks_own_http_library_else_httpx():
+    import httpx
+    import openai
+
+    from ci_evals._util.netcause import sdk_limits
+
+    base = openai.DefaultAsyncHttpxClient.__mro__[1]  # httpx2.AsyncClient since openai 2.x
+    limits = sdk_limits(openai.DefaultAsyncHttpxClient, 1000, 100)
+    assert type(limits).__module__.split(".")[0] == base.__module__.split(".")[0]
+    assert (limits.max_connections, limits.keepalive_expiry) == (1000, IDLE_REUSE_S)
+
+    class NoLibrary:  # no base from a library with Limits: httpx's
+        pass
+
+    assert type(sdk_limits(NoLibrary, None, 5)) is httpx.Limits

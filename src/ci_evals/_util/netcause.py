@@ -50,7 +50,14 @@ def sdk_limits(http_client_cls: type, max_connections: int | None, max_keepalive
     """Connection limits for an SDK's ``DefaultAsyncHttpxClient`` with idle connections kept
     :data:`IDLE_REUSE_S` at most, built by the SDK's own HTTP library (openai moved from httpx to
     httpx2 in 2.x; a vendor SDK may follow)."""
-    lib: Any = importlib.import_module(http_client_cls.__mro__[1].__module__.split(".")[0])
+    lib: Any = None
+    for cls in http_client_cls.__mro__[1:]:  # the first base from a library that has Limits
+        candidate = importlib.import_module(cls.__module__.split(".")[0])
+        if hasattr(candidate, "Limits"):
+            lib = candidate
+            break
+    if lib is None:
+        import httpx as lib
     return lib.Limits(
         max_connections=max_connections,
         max_keepalive_connections=max_keepalive,
