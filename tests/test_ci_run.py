@@ -152,9 +152,9 @@ def test_every_step_runs_each_pytest_against_its_server_and_both_servers_stop(tm
         "pytest newest on none, letta: none, letta-evals: ",
     ]
     # The lowest step: pydantic's floor (2.10) without the google extra, which needs 2.12.5, then
-    # the two files that need google-genai with it; the newest step: all eight at once.
+    # the two files that need google-genai with it; the newest step: all nine at once.
     files = "test_llm_transport.py test_suite_loading.py test_text_similarity.py "
-    files += "test_rubric_grader.py test_report_html.py test_letta_target.py "
+    files += "test_rubric_grader.py test_report_html.py test_letta_target.py test_keepalive.py "
     vendor = "test_vendor_judges.py test_supply_requests.py "
     lowest = [
         re.sub(r"--python \S+ ", "", line)
