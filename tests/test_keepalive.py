@@ -29,7 +29,8 @@ def test_the_reuse_bound_is_below_the_servers_keep_alive():
 
 
 def twice(body: dict, call, close) -> KeepAliveServer:
-    """``call(url)`` twice, ``IDLE_S`` apart, against the fake server, then ``close()`` (both async)."""
+    """``call(url)`` twice, ``IDLE_S`` apart, against the fake server, then ``close()`` (both
+    async)."""
     with KeepAliveServer(CUT_S, body) as server:
 
         async def main() -> list:

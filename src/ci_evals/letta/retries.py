@@ -6,8 +6,8 @@ All three wait as :class:`ci_evals._util.retry.Backoff` says: exponential backof
 jitter, capped, raised to the server's ``Retry-After`` (honoured up to :data:`MAX_RETRY_AFTER`),
 for a bounded number of retries. A whole attempt waits as
 :func:`ci_evals._util.retry.attempt_backoff` says (from the spec's ``retry_backoff``, for its
-``max_retries``; the HTTP target's attempts too); an import starts at :data:`IMPORT_BACKOFF`, is capped at
-:data:`IMPORT_BACKOFF_CAP` and is tried :data:`IMPORT_TRIES` times. Those counts are promised to
+``max_retries``; the HTTP target's attempts too); an import starts at :data:`IMPORT_BACKOFF`,
+is capped at :data:`IMPORT_BACKOFF_CAP` and is tried :data:`IMPORT_TRIES` times. Those counts are promised to
 the user, so a ``Retry-After`` longer than :data:`MAX_RETRY_AFTER` is waited for that long and the
 retry still made (``clamp_retry_after``). ``letta_client`` is imported only inside functions.
 """

@@ -54,9 +54,6 @@ __all__ = ["Client", "close_client", "has_session", "make_client", "post", "prel
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 USE_AIOHTTP = True  # tests switch it off to exercise httpx's own transport too
 DIRECT = True  # skip the SDK's request building (tests switch it off to cover the SDK's post)
-KEEPALIVE_S = IDLE_REUSE_S
-"""Idle pooled connections are closed after this long (below the servers' keep-alive: see
-:data:`~ci_evals._util.netcause.IDLE_REUSE_S`)."""
 MAX_RESPONSE_BYTES = 16 * 2**20
 """An LLM answer larger than this (16 MiB) is an error for the call, read no further: a server
 sending a 300 MB body must not take the run's memory with it."""
@@ -188,7 +185,7 @@ def _session(aiohttp: Any, base: str, headers: dict[str, str]) -> Any:
     # No connection cap here: the endpoint's scheduler bounds calls in flight. No aiohttp timeout:
     # LLM bounds each attempt as a whole.
     connector = aiohttp.TCPConnector(
-        limit=0, keepalive_timeout=KEEPALIVE_S, ssl=ctx if ctx is not None else True
+        limit=0, keepalive_timeout=IDLE_REUSE_S, ssl=ctx if ctx is not None else True
     )
     return aiohttp.ClientSession(
         connector=connector, timeout=aiohttp.ClientTimeout(total=None), headers=headers

@@ -40,7 +40,8 @@ def previous(folder: Path, records: int) -> Summary | None:
 
 def spent_by(rec: Mapping[str, Any]) -> float:
     """What one results line says its calls cost: the target's ``cost_usd`` and each grade's
-    (an errored sample's too: its calls were paid). A value that is not a positive number counts 0."""
+    (an errored sample's too: its calls were paid). A value that is not a positive number
+    counts 0."""
     target = rec.get("target")
     total = _cost(target.get("cost_usd")) if isinstance(target, dict) else 0.0
     grades = rec.get("grades")
