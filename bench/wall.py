@@ -16,9 +16,12 @@ lines give, per tree and case, median [min-max] of each figure and of ``bare_rat
 wall over the bare loop's in the same repetition). Targets: fixed_s ≤ 0.25 s at N=50;
 bare_ratio ≤ 1.08 at N=1,000/C=50 and N=5,000/C=200.
 
-Every tree is byte-compiled first (``compileall``), as an installed package is: without it, a
-shell with ``PYTHONDONTWRITEBYTECODE=1`` compiles every module of ``src/`` again in every run
-(0.25 s of a 50-sample run's fixed cost here), which no user pays.
+Every tree is byte-compiled first (``compileall``), as an installed package is, and every process
+runs without ``PYTHONDONTWRITEBYTECODE``, so the warm-up runs write the bytecode of the third-party
+modules they import, as ``pip install`` does on a user's machine. With that variable set (this
+machine's shell sets it) and a venv installed by uv (which compiles nothing), each run compiled
+aiohttp, pydantic, yaml and jinja2 again: before 2026-11-28 this bench's figures carried that, 0.15 s
+of the bare loop's 50-sample wall and 0.39 s of ci-evals' (bench/README.md, round 12).
 """
 
 from __future__ import annotations
@@ -169,6 +172,7 @@ def measure(
         with tempfile.TemporaryDirectory(prefix="ci-evals-wall-") as d:
             tmp = Path(d)
             names = [*trees, "bare"]
+            bare_run(url, *cases[0], latency)  # aiohttp's bytecode, page cache
             for name, src in trees.items():
                 byte_compile(src)
                 ci_evals_run(
@@ -238,6 +242,7 @@ def main() -> int:
     p.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
     p.add_argument("--cases", nargs="*", default=None, metavar="N/C", help="e.g. 50/50 1000/50")
     args = p.parse_args()
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # every child writes bytecode (see above)
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": str(HERE.parent / "src")}
     cases = (
         [tuple(int(x) for x in c.split("/")) for c in args.cases]
