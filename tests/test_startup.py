@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = (
     "openai",
     "letta_client",
@@ -248,3 +250,51 @@ def test_a_run_that_waits_on_nothing_starts_no_background_thread(tmp_path):
         ["run", replay_suite(tmp_path), "--output", str(tmp_path / "o"), "-q"], END
     )
     assert first == {"jinja2": "MainThread"}
+
+
+def _waiting_suite(folder, grader: dict) -> str:
+    """One sample: a command target that takes 1.5 s (a run that waits), graded by ``grader``."""
+    import json
+
+    (folder / "data.jsonl").write_text(
+        json.dumps({"id": 1, "input": "q", "ground_truth": "a"}) + "\n"
+    )
+    (folder / "g.py").write_text(
+        "from ci_evals import grader, GradeResult\n\n@grader\n"
+        "def g(sample, submission):\n    return GradeResult(score=1.0)\n"
+    )
+    (folder / "suite.yaml").write_text(
+        json.dumps(
+            {
+                "name": "waits",
+                "dataset": "data.jsonl",
+                "target": {
+                    "kind": "command",
+                    "command": [sys.executable, "-c", "import time; time.sleep(1.5); print('a')"],
+                },
+                "graders": {"g": grader},
+                "gate": {"metric_key": "g", "op": "gte", "value": 0.0},
+            }
+        )
+    )
+    return str(folder / "suite.yaml")
+
+
+@pytest.mark.parametrize(
+    ("grader", "loads_jinja2"),
+    [
+        ({"kind": "tool", "function": "exact_match"}, "ci-evals-meanwhile"),
+        ({"kind": "tool", "function": "g.py:g"}, "MainThread"),
+    ],
+    ids=["built-in grader", "the author's grader"],
+)
+def test_the_ends_imports_wait_for_the_run_once_the_authors_python_is_loaded(
+    tmp_path, grader, loads_jinja2
+):
+    """User code may close descriptors 1 and 2 while a thread of ours reads a module file on one
+    of those numbers; that thread's close then hits the next file opened on it (junit.xml's spool,
+    seen in CI). With the author's Python loaded, nothing of ours reads files beside it."""
+    first = first_importers(
+        ["run", _waiting_suite(tmp_path, grader), "--output", str(tmp_path / "o"), "-q"], END
+    )
+    assert first == {"jinja2": loads_jinja2}

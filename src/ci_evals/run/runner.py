@@ -55,6 +55,7 @@ from ci_evals.suite.config_block import suite_config
 from ci_evals.suite.loader import LoadedSuite
 from ci_evals.targets.base import Target
 from ci_evals.usercode import lane as usercode
+from ci_evals.usercode.load import loaded_paths
 
 FLUSH_SECONDS = 0.5
 YIELD_SECONDS = 0.005
@@ -214,9 +215,9 @@ class Runner:
         self.load_previous()
         for part in self._parts():
             part.prepare()  # start-up imports (aiohttp, a vendor's SDK): not the samples' time, duration_s
-        if (
-            self.opts.meanwhile is not None and not self.cpu_only()
-        ):  # after those: never beside them
+        if (  # after those: never beside them, nor beside user code (usercode.contain.refill_stdio)
+            self.opts.meanwhile is not None and not self.cpu_only() and not loaded_paths()
+        ):
             threading.Thread(
                 target=self.opts.meanwhile, name="ci-evals-meanwhile", daemon=True
             ).start()

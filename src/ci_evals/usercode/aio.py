@@ -18,7 +18,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ci_evals.usercode.contain import Abandoned, UserCodeTimeout, escaped, raise_in, settle
+from ci_evals.usercode.contain import (
+    Abandoned,
+    UserCodeTimeout,
+    escaped,
+    raise_in,
+    refill_stdio,
+    settle,
+)
 
 GRACE_SECONDS = 2.0
 """How long a coroutine cancelled at its time limit has to end before its loop counts as blocked."""
@@ -86,6 +93,7 @@ class _UserLoop:
         ) as exc:  # SystemExit, GeneratorExit, a class of the author's: its error
             error = escaped(exc)
         finally:
+            refill_stdio()
             with _state_lock:
                 call.state = _ENDED
                 self.calls.discard(call)

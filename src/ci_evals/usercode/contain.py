@@ -11,6 +11,7 @@ sample's error, never the end of the run. The run's own cancellation (a signal) 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,6 +38,44 @@ def escaped(exc: BaseException) -> UserCodeExit:
 def describe(exc: BaseException) -> str:
     """How a failure of user code reads in an error: ``ValueError: bad``, ``SystemExit(0)``."""
     return str(exc) if isinstance(exc, UserCodeExit) else f"{type(exc).__name__}: {exc}"
+
+
+STDIO_FDS = (0, 1, 2)
+
+
+def refill_stdio() -> None:
+    """Descriptors 0, 1 and 2 open again, on /dev/null, where user code closed them (a grader's
+    ``os.close(1)``); called as each call of user code returns. A closed one would be the number
+    the next file this process opens takes, and a later ``os.close(1)`` in user code, or the stale
+    owner of the number (a file whose descriptor user code closed under it) closing "its" file,
+    would close that one instead: report.html's import or junit.xml's spool (seen in CI,
+    "Bad file descriptor"). Our own output never uses them (ci_evals.run.exits.keep_stdio).
+
+    This cannot help a file another thread opens during a call that closes them, so once user code
+    is loaded the run's end no longer loads its imports on a thread while the run goes
+    (ci_evals.run.runner, ``meanwhile``)."""
+    closed = [fd for fd in STDIO_FDS if not _is_open(fd)]
+    if not closed:
+        return
+    try:
+        null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: one of those closed
+    except OSError:
+        return
+    for fd in closed:
+        if fd == null:
+            os.set_inheritable(fd, True)  # as a standard descriptor is
+        else:
+            os.dup2(null, fd)
+    if null not in closed:
+        os.close(null)
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 def ours() -> bool:

@@ -36,6 +36,7 @@ from ci_evals.usercode.contain import (
     escaped,
     ours,
     raise_in,
+    refill_stdio,
     settle,
 )
 
@@ -106,6 +107,8 @@ class _Lane:
                 BaseException
             ) as exc:  # SystemExit, CancelledError, any other: an ordinary failure
                 value, error = None, escaped(exc)
+            finally:
+                refill_stdio()
             try:
                 loop.call_soon_threadsafe(settle, fut, value, error)
             except RuntimeError:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ci_evals._util.errors import ConfigError
 from ci_evals.config.yamlio import regular_file
+from ci_evals.usercode.contain import refill_stdio
 
 _loaded: dict[Path, types.ModuleType] = {}
 
@@ -69,6 +70,7 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
         ) from None
     finally:
         sys.dont_write_bytecode = writes_bytecode
+        refill_stdio()  # the file's top level may have closed them
     _loaded[path] = module
     return module
 
