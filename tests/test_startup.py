@@ -298,3 +298,31 @@ def test_the_ends_imports_wait_for_the_run_once_the_authors_python_is_loaded(
         ["run", _waiting_suite(tmp_path, grader), "--output", str(tmp_path / "o"), "-q"], END
     )
     assert first == {"jinja2": loads_jinja2}
+
+
+def test_a_model_run_with_the_authors_python_loads_the_price_list_and_its_end_itself(
+    tmp_path, monkeypatch
+):
+    """Beside user code no thread of ours reads files (see the test above): the price list
+    loads at the first priced call, Jinja2 after the run, both on the main thread."""
+    import json
+
+    from tests.fakes.openai_server import FakeOpenAI
+
+    suite = model_suite(tmp_path)
+    spec = json.loads((tmp_path / "suite.yaml").read_text())
+    spec["graders"]["mine"] = {"kind": "tool", "function": "g.py:g"}
+    (tmp_path / "suite.yaml").write_text(json.dumps(spec))
+    (tmp_path / "g.py").write_text(
+        "from ci_evals import grader, GradeResult\n\n@grader\n"
+        "def g(sample, submission):\n    return GradeResult(score=1.0)\n"
+    )
+    with FakeOpenAI(latency=1.5) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no price memo yet
+        first = first_importers(
+            ["run", suite, "--output", str(tmp_path / "o"), "-q", "--no-cache"], END
+        )
+    assert (tmp_path / "o" / "report.html").is_file()
+    assert first == {"aiohttp": "MainThread", "genai_prices": "MainThread", "jinja2": "MainThread"}

@@ -26,6 +26,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from ci_evals.llm.price_memo import Memo
+from ci_evals.usercode.load import loaded_paths
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -186,10 +187,12 @@ def _genai_prices() -> ModuleType:
 
 def warm() -> None:
     """Import genai-prices and load its price data on a background thread, once per process (a
-    failing import is the first priced call's to report)."""
+    failing import is the first priced call's to report). Not while the suite author's Python is
+    loaded: it may close descriptors a thread of ours is reading (ci_evals.usercode.contain.
+    refill_stdio); the first priced call loads it then."""
     global _warm_thread
     with _warm_lock:
-        if _warm_thread is not None:
+        if _warm_thread is not None or loaded_paths():
             return
         _warm_thread = threading.Thread(target=_warm_quietly, name="ci-evals-prices", daemon=True)
         _warm_thread.start()
