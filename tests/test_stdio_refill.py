@@ -97,3 +97,29 @@ def test_a_module_closing_stdout_at_import_leaves_it_open_on_dev_null(tmp_path):
         f"load_module(Path({str(tmp_path / 'closer.py')!r}))\n" + _print("{0: state()}")
     )
     assert got[0]["1"] == ["/dev/null", True]
+
+
+def test_a_number_another_file_took_meanwhile_is_left_to_it(tmp_path):
+    """Only free numbers are filled: a file that took descriptor 1 after user code closed it keeps
+    it (replacing it would break that file, as the race this guards against does)."""
+    got = _child(
+        "SAVED = os.dup(1)\n"
+        "from ci_evals.usercode.contain import refill_stdio\n"
+        "os.close(1)\nos.close(2)\n"
+        f"taken = os.open({str(tmp_path / 'mine.txt')!r}, os.O_CREAT | os.O_WRONLY)\n"
+        "refill_stdio()\n" + _print("{0: [taken, state()]}")
+    )
+    taken, after = got[0]
+    assert taken == 1
+    assert after["1"] == [str(tmp_path / "mine.txt"), False]
+    assert after["2"] == ["/dev/null", True]
+
+
+def test_user_code_awaited_on_the_runs_own_loop_gets_them_back_too():
+    """``contained()``: an agent factory or a setup script given the target's client."""
+    got = _child(
+        "SAVED = os.dup(1)\n"
+        "from ci_evals.usercode.contain import contained\n"
+        "with contained():\n    os.close(1)\n" + _print("{0: state()}")
+    )
+    assert got[0]["1"] == ["/dev/null", True]

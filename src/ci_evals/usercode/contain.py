@@ -51,23 +51,22 @@ def refill_stdio() -> None:
     would close that one instead: report.html's import or junit.xml's spool (seen in CI,
     "Bad file descriptor"). Our own output never uses them (ci_evals.run.exits.keep_stdio).
 
-    This cannot help a file another thread opens during a call that closes them, so once user code
-    is loaded the run's end no longer loads its imports on a thread while the run goes
-    (ci_evals.run.runner, ``meanwhile``)."""
-    closed = [fd for fd in STDIO_FDS if not _is_open(fd)]
-    if not closed:
+    A number another thread took meanwhile is left to it (only free numbers are filled). This
+    cannot help a file another thread opens during a call that closes them, so once user code is
+    loaded no thread of ours reads files beside it: the run's end imports after the run
+    (ci_evals.run.runner, ``meanwhile``), the price list loads at the first priced call
+    (ci_evals.llm.prices.warm)."""
+    if all(_is_open(fd) for fd in STDIO_FDS):
         return
-    try:
-        null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: one of those closed
-    except OSError:
-        return
-    for fd in closed:
-        if fd == null:
-            os.set_inheritable(fd, True)  # as a standard descriptor is
-        else:
-            os.dup2(null, fd)
-    if null not in closed:
-        os.close(null)
+    while True:  # each open takes the lowest free number: never one another thread holds
+        try:
+            fd = os.open(os.devnull, os.O_RDWR)
+        except OSError:
+            return
+        if fd > STDIO_FDS[-1]:
+            os.close(fd)
+            return
+        os.set_inheritable(fd, True)  # as a standard descriptor is
 
 
 def _is_open(fd: int) -> bool:
@@ -101,6 +100,8 @@ def contained() -> Iterator[None]:
         raise
     except BaseException as exc:
         raise escaped(exc) from None
+    finally:
+        refill_stdio()
 
 
 class Abandoned(BaseException):
