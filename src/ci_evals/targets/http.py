@@ -125,9 +125,9 @@ class HttpTarget(Target[HttpSpec]):
                     await asyncio.sleep(wait)
                     continue
                 attempts = f" failed after {policy.retries + 1} attempts:" if policy.retries else ""
-                error = SampleError(f"HTTP target{attempts} {exc.why}")
-                error.retries = policy.retries
-                raise error from None
+                raise SampleError(
+                    f"HTTP target{attempts} {exc.why}", retries=policy.retries
+                ) from None
             if policy.retries:
                 traj.metadata["retries"] = policy.retries
             self.ctx.budget.charge(traj.metadata.get("cost_usd"))
