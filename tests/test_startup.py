@@ -245,6 +245,61 @@ def test_a_model_run_imports_its_end_while_it_waits_on_the_network(tmp_path, mon
     assert list(first) == ["aiohttp", "genai_prices", "jinja2"]  # one after the other
 
 
+SENDS = """
+import time
+import aiohttp.client_reqrep as reqrep
+sent = []
+_send = reqrep.ClientRequest.send
+async def send(self, conn):
+    sent.append(time.monotonic())
+    return await _send(self, conn)
+reqrep.ClientRequest.send = send
+class Stamp:
+    def find_spec(self, name, path=None, target=None):
+        if name == "jinja2" and "jinja2" not in stamps:
+            stamps["jinja2"] = time.monotonic()
+        return None
+stamps = {}
+sys.meta_path.insert(0, Stamp())
+"""
+
+
+WAVE = 150
+"""Requests in the first wave: enough that writing them takes the loop several turns (with 8,
+the old thread, started before them, only ran once they were out)."""
+
+
+def test_the_ends_imports_start_once_the_first_requests_are_out(tmp_path, monkeypatch):
+    """The background imports begin after the first wave of requests is written (ci_evals.run.
+    quiet), not beside it, where they held that wave back by their 25-35 ms (issue 41 item 7);
+    and before the first answer comes back."""
+    import json
+
+    from tests.fakes.openai_server import FakeOpenAI
+
+    suite = model_suite(tmp_path)
+    (tmp_path / "data.jsonl").write_text(
+        "".join(json.dumps({"id": i, "input": f"q{i}"}) + "\n" for i in range(WAVE))
+    )
+    argv = ["run", suite, "--output", str(tmp_path / "o"), "-q", "--no-cache"]
+    code = (
+        "import sys\n"
+        + SENDS
+        + "import contextlib, io\nfrom ci_evals.cli.app import main\n"
+        + "with contextlib.redirect_stdout(io.StringIO()):\n"
+        + f"    code = main({[*argv, '--max-concurrent', str(WAVE)]!r})\n"
+        + "import json\nprint(json.dumps([code, sent, stamps]))"
+    )
+    with FakeOpenAI(latency=1.0) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        exit_code, sent, stamps = json.loads(printed_by(code)[-1])
+    assert exit_code == 0
+    assert len(sent) == 2 * WAVE  # the answers, then the judge calls
+    first_wave, second_wave = sorted(sent)[:WAVE], sorted(sent)[WAVE:]
+    assert max(first_wave) < stamps["jinja2"] < min(second_wave) - 0.5
+
+
 def test_a_run_that_waits_on_nothing_starts_no_background_thread(tmp_path):
     first = first_importers(
         ["run", replay_suite(tmp_path), "--output", str(tmp_path / "o"), "-q"], END

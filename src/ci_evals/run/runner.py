@@ -12,7 +12,6 @@ import asyncio
 import inspect
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -50,6 +49,7 @@ from ci_evals.run import carried
 from ci_evals.run.folderlock import JobKey, job_key
 from ci_evals.run.job import Plan
 from ci_evals.run.progress import Progress, Tracker
+from ci_evals.run.quiet import thread_when_quiet
 from ci_evals.run.signals import on_signals
 from ci_evals.suite.config_block import suite_config
 from ci_evals.suite.loader import LoadedSuite
@@ -82,7 +82,7 @@ class RunOptions:
     """The file in ``output`` this process writes its records to (a worker process: its part file)."""
     meanwhile: Callable[[], None] | None = None
     """Work for a background thread while the run waits on the network (imports its end needs):
-    started once the clients are ready, and only when a job waits on something else."""
+    started once the first requests are out, and only when a job waits on something else."""
 
 
 @dataclass(frozen=True)
@@ -215,12 +215,6 @@ class Runner:
         self.load_previous()
         for part in self._parts():
             part.prepare()  # start-up imports (aiohttp, a vendor's SDK): not the samples' time, duration_s
-        if (  # after those: never beside them, nor beside user code (usercode.contain.refill_stdio)
-            self.opts.meanwhile is not None and not self.cpu_only() and not loaded_paths()
-        ):
-            threading.Thread(
-                target=self.opts.meanwhile, name="ci-evals-meanwhile", daemon=True
-            ).start()
         started = datetime.now(UTC)
         t0 = time.perf_counter()
         fh = open_append(results_path, truncate=not self.opts.resume)
@@ -308,6 +302,11 @@ class Runner:
 
         n_workers = max(1, min(self.opts.max_concurrent, self.total_jobs() or 1))
         workers = [asyncio.create_task(worker()) for _ in range(n_workers)]
+        # opts.meanwhile on a thread once the first requests are out (ci_evals.run.quiet), when a
+        # job waits on something else, never beside user code (usercode.contain.refill_stdio)
+        work, meanwhile = self.opts.meanwhile, None
+        if work is not None and not self.cpu_only() and not loaded_paths():
+            meanwhile = thread_when_quiet(work, "ci-evals-meanwhile")
         try:
             await asyncio.gather(*workers)
         except BaseException:
@@ -315,6 +314,9 @@ class Runner:
                 w.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
+        finally:
+            if meanwhile is not None:
+                meanwhile.cancel()
 
     def _parts(self) -> list[Target | Grader]:
         """The target, then every grader: what opens clients and agents, in that order."""

@@ -19,6 +19,7 @@ from ci_evals.config.yamlio import regular_file
 from ci_evals.usercode.contain import refill_stdio
 
 _loaded: dict[Path, types.ModuleType] = {}
+_ran = False  # a user file's top level was executed here, even one that then failed to import
 
 
 def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
@@ -46,6 +47,8 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
         sys.dont_write_bytecode,
         True,
     )  # no __pycache__/ in the user's repo
+    global _ran
+    _ran = True
     try:
         loader.exec_module(module)
     except SyntaxError as exc:
@@ -73,6 +76,12 @@ def load_module(path: Path, *, key: str | None = None) -> types.ModuleType:
         refill_stdio()  # the file's top level may have closed them
     _loaded[path] = module
     return module
+
+
+def ran_user_code() -> bool:
+    """Whether this process executed a user file (its import failing or not): its objects may
+    hold what only the interpreter's teardown finishes, such as a file's buffered writes."""
+    return _ran
 
 
 def loaded_paths() -> list[Path]:
