@@ -138,23 +138,24 @@ def end_fast(code: int) -> None:
     gc.freeze()
     if _others_to_finish():
         return
-    streams = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
-    try:
-        for stream in streams:
-            if stream is not None:
-                stream.flush()
-    except (OSError, ValueError):
+    if not _flushed():
         return
     import atexit
 
     atexit._run_exitfuncs()  # clears them: an exit by Python after this would not run them twice
+    if _flushed():
+        os._exit(code)
+
+
+def _flushed() -> bool:
+    """Flush stdout and stderr (ours and Python's own); False when one cannot be (a closed pipe)."""
     try:
-        for stream in streams:
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             if stream is not None:
                 stream.flush()
     except (OSError, ValueError):
-        return
-    os._exit(code)
+        return False
+    return True
 
 
 def _others_to_finish() -> bool:
