@@ -1,11 +1,11 @@
-"""ci_evals.run.quiet: background work starts once the event loop has gone quiet."""
+"""ci_evals._util.quiet: background work starts once the event loop has gone quiet."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from ci_evals.run.quiet import TICK_S, thread_when_quiet, when_quiet
+from ci_evals._util.quiet import TICK_S, thread_when_quiet, when_quiet
 
 
 def busy_for(loop: asyncio.AbstractEventLoop, turns: int, each_s: float, done: list[float]) -> None:
@@ -89,3 +89,70 @@ def test_the_thread_runs_the_work_under_its_name():
     asyncio.run(main())
     assert finished.wait(5)
     assert names == ["ci-evals-x"]
+
+
+def _fresh_prices(monkeypatch) -> list[str]:
+    """ci_evals.llm.prices with no warm-up done yet, whose loading records the thread it ran on."""
+    import threading
+
+    from ci_evals.llm import prices
+
+    ran: list[str] = []
+    monkeypatch.setattr(prices, "_warm_thread", None)
+    monkeypatch.setattr(prices, "_warm_task", None)
+    monkeypatch.setattr(prices, "loaded_paths", list)  # other tests may have loaded user files
+    monkeypatch.setattr(
+        prices, "_warm_quietly", lambda: ran.append(threading.current_thread().name)
+    )
+    return ran
+
+
+def test_the_price_list_waits_for_a_quiet_loop(monkeypatch):
+    from ci_evals.llm import prices
+
+    ran = _fresh_prices(monkeypatch)
+
+    async def main() -> None:
+        done: list[float] = []
+        busy_for(asyncio.get_running_loop(), 8, 0.01, done)
+        prices.warm()
+        thread = prices._warm_thread
+        assert thread is not None and thread.ident is None  # not beside the busy turns
+        assert prices._warm_task is not None
+        await prices._warm_task
+        assert done  # started once they were over
+        assert thread.ident is not None
+        thread.join()
+
+    asyncio.run(main())
+    assert ran == ["ci-evals-prices"]
+
+
+def test_warmed_starts_a_waiting_price_list_once(monkeypatch):
+    """The end's thread asks for the list first: it starts it and waits; the quiet task, firing
+    later, starts nothing twice."""
+    from ci_evals.llm import prices
+
+    ran = _fresh_prices(monkeypatch)
+
+    async def main() -> None:
+        prices.warm()
+        prices.warmed()
+        assert ran == ["ci-evals-prices"]
+        assert prices._warm_task is not None
+        await prices._warm_task
+
+    asyncio.run(main())
+    assert ran == ["ci-evals-prices"]
+
+
+def test_outside_an_event_loop_the_price_list_starts_at_once(monkeypatch):
+    from ci_evals.llm import prices
+
+    ran = _fresh_prices(monkeypatch)
+    prices.warm()
+    thread = prices._warm_thread
+    assert thread is not None and thread.ident is not None
+    assert prices._warm_task is None
+    thread.join()
+    assert ran == ["ci-evals-prices"]

@@ -245,6 +245,45 @@ def test_a_model_run_imports_its_end_while_it_waits_on_the_network(tmp_path, mon
     assert list(first) == ["aiohttp", "genai_prices", "jinja2"]  # one after the other
 
 
+REPORTS = (
+    "ci_evals.run.finish",
+    "ci_evals.reports.write",
+    "ci_evals.gating.summary",
+    "ci_evals.cli.merge",
+)
+
+
+def test_a_model_runs_reports_load_on_its_thread_and_no_other_commands_code(tmp_path, monkeypatch):
+    """The run's end (ci_evals.run.finish: the reports, the summary's gates) is not imported by
+    its start (20 ms of it, issue 41 item 7), but by the thread that starts once the requests
+    are out; the other commands' modules (merge's, report's...) not at all."""
+    from tests.fakes.openai_server import FakeOpenAI
+
+    with FakeOpenAI(latency=1.0) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        first = first_importers(
+            ["run", model_suite(tmp_path), "--output", str(tmp_path / "o"), "-q", "--no-cache"],
+            REPORTS,
+        )
+    assert first == {
+        "ci_evals.gating.summary": "ci-evals-meanwhile",
+        "ci_evals.run.finish": "ci-evals-meanwhile",
+        "ci_evals.reports.write": "ci-evals-meanwhile",
+    }
+
+
+def test_a_run_that_waits_on_nothing_loads_its_reports_at_its_end(tmp_path):
+    first = first_importers(
+        ["run", replay_suite(tmp_path), "--output", str(tmp_path / "o"), "-q"], REPORTS
+    )
+    assert first == {
+        "ci_evals.gating.summary": "MainThread",
+        "ci_evals.run.finish": "MainThread",
+        "ci_evals.reports.write": "MainThread",
+    }
+
+
 SENDS = """
 import time
 import aiohttp.client_reqrep as reqrep
@@ -256,8 +295,8 @@ async def send(self, conn):
 reqrep.ClientRequest.send = send
 class Stamp:
     def find_spec(self, name, path=None, target=None):
-        if name == "jinja2" and "jinja2" not in stamps:
-            stamps["jinja2"] = time.monotonic()
+        if name in ("jinja2", "genai_prices") and name not in stamps:
+            stamps[name] = time.monotonic()
         return None
 stamps = {}
 sys.meta_path.insert(0, Stamp())
@@ -270,9 +309,10 @@ the old thread, started before them, only ran once they were out)."""
 
 
 def test_the_ends_imports_start_once_the_first_requests_are_out(tmp_path, monkeypatch):
-    """The background imports begin after the first wave of requests is written (ci_evals.run.
-    quiet), not beside it, where they held that wave back by their 25-35 ms (issue 41 item 7);
-    and before the first answer comes back."""
+    """The background threads begin after the first wave of requests is written (ci_evals._util.
+    quiet), not beside it, where they held that wave back (issue 41 item 7): the price list
+    (no memo yet: genai-prices is imported) and the end's imports; both before the first answer
+    comes back."""
     import json
 
     from tests.fakes.openai_server import FakeOpenAI
@@ -293,10 +333,12 @@ def test_the_ends_imports_start_once_the_first_requests_are_out(tmp_path, monkey
     with FakeOpenAI(latency=1.0) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no price memo yet
         exit_code, sent, stamps = json.loads(printed_by(code)[-1])
     assert exit_code == 0
     assert len(sent) == 2 * WAVE  # the answers, then the judge calls
     first_wave, second_wave = sorted(sent)[:WAVE], sorted(sent)[WAVE:]
+    assert max(first_wave) < stamps["genai_prices"] < min(second_wave) - 0.5
     assert max(first_wave) < stamps["jinja2"] < min(second_wave) - 0.5
 
 

@@ -461,7 +461,7 @@ def test_a_gate_never_passes_with_more_errors_than_its_budget(mix):
 def test_interrupted_run_is_never_printed_as_passed():
     from ci_evals.gating.verdict import decide
     from ci_evals.reports.verdicts import WORDS
-    from ci_evals.run.session import exit_code
+    from ci_evals.run.finish import exit_code
 
     summary = {
         "interrupted_by": "SIGTERM",

@@ -31,7 +31,7 @@ from ci_evals.reports.markdown import (
 from ci_evals.reports.verdicts import ORDER as VERDICT_ORDER
 from ci_evals.results.files import foreign_shape
 from ci_evals.run.exits import ExitCode
-from ci_evals.run.session import exit_code
+from ci_evals.run.finish import exit_code
 
 FOREIGN = "not a ci-evals results folder"
 

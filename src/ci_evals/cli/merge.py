@@ -29,7 +29,7 @@ from ci_evals.results.files import RESULTS, Trust, foreign_shape, read_summary, 
 from ci_evals.results.line import encode_line
 from ci_evals.results.records import BudgetReport, Summary
 from ci_evals.results.writer import open_atomic, refuse_links
-from ci_evals.run.session import exit_code, print_comment
+from ci_evals.run.finish import exit_code, print_comment
 
 
 def cmd_merge(args: Namespace) -> int:

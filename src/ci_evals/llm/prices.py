@@ -19,12 +19,14 @@ run's first call does not pay it on the event loop; unless today's memo of the l
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import threading
 from decimal import Decimal
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from ci_evals._util.quiet import when_quiet
 from ci_evals.llm.price_memo import Memo
 from ci_evals.usercode.load import loaded_paths
 
@@ -35,6 +37,7 @@ PACKAGE = "genai-prices"
 
 _warm_lock = threading.Lock()
 _warm_thread: threading.Thread | None = None
+_warm_task: asyncio.Task[None] | None = None
 
 
 def suite_price(model: str, usage: dict[str, int], pricing: dict[str, Any] | None) -> float | None:
@@ -187,15 +190,30 @@ def _genai_prices() -> ModuleType:
 
 def warm() -> None:
     """Import genai-prices and load its price data on a background thread, once per process (a
-    failing import is the first priced call's to report). Not while the suite author's Python is
-    loaded: it may close descriptors a thread of ours is reading (ci_evals.usercode.contain.
-    refill_stdio); the first priced call loads it then."""
-    global _warm_thread
+    failing import is the first priced call's to report). Called in a running event loop (a
+    run's clients preparing), the thread starts once the loop is quiet, its first requests out
+    (ci_evals._util.quiet), or when :func:`warmed` asks first. Not while the suite author's
+    Python is loaded: it may close descriptors a thread of ours is reading (ci_evals.usercode.
+    contain.refill_stdio); the first priced call loads it then."""
+    global _warm_thread, _warm_task
     with _warm_lock:
         if _warm_thread is not None or loaded_paths():
             return
         _warm_thread = threading.Thread(target=_warm_quietly, name="ci-evals-prices", daemon=True)
-        _warm_thread.start()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        _start_warming()
+        return
+    _warm_task = loop.create_task(when_quiet(_start_warming))  # kept: a task is weakly held
+
+
+def _start_warming() -> None:
+    """Start :func:`warm`'s thread, unless it was already (by its quiet task or :func:`warmed`)."""
+    with _warm_lock:
+        thread = _warm_thread
+        if thread is not None and thread.ident is None:
+            thread.start()
 
 
 _memo: Memo | None = None
@@ -214,9 +232,11 @@ def _the_memo() -> Memo:
 
 
 def warmed() -> None:
-    """Wait for :func:`warm`'s thread, when one was started (work queued behind the price list)."""
+    """Wait for :func:`warm`'s thread, starting it if it still waits for a quiet loop (work queued
+    behind the price list, on another background thread, started at the same quiet moment)."""
     thread = _warm_thread
     if thread is not None:
+        _start_warming()
         thread.join()
 
 

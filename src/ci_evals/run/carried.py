@@ -19,14 +19,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci_evals.config.budget import Budget
-from ci_evals.gating.summary import Learned
 from ci_evals.letta.agents import merge_blocks
 from ci_evals.llm.pool import combined_endpoints
 from ci_evals.results.files import SUMMARY, Trust, read_summary
 from ci_evals.results.records import Summary
+
+if TYPE_CHECKING:
+    from ci_evals.gating.summary import Learned
 
 
 def previous(folder: Path, records: int) -> Summary | None:

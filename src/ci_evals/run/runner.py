@@ -1,9 +1,8 @@
 """Async orchestration: every (model, sample, run) job under one concurrency cap, results streamed.
 
-A fixed pool of ``max_concurrent`` workers pulls jobs from a lazy iterator, so memory stays flat
-however large the dataset. Each job (:mod:`ci_evals.run.job`) runs the target and the sample's
-graders into one record; the finished record is appended to ``results.jsonl`` at once and fed to
-the :class:`~ci_evals.gating.aggregate.Aggregator`.
+A fixed pool of ``max_concurrent`` workers pulls jobs from a lazy iterator (memory stays flat
+however large the dataset). Each job (:mod:`ci_evals.run.job`) runs the target and the graders into
+one record, appended to ``results.jsonl`` at once and fed to the ``gating.aggregate.Aggregator``.
 """
 
 from __future__ import annotations
@@ -17,17 +16,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ci_evals._util import gcpolicy, redact
 from ci_evals._util.errors import ConfigError
+from ci_evals._util.quiet import thread_when_quiet
 from ci_evals._util.redact import scrub
 from ci_evals._util.textsafe import clean_value
 from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
 from ci_evals.core.sample import Sample
 from ci_evals.gating.aggregate import Aggregator
-from ci_evals.gating.baseline import Baseline
-from ci_evals.gating.summary import Learned, summarize
 from ci_evals.graders.base import Grader
 from ci_evals.letta.agents import letta_report
 from ci_evals.llm import pool
@@ -49,13 +47,16 @@ from ci_evals.run import carried
 from ci_evals.run.folderlock import JobKey, job_key
 from ci_evals.run.job import Plan
 from ci_evals.run.progress import Progress, Tracker
-from ci_evals.run.quiet import thread_when_quiet
 from ci_evals.run.signals import on_signals
 from ci_evals.suite.config_block import suite_config
 from ci_evals.suite.loader import LoadedSuite
 from ci_evals.targets.base import Target
 from ci_evals.usercode import lane as usercode
 from ci_evals.usercode.load import loaded_paths
+
+if TYPE_CHECKING:
+    from ci_evals.gating.baseline import Baseline
+    from ci_evals.gating.summary import Learned
 
 FLUSH_SECONDS = 0.5
 YIELD_SECONDS = 0.005
@@ -81,8 +82,7 @@ class RunOptions:
     results_name: str = RESULTS
     """The file in ``output`` this process writes its records to (a worker process: its part file)."""
     meanwhile: Callable[[], None] | None = None
-    """Work for a background thread while the run waits on the network (imports its end needs):
-    started once the first requests are out, and only when a job waits on something else."""
+    """Work for a thread while the run waits on the network (the end's imports; ci_evals._util.quiet)."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +249,8 @@ class Runner:
                 if own_progress:
                     progress.close()
                 await self._close()
+        from ci_evals.gating.summary import Learned  # start time: the end's (finish_imports)
+
         learned = carried.onto(
             Learned(self._report_agents(), self._report_endpoints(), budget=self._report_budget()),
             self._previous,
@@ -302,8 +304,7 @@ class Runner:
 
         n_workers = max(1, min(self.opts.max_concurrent, self.total_jobs() or 1))
         workers = [asyncio.create_task(worker()) for _ in range(n_workers)]
-        # opts.meanwhile on a thread once the first requests are out (ci_evals.run.quiet), when a
-        # job waits on something else, never beside user code (usercode.contain.refill_stdio)
+        # once the requests are out, if a job waits on something else; never beside user code
         work, meanwhile = self.opts.meanwhile, None
         if work is not None and not self.cpu_only() and not loaded_paths():
             meanwhile = thread_when_quiet(work, "ci-evals-meanwhile")
@@ -381,8 +382,9 @@ class Runner:
         interrupted: StopSignal | None = None,
         learned: Learned,
     ) -> Summary:
-        """The summary of the records fed so far, with what was chosen before the run (its
-        options) and what it learned."""
+        """The summary of the records fed so far, the run's options and what it learned."""
+        from ci_evals.gating.summary import summarize  # start time: the end's (finish_imports)
+
         return summarize(
             self.suite,
             self.config,

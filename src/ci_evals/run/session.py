@@ -8,17 +8,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci_evals._util.bounds import check_output_folder
 from ci_evals._util.errors import ConfigError
 from ci_evals.config.rates import DEFAULT_MAX_CONCURRENT
-from ci_evals.gating.baseline import Baseline
-from ci_evals.gating.verdict import decide
 from ci_evals.llm import pool, prices
-from ci_evals.reports import console, html
-from ci_evals.reports.comment import render_comment
-from ci_evals.reports.letta_agents import console_lines
-from ci_evals.reports.write import own_results, write_outputs
 from ci_evals.results.layout import DEFAULT_OUTPUT
 from ci_evals.results.records import Selection, Shard, Summary
 from ci_evals.results.writer import refuse_links
@@ -31,32 +26,23 @@ from ci_evals.run.runner import Runner, RunOptions
 from ci_evals.run.signals import held_signals
 from ci_evals.suite.loader import load_suite
 
+if TYPE_CHECKING:
+    from ci_evals.gating.baseline import Baseline
+
 
 def finish_imports() -> None:
-    """What the run's end needs that its start did not load (Jinja2, report.html's template),
-    loaded on a background thread while the run waits on the network, after the price list its
-    first answer needs; a failure here is the end's to report, where it is loaded again."""
+    """What the run's end needs that its start did not load (:mod:`ci_evals.run.finish` and the
+    reports it imports, the summary's modules, Jinja2 and report.html's template), loaded on a
+    background thread while the run waits on the network, after the price list its first answer
+    needs; a failure here is the end's to report, where it is loaded again."""
     try:
         prices.warmed()
-        html.warm()
+        import ci_evals.gating.summary  # noqa: F401  start time: the runner's end, loaded meanwhile
+        from ci_evals.run import finish  # start time: the end's, loaded here meanwhile
+
+        finish.warm()
     except Exception:  # noqa: S110 - loaded again at the end, and reported there
         pass
-
-
-def print_comment(summary: Summary, out: Path) -> None:
-    body = render_comment(
-        summary,
-        own_results(out / "results.jsonl"),
-        run_url=None,
-        marker_key=summary.get("suite") or "suite",
-    )
-    print("\n--- PR comment (dry run: not posted) ---\n" + body + "\n--- end of PR comment ---")
-
-
-def exit_code(summary: Summary) -> ExitCode:
-    """The process exit code for a summary's verdict (decided from its gates when it states none)."""
-    verdict = summary.get("verdict") or decide(summary)[0]
-    return ExitCode.of_verdict(verdict, summary.get("interrupted_by"))
 
 
 def run_suite(
@@ -98,7 +84,7 @@ def _run_suite(
         extra_gates=args.gate,
         sample_ids=ids,
         id_match=id_match,
-        meanwhile=html.warm,
+        meanwhile=finish_imports,
     )
     if from_suite is not None and from_suite != suite.spec.name:
         raise ConfigError(
@@ -119,7 +105,11 @@ def _run_suite(
     refuse_links(out)
     if resume is not None and not (resume / "results.jsonl").exists():
         raise ConfigError("nothing to resume: no results.jsonl", file=str(resume))
-    baseline = Baseline(args.baseline) if args.baseline else None
+    baseline: Baseline | None = None
+    if args.baseline:
+        from ci_evals.gating.baseline import Baseline  # start time: a --baseline run's only
+
+        baseline = Baseline(args.baseline)
     concurrency = args.max_concurrent or suite.spec.max_concurrent or DEFAULT_MAX_CONCURRENT
     shard: Shard | None = None
     if args.shard:
@@ -160,38 +150,16 @@ def _run_suite(
         ):  # the runner cancels on a signal; after the run, none may stop the flush
             summary = lanes.execute(runner)  # in this process, or in one per core when CPU-bound
             held.stopping = bool(summary.get("partial"))
-            gather = None if args.quiet else console.FailingPass.of(summary)
-            comparison = (  # the baseline read once: every report's regressions and columns
-                baseline.comparison(summary.get("metrics") or {}, summary.get("cost_speed"))
-                if baseline is not None
-                else None
-            )
-            failing = write_outputs(
-                out, summary, gather, comparison
-            )  # the console's failing samples, in the same read
-            if args.shard and suite.dataset.count == 0:
-                print(
-                    f"{summary['suite']}: shard {args.shard[0]}/{args.shard[1]} selects no sample, nothing to "
-                    f"gate here (merge the shards for the verdict). Results: {shown}/"
-                )
-                return ExitCode.PASSED, summary, out
-            color = console.use_color(sys.stdout)
-            if not args.quiet:
-                print(console.render(summary, color=color, failing=failing))
-            else:
-                print(console.verdict_line(summary, prefix=f"{summary['suite']}: ", color=color))
-            print(
-                f"Results: {shown}/ (summary.json, results.jsonl, summary.md, junit.xml, report.html)"
-            )
-            if summary.get("letta"):  # agents left on a Letta server: shown even with --quiet
-                print("\n".join(console_lines(summary)))
-            if args.dry_run:
-                print_comment(summary, out)
+            from ci_evals.run import finish  # start time: the end's (finish_imports)
+
+            early = finish.report(summary, args, suite.dataset.count, baseline, out, shown)
     finally:
         lock.release()
+    if early is not None:
+        return early, summary, out
     if summary.get("interrupted_by"):
         print(
             f"interrupted: partial results written to {shown}/; finish with --resume {shown}",
             file=sys.stderr,
         )
-    return exit_code(summary), summary, out
+    return finish.exit_code(summary), summary, out

@@ -1,11 +1,13 @@
 """Start background work once the run's event loop has gone quiet (issue 41 item 7).
 
-A run's end needs modules its start does not (Jinja2, report.html's template: 25-35 ms of CPU). A
-thread loads them while the run waits on the network; but one started beside the first wave of
-requests takes the interpreter's lock from it, and every request of that wave went out 25-35 ms
-later (seen at N=50, C=50: the thread ran from 288 to 314 ms, the first request left at 319 ms).
-So the thread starts once the loop is quiet: a short timer comes back on time, which it does only
-when nothing else ran in between (the requests are written, every worker waits on an answer).
+A run loads what its end needs (the reports' modules, Jinja2, report.html's template: 25-35 ms
+of CPU) and the price list its answers need (70 ms without today's memo) on threads while it
+waits on the network; but a thread started beside the first wave of requests takes the
+interpreter's lock from it, and every request of that wave went out later (seen at N=50, C=50:
+the end's thread ran from 288 to 314 ms, the first request left at 319 ms; without the memo the
+price list's thread held it back 45-75 ms). So those threads start once the loop is quiet: a
+short timer comes back on time, which it does only when nothing else ran in between (the
+requests are written, every worker waits on an answer).
 """
 
 from __future__ import annotations
