@@ -5,6 +5,7 @@ the same way, from spawn to exit (issue 41 item 7).
     python bench/wall.py                                  # this tree: N=50/C=50, 1,000/50, 5,000/200
     python bench/wall.py --tree before=/tmp/before/src --tree after=src --reps 5
     python bench/wall.py --smoke                          # seconds
+    python bench/wall.py --cold                           # every run with an empty cache folder
 
 Every repetition runs each case once for every tree and for the bare loop, in an order rotated
 each repetition (a shared machine's speed moves within minutes), against one fake server
@@ -55,14 +56,24 @@ def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.Compl
 
 
 def ci_evals_run(
-    tmp: Path, src: str | None, url: str, n: int, c: int, latency: float, tag: str
+    tmp: Path,
+    src: str | None,
+    url: str,
+    n: int,
+    c: int,
+    latency: float,
+    tag: str,
+    cold: bool = False,
 ) -> dict:
-    """One ``ci-evals run`` as a new process (``python -m ci_evals``, ``src`` first on PYTHONPATH)."""
+    """One ``ci-evals run`` as a new process (``python -m ci_evals``, ``src`` first on PYTHONPATH);
+    ``cold``: with an empty cache folder, as on a fresh CI runner or in a new container."""
     suite = tmp / f"suite-{n}" / "suite.yaml"
     if not suite.exists():
         llm_suite(suite.parent, n)
     out = tmp / f"out-{tag}"
     env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-bench"}
+    if cold:  # no price memo, no compiled report template: what a run on a new machine does
+        env["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="cache-", dir=tmp)
     if src:
         env["PYTHONPATH"] = src
     wall, proc = _timed(
@@ -160,6 +171,7 @@ def measure(
     reps: int,
     latency: float,
     emit=print,
+    cold: bool = False,
 ) -> dict:
     """Interleaved repetitions of every case for every tree and the bare loop; returns the runs
     by (tree, case) and emits one JSON line per run, then one summary line per tree and case."""
@@ -188,7 +200,7 @@ def measure(
                             figs[name] = bare_run(url, *case, latency)
                         else:
                             figs[name] = ci_evals_run(
-                                tmp, trees[name], url, *case, latency, f"{name}-{case[0]}"
+                                tmp, trees[name], url, *case, latency, f"{name}-{case[0]}", cold
                             )
                     bare_wall = figs["bare"]["wall_s"]
                     for name, fig in figs.items():
@@ -216,6 +228,7 @@ def measure(
                     "samples": n,
                     "concurrency": c,
                     "latency_s": latency,
+                    "cold": cold,
                     "runs": len(figs),
                     "import_s": imports.get(name),
                     **{
@@ -241,6 +254,12 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
     p.add_argument("--cases", nargs="*", default=None, metavar="N/C", help="e.g. 50/50 1000/50")
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="every ci-evals run with an empty cache folder (XDG_CACHE_HOME), as on a fresh CI "
+        "runner or in the image's new container: no price memo, no compiled report template",
+    )
     args = p.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # every child writes bytecode (see above)
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": str(HERE.parent / "src")}
@@ -255,6 +274,7 @@ def main() -> int:
         1 if args.smoke else args.reps,
         0.02 if args.smoke else 0.1,
         emit=lambda line: print(line, flush=True),
+        cold=args.cold,
     )
     return 0
 
