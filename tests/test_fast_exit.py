@@ -4,10 +4,11 @@ kept; where a user file ran, or a thread exit waits for is left, the exit is Pyt
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.test_startup import waiting_suite
 
 # An open file whose buffered write only the interpreter's teardown finishes (no close, no flush)
 # stands for what a skipped teardown loses; an atexit callback; an optional thread exit waits for;
@@ -60,24 +61,9 @@ def test_the_exit_code_is_kept(tmp_path):
     assert left == ""
 
 
-def _suite_with_a_users_grader(folder: Path) -> Path:
-    (folder / "data.jsonl").write_text(json.dumps({"id": 1, "input": "q", "ground_truth": "a"}))
-    (folder / "g.py").write_text(
-        "from ci_evals import grader, GradeResult\n\n@grader\n"
-        "def g(sample, submission):\n    return GradeResult(score=1.0)\n"
-    )
-    (folder / "suite.yaml").write_text(
-        json.dumps(
-            {
-                "name": "mine",
-                "dataset": "data.jsonl",
-                "target": {"kind": "command", "command": ["echo", "a"]},
-                "graders": {"g": {"kind": "tool", "function": "g.py:g"}},
-                "gate": {"metric_key": "g", "op": "gte", "value": 0.0},
-            }
-        )
-    )
-    return folder / "suite.yaml"
+def _suite_with_a_users_grader(folder: Path) -> str:
+    """A suite graded by the author's g.py (test_startup's: validate runs no target)."""
+    return waiting_suite(folder, {"kind": "tool", "function": "g.py:g"})
 
 
 def test_a_process_that_ran_a_users_file_ends_as_python_ends(tmp_path):

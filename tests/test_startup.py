@@ -349,7 +349,7 @@ def test_a_run_that_waits_on_nothing_starts_no_background_thread(tmp_path):
     assert first == {"jinja2": "MainThread"}
 
 
-def _waiting_suite(folder, grader: dict) -> str:
+def waiting_suite(folder, grader: dict) -> str:
     """One sample: a command target that takes 1.5 s (a run that waits), graded by ``grader``."""
     import json
 
@@ -392,7 +392,7 @@ def test_the_ends_imports_wait_for_the_run_once_the_authors_python_is_loaded(
     of those numbers; that thread's close then hits the next file opened on it (junit.xml's spool,
     seen in CI). With the author's Python loaded, nothing of ours reads files beside it."""
     first = first_importers(
-        ["run", _waiting_suite(tmp_path, grader), "--output", str(tmp_path / "o"), "-q"], END
+        ["run", waiting_suite(tmp_path, grader), "--output", str(tmp_path / "o"), "-q"], END
     )
     assert first == {"jinja2": loads_jinja2}
 
