@@ -2,7 +2,7 @@
 
 :func:`watch_letta_backoff` puts a recording RNG in place of the one every Letta
 :class:`~ci_evals._util.retry.Backoff` draws its jitter from (:data:`ci_evals._util.retry.JITTER`) and an
-``asyncio.sleep`` that records its delay and does not wait. A test then checks each retry's jitter
+``asyncio.sleep`` that records its delay (but the idle-loop probe's) and does not wait. A test then checks each retry's jitter
 range (``[bound / 2, bound]``, the bound doubling up to the cap) and that each wait slept is the
 value drawn from it (or the server's ``Retry-After`` when that is longer).
 """
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from ci_evals._util import retry
+from ci_evals._util import quiet, retry
 
 
 class RecordingRandom(random.Random):
@@ -51,7 +52,9 @@ def watch_letta_backoff(monkeypatch: pytest.MonkeyPatch) -> Watched:
     real_sleep = asyncio.sleep
 
     async def sleep(delay: float, result: Any = None) -> Any:
-        if delay > 0:  # the library's own zero-second yields are not retries
+        # the library's own zero-second yields are not retries, nor the timer that probes whether
+        # the loop is idle before the run's background threads start (ci_evals._util.quiet)
+        if delay > 0 and sys._getframe(1).f_globals.get("__name__") != quiet.__name__:
             watched.slept.append(delay)
         return await real_sleep(0, result)
 
